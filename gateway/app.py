@@ -1,0 +1,358 @@
+"""The gateway process: HTTP API, provider sidebands, live transcripts, control consumer."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import re
+import threading
+import time
+import uuid
+from typing import Any
+
+import dramatiq
+from kombu import Connection, Exchange, Queue
+from pydantic import ValidationError
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.http11 import Request as WsRequest
+from websockets.http11 import Response as WsResponse
+
+from gateway.live import LiveHub
+from gateway.provider import RealtimeProvider
+from gateway.sink import EventSink
+from gateway.sockets import CallSocket
+from pipeline.api import ConnectRequest, EndRequest, SessionSpec
+from pipeline.config import Settings
+from pipeline.envelope import CloseCall, OpenSideband, OutboundBatch, Reply, SendControl
+from pipeline.errors import BadInput, MalformedRequest, ProviderUnavailable
+from pipeline.limits import API_REPLY_TIMEOUT_MS
+from pipeline.names import control_queue
+from pipeline.wire import FrameKind, classify_frame
+from switchboard.http import Request, Response, serve_http
+
+logger = logging.getLogger(__name__)
+
+_SESSION_PATH = re.compile(r"^/v1/sessions/(?P<id>[A-Za-z0-9_\-]{1,64})(?P<action>/connect|/end|/live)?$")
+_USER_TRANSCRIPT_PREFIX = "conversation.item.input_audio_transcription."
+
+
+class Gateway:
+    def __init__(
+        self,
+        settings: Settings,
+        redis_url: str,
+        kombu_url: str,
+        broker: dramatiq.Broker,
+        provider: RealtimeProvider,
+    ) -> None:
+        self.settings = settings
+        self.gateway_id = settings.gateway_id
+        self.provider = provider
+        self._kombu_url = kombu_url
+        self.sink = EventSink(redis_url, broker, self.gateway_id, settings.broker_namespace)
+        self.live = LiveHub()
+        self.sockets: dict[str, CallSocket] = {}
+        self._pending: dict[str, asyncio.Future[tuple[int, dict[str, Any]]]] = {}
+        self._inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._stopping = threading.Event()
+        self._http: asyncio.Server | None = None
+        self._ws: Server | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._consumer: threading.Thread | None = None
+        self.http_port = 0
+        self.ws_port = 0
+
+    # ── lifecycle ──────────────────────────────────────────────────────────────────────
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._http = await serve_http(self._handle_http, self.settings.gateway_host, self.settings.gateway_port)
+        self.http_port = self._http.sockets[0].getsockname()[1]
+        self._ws = await serve(
+            self._serve_live,
+            self.settings.gateway_host,
+            self.settings.gateway_ws_port,
+            process_request=self._authorize_live,
+        )
+        self.ws_port = next(iter(self._ws.sockets)).getsockname()[1]
+        ready = threading.Event()
+        self._consumer = threading.Thread(
+            target=self._consume_controls, args=(loop, ready), name="control-consumer", daemon=True
+        )
+        self._consumer.start()
+        await asyncio.to_thread(ready.wait, 10)
+        self._tasks.append(loop.create_task(self._dispatch_outbound(), name="outbound"))
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        for socket in list(self.sockets.values()):
+            await socket.close()
+        for task in self._tasks:
+            task.cancel()
+        if self._http is not None:
+            self._http.close()
+        if self._ws is not None:
+            self._ws.close()
+        if self._consumer is not None:
+            await asyncio.to_thread(self._consumer.join, 5)
+        self.sink.close()
+
+    # ── provider frames ────────────────────────────────────────────────────────────────
+
+    def _on_frame(self, socket: CallSocket, frame: str | bytes, received_at: float) -> None:
+        try:
+            classified = classify_frame(frame)
+        except BadInput as error:
+            preview = frame[:200] if isinstance(frame, str) else frame[:200].decode(errors="replace")
+            logger.warning("bad frame on %s: %s", socket.session_id, error)
+            self.sink.submit_incident(
+                socket.session_id, error.code, str(error), {"frame_preview": preview, "bytes": len(frame)}
+            )
+            return
+        event = classified.event
+        if classified.kind is FrameKind.LIVE:
+            role = "user" if classified.type.startswith(_USER_TRANSCRIPT_PREFIX) else "assistant"
+            self.live.delta(socket.session_id, role, event["item_id"], event.get("delta", ""))
+            return
+        if classified.kind is FrameKind.IGNORED:
+            return
+        self.sink.submit_event(socket.session_id, socket.generation, event, received_at)
+        self._project_final(socket.session_id, event)
+
+    def _project_final(self, session_id: str, event: dict[str, Any]) -> None:
+        kind = event["type"]
+        if kind == "conversation.item.input_audio_transcription.completed":
+            self.live.final(session_id, "user", event["item_id"], event.get("transcript", ""))
+        elif kind in ("response.output_audio_transcript.done", "response.output_text.done"):
+            text = event.get("transcript", event.get("text", ""))
+            self.live.final(session_id, "assistant", event["item_id"], text)
+
+    def _on_host_event(self, socket: CallSocket, event: dict[str, Any]) -> None:
+        if event["type"] == "switchboard.sideband_closed" and self.sockets.get(socket.session_id) is socket:
+            del self.sockets[socket.session_id]
+        self.sink.submit_event(socket.session_id, socket.generation, event, time.time())
+
+    # ── outbound: controls and directives from the workers ─────────────────────────────
+
+    def _consume_controls(self, loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        name = control_queue(self.gateway_id)
+        with Connection(self._kombu_url) as connection:
+            queue = connection.SimpleQueue(Queue(name, exchange=Exchange("", type="direct"), routing_key=name))
+            ready.set()
+            while not self._stopping.is_set():
+                try:
+                    message = queue.get(block=True, timeout=1)
+                except queue.Empty:
+                    continue
+                except OSError:
+                    logger.exception("control queue connection failed; retrying")
+                    time.sleep(0.5)
+                    continue
+                loop.call_soon_threadsafe(self._inbox.put_nowait, message.payload)
+                message.ack()
+            queue.close()
+
+    async def _dispatch_outbound(self) -> None:
+        while True:
+            payload = await self._inbox.get()
+            try:
+                batch = OutboundBatch.model_validate(payload)
+                await self._carry_out(batch)
+            except Exception:
+                logger.exception("outbound batch failed")
+
+    async def _carry_out(self, batch: OutboundBatch) -> None:
+        for item in batch.items:
+            if isinstance(item, Reply):
+                future = self._pending.pop(item.request_id, None)
+                if future is not None and not future.done():
+                    future.set_result((item.status, item.body))
+            elif isinstance(item, SendControl):
+                socket = self.sockets.get(batch.session_id)
+                # A control for another generation belongs to a superseded sideband.
+                if socket is None or socket.generation != batch.generation:
+                    continue
+                if await socket.send(item.id, item.control):
+                    self.live.publish(batch.session_id, {"type": "control", "control": item.control})
+            elif isinstance(item, OpenSideband):
+                self._open_sideband(batch.session_id, item.call_id, batch.generation)
+            elif isinstance(item, CloseCall):
+                await self._close_call(batch.session_id, item)
+
+    def _open_sideband(self, session_id: str, call_id: str, generation: int) -> None:
+        existing = self.sockets.get(session_id)
+        if existing is not None and existing.generation == generation:
+            return
+        socket = CallSocket(
+            session_id,
+            call_id,
+            generation,
+            self.provider.sideband_url(call_id),
+            self.provider.sideband_headers(),
+            self._on_frame,
+            self._on_host_event,
+        )
+        self.sockets[session_id] = socket
+        socket.start()
+
+    async def _close_call(self, session_id: str, directive: CloseCall) -> None:
+        socket = self.sockets.pop(session_id, None)
+        if socket is not None:
+            await socket.close()
+        if directive.hangup and directive.call_id:
+            try:
+                await self.provider.hangup(directive.call_id)
+            except ProviderUnavailable as error:
+                logger.warning("hangup of %s failed: %s", directive.call_id, error)
+        self.live.publish(session_id, {"type": "session.closed", "reason": directive.reason})
+        self.live.forget(session_id)
+        self.sink.forget(session_id)
+
+    # ── API ────────────────────────────────────────────────────────────────────────────
+
+    async def _handle_http(self, request: Request) -> Response:
+        if request.path == "/healthz":
+            return Response.json(200, {"status": "ok", "gateway": self.gateway_id})
+        if not self._authorized(request.headers.get("authorization", "")):
+            return Response.json(
+                401,
+                _error("unauthorized", "a valid bearer token is required"),
+                {"WWW-Authenticate": 'Bearer realm="switchboard"'},
+            )
+        if request.path == "/v1/sessions":
+            if request.method != "POST":
+                return Response.json(405, _error("method_not_allowed", "use POST"))
+            return await self._create_session(request)
+        match = _SESSION_PATH.match(request.path)
+        if match is None:
+            return Response.json(404, _error("not_found", f"no route {request.path}"))
+        session_id, action = match["id"], match["action"]
+        expected = "GET" if action is None else "POST"
+        if request.method != expected or action == "/live":
+            return Response.json(405, _error("method_not_allowed", f"use {expected}"))
+        if action is None:
+            return await self._rpc_response(
+                "describe_session", session_id=session_id, with_events=request.query.get("events") == "1"
+            )
+        if action == "/connect":
+            return await self._connect(session_id, request)
+        return await self._end(session_id, request)
+
+    async def _create_session(self, request: Request) -> Response:
+        try:
+            spec = SessionSpec.model_validate(_json_body(request))
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        session_id = f"sess_{uuid.uuid4().hex}"
+        return await self._rpc_response(
+            "create_session", session_id=session_id, spec=spec.model_dump(mode="json"), now=time.time()
+        )
+
+    async def _connect(self, session_id: str, request: Request) -> Response:
+        try:
+            sdp = _sdp_offer(request)
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        status, body = await self._rpc("begin_admission", session_id=session_id, now=time.time())
+        if status != 200:
+            return Response.json(status, body)
+        session: dict[str, Any] = {"instructions": body["instructions"]}
+        if body.get("tools"):
+            session["tools"] = body["tools"]
+        try:
+            call = await self.provider.create_call(sdp, session)
+        except ProviderUnavailable as error:
+            code = "provider_rejected_call" if getattr(error, "status", None) else "provider_unavailable"
+            await self._rpc("admission_failed", session_id=session_id, code=code, detail=str(error), now=time.time())
+            return Response.json(502, _error(code, str(error)))
+        status, body = await self._rpc("attach_call", session_id=session_id, call_id=call.call_id, now=time.time())
+        if status != 200:
+            return Response.json(status, body)
+        if "application/json" in request.headers.get("accept", ""):
+            return Response.json(201, {"session_id": session_id, "call_id": call.call_id, "sdp": call.sdp_answer})
+        return Response(
+            201,
+            call.sdp_answer.encode(),
+            {"Content-Type": "application/sdp", "X-Switchboard-Call-Id": call.call_id},
+        )
+
+    async def _end(self, session_id: str, request: Request) -> Response:
+        try:
+            end = EndRequest.model_validate(_json_body(request) if request.body else {})
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        status, body = await self._rpc("describe_session", session_id=session_id)
+        if status != 200:
+            return Response.json(status, body)
+        if body["status"] in ("ended", "failed"):
+            return Response.json(409, _error("session_ended", f"session is {body['status']}"))
+        event = {"type": "switchboard.end_requested", "reason": end.reason}
+        generation = int(body["generation"])
+        self.sink.submit_event(session_id, generation, event, time.time())
+        return Response.json(202, {"session_id": session_id, "status": "ending", "reason": end.reason})
+
+    async def _rpc(self, actor_name: str, **kwargs: Any) -> tuple[int, dict[str, Any]]:
+        request_id = uuid.uuid4().hex
+        future: asyncio.Future[tuple[int, dict[str, Any]]] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        self.sink.submit_request(actor_name, request_id=request_id, gateway_id=self.gateway_id, **kwargs)
+        try:
+            return await asyncio.wait_for(future, API_REPLY_TIMEOUT_MS / 1000)
+        except TimeoutError:
+            return 503, _error("reply_timeout", f"no worker answered {actor_name} in time")
+        finally:
+            self._pending.pop(request_id, None)
+
+    async def _rpc_response(self, actor_name: str, **kwargs: Any) -> Response:
+        status, body = await self._rpc(actor_name, **kwargs)
+        return Response.json(status, body)
+
+    def _authorized(self, header: str) -> bool:
+        scheme, _, token = header.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip(), self.settings.api_token)
+
+    # ── live transcripts ───────────────────────────────────────────────────────────────
+
+    def _authorize_live(self, connection: ServerConnection, request: WsRequest) -> WsResponse | None:
+        path, _, query = request.path.partition("?")
+        match = _SESSION_PATH.match(path)
+        if match is None or match["action"] != "/live":
+            return connection.respond(404, "no such live endpoint\n")
+        token = dict(part.partition("=")[::2] for part in query.split("&") if part).get("token", "")
+        header = request.headers.get("Authorization", f"Bearer {token}")
+        if not self._authorized(header):
+            return WsResponse(401, "Unauthorized", Headers([("WWW-Authenticate", "Bearer")]), b"unauthorized\n")
+        return None
+
+    async def _serve_live(self, connection: ServerConnection) -> None:
+        assert connection.request is not None
+        match = _SESSION_PATH.match(connection.request.path.partition("?")[0])
+        assert match is not None
+        await self.live.serve(match["id"], connection)
+
+
+def _error(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
+def _invalid(error: Exception) -> Response:
+    if isinstance(error, ValidationError):
+        problems = [f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in error.errors()]
+        return Response.json(422, {"error": {"code": "malformed_request", "message": "; ".join(problems)}})
+    return Response.json(422, _error(getattr(error, "code", "malformed_request"), str(error)))
+
+
+def _json_body(request: Request) -> Any:
+    try:
+        return json.loads(request.body or b"null")
+    except ValueError as error:
+        raise MalformedRequest(f"body is not JSON: {error}") from error
+
+
+def _sdp_offer(request: Request) -> str:
+    if request.headers.get("content-type", "").startswith("application/sdp"):
+        return ConnectRequest(sdp=request.body.decode(errors="replace")).sdp
+    return ConnectRequest.model_validate(_json_body(request)).sdp

@@ -1,0 +1,115 @@
+"""`CallSocket`: one task per provider sideband; frames in, controls out."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import websockets
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+
+from pipeline.limits import MAXIMUM_SOCKET_MESSAGE_BYTES
+
+logger = logging.getLogger(__name__)
+
+# Control ids remembered per socket for "send each id once": far more than one call's
+# controls can be in flight or retried at a time.
+REMEMBERED_CONTROL_IDS = 4_096
+SIDEBAND_OPEN_TIMEOUT_S = 10.0
+
+FrameHandler = Callable[["CallSocket", str | bytes, float], None]
+HostEventHandler = Callable[["CallSocket", dict[str, Any]], None]
+
+
+class CallSocket:
+    """The sideband of one session's provider call."""
+
+    def __init__(
+        self,
+        session_id: str,
+        call_id: str,
+        generation: int,
+        url: str,
+        headers: dict[str, str],
+        on_frame: FrameHandler,
+        on_host_event: HostEventHandler,
+    ) -> None:
+        self.session_id = session_id
+        self.call_id = call_id
+        self.generation = generation
+        self._url = url
+        self._headers = headers
+        self._on_frame = on_frame
+        self._on_host_event = on_host_event
+        self._connection: ClientConnection | None = None
+        self._sent: set[str] = set()
+        self._sent_order: deque[str] = deque()
+        self.closing = False
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run(), name=f"sideband-{self.session_id}")
+
+    async def _run(self) -> None:
+        try:
+            connection = await websockets.connect(
+                self._url,
+                additional_headers=self._headers,
+                max_size=MAXIMUM_SOCKET_MESSAGE_BYTES,
+                open_timeout=SIDEBAND_OPEN_TIMEOUT_S,
+                compression=None,
+            )
+        except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as error:
+            logger.warning("sideband of %s did not open: %r", self.session_id, error)
+            self._on_host_event(
+                self, {"type": "switchboard.sideband_closed", "code": None, "reason": f"open failed: {error}"[:200]}
+            )
+            return
+        self._connection = connection
+        # Numbered before any provider frame, so the log says "connected" first.
+        self._on_host_event(self, {"type": "switchboard.sideband_connected", "call_id": self.call_id})
+        try:
+            async for frame in connection:
+                self._on_frame(self, frame, time.time())
+        except ConnectionClosed:
+            pass
+        finally:
+            self._on_host_event(
+                self,
+                {
+                    "type": "switchboard.sideband_closed",
+                    "code": connection.close_code,
+                    "reason": (connection.close_reason or "")[:200],
+                    "by_host": self.closing,
+                },
+            )
+
+    def has_sent(self, control_id: str) -> bool:
+        return control_id in self._sent
+
+    async def send(self, control_id: str, control: dict[str, Any]) -> bool:
+        """Send a control once; False if it was sent before or the socket is not open."""
+        if control_id in self._sent or self._connection is None or self.closing:
+            return False
+        self._sent.add(control_id)
+        self._sent_order.append(control_id)
+        if len(self._sent_order) > REMEMBERED_CONTROL_IDS:
+            self._sent.discard(self._sent_order.popleft())
+        try:
+            await self._connection.send(json.dumps(control))
+        except ConnectionClosed:
+            return False
+        return True
+
+    async def close(self) -> None:
+        self.closing = True
+        if self._connection is not None:
+            await self._connection.close()
+        elif self.task is not None:
+            self.task.cancel()

@@ -1,0 +1,145 @@
+"""The database handle and the tables. Only `models` imports peewee."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlparse
+
+from peewee import (
+    BigAutoField,
+    BigIntegerField,
+    BooleanField,
+    CharField,
+    DatabaseProxy,
+    DateTimeField,
+    DoubleField,
+    ForeignKeyField,
+    IntegerField,
+    Model,
+    PostgresqlDatabase,
+    TextField,
+)
+from playhouse.postgres_ext import BinaryJSONField
+
+database = DatabaseProxy()
+
+# A blocked row lock or a runaway statement must end the transaction (and let Dramatiq retry)
+# rather than hang a worker thread: Dramatiq's TimeLimit cannot interrupt a C call.
+LOCK_TIMEOUT_MS = 5_000
+STATEMENT_TIMEOUT_MS = 10_000
+
+
+def connect(database_url: str) -> PostgresqlDatabase:
+    """Bind the tables to a database URL (connections open lazily, one per thread)."""
+    handle = PostgresqlDatabase(**database_arguments(database_url))
+    database.initialize(handle)
+    return handle
+
+
+def database_arguments(url: str) -> dict[str, Any]:
+    """peewee/psycopg2 arguments from a `postgresql://user:pass@host:port/db?host=…` URL."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("postgres", "postgresql"):
+        raise ValueError(f"not a PostgreSQL URL: {url!r}")
+    arguments: dict[str, Any] = {
+        "database": unquote(parsed.path.lstrip("/")) or "postgres",
+        "options": f"-c lock_timeout={LOCK_TIMEOUT_MS} -c statement_timeout={STATEMENT_TIMEOUT_MS}",
+    }
+    if parsed.username:
+        arguments["user"] = unquote(parsed.username)
+    if parsed.password:
+        arguments["password"] = unquote(parsed.password)
+    if parsed.hostname:
+        arguments["host"] = parsed.hostname
+    if parsed.port:
+        arguments["port"] = parsed.port
+    for key, values in parse_qs(parsed.query).items():
+        arguments[key] = values[-1]
+    return arguments
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class _Table(Model):
+    class Meta:
+        database = database
+
+
+class SessionRow(_Table):
+    id = CharField(primary_key=True, max_length=64)
+    status = CharField(max_length=16, index=True)
+    generation = IntegerField(default=1)
+    # The highest seq applied; every logged event up to it is applied, in order.
+    applied_seq = BigIntegerField(default=0)
+    # The highest seq logged; above applied_seq means early events wait for a gap.
+    logged_seq = BigIntegerField(default=0)
+    # How many events (sequenced or not) have been applied: the order of the fold.
+    applied_count = BigIntegerField(default=0)
+    owning_gateway = CharField(max_length=128)
+    provider_call_id = CharField(max_length=256, null=True, index=True)
+    instructions = TextField(default="")
+    state = BinaryJSONField()
+    usage = BinaryJSONField(default=dict)
+    end_reason = CharField(max_length=128, null=True)
+    created_at = DateTimeField(default=utcnow)
+    updated_at = DateTimeField(default=utcnow)
+    ended_at = DateTimeField(null=True)
+
+    class Meta:
+        table_name = "sessions"
+
+
+class SessionEventRow(_Table):
+    id = BigAutoField()
+    session = ForeignKeyField(SessionRow, column_name="session_id", on_delete="CASCADE")
+    # The gateway's number for this event; NULL for host inputs (creation, timers, admission).
+    seq = BigIntegerField(null=True)
+    provider_event_id = CharField(max_length=256, null=True)
+    kind = CharField(max_length=128)
+    payload = BinaryJSONField()
+    generation = IntegerField()
+    received_at = DoubleField()
+    disposition = CharField(max_length=16)
+    # Position in the fold (1-based); NULL while pending.
+    applied_order = BigIntegerField(null=True)
+    controls = BinaryJSONField(default=list)
+    created_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        table_name = "session_events"
+
+
+class TranscriptItemRow(_Table):
+    id = BigAutoField()
+    session = ForeignKeyField(SessionRow, column_name="session_id", on_delete="CASCADE")
+    role = CharField(max_length=16)
+    text = TextField()
+    provider_item_id = CharField(max_length=256)
+    response_id = CharField(max_length=256, null=True)
+    seq = BigIntegerField(null=True)
+    late = BooleanField(default=False)
+    created_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        table_name = "transcript_items"
+
+
+class IncidentRow(_Table):
+    id = BigAutoField()
+    session = ForeignKeyField(
+        SessionRow, column_name="session_id", null=True, on_delete="CASCADE"
+    )
+    code = CharField(max_length=128, index=True)
+    severity = CharField(max_length=16)
+    summary = TextField()
+    context = BinaryJSONField(default=dict)
+    created_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        table_name = "incidents"
+
+
+TABLES = (SessionRow, SessionEventRow, TranscriptItemRow, IncidentRow)

@@ -1,0 +1,90 @@
+"""Reading a session's durable record: what happened, in the words of the log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.errors import SessionNotFound
+
+from models.db import IncidentRow, SessionEventRow, SessionRow, TranscriptItemRow
+
+
+def session_record(session_id: str, *, with_events: bool = False) -> dict[str, Any]:
+    """The session as stored: status, end reason, usage, transcripts, incidents, the log's
+    dispositions (and the log itself when asked)."""
+    row = SessionRow.get_or_none(SessionRow.id == session_id)
+    if row is None:
+        raise SessionNotFound(f"no session {session_id!r}")
+    transcripts = [
+        {
+            "role": item.role,
+            "text": item.text,
+            "item_id": item.provider_item_id,
+            "response_id": item.response_id,
+            "seq": item.seq,
+            "late": item.late,
+        }
+        for item in TranscriptItemRow.select()
+        .where(TranscriptItemRow.session == session_id)
+        .order_by(TranscriptItemRow.id)
+    ]
+    incidents = [
+        {
+            "code": incident.code,
+            "severity": incident.severity,
+            "summary": incident.summary,
+            "context": incident.context,
+            "at": incident.created_at.isoformat(),
+        }
+        for incident in IncidentRow.select()
+        .where(IncidentRow.session == session_id)
+        .order_by(IncidentRow.id)
+    ]
+    record: dict[str, Any] = {
+        "id": row.id,
+        "status": row.status,
+        "end_reason": row.end_reason,
+        "generation": row.generation,
+        "provider_call_id": row.provider_call_id,
+        "owning_gateway": row.owning_gateway,
+        "instructions": row.instructions,
+        "usage": row.usage,
+        "applied_seq": row.applied_seq,
+        "logged_seq": row.logged_seq,
+        "created_at": row.created_at.isoformat(),
+        "ended_at": row.ended_at.isoformat() if row.ended_at else None,
+        "transcript": transcripts,
+        "incidents": incidents,
+        "tool_steps": [],
+        "events": _disposition_counts(session_id),
+    }
+    if with_events:
+        record["log"] = event_log(session_id)
+    return record
+
+
+def event_log(session_id: str) -> list[dict[str, Any]]:
+    """Every logged input of the session in the order it was logged."""
+    return [
+        {
+            "seq": event.seq,
+            "kind": event.kind,
+            "disposition": event.disposition,
+            "applied_order": event.applied_order,
+            "generation": event.generation,
+            "payload": event.payload,
+            "controls": event.controls,
+        }
+        for event in SessionEventRow.select()
+        .where(SessionEventRow.session == session_id)
+        .order_by(SessionEventRow.id)
+    ]
+
+
+def _disposition_counts(session_id: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for event in SessionEventRow.select(SessionEventRow.disposition).where(
+        SessionEventRow.session == session_id
+    ):
+        counts[event.disposition] = counts.get(event.disposition, 0) + 1
+    return counts

@@ -1,0 +1,89 @@
+"""Settings, read from the environment by the entry points and validated here.
+
+Every variable is `SWITCHBOARD_<FIELD>` (upper case). Unset database and Redis URLs mean
+"find local servers, or start embedded ones" (see `switchboard.services`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pipeline.errors import BadInput
+from pipeline.limits import DEFAULT_MAXIMUM_OUTPUT_TOKENS, MAXIMUM_SESSION_SECONDS
+
+PREFIX = "SWITCHBOARD_"
+
+
+class ConfigError(BadInput):
+    code = "invalid_configuration"
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    database_url: str | None = None
+    redis_url: str | None = None
+    data_dir: Path = Path(".switchboard")
+
+    # Broker: the wake-up consumer blocks when idle; "stock" is Dramatiq's polling consumer,
+    # kept for comparison in benchmarks.
+    broker_namespace: str = "switchboard"
+    broker_consumer: Literal["wake", "stock"] = "wake"
+    broker_heartbeat_timeout_ms: int = Field(default=5_000, ge=1_000)
+    worker_threads: int = Field(default=8, ge=1, le=64)
+
+    provider: Literal["simulated", "openai"] = "simulated"
+    provider_api_key: str | None = None
+    provider_base_url: str = "http://127.0.0.1:8710/v1"
+    provider_ws_url: str = "ws://127.0.0.1:8711/v1"
+    provider_model: str = "gpt-realtime"
+
+    gateway_id: str = "gw1"
+    gateway_host: str = "127.0.0.1"
+    gateway_port: int = Field(default=8700, ge=0, le=65535)
+    gateway_ws_port: int = Field(default=8701, ge=0, le=65535)
+    api_token: str = "switchboard-dev-token"
+
+    sentry_dsn: str | None = None
+    sentry_environment: str = "development"
+
+    max_output_tokens: int | Literal["inf"] = DEFAULT_MAXIMUM_OUTPUT_TOKENS
+    max_session_seconds: int = Field(default=MAXIMUM_SESSION_SECONDS, ge=1)
+
+    @model_validator(mode="after")
+    def _openai_needs_a_key(self) -> Settings:
+        if self.provider == "openai" and not self.provider_api_key:
+            raise ValueError("provider 'openai' needs SWITCHBOARD_PROVIDER_API_KEY")
+        return self
+
+    @property
+    def provider_key(self) -> str:
+        """The bearer key sent to the provider (the simulator accepts any non-empty key)."""
+        return self.provider_api_key or "sk-simulated"
+
+
+def settings_from(environ: Mapping[str, str]) -> Settings:
+    """Build settings from an environment mapping; a bad value is a `ConfigError` naming it."""
+    values: dict[str, str] = {}
+    for name, value in environ.items():
+        if name.startswith(PREFIX) and value != "":
+            values[name[len(PREFIX) :].lower()] = value
+    if values.get("provider") == "openai":
+        values.setdefault("provider_base_url", "https://api.openai.com/v1")
+        values.setdefault("provider_ws_url", "wss://api.openai.com/v1")
+        if "provider_api_key" not in values and environ.get("OPENAI_API_KEY"):
+            values["provider_api_key"] = environ["OPENAI_API_KEY"]
+    unknown = set(values) - set(Settings.model_fields)
+    if unknown:
+        raise ConfigError(f"unknown settings: {', '.join(PREFIX + n.upper() for n in sorted(unknown))}")
+    try:
+        return Settings.model_validate(values)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{PREFIX}{'.'.join(map(str, e['loc'])).upper() or 'SETTINGS'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(problems) from exc

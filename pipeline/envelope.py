@@ -1,0 +1,82 @@
+"""What travels on the queues: event envelopes (gateway → workers) and outbound batches
+(workers → a gateway's control queue)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EventEnvelope(BaseModel):
+    """One durable event of one session, numbered by the gateway that received it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session_id: str
+    seq: int = Field(ge=1)
+    generation: int = Field(ge=1)
+    gateway_id: str
+    # Wall-clock seconds at the gateway when the frame arrived: the transitions' `now`.
+    received_at: float
+    event: dict[str, Any]
+
+
+class SendControl(BaseModel):
+    """Write this control on the session's sideband (once per id, same generation only)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["control"] = "control"
+    id: str
+    control: dict[str, Any]
+
+
+class OpenSideband(BaseModel):
+    """Open (or re-open) the sideband of the session's provider call."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["open_sideband"] = "open_sideband"
+    id: str
+    call_id: str
+
+
+class CloseCall(BaseModel):
+    """Close the sideband; hang up the provider call when asked."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["close_call"] = "close_call"
+    id: str
+    call_id: str | None
+    reason: str
+    hangup: bool
+
+
+class Reply(BaseModel):
+    """The answer to an API request the gateway is waiting on."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["reply"] = "reply"
+    id: str
+    request_id: str
+    status: int
+    body: dict[str, Any]
+
+
+Outbound = Annotated[
+    Union[SendControl, OpenSideband, CloseCall, Reply], Field(discriminator="kind")
+]
+
+
+class OutboundBatch(BaseModel):
+    """Everything one transaction tells one gateway about one session, in apply order."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session_id: str
+    generation: int
+    items: tuple[Outbound, ...]
+

@@ -1,0 +1,83 @@
+"""The one error tree of Switchboard.
+
+    SwitchboardError
+    ├── Refusal                  a request that is wrong for the state it found; never retried
+    │   ├── SessionNotFound
+    │   ├── SessionExists
+    │   ├── SessionEnded
+    │   └── AdmissionRefused
+    ├── BadInput                 input that can never become valid; recorded, never retried
+    │   ├── MalformedFrame       a provider frame that is not JSON or not a known shape
+    │   ├── OversizedFrame
+    │   ├── MalformedRequest     an API request body that does not validate
+    │   └── MalformedEnvelope    a queue message that is not a Switchboard envelope
+    └── Fault                    something outside the request failed; may be retried
+        ├── ProviderUnavailable
+        └── ReplyTimeout
+"""
+
+from __future__ import annotations
+
+
+class SwitchboardError(Exception):
+    """Base of every error Switchboard raises on purpose."""
+
+    code = "switchboard_error"
+
+
+class Refusal(SwitchboardError):
+    """The request is refused for the state it found; retrying cannot help."""
+
+    code = "refused"
+
+
+class SessionNotFound(Refusal):
+    code = "session_not_found"
+
+
+class SessionExists(Refusal):
+    code = "session_exists"
+
+
+class SessionEnded(Refusal):
+    code = "session_ended"
+
+
+class AdmissionRefused(Refusal):
+    code = "admission_refused"
+
+
+class BadInput(SwitchboardError):
+    """Input that can never become valid: answered with a typed error and dropped."""
+
+    code = "bad_input"
+
+
+class MalformedFrame(BadInput):
+    code = "malformed_provider_frame"
+
+
+class OversizedFrame(BadInput):
+    code = "oversized_provider_frame"
+
+
+class MalformedRequest(BadInput):
+    code = "malformed_request"
+
+
+class MalformedEnvelope(BadInput):
+    code = "malformed_envelope"
+
+
+class Fault(SwitchboardError):
+    """Something outside the request failed; the operation may be retried."""
+
+    code = "fault"
+
+
+class ProviderUnavailable(Fault):
+    code = "provider_unavailable"
+
+
+class ReplyTimeout(Fault):
+    code = "reply_timeout"

@@ -1,0 +1,35 @@
+"""Queue and actor names, shared by the gateway (which enqueues) and the workers."""
+
+from __future__ import annotations
+
+ADMISSION_QUEUE = "admission"
+TRANSCRIPT_QUEUE = "transcript"
+TOOL_QUEUE = "tool"
+TOOL_RUNS_QUEUE = "tool_runs"
+COMPACTION_QUEUE = "compaction"
+
+# Each durable event goes to the queue of the concern it belongs to; whichever worker takes
+# it applies every contiguous logged event of the session, so queues never reorder a session.
+_QUEUE_OF_TYPE = {
+    "switchboard.sideband_connected": ADMISSION_QUEUE,
+    "switchboard.sideband_closed": ADMISSION_QUEUE,
+    "switchboard.end_requested": ADMISSION_QUEUE,
+    "session.created": ADMISSION_QUEUE,
+    "session.updated": ADMISSION_QUEUE,
+    "response.function_call_arguments.done": TOOL_QUEUE,
+}
+
+EVENT_ACTOR = {
+    ADMISSION_QUEUE: "admission_event",
+    TRANSCRIPT_QUEUE: "transcript_event",
+    TOOL_QUEUE: "tool_event",
+}
+
+
+def queue_for(event_type: str) -> str:
+    return _QUEUE_OF_TYPE.get(event_type, TRANSCRIPT_QUEUE)
+
+
+def control_queue(gateway_id: str) -> str:
+    """The kombu queue a gateway consumes its controls and directives from."""
+    return f"switchboard.gateway.{gateway_id}"

@@ -1,0 +1,100 @@
+"""`apply`: one logged event → one `Step`, whatever concern it belongs to.
+
+Late events (for an ended or failed session, or from an older generation) are recorded but
+act on nothing: only their transcripts still land.
+"""
+
+from __future__ import annotations
+
+from pipeline import admission, transcript
+from pipeline.step import PersistTranscript, Step, unchanged
+from pipeline.state import SessionState
+from pipeline.state import Limits
+from pipeline.wire import (
+    AdmissionBegun,
+    AdmissionFailed,
+    AssistantTranscriptFinal,
+    CallAttached,
+    SessionCreated,
+    TimerFired,
+    EndRequested,
+    InboundEvent,
+    ProviderError,
+    ResponseCreated,
+    ResponseDone,
+    SessionUpdated,
+    SidebandClosed,
+    SidebandConnected,
+    SpeechStarted,
+    UserTranscriptFailed,
+    UserTranscriptFinal,
+)
+
+
+def is_late(state: SessionState, generation: int) -> bool:
+    """An event for a finished session, or from a superseded sideband, is late."""
+    return state.is_terminal or generation < state.generation
+
+
+def apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
+    """Decide what one event means for the session."""
+    match event:
+        case SessionCreated():
+            return admission.created(
+                state.evolve(
+                    instructions=event.instructions,
+                    tools=event.tools,
+                    limits=Limits.model_validate(event.limits),
+                )
+            )
+        case EndRequested():
+            return admission.end(state, event)
+        case AdmissionBegun():
+            return admission.begin_admission(state)
+        case CallAttached():
+            return admission.attach_call(state, event.call_id)
+        case AdmissionFailed():
+            return admission.fail_admission(state, event.code, event.detail)
+        case TimerFired():
+            return admission.timer_fired(state, event.name)
+    if is_late(state, generation):
+        return record_late(state, event)
+    return _decide(state, event)
+
+
+def record_late(state: SessionState, event: InboundEvent) -> Step:
+    """A late event changes nothing, but the durable record still gets its transcript."""
+    if isinstance(event, UserTranscriptFinal):
+        text = transcript.bounded(event.transcript)
+        return Step(state=state, effects=(PersistTranscript(role="user", text=text, item_id=event.item_id),))
+    if isinstance(event, AssistantTranscriptFinal):
+        return Step(state=state, effects=transcript.assistant_said(state, event).effects)
+    return unchanged(state)
+
+
+def _decide(state: SessionState, event: InboundEvent) -> Step:
+    match event:
+        case SidebandConnected():
+            return admission.sideband_connected(state, event)
+        case SidebandClosed():
+            return admission.sideband_closed(state, event)
+        case SessionUpdated():
+            return admission.session_updated(state, event)
+        case UserTranscriptFinal():
+            return transcript.hear(state, event)
+        case UserTranscriptFailed():
+            return transcript.transcription_failed(state, event)
+        case SpeechStarted():
+            return transcript.speech_started(state, event)
+        case ResponseCreated():
+            return transcript.response_started(state, event)
+        case AssistantTranscriptFinal():
+            return transcript.assistant_said(state, event)
+        case ResponseDone():
+            return transcript.response_finished(state, event)
+        case ProviderError():
+            return transcript.provider_error(state, event)
+        case _:
+            # Function calls, truncations, deletions and unknown kinds are recorded in the log;
+            # the tools, lifecycle and compaction work decide on them.
+            return unchanged(state)

@@ -1,0 +1,105 @@
+"""`SessionState`: everything a worker needs to decide, rebuilt from the session row."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from pipeline.limits import DEFAULT_MAXIMUM_OUTPUT_TOKENS, MAXIMUM_SESSION_SECONDS
+
+
+class Phase(StrEnum):
+    """A session is in one of these phases.
+
+    CREATED     the row exists; nobody has asked to connect yet
+    ADMITTING   a connect is under way: the provider call is being created, the sideband opened
+    CONNECTED   the sideband is up and the session configuration was sent
+    LISTENING   the provider confirmed the configuration; waiting for the caller
+    RESPONDING  a host-driven response is owed or in progress
+    ENDED       finished normally (absorbing)
+    FAILED      finished by a failure (absorbing)
+    """
+
+    CREATED = "created"
+    ADMITTING = "admitting"
+    CONNECTED = "connected"
+    LISTENING = "listening"
+    RESPONDING = "responding"
+    ENDED = "ended"
+    FAILED = "failed"
+
+
+TERMINAL_PHASES = frozenset({Phase.ENDED, Phase.FAILED})
+LIVE_PHASES = frozenset({Phase.CONNECTED, Phase.LISTENING, Phase.RESPONDING})
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Limits(_Frozen):
+    """Per-session limits, fixed at creation."""
+
+    max_output_tokens: int | Literal["inf"] = DEFAULT_MAXIMUM_OUTPUT_TOKENS
+    max_session_seconds: int = MAXIMUM_SESSION_SECONDS
+
+
+class ResponseContext(_Frozen):
+    """What a response is created with, captured when the caller's input arrives and reused
+    for every response of that turn (a tool continuation, a limit report)."""
+
+    instructions: str
+    max_output_tokens: int | Literal["inf"]
+    input_item_id: str
+
+
+class Turn(_Frozen):
+    """One host-driven response cycle: asked for, started, finished."""
+
+    context: ResponseContext
+    response_id: str | None = None
+
+
+class Usage(_Frozen):
+    """Provider-reported usage, summed over every `response.done`."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    responses: int = 0
+
+    def plus(self, input_tokens: int, output_tokens: int, total_tokens: int) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + input_tokens,
+            output_tokens=self.output_tokens + output_tokens,
+            total_tokens=self.total_tokens + total_tokens,
+            responses=self.responses + 1,
+        )
+
+
+class SessionState(_Frozen):
+    """The decision state of one session; a frozen value changed with `evolve`."""
+
+    phase: Phase = Phase.CREATED
+    generation: int = 1
+    instructions: str = ""
+    limits: Limits = Limits()
+    # Function tools offered to the model (the tool catalog; executed by the tools work).
+    tools: tuple[dict[str, Any], ...] = ()
+    call_id: str | None = None
+    turn: Turn | None = None
+    # The caller spoke while a response was owed: one response is begun for it afterwards.
+    queued_input_item_id: str | None = None
+    last_response_input_tokens: int = 0
+    usage: Usage = Usage()
+    speech_started_count: int = 0
+    end_reason: str | None = None
+
+    def evolve(self, **changes: object) -> SessionState:
+        return self.model_copy(update=changes)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES

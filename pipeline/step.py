@@ -1,0 +1,80 @@
+"""`Step`: what a transition decided — the next state, the controls to send, the effects to
+carry out in the same transaction."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.state import SessionState
+from pipeline.wire import ItemCreate, ItemDelete, ItemTruncate, ResponseCancel, ResponseCreate
+from pipeline.wire import SessionUpdate
+
+
+class _Effect(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PersistTranscript(_Effect):
+    """Store one final transcript (user or assistant) durably."""
+
+    role: Literal["user", "assistant"]
+    text: str
+    item_id: str
+    response_id: str | None = None
+
+
+class RecordIncident(_Effect):
+    """Store a durable incident; errors also go to Sentry."""
+
+    code: str
+    summary: str
+    severity: Literal["error", "warning"] = "error"
+    context: dict[str, Any] = Field(default_factory=dict)
+
+
+class OpenSideband(_Effect):
+    """Ask the owning gateway to open the sideband of this provider call."""
+
+    call_id: str
+
+
+class CloseCall(_Effect):
+    """Ask the owning gateway to close the sideband and, if asked, hang the call up."""
+
+    reason: str
+    hangup: bool
+
+
+class ScheduleTimer(_Effect):
+    """Deliver a named timer to this session after a delay (a delayed message)."""
+
+    name: str
+    delay_ms: int
+
+
+Effect = Union[PersistTranscript, RecordIncident, OpenSideband, CloseCall, ScheduleTimer]
+Control = Union[SessionUpdate, ResponseCreate, ResponseCancel, ItemCreate, ItemDelete, ItemTruncate]
+
+
+class Step(BaseModel):
+    """The outcome of one transition."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    state: SessionState
+    controls: tuple[Control, ...] = ()
+    effects: tuple[Effect, ...] = ()
+
+    def then(self, other: Step) -> Step:
+        """This step followed by `other` (whose state wins)."""
+        return Step(
+            state=other.state,
+            controls=self.controls + other.controls,
+            effects=self.effects + other.effects,
+        )
+
+
+def unchanged(state: SessionState) -> Step:
+    return Step(state=state)

@@ -1,0 +1,148 @@
+"""The spoken turn: the caller's final transcript drives a response; the response's start,
+final transcript and completion are recorded."""
+
+from __future__ import annotations
+
+from pipeline.limits import MAXIMUM_DURABLE_TEXT_BYTES
+from pipeline.state import LIVE_PHASES, Phase, ResponseContext, SessionState, Turn
+from pipeline.step import PersistTranscript, RecordIncident, Step, unchanged
+from pipeline.wire import AssistantTranscriptFinal, ProviderError, ResponseCreate, ResponseCreated
+from pipeline.wire import ResponseDone, ResponseParams, SpeechStarted, UserTranscriptFailed
+from pipeline.wire import UserTranscriptFinal
+
+
+def hear(state: SessionState, event: UserTranscriptFinal) -> Step:
+    """The caller finished speaking: persist what they said and begin the response, or queue
+    one if a response is still owed (one response then covers everything they said)."""
+    persisted = Step(
+        state=state,
+        effects=(PersistTranscript(role="user", text=bounded(event.transcript), item_id=event.item_id),),
+    )
+    if state.phase not in LIVE_PHASES:
+        return persisted
+    if state.turn is not None:
+        return persisted.then(Step(state=state.evolve(queued_input_item_id=event.item_id)))
+    return persisted.then(begin_response(state, event.item_id))
+
+
+def begin_response(state: SessionState, input_item_id: str) -> Step:
+    """Capture the response context for this input and ask the provider to respond."""
+    context = ResponseContext(
+        instructions=state.instructions,
+        max_output_tokens=state.limits.max_output_tokens,
+        input_item_id=input_item_id,
+    )
+    return Step(
+        state=state.evolve(
+            phase=Phase.RESPONDING, turn=Turn(context=context), queued_input_item_id=None
+        ),
+        controls=(response_create(context),),
+    )
+
+
+def response_create(context: ResponseContext, tool_choice: str = "auto") -> ResponseCreate:
+    return ResponseCreate(
+        response=ResponseParams(
+            instructions=context.instructions,
+            max_output_tokens=context.max_output_tokens,
+            tool_choice=tool_choice,
+        )
+    )
+
+
+def transcription_failed(state: SessionState, event: UserTranscriptFailed) -> Step:
+    """The provider could not transcribe the caller: worth a warning, not a failed call."""
+    return Step(
+        state=state,
+        effects=(
+            RecordIncident(
+                code="transcription_failed",
+                summary=str(event.error.get("message") or "input audio transcription failed"),
+                severity="warning",
+                context={"item_id": event.item_id, "error": event.error},
+            ),
+        ),
+    )
+
+
+def speech_started(state: SessionState, event: SpeechStarted) -> Step:
+    """The caller began to speak; recorded (barge-in acts on it in the lifecycle work)."""
+    del event
+    return Step(state=state.evolve(speech_started_count=state.speech_started_count + 1))
+
+
+def response_started(state: SessionState, event: ResponseCreated) -> Step:
+    """The provider started the response Switchboard asked for."""
+    if state.turn is not None and state.turn.response_id is None:
+        return Step(
+            state=state.evolve(turn=state.turn.model_copy(update={"response_id": event.response.id}))
+        )
+    return unchanged(state)
+
+
+def assistant_said(state: SessionState, event: AssistantTranscriptFinal) -> Step:
+    """The assistant's final text of one item is persisted."""
+    return Step(
+        state=state,
+        effects=(
+            PersistTranscript(
+                role="assistant",
+                text=bounded(event.transcript),
+                item_id=event.item_id,
+                response_id=event.response_id,
+            ),
+        ),
+    )
+
+
+def response_finished(state: SessionState, event: ResponseDone) -> Step:
+    """A response finished (completed, cancelled, failed or incomplete): count its usage; if it
+    was the current turn's, the session listens again — or answers queued input."""
+    usage = event.response.usage
+    counted = state.evolve(
+        usage=state.usage.plus(usage.input_tokens, usage.output_tokens, usage.total_tokens)
+        if usage
+        else state.usage.plus(0, 0, 0),
+        last_response_input_tokens=usage.input_tokens if usage else 0,
+    )
+    effects: tuple[RecordIncident, ...] = ()
+    if event.response.status == "failed":
+        effects = (
+            RecordIncident(
+                code="response_failed",
+                summary="the provider reported a failed response",
+                severity="warning",
+                context={"response_id": event.response.id, "details": event.response.status_details},
+            ),
+        )
+    turn = state.turn
+    if turn is None or turn.response_id != event.response.id or state.phase is not Phase.RESPONDING:
+        return Step(state=counted, effects=effects)
+    released = counted.evolve(phase=Phase.LISTENING, turn=None)
+    step = Step(state=released, effects=effects)
+    if state.queued_input_item_id is not None:
+        return step.then(begin_response(released, state.queued_input_item_id))
+    return step
+
+
+def provider_error(state: SessionState, event: ProviderError) -> Step:
+    """A provider error answers one control; most are recoverable, so it is a warning."""
+    return Step(
+        state=state,
+        effects=(
+            RecordIncident(
+                code=f"provider_{event.error.code or event.error.type}",
+                summary=event.error.message or event.error.type,
+                severity="warning",
+                context=event.error.model_dump(),
+            ),
+        ),
+    )
+
+
+def bounded(text: str) -> str:
+    """Text cut to the durable bound on a UTF-8 character boundary."""
+    encoded = text.encode()
+    if len(encoded) <= MAXIMUM_DURABLE_TEXT_BYTES:
+        return text
+    return encoded[:MAXIMUM_DURABLE_TEXT_BYTES].decode(errors="ignore")

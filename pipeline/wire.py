@@ -1,0 +1,462 @@
+"""Wire schemas: the provider events Switchboard consumes, the host events the gateway adds,
+and the controls Switchboard sends.
+
+Provider events use the GA names of the Realtime API; the beta names some models still send
+are accepted and renamed on input (PROTOCOL.md §2.1). Inbound models ignore fields they do
+not use, because the provider adds fields over time; outbound controls forbid unknown fields,
+because the provider rejects them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+from pipeline.errors import MalformedFrame, OversizedFrame
+from pipeline.limits import MAXIMUM_PROVIDER_FRAME_BYTES
+
+# ── names ────────────────────────────────────────────────────────────────────────────────
+
+BETA_TO_GA = {
+    "response.text.delta": "response.output_text.delta",
+    "response.text.done": "response.output_text.done",
+    "response.audio.delta": "response.output_audio.delta",
+    "response.audio.done": "response.output_audio.done",
+    "response.audio_transcript.delta": "response.output_audio_transcript.delta",
+    "response.audio_transcript.done": "response.output_audio_transcript.done",
+    "conversation.item.created": "conversation.item.added",
+}
+
+# Transcript deltas stay in the gateway: accumulated and fanned out live, never queued.
+LIVE_TYPES = frozenset(
+    {
+        "conversation.item.input_audio_transcription.delta",
+        "response.output_audio_transcript.delta",
+        "response.output_text.delta",
+    }
+)
+
+# Events a decision depends on: numbered, queued, logged and applied under the row lock.
+DURABLE_TYPES = frozenset(
+    {
+        "session.created",
+        "session.updated",
+        "input_audio_buffer.speech_started",
+        "conversation.item.input_audio_transcription.completed",
+        "conversation.item.input_audio_transcription.failed",
+        "response.created",
+        "response.output_audio_transcript.done",
+        "response.output_text.done",
+        "response.function_call_arguments.done",
+        "response.done",
+        "conversation.item.truncated",
+        "conversation.item.deleted",
+        "error",
+    }
+)
+
+# Every other event of the GA protocol: known, and nothing to decide on.
+IGNORED_TYPES = frozenset(
+    {
+        "conversation.created",
+        "conversation.item.added",
+        "conversation.item.done",
+        "conversation.item.input_audio_transcription.segment",
+        "conversation.item.retrieved",
+        "input_audio_buffer.cleared",
+        "input_audio_buffer.committed",
+        "input_audio_buffer.dtmf_event_received",
+        "input_audio_buffer.speech_stopped",
+        "input_audio_buffer.timeout_triggered",
+        "mcp_list_tools.completed",
+        "mcp_list_tools.failed",
+        "mcp_list_tools.in_progress",
+        "output_audio_buffer.cleared",
+        "output_audio_buffer.started",
+        "output_audio_buffer.stopped",
+        "rate_limits.updated",
+        "response.content_part.added",
+        "response.content_part.done",
+        "response.function_call_arguments.delta",
+        "response.mcp_call.completed",
+        "response.mcp_call.failed",
+        "response.mcp_call.in_progress",
+        "response.mcp_call_arguments.delta",
+        "response.mcp_call_arguments.done",
+        "response.output_audio.delta",
+        "response.output_audio.done",
+        "response.output_item.added",
+        "response.output_item.done",
+    }
+)
+
+
+class FrameKind(StrEnum):
+    """What the gateway does with a provider frame: DURABLE (queue it), LIVE (fan it out),
+    IGNORED (a known event nothing depends on) or UNKNOWN (recorded durably, acted on never)."""
+
+    DURABLE = "durable"
+    LIVE = "live"
+    IGNORED = "ignored"
+    UNKNOWN = "unknown"
+
+
+# ── inbound models ───────────────────────────────────────────────────────────────────────
+
+
+class _Inbound(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class SessionUpdated(_Inbound):
+    type: Literal["session.updated", "session.created"]
+    event_id: str
+    session: dict[str, Any]
+
+
+class SpeechStarted(_Inbound):
+    type: Literal["input_audio_buffer.speech_started"]
+    event_id: str
+    item_id: str
+    audio_start_ms: int
+
+
+class UserTranscriptFinal(_Inbound):
+    type: Literal["conversation.item.input_audio_transcription.completed"]
+    event_id: str
+    item_id: str
+    content_index: int = 0
+    transcript: str
+
+
+class UserTranscriptFailed(_Inbound):
+    type: Literal["conversation.item.input_audio_transcription.failed"]
+    event_id: str
+    item_id: str
+    error: dict[str, Any] = Field(default_factory=dict)
+
+
+class ResponseRef(_Inbound):
+    id: str
+    status: str | None = None
+
+
+class ResponseCreated(_Inbound):
+    type: Literal["response.created"]
+    event_id: str
+    response: ResponseRef
+
+
+class AssistantTranscriptFinal(_Inbound):
+    """The final text of one assistant item: the audio transcript, or the text of a
+    text-only response (``response.output_text.done`` names it ``text``)."""
+
+    type: Literal["response.output_audio_transcript.done", "response.output_text.done"]
+    event_id: str
+    response_id: str
+    item_id: str
+    transcript: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_is_the_transcript(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "transcript" not in data and "text" in data:
+            return {**data, "transcript": data["text"]}
+        return data
+
+
+class FunctionCallArgumentsDone(_Inbound):
+    type: Literal["response.function_call_arguments.done"]
+    event_id: str
+    response_id: str
+    item_id: str
+    call_id: str
+    name: str
+    arguments: str
+
+
+class TokenUsage(_Inbound):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+
+
+class ResponseSummary(_Inbound):
+    id: str
+    status: str
+    status_details: dict[str, Any] | None = None
+    usage: TokenUsage | None = None
+
+
+class ResponseDone(_Inbound):
+    type: Literal["response.done"]
+    event_id: str
+    response: ResponseSummary
+
+
+class ErrorDetail(_Inbound):
+    type: str
+    message: str = ""
+    code: str | None = None
+    param: str | None = None
+    event_id: str | None = None
+
+
+class ProviderError(_Inbound):
+    type: Literal["error"]
+    event_id: str
+    error: ErrorDetail
+
+
+class ItemTruncated(_Inbound):
+    type: Literal["conversation.item.truncated"]
+    event_id: str
+    item_id: str
+    content_index: int
+    audio_end_ms: int
+
+
+class ItemDeleted(_Inbound):
+    type: Literal["conversation.item.deleted"]
+    event_id: str
+    item_id: str
+
+
+# ── host events: what the gateway itself observes, numbered like provider events ─────────
+
+
+class SidebandConnected(_Inbound):
+    type: Literal["switchboard.sideband_connected"]
+    call_id: str
+
+
+class SidebandClosed(_Inbound):
+    type: Literal["switchboard.sideband_closed"]
+    code: int | None = None
+    reason: str = ""
+    # True when Switchboard closed it (end, failure); False when the provider or network did.
+    by_host: bool = False
+
+
+class EndRequested(_Inbound):
+    type: Literal["switchboard.end_requested"]
+    reason: str = "ended_by_api"
+
+
+class SessionCreated(_Inbound):
+    """The first input of every session: what it was created with."""
+
+    type: Literal["switchboard.session_created"]
+    instructions: str
+    tools: tuple[dict[str, Any], ...] = ()
+    limits: dict[str, Any] = Field(default_factory=dict)
+
+
+class AdmissionBegun(_Inbound):
+    type: Literal["switchboard.admission_begun"]
+
+
+class CallAttached(_Inbound):
+    type: Literal["switchboard.call_attached"]
+    call_id: str
+
+
+class AdmissionFailed(_Inbound):
+    type: Literal["switchboard.admission_failed"]
+    code: str
+    detail: str = ""
+
+
+class TimerFired(_Inbound):
+    type: Literal["switchboard.timer_fired"]
+    name: str
+
+
+class UnknownEvent(_Inbound):
+    """A provider event type Switchboard does not know: recorded in the log, never acted on."""
+
+    type: str
+    event_id: str | None = None
+
+
+KnownInbound = Annotated[
+    Union[
+        SessionUpdated,
+        SpeechStarted,
+        UserTranscriptFinal,
+        UserTranscriptFailed,
+        ResponseCreated,
+        AssistantTranscriptFinal,
+        FunctionCallArgumentsDone,
+        ResponseDone,
+        ProviderError,
+        ItemTruncated,
+        ItemDeleted,
+        SidebandConnected,
+        SidebandClosed,
+        EndRequested,
+        SessionCreated,
+        AdmissionBegun,
+        CallAttached,
+        AdmissionFailed,
+        TimerFired,
+    ],
+    Field(discriminator="type"),
+]
+InboundEvent = Union[KnownInbound, UnknownEvent]
+_KNOWN_INBOUND: TypeAdapter[Any] = TypeAdapter(KnownInbound)
+_HOST_TYPES = frozenset(
+    {
+        "switchboard.sideband_connected",
+        "switchboard.sideband_closed",
+        "switchboard.end_requested",
+        "switchboard.session_created",
+        "switchboard.admission_begun",
+        "switchboard.call_attached",
+        "switchboard.admission_failed",
+        "switchboard.timer_fired",
+    }
+)
+
+
+def ga_type(event_type: str) -> str:
+    """The GA name of an event type (beta names renamed, others unchanged)."""
+    return BETA_TO_GA.get(event_type, event_type)
+
+
+def parse_inbound(raw: dict[str, Any]) -> InboundEvent:
+    """Validate one logged event (provider or host) into its model; unknown types pass
+    through as `UnknownEvent`, a known type with a bad shape is a `MalformedFrame`."""
+    event_type = raw.get("type")
+    if not isinstance(event_type, str):
+        raise MalformedFrame("event has no string 'type'")
+    event_type = ga_type(event_type)
+    if event_type in DURABLE_TYPES or event_type in _HOST_TYPES:
+        try:
+            return _KNOWN_INBOUND.validate_python({**raw, "type": event_type})  # type: ignore[no-any-return]
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise MalformedFrame(f"{event_type}: {where}: {first['msg']}") from exc
+    return UnknownEvent(type=event_type, event_id=_optional_str(raw.get("event_id")))
+
+
+@dataclass(frozen=True, slots=True)
+class ClassifiedFrame:
+    """One provider frame, decoded and sorted by what the gateway must do with it."""
+
+    kind: FrameKind
+    type: str
+    event: dict[str, Any]
+
+    @property
+    def event_id(self) -> str | None:
+        return _optional_str(self.event.get("event_id"))
+
+
+def classify_frame(frame: str | bytes) -> ClassifiedFrame:
+    """Decode a sideband frame and classify it; a frame that is too large, not JSON, not an
+    object, or a durable/live event of the wrong shape raises a typed `BadInput`."""
+    if len(frame) > MAXIMUM_PROVIDER_FRAME_BYTES:
+        raise OversizedFrame(
+            f"frame of {len(frame)} bytes exceeds {MAXIMUM_PROVIDER_FRAME_BYTES} bytes"
+        )
+    try:
+        event = json.loads(frame)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MalformedFrame(f"frame is not JSON: {exc}") from exc
+    if not isinstance(event, dict):
+        raise MalformedFrame(f"frame is a JSON {type(event).__name__}, not an object")
+    raw_type = event.get("type")
+    if not isinstance(raw_type, str):
+        raise MalformedFrame("frame has no string 'type'")
+    event_type = ga_type(raw_type)
+    if event_type != raw_type:
+        event = {**event, "type": event_type}
+    if event_type in LIVE_TYPES:
+        if not isinstance(event.get("item_id"), str) or not isinstance(event.get("delta", ""), str):
+            raise MalformedFrame(f"{event_type}: needs a string item_id and delta")
+        return ClassifiedFrame(FrameKind.LIVE, event_type, event)
+    if event_type in DURABLE_TYPES:
+        parse_inbound(event)
+        return ClassifiedFrame(FrameKind.DURABLE, event_type, event)
+    if event_type in IGNORED_TYPES:
+        return ClassifiedFrame(FrameKind.IGNORED, event_type, event)
+    if event_type in _HOST_TYPES or event_type.startswith("switchboard."):
+        # A provider must never be able to speak for the host.
+        raise MalformedFrame(f"{event_type} is reserved for the gateway")
+    return ClassifiedFrame(FrameKind.UNKNOWN, event_type, event)
+
+
+def _optional_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+# ── controls: what Switchboard sends to the provider ─────────────────────────────────────
+
+
+class _Control(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # Deterministic (session seq, index): the gateway sends each id once, and the provider
+    # echoes it in any error that answers this control.
+    event_id: str | None = None
+
+
+class ResponseParams(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    instructions: str | None = None
+    max_output_tokens: int | Literal["inf"] | None = None
+    tool_choice: str | None = None
+    output_modalities: tuple[Literal["audio", "text"], ...] | None = None
+    metadata: dict[str, str] | None = None
+
+
+class SessionUpdate(_Control):
+    type: Literal["session.update"] = "session.update"
+    session: dict[str, Any]
+
+
+class ResponseCreate(_Control):
+    type: Literal["response.create"] = "response.create"
+    response: ResponseParams | None = None
+
+
+class ResponseCancel(_Control):
+    type: Literal["response.cancel"] = "response.cancel"
+    response_id: str | None = None
+
+
+class ItemCreate(_Control):
+    type: Literal["conversation.item.create"] = "conversation.item.create"
+    item: dict[str, Any]
+    previous_item_id: str | None = None
+
+
+class ItemDelete(_Control):
+    type: Literal["conversation.item.delete"] = "conversation.item.delete"
+    item_id: str
+
+
+class ItemTruncate(_Control):
+    type: Literal["conversation.item.truncate"] = "conversation.item.truncate"
+    item_id: str
+    content_index: int = 0
+    audio_end_ms: int = Field(ge=0)
+
+
+Control = Annotated[
+    Union[SessionUpdate, ResponseCreate, ResponseCancel, ItemCreate, ItemDelete, ItemTruncate],
+    Field(discriminator="type"),
+]
+CONTROL: TypeAdapter[Any] = TypeAdapter(Control)
+
+
+def control_wire(control: _Control) -> dict[str, Any]:
+    """The control exactly as it goes onto the sideband."""
+    return control.model_dump(mode="json", exclude_none=True)

@@ -1,0 +1,5 @@
+"""A local provider speaking the OpenAI Realtime protocol, scripted by call scripts.
+
+`Simulator` serves call control (REST) and the sideband (WebSocket); `oracle.wire_errors` is the
+strict check every event it sends, and every control a host sends it, must pass.
+"""

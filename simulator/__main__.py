@@ -1,0 +1,57 @@
+"""Run the simulated provider: `python -m simulator --http-port 8710 --ws-port 8711`.
+
+Prints `simulator ready http=… ws=…` once listening; SIGTERM or SIGINT stops it cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from pathlib import Path
+
+from simulator.server import Simulator
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m simulator", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--http-port", type=int, default=8710)
+    parser.add_argument("--ws-port", type=int, default=8711)
+    parser.add_argument(
+        "--script", help="call script: a JSON file, or a packaged name such as three_turn"
+    )
+    parser.add_argument("--recording", type=Path, help="replay this JSONL recording on every call")
+    parser.add_argument(
+        "--speed", type=float, default=1.0, help="playback speed (0 = as fast as possible)"
+    )
+    parser.add_argument("--lenient", action="store_true", help="do not check sent events")
+    return parser.parse_args(argv)
+
+
+async def _serve(arguments: argparse.Namespace) -> None:
+    simulator = Simulator(
+        arguments.script,
+        recording=arguments.recording,
+        speed=arguments.speed,
+        strict=not arguments.lenient,
+    )
+    await simulator.start(arguments.host, arguments.http_port, arguments.ws_port)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    print(f"simulator ready http={simulator.http_url} ws={simulator.ws_url}", flush=True)
+    await stopping.wait()
+    await simulator.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse the command line and serve until a signal arrives."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    asyncio.run(_serve(_arguments(argv)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""Call scripts: what the simulated caller says and what the simulated model answers, as JSON.
+
+A script has two lists. `caller` is spoken in order, each step `after_ms` after its trigger point:
+the end of the reply to the previous user turn (`response.done`, following function calls through to
+the spoken answer), or `response_wait_ms` after the transcript when the host creates no response, or
+— with `during_response` — the next `response.created` (a barge-in). `model` answers one entry per
+`response.create`; when it runs out the model says "Okay.".
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# The answer when the script has no model entry left.
+FALLBACK_ANSWER = "Okay."
+
+
+class _Strict(BaseModel):
+    # A misspelt field in a hand-written script must fail loudly, not be ignored.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Timing(_Strict):
+    """How fast things happen in a simulated call, in milliseconds."""
+
+    delta_interval_ms: int = Field(default=10, ge=0)
+    """Pause before each streamed delta (transcript, text, arguments, input transcription)."""
+    chars_per_delta: int = Field(default=12, ge=1)
+    """Characters per streamed delta."""
+    speech_ms: int = Field(default=300, ge=0)
+    """How long the caller speaks each utterance (speech_started to speech_stopped)."""
+    response_wait_ms: int = Field(default=3000, ge=0)
+    """How long the caller waits for a `response.create` after its transcript before going on."""
+    audio_ms_per_word: int = Field(default=300, ge=1)
+    """Spoken length of assistant audio per word; the audio length that truncation checks."""
+    drain_ms: int = Field(default=100, ge=0)
+    """After a client cancel, how long buffered audio keeps playing before `.stopped`."""
+
+
+class CallerSays(_Strict):
+    """The caller speaks `say` (server VAD turn, committed and transcribed)."""
+
+    say: str = Field(min_length=1)
+    after_ms: int = Field(default=0, ge=0)
+    during_response: bool = False
+
+
+class CallerHangsUp(_Strict):
+    """The caller hangs up: the sideband closes with 1000 and the call ends."""
+
+    hangup: Literal[True]
+    after_ms: int = Field(default=0, ge=0)
+
+
+CallerStep = CallerSays | CallerHangsUp
+
+
+class ModelSays(_Strict):
+    """An audio answer with this transcript."""
+
+    say: str = Field(min_length=1)
+
+
+class ModelWrites(_Strict):
+    """A text-only answer."""
+
+    text: str = Field(min_length=1)
+
+
+class FunctionCall(_Strict):
+    """The function the model calls and its arguments (JSON-encoded on the wire)."""
+
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelCalls(_Strict):
+    """An answer whose output is a function_call item."""
+
+    function_call: FunctionCall
+
+
+ModelEntry = ModelSays | ModelWrites | ModelCalls
+
+
+class CallScript(_Strict):
+    """One simulated call: the caller's steps, the model's answers, and the protocol switches."""
+
+    name: str = "silent"
+    session_created_on_attach: bool = False
+    """Send `session.created` when the sideband attaches (the real sideband does not, §1.3)."""
+    emit_truncated_on_interrupt: bool = True
+    """On a VAD barge-in, also send `conversation.item.truncated` for the cut assistant item."""
+    emit_audio_deltas: bool = False
+    """Send `response.output_audio.delta` (silence) too, as a plain WebSocket session would."""
+    timing: Timing = Timing()
+    caller: list[CallerStep] = Field(default_factory=list)
+    model: list[ModelEntry] = Field(default_factory=list)
+    out_of_band: list[ModelEntry] = Field(default_factory=list)
+    """Answers for `conversation: "none"` responses, which do not consume `model` entries."""
+
+
+# Scripts shipped with the package, loadable by bare name (e.g. "three_turn").
+PACKAGED_SCRIPTS = resources.files("simulator") / "scripts"
+
+
+def parse_script(text: str | bytes) -> CallScript:
+    """A call script from its JSON text (raises pydantic.ValidationError when it is not one)."""
+    return CallScript.model_validate_json(text)
+
+
+def load_script(name_or_path: str | Path) -> CallScript:
+    """A call script from a file path, or by the name of a packaged script such as "three_turn"."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return parse_script(path.read_bytes())
+    packaged = PACKAGED_SCRIPTS / f"{path.stem}.json"
+    if packaged.is_file():
+        return parse_script(packaged.read_bytes())
+    raise FileNotFoundError(f"no call script at {name_or_path!s} and none packaged by that name")
+
+
+def model_text(entry: ModelEntry) -> str:
+    """What the entry says or writes (the JSON arguments for a function call)."""
+    if isinstance(entry, ModelSays):
+        return entry.say
+    if isinstance(entry, ModelWrites):
+        return entry.text
+    return json.dumps(entry.function_call.arguments)

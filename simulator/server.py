@@ -1,0 +1,295 @@
+"""The simulated provider: Realtime call control over HTTP and the sideband over WebSocket.
+
+REST (PROTOCOL.md §1.1–1.2), on the HTTP port, Bearer auth required:
+    POST /v1/realtime/calls                  SDP offer (multipart sdp+session, or application/sdp)
+                                             → 201, SDP answer, Location: /v1/realtime/calls/rtc_…
+    POST /v1/realtime/calls/{id}/hangup      → 200; closes the sideband with 1000 (404 if gone)
+    POST /v1/realtime/calls/{id}/accept      → 200 (a JSON session config sets the call's session)
+    POST /v1/realtime/calls/{id}/reject      → 200; ends the call
+    POST /v1/realtime/calls/{id}/refer       → 200
+Control API, on the same port, no auth:
+    PUT  /_sim/script                        the call script for calls created from now on
+    GET  /_sim/calls                         {"calls": [call ids]}
+    GET  /_sim/calls/{id}                    the call log (see CallLog)
+    POST /_sim/calls/{id}/drop?code=1011     close the sideband without ending the call (a fault)
+Sideband (§1.3), on the WebSocket port: GET /v1/realtime?call_id=… with Bearer auth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.policy
+import json
+import logging
+import secrets
+from email.parser import BytesParser
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from pydantic import ValidationError
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.http11 import Request as HandshakeRequest
+from websockets.http11 import Response as HandshakeResponse
+
+from simulator.call import CallLog, IdMint, SimulatedCall
+from simulator.http import Request, Response, serve_http
+from simulator.oracle import wire_errors
+from simulator.recording import Recording, read_recording
+from simulator.script import CallScript, load_script, parse_script
+
+logger = logging.getLogger(__name__)
+
+# input_audio_buffer.append may carry up to 15 MiB of base64 (PROTOCOL.md §3); leave headroom.
+MAXIMUM_SIDEBAND_MESSAGE_BYTES = 16 * 1024 * 1024
+# Sent since the beta shutdown to a client that still asks for the beta shape (§1).
+BETA_SHAPE_CLOSE_CODE = 4000
+CALL_ACTIONS = ("hangup", "accept", "reject", "refer")
+
+
+def _sdp_answer() -> str:
+    """A plausible WebRTC answer: one Opus audio line and a data channel, fresh ICE credentials."""
+    fingerprint = ":".join(f"{b:02X}" for b in secrets.token_bytes(32))
+    ice = f"a=ice-ufrag:{secrets.token_hex(4)}\r\na=ice-pwd:{secrets.token_hex(12)}\r\n"
+    return (
+        "v=0\r\n"
+        f"o=- {secrets.randbits(62)} 2 IN IP4 127.0.0.1\r\n"
+        "s=-\r\nt=0 0\r\na=group:BUNDLE 0 1\r\na=msid-semantic: WMS realtime\r\n"
+        "m=audio 9 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 0.0.0.0\r\na=rtcp:9 IN IP4 0.0.0.0\r\n"
+        f"{ice}a=fingerprint:sha-256 {fingerprint}\r\na=setup:active\r\na=mid:0\r\n"
+        "a=sendrecv\r\na=rtcp-mux\r\na=rtpmap:111 opus/48000/2\r\n"
+        "a=fmtp:111 minptime=10;useinbandfec=1\r\n"
+        "m=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\nc=IN IP4 0.0.0.0\r\n"
+        f"{ice}a=fingerprint:sha-256 {fingerprint}\r\na=setup:active\r\na=mid:1\r\n"
+        "a=sctp-port:5000\r\n"
+    )
+
+
+def _error(status: int, message: str, code: str | None, kind: str = "invalid_request_error") -> Response:
+    return Response.json(
+        status, {"error": {"message": message, "type": kind, "code": code, "param": None}}
+    )
+
+
+def has_bearer(authorization: str | None) -> bool:
+    """Whether an Authorization header carries a non-empty Bearer token (any token will do)."""
+    scheme, _, token = (authorization or "").partition(" ")
+    return scheme.lower() == "bearer" and bool(token.strip())
+
+
+class Simulator:
+    """A local Realtime provider: start it, point the host at `http_url` / `ws_url`, read `calls`.
+
+    `script` drives every call created while it is set (PUT /_sim/script replaces it); with a
+    `recording`, calls replay it instead, at `speed` (0 = as fast as possible). With `strict`,
+    every event sent is checked against the wire oracle and violations land in the call's errors.
+    """
+
+    def __init__(
+        self,
+        script: CallScript | str | Path | None = None,
+        *,
+        recording: Recording | str | Path | None = None,
+        speed: float = 1.0,
+        strict: bool = True,
+    ) -> None:
+        if speed < 0:
+            raise ValueError(f"speed must be >= 0, got {speed}")
+        self.script = script if isinstance(script, CallScript) else (
+            load_script(script) if script is not None else CallScript()
+        )
+        self.recording = recording if isinstance(recording, Recording) or recording is None else (
+            read_recording(recording)
+        )
+        self.speed = speed
+        self.strict = strict
+        self._mint = IdMint()
+        self._calls: dict[str, SimulatedCall] = {}
+        self._http: asyncio.Server | None = None
+        self._ws: Server | None = None
+        self.http_url = ""
+        self.ws_url = ""
+
+    @property
+    def calls(self) -> dict[str, CallLog]:
+        """Every call's log by call id, in creation order."""
+        return {call_id: call.log for call_id, call in self._calls.items()}
+
+    async def start(self, host: str = "127.0.0.1", http_port: int = 0, ws_port: int = 0) -> None:
+        """Listen for REST on `http_port` and sidebands on `ws_port` (0 picks free ports)."""
+        self._http = await serve_http(self._route, host, http_port)
+        self._ws = await serve(
+            self._serve_sideband,
+            host,
+            ws_port,
+            process_request=self._check_handshake,
+            max_size=MAXIMUM_SIDEBAND_MESSAGE_BYTES,
+        )
+        http_bound = self._http.sockets[0].getsockname()[1]
+        ws_bound = next(iter(self._ws.sockets)).getsockname()[1]
+        self.http_url = f"http://{host}:{http_bound}/v1"
+        self.ws_url = f"ws://{host}:{ws_bound}/v1"
+
+    async def stop(self) -> None:
+        """End every call (sidebands close with 1001) and stop listening."""
+        for call in self._calls.values():
+            await call.end(1001, "simulator stopping")
+        if self._ws is not None:
+            self._ws.close()
+            await self._ws.wait_closed()
+        if self._http is not None:
+            self._http.close()
+            await self._http.wait_closed()
+
+    def create_call(self, session: dict[str, Any] | None = None) -> str:
+        """Open a call as `POST /v1/realtime/calls` does, and answer its id."""
+        call_id = f"rtc_{secrets.token_hex(16)}"
+        self._calls[call_id] = SimulatedCall(
+            call_id,
+            script=self.script,
+            mint=self._mint,
+            session=session,
+            recording=self.recording,
+            speed=self.speed,
+            strict=self.strict,
+        )
+        return call_id
+
+    # ── REST ────────────────────────────────────────────────────────────────────
+
+    async def _route(self, request: Request) -> Response:
+        parts = [part for part in request.path.split("/") if part]
+        if parts[:1] == ["_sim"]:
+            return await self._control(request, parts[1:])
+        if parts[:3] != ["v1", "realtime", "calls"]:
+            return _error(404, f"Unknown path {request.path}", "not_found")
+        if not has_bearer(request.headers.get("authorization")):
+            return _error(
+                401, "You didn't provide an API key in the Authorization header.", "missing_api_key"
+            )
+        if request.method != "POST":
+            return _error(405, f"{request.method} is not allowed here", "method_not_allowed")
+        if len(parts) == 3:
+            return self._create_call(request)
+        if len(parts) == 5 and parts[4] in CALL_ACTIONS:
+            return await self._act_on_call(parts[3], parts[4], request)
+        return _error(404, f"Unknown path {request.path}", "not_found")
+
+    def _create_call(self, request: Request) -> Response:
+        content_type = request.headers.get("content-type", "")
+        try:
+            offer, session = _read_offer(content_type, request.body)
+        except ValueError as exc:
+            return _error(400, str(exc), "invalid_offer")
+        if session is not None:
+            problems = wire_errors({"type": "session.update", "session": session}, direction="client")
+            if problems:
+                return _error(400, f"Invalid session: {'; '.join(problems)}", "invalid_session")
+        if not offer.lstrip().startswith("v=0"):
+            return _error(400, "The SDP offer must start with 'v=0'.", "invalid_offer")
+        call_id = self.create_call(session)
+        return Response(
+            201,
+            _sdp_answer().encode(),
+            {"Content-Type": "application/sdp", "Location": f"/v1/realtime/calls/{call_id}"},
+        )
+
+    async def _act_on_call(self, call_id: str, action: str, request: Request) -> Response:
+        call = self._calls.get(call_id)
+        if call is None or call.has_ended:
+            return _error(404, f"Call '{call_id}' not found or already ended.", "call_not_found")
+        if action == "accept" and request.body:
+            try:
+                session = request.json()
+            except ValueError:
+                return _error(400, "The body must be a JSON session config.", "invalid_json")
+            problems = wire_errors({"type": "session.update", "session": session}, direction="client")
+            if problems:
+                return _error(400, f"Invalid session: {'; '.join(problems)}", "invalid_session")
+            call.accept(session)
+        if action in ("hangup", "reject"):
+            await call.end(1000)
+        return Response(200)
+
+    async def _control(self, request: Request, parts: list[str]) -> Response:
+        if parts == ["script"] and request.method == "PUT":
+            try:
+                self.script = parse_script(request.body)
+            except ValidationError as exc:
+                return Response.json(400, {"error": {"message": "invalid call script",
+                                                     "details": json.loads(exc.json())}})
+            return Response.json(200, {"script": self.script.name})
+        if parts == ["calls"] and request.method == "GET":
+            return Response.json(200, {"calls": list(self._calls)})
+        call = self._calls.get(parts[1]) if len(parts) >= 2 and parts[0] == "calls" else None
+        if call is None:
+            return _error(404, f"Unknown path {request.path}", "not_found")
+        if len(parts) == 2 and request.method == "GET":
+            return Response.json(200, call.log.as_json())
+        if parts[2:] == ["drop"] and request.method == "POST":
+            code = request.query.get("code", "1011")
+            if not code.isdigit():
+                return _error(400, "code must be a close code", "invalid_value")
+            await call.drop_sideband(int(code))
+            return Response.json(200, {"dropped": call.call_id})
+        return _error(404, f"Unknown path {request.path}", "not_found")
+
+    # ── the sideband ────────────────────────────────────────────────────────────
+
+    def _check_handshake(
+        self, connection: ServerConnection, request: HandshakeRequest
+    ) -> HandshakeResponse | None:
+        url = urlsplit(request.path)
+        if url.path.rstrip("/") != "/v1/realtime":
+            return connection.respond(404, "Not Found\n")
+        if not has_bearer(request.headers.get("Authorization")):
+            return connection.respond(401, "Missing bearer token\n")
+        call_id = parse_qs(url.query).get("call_id", [""])[0]
+        call = self._calls.get(call_id)
+        if call is None or call.has_ended:
+            return connection.respond(404, f"Call '{call_id}' not found\n")
+        return None
+
+    async def _serve_sideband(self, socket: ServerConnection) -> None:
+        request = socket.request
+        assert request is not None  # the handshake is done before the handler runs
+        if _asks_for_beta(request.headers):
+            await socket.close(BETA_SHAPE_CLOSE_CODE, "invalid_request_error.beta_api_shape_disabled")
+            return
+        call_id = parse_qs(urlsplit(request.path).query)["call_id"][0]
+        await self._calls[call_id].serve_sideband(socket)
+
+
+def _asks_for_beta(headers: Headers) -> bool:
+    return "openai-beta" in {name.lower() for name in headers}
+
+
+def _read_offer(content_type: str, body: bytes) -> tuple[str, dict[str, Any] | None]:
+    """The SDP offer and session config of a create-call body, whichever form it takes."""
+    media_type = content_type.split(";")[0].strip().lower()
+    if media_type == "application/sdp":
+        return body.decode("utf-8", "replace"), None
+    if media_type != "multipart/form-data":
+        raise ValueError("Send multipart/form-data (sdp, session) or an application/sdp body.")
+    head = f"Content-Type: {content_type}\r\n\r\n".encode("latin-1")
+    message = BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
+    if not message.is_multipart():
+        raise ValueError("The multipart body could not be read.")
+    fields: dict[str, bytes] = {}
+    for part in message.iter_parts():  # type: ignore[attr-defined]
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        if isinstance(name, str) and isinstance(payload, bytes):
+            fields[name] = payload
+    if "sdp" not in fields:
+        raise ValueError("The multipart body has no 'sdp' part.")
+    session = None
+    if "session" in fields:
+        try:
+            session = json.loads(fields["session"])
+        except ValueError:
+            raise ValueError("The 'session' part is not JSON.") from None
+        if not isinstance(session, dict):
+            raise ValueError("The 'session' part must be a JSON object.")
+    return fields["sdp"].decode("utf-8", "replace"), session

@@ -1,0 +1,5 @@
+import sys
+
+from switchboard.cli import main
+
+sys.exit(main())

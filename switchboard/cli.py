@@ -1,0 +1,156 @@
+"""`switchboard`: run the gateway or a worker, the demo, a replay, the benchmarks."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import ConfigError, Settings, settings_from
+from switchboard.services import Services, resolve_services
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="switchboard", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("demo", help="place a scripted three-turn call through every process")
+    gateway = commands.add_parser("gateway", help="run a gateway process")
+    gateway.add_argument("--port", type=int)
+    gateway.add_argument("--ws-port", type=int)
+    worker = commands.add_parser("worker", help="run a worker process (all queues)")
+    worker.add_argument("--threads", type=int)
+    commands.add_parser("migrate", help="apply database migrations")
+    replay = commands.add_parser("replay", help="push a recorded call through the real pipeline")
+    replay.add_argument("file", type=Path)
+    replay.add_argument("--json", action="store_true", help="print controls and a summary as JSON lines")
+    replay.add_argument("--speed", type=float, default=1.0, help="playback speed (1 = recorded timing)")
+    bench = commands.add_parser("bench", help="benchmarks")
+    bench.add_argument("which", choices=["latency"])
+    bench.add_argument("--json", action="store_true")
+    bench.add_argument("--calls", type=int, default=50, help="concurrent calls under load")
+    sessions = commands.add_parser("sessions", help="read a session's durable record")
+    sessions.add_argument("action", choices=["show"])
+    sessions.add_argument("session_id")
+    arguments = parser.parse_args(argv)
+
+    try:
+        settings = settings_from(os.environ)
+    except ConfigError as error:
+        print(f"switchboard: {error}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if arguments.command == "gateway":
+        return run_gateway(settings, arguments.port, arguments.ws_port)
+    if arguments.command == "worker":
+        return run_worker(settings, arguments.threads)
+    if arguments.command == "migrate":
+        services = _services(settings)
+        print(f"applied: {', '.join(_migrate(services)) or 'nothing new'}")
+        return 0
+    if arguments.command == "demo":
+        from switchboard.demo import run_demo
+
+        return run_demo(settings)
+    if arguments.command == "replay":
+        from switchboard.replay import run_replay
+
+        return run_replay(settings, arguments.file, as_json=arguments.json, speed=arguments.speed)
+    if arguments.command == "bench":
+        from bench.latency import run_latency_bench
+
+        return run_latency_bench(settings, as_json=arguments.json, load_calls=arguments.calls)
+    if arguments.command == "sessions":
+        services = _services(settings, quiet=True)
+        from models.db import connect
+        from models.records import session_record
+
+        connect(services.database_url)
+        print(json.dumps(session_record(arguments.session_id, with_events=True), indent=2, default=str))
+        return 0
+    return 2
+
+
+def _services(settings: Settings, *, quiet: bool = False) -> Services:
+    log = (lambda _message: None) if quiet else (lambda message: print(f"switchboard: {message}", flush=True))
+    return resolve_services(settings.database_url, settings.redis_url, settings.data_dir, log=log)
+
+
+def _migrate(services: Services) -> list[str]:
+    from models.db import connect
+    from models.migrate import migrate
+
+    return migrate(connect(services.database_url))
+
+
+def _wait_for_signal() -> None:
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    stop.wait()
+
+
+def run_worker(settings: Settings, threads: int | None) -> int:
+    import dramatiq
+
+    from switchboard.observability import init_sentry
+    from workers import runtime
+
+    services = _services(settings)
+    init_sentry(settings, "worker")
+    _migrate(services)
+    rt = runtime.configure(settings, services.database_url, services.redis_url, services.kombu_url)
+    import workers.actors  # noqa: F401  (declares the actors on the configured broker)
+
+    worker = dramatiq.Worker(rt.broker, worker_threads=threads or settings.worker_threads, worker_timeout=1_000)
+    worker.start()
+    print(f"worker ready pid={os.getpid()} queues={','.join(sorted(rt.broker.get_declared_queues()))}", flush=True)
+    _wait_for_signal()
+    worker.stop()
+    rt.broker.close()
+    return 0
+
+
+def run_gateway(settings: Settings, port: int | None, ws_port: int | None) -> int:
+    from gateway.app import Gateway
+    from gateway.provider import provider_from
+    from switchboard.observability import init_sentry
+    from workers.broker import make_broker
+
+    services = _services(settings)
+    init_sentry(settings, "gateway")
+    overrides: dict[str, Any] = {}
+    if port is not None:
+        overrides["gateway_port"] = port
+    if ws_port is not None:
+        overrides["gateway_ws_port"] = ws_port
+    settings = settings.model_copy(update=overrides)
+    broker = make_broker(
+        services.redis_url, namespace=settings.broker_namespace, consumer=settings.broker_consumer
+    )
+
+    async def serve() -> None:
+        gateway = Gateway(settings, services.redis_url, services.kombu_url, broker, provider_from(settings))
+        await gateway.start()
+        print(
+            f"gateway ready id={gateway.gateway_id} http={gateway.http_port} ws={gateway.ws_port} "
+            f"provider={settings.provider}",
+            flush=True,
+        )
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+        await gateway.stop()
+
+    asyncio.run(serve())
+    return 0

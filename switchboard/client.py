@@ -1,0 +1,103 @@
+"""A small client of the gateway's HTTP API and live stream (for the CLI, demo and tests)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+# A placeholder offer: the simulator answers any SDP; a real caller's browser sends its own.
+DEMO_SDP_OFFER = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=switchboard\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n"
+TERMINAL = ("ended", "failed")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, body: Any) -> None:
+        super().__init__(f"{status}: {body}")
+        self.status = status
+        self.body = body
+
+
+class Client:
+    def __init__(self, api_url: str, token: str, live_url: str | None = None) -> None:
+        self.api_url = api_url.rstrip("/")
+        self.live_url = live_url
+        self.token = token
+
+    def request(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+        data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        request = urllib.request.Request(
+            f"{self.api_url}{path}",
+            data=data,
+            method=method,
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json", **(headers or {})},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, _decode(response.read(), response.headers.get("content-type", ""))
+        except urllib.error.HTTPError as error:
+            return error.code, _decode(error.read(), error.headers.get("content-type", ""))
+
+    def _ok(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Any:
+        status, answer = self.request(method, path, body, **kwargs)
+        if status >= 400:
+            raise ApiError(status, answer)
+        return answer
+
+    def create_session(self, instructions: str, **spec: Any) -> dict[str, Any]:
+        return dict(self._ok("POST", "/v1/sessions", {"instructions": instructions, **spec}))
+
+    def connect(self, session_id: str, sdp: str = DEMO_SDP_OFFER) -> dict[str, Any]:
+        return dict(
+            self._ok("POST", f"/v1/sessions/{session_id}/connect", {"sdp": sdp}, headers={"Accept": "application/json"})
+        )
+
+    def end(self, session_id: str, reason: str = "ended_by_api") -> dict[str, Any]:
+        return dict(self._ok("POST", f"/v1/sessions/{session_id}/end", {"reason": reason}))
+
+    def session(self, session_id: str, *, events: bool = False) -> dict[str, Any]:
+        return dict(self._ok("GET", f"/v1/sessions/{session_id}{'?events=1' if events else ''}"))
+
+    def wait_for_status(self, session_id: str, statuses: tuple[str, ...] = TERMINAL, timeout_s: float = 60) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            record = self.session(session_id)
+            if record["status"] in statuses or time.monotonic() > deadline:
+                return record
+            time.sleep(0.1)
+
+    def follow_live(self, session_id: str, on_message: Callable[[dict[str, Any]], None]) -> threading.Thread:
+        """Print-as-it-happens: a thread that hands every live message to `on_message`."""
+        assert self.live_url is not None
+        url = f"{self.live_url}/v1/sessions/{session_id}/live"
+        opened = threading.Event()
+
+        def run() -> None:
+            with connect(url, additional_headers={"Authorization": f"Bearer {self.token}"}) as socket:
+                opened.set()
+                try:
+                    for raw in socket:
+                        message = json.loads(raw)
+                        on_message(message)
+                        if message.get("type") == "session.closed":
+                            return
+                except ConnectionClosed:
+                    return
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        opened.wait(5)
+        return thread
+
+
+def _decode(body: bytes, content_type: str) -> Any:
+    if "json" in content_type:
+        return json.loads(body or b"null")
+    return body.decode(errors="replace")

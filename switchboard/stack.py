@@ -1,0 +1,167 @@
+"""Run Switchboard's processes side by side: simulator, gateway and workers, each a real
+process, as the demo, `replay`, the benchmarks and the end-to-end tests need them."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Process start-up (imports, connections) takes about a second; a loaded CI box is slower.
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 10.0
+
+_READY = re.compile(r"(\w+) ready(.*)")
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen[str]
+    ready: dict[str, str] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+
+    def kill(self) -> None:
+        """kill -9: no cleanup, no goodbye."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGKILL)
+            self.popen.wait()
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class Stack:
+    """A simulator, a gateway and N workers on the given services."""
+
+    def __init__(
+        self,
+        database_url: str,
+        redis_url: str,
+        *,
+        namespace: str | None = None,
+        gateway_id: str | None = None,
+        api_token: str = "switchboard-dev-token",
+        simulator_args: tuple[str, ...] = (),
+        extra_env: dict[str, str] | None = None,
+        echo: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.namespace = namespace or f"sb-{uuid.uuid4().hex[:8]}"
+        self.gateway_id = gateway_id or f"gw-{uuid.uuid4().hex[:8]}"
+        self.api_token = api_token
+        self.env = {
+            **os.environ,
+            **(extra_env or {}),
+            "SWITCHBOARD_DATABASE_URL": database_url,
+            "SWITCHBOARD_REDIS_URL": redis_url,
+            "SWITCHBOARD_BROKER_NAMESPACE": self.namespace,
+            "SWITCHBOARD_GATEWAY_ID": self.gateway_id,
+            "SWITCHBOARD_API_TOKEN": api_token,
+            "SWITCHBOARD_PROVIDER": "simulated",
+            "PYTHONUNBUFFERED": "1",
+        }
+        self._simulator_args = simulator_args
+        self._echo = echo
+        self.simulator: Process | None = None
+        self.gateway: Process | None = None
+        self.workers: list[Process] = []
+
+    @property
+    def api_url(self) -> str:
+        assert self.gateway is not None
+        return f"http://127.0.0.1:{self.gateway.ready['http']}"
+
+    @property
+    def live_url(self) -> str:
+        assert self.gateway is not None
+        return f"ws://127.0.0.1:{self.gateway.ready['ws']}"
+
+    @property
+    def simulator_url(self) -> str:
+        assert self.simulator is not None
+        return self.simulator.ready["http"]
+
+    def start(self, workers: int = 1) -> Stack:
+        self.simulator = self._spawn(
+            "simulator",
+            [sys.executable, "-m", "simulator", "--http-port", "0", "--ws-port", "0", *self._simulator_args],
+        )
+        self.env["SWITCHBOARD_PROVIDER_BASE_URL"] = self.simulator.ready["http"]
+        self.env["SWITCHBOARD_PROVIDER_WS_URL"] = self.simulator.ready["ws"]
+        for _ in range(workers):
+            self.add_worker()
+        self.gateway = self._spawn(
+            "gateway",
+            [sys.executable, "-m", "switchboard", "gateway", "--port", "0", "--ws-port", "0"],
+        )
+        return self
+
+    def add_worker(self, *extra: str) -> Process:
+        worker = self._spawn(f"worker.{len(self.workers) + 1}", [sys.executable, "-m", "switchboard", "worker", *extra])
+        self.workers.append(worker)
+        return worker
+
+    def stop(self) -> None:
+        for process in [self.gateway, *self.workers, self.simulator]:
+            if process is not None:
+                process.stop()
+
+    def __enter__(self) -> Stack:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _spawn(self, name: str, command: list[str]) -> Process:
+        popen = subprocess.Popen(
+            command,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+        process = Process(name, popen)
+        ready = threading.Event()
+        threading.Thread(target=self._read, args=(process, ready), daemon=True).start()
+        if not ready.wait(READY_TIMEOUT_S) or popen.poll() is not None:
+            process.kill()
+            self.stop()
+            tail = "\n".join(process.lines[-30:])
+            raise RuntimeError(f"{name} did not become ready:\n{tail}")
+        return process
+
+    def _read(self, process: Process, ready: threading.Event) -> None:
+        assert process.popen.stdout is not None
+        for line in process.popen.stdout:
+            line = line.rstrip("\n")
+            process.lines.append(line)
+            if self._echo is not None:
+                self._echo(process.name, line)
+            match = _READY.search(line)
+            if match and not ready.is_set():
+                process.ready = dict(part.split("=", 1) for part in match.group(2).split() if "=" in part)
+                ready.set()
+        ready.set()
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval_s)
+    return predicate()

@@ -1,0 +1,170 @@
+"""The wake-up Redis broker, against the real local Redis."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import dramatiq
+import pytest
+import redis
+from dramatiq.brokers.redis import RedisBroker
+
+from workers.broker import WAKE_LIST_LENGTH, WakeRedisBroker, make_broker, wake_key
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+# Generous: these tests check that messages arrive, not how fast.
+ARRIVAL_DEADLINE_S = 5.0
+
+# Small enough that a stock consumer still picks messages up quickly in these tests.
+WORKER_TIMEOUT_MS = 1_000
+
+
+@pytest.fixture
+def namespace() -> Iterator[str]:
+    """A namespace of its own for each test, whose keys are deleted afterwards."""
+    name = f"sbtest-{uuid.uuid4()}"
+    yield name
+    client = redis.Redis.from_url(REDIS_URL)
+    keys = list(client.scan_iter(match=f"{name}:*"))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+@pytest.fixture
+def running_worker() -> Iterator[Callable[[RedisBroker], dramatiq.Worker]]:
+    """Starts an in-process worker on a broker and stops it when the test ends."""
+    started: list[dramatiq.Worker] = []
+
+    def start(broker: RedisBroker) -> dramatiq.Worker:
+        worker = dramatiq.Worker(broker, worker_timeout=WORKER_TIMEOUT_MS, worker_threads=2)
+        worker.start()
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+        worker.broker.close()
+
+
+class Arrivals:
+    """Records what an actor received, so a test can wait for it."""
+
+    def __init__(self) -> None:
+        self.values: list[int] = []
+        self.lock = threading.Lock()
+
+    def add(self, value: int) -> None:
+        with self.lock:
+            self.values.append(value)
+
+    def wait_for(self, count: int, deadline_s: float = ARRIVAL_DEADLINE_S) -> list[int]:
+        give_up_at = time.monotonic() + deadline_s
+        while time.monotonic() < give_up_at:
+            with self.lock:
+                if len(self.values) >= count:
+                    return sorted(self.values)
+            time.sleep(0.01)
+        with self.lock:
+            return sorted(self.values)
+
+
+def recording_actor(broker: RedisBroker, queue_name: str, arrivals: Arrivals) -> dramatiq.Actor:
+    def record(value: int) -> None:
+        arrivals.add(value)
+
+    return dramatiq.actor(record, broker=broker, queue_name=queue_name, actor_name=queue_name)
+
+
+def test_idle_wake_broker_delivers_every_message(namespace, running_worker):
+    """Messages sent one by one to an idle wake broker all reach the actor."""
+    broker = make_broker(REDIS_URL, namespace=namespace)
+    assert isinstance(broker, WakeRedisBroker)
+    arrivals = Arrivals()
+    actor = recording_actor(broker, "calls", arrivals)
+    running_worker(broker)
+
+    for value in range(10):
+        # Each pause lets the consumer fall back to blocking on its wake list.
+        time.sleep(0.05)
+        actor.send(value)
+
+    assert arrivals.wait_for(10) == list(range(10))
+
+
+def test_failing_message_is_dead_lettered_like_stock(namespace, running_worker):
+    """A message that fails with max_retries=0 lands in <ns>:<q>.XQ, as with the stock broker."""
+    broker = make_broker(REDIS_URL, namespace=namespace)
+
+    def explode() -> None:
+        raise RuntimeError("boom")
+
+    actor = dramatiq.actor(explode, broker=broker, queue_name="doomed", max_retries=0)
+    running_worker(broker)
+    message = actor.send()
+
+    client = redis.Redis.from_url(REDIS_URL)
+    give_up_at = time.monotonic() + ARRIVAL_DEADLINE_S
+    while time.monotonic() < give_up_at and not client.zcard(f"{namespace}:doomed.XQ"):
+        time.sleep(0.01)
+
+    dead_ids = client.zrange(f"{namespace}:doomed.XQ", 0, -1)
+    assert len(dead_ids) == 1
+    dead = dramatiq.Message.decode(client.hget(f"{namespace}:doomed.XQ.msgs", dead_ids[0]))
+    assert dead.message_id == message.message_id
+    assert client.llen(f"{namespace}:doomed") == 0
+    client.close()
+
+
+def test_wake_list_stays_bounded(namespace):
+    """However many messages are sent with nobody consuming, the wake list holds at most 64 tokens."""
+    broker = make_broker(REDIS_URL, namespace=namespace)
+    actor = dramatiq.actor(lambda: None, broker=broker, queue_name="pileup", actor_name="pileup")
+
+    for _ in range(WAKE_LIST_LENGTH * 3):
+        actor.send()
+
+    client = redis.Redis.from_url(REDIS_URL)
+    assert client.llen(wake_key(namespace, "pileup")) == WAKE_LIST_LENGTH
+    assert client.llen(f"{namespace}:pileup") == WAKE_LIST_LENGTH * 3
+    client.close()
+    broker.close()
+
+
+def test_delayed_message_is_delivered(namespace, running_worker):
+    """A message sent with a delay goes through <q>.DQ and still reaches the actor."""
+    broker = make_broker(REDIS_URL, namespace=namespace)
+    arrivals = Arrivals()
+    actor = recording_actor(broker, "later", arrivals)
+    running_worker(broker)
+
+    time.sleep(0.05)
+    actor.send_with_options(args=(7,), delay=200)
+
+    assert arrivals.wait_for(1) == [7]
+
+
+def test_stock_variant_still_works(namespace, running_worker):
+    """make_broker(consumer="stock") returns Dramatiq's own RedisBroker, and it delivers."""
+    broker = make_broker(REDIS_URL, namespace=namespace, consumer="stock")
+    assert type(broker) is RedisBroker
+    assert broker.heartbeat_timeout == 5_000
+    arrivals = Arrivals()
+    actor = recording_actor(broker, "plain", arrivals)
+    running_worker(broker)
+
+    for value in range(5):
+        actor.send(value)
+
+    assert arrivals.wait_for(5) == list(range(5))
+
+
+def test_unknown_consumer_kind_is_refused():
+    """An unknown consumer kind is a clear error, not a silent stock broker."""
+    with pytest.raises(ValueError, match="unknown consumer kind"):
+        make_broker(REDIS_URL, consumer="fast")  # type: ignore[arg-type]

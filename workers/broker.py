@@ -1,0 +1,214 @@
+"""Dramatiq's Redis broker, with a consumer that blocks while idle instead of polling.
+
+Stock Dramatiq fetches from Redis with a Lua script and, when the fetch comes back empty,
+sleeps with an exponential backoff up to the worker timeout: a quiet call waits ~56 ms per
+queue hop (INFRA §2.1, §3.1). The maintainer keeps it that way because the Lua bookkeeping
+(acks set, heartbeats, maintenance) rules out a plain ``BRPOPLPUSH`` (Bogdanp/dramatiq#25).
+
+``WakeRedisBroker`` keeps every byte of that bookkeeping — the same ``dispatch.lua``, keys,
+acks, nacks and dead letters — and adds one side channel: after each enqueue it pushes a token
+onto ``<ns>:<queue>.wake``, and an idle consumer ``BLPOP``s that list instead of sleeping.
+A token is only a hint that the queue may have work; the fetch stays the source of truth, so
+a lost token costs at most one worker timeout and a stale one costs one empty fetch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import dramatiq
+import redis
+from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
+from dramatiq.common import current_millis
+from dramatiq.errors import ConnectionClosed
+from dramatiq.message import Message
+
+logger = logging.getLogger(__name__)
+
+# One token per enqueue is enough to wake every consumer that could take the message; more
+# than this only means consumers were busy and will fetch anyway, so the list is trimmed.
+WAKE_LIST_LENGTH = 64
+
+# A full prefetch means every worker thread is busy; an ack frees a slot at any moment, so
+# the consumer looks again after this instead of backing off to the worker timeout.
+FULL_PREFETCH_SLEEP_S = 0.001
+
+# Redis checks blocking timeouts on its cron tick (hz=10 by default), so a BLPOP returns up
+# to one tick after its timeout (measured: BLPOP 0.23 s took 0.30 s).
+REDIS_TICK_S = 0.1
+
+# redis-py treats a BLPOP timeout of 0 as "block forever"; never ask for less than this.
+MINIMUM_BLOCK_S = 0.01
+
+BrokerKind = Literal["wake", "stock"]
+
+
+def wake_key(namespace: str, queue_name: str) -> str:
+    """The Redis list whose tokens wake the consumers of ``queue_name``."""
+    return f"{namespace}:{queue_name}.wake"
+
+
+class WakeRedisBroker(RedisBroker):
+    """A ``RedisBroker`` whose enqueues wake idle consumers blocked on ``<ns>:<queue>.wake``."""
+
+    @property
+    def consumer_class(self) -> type[_RedisConsumer]:
+        # RedisBroker.consume() builds its consumer from this property, so overriding it is
+        # the whole of the consumer wiring.
+        return _WakeRedisConsumer
+
+    def enqueue(self, message: Message[Any], *, delay: int | None = None) -> Message[Any]:
+        """Enqueue ``message`` exactly as ``RedisBroker`` does, then wake its queue's consumers."""
+        # The returned copy names the queue it was really stored on (``<q>.DQ`` when delayed),
+        # which is the queue whose consumer must wake.
+        enqueued = super().enqueue(message, delay=delay)
+        self.wake(enqueued.queue_name)
+        return enqueued
+
+    def wake(self, queue_name: str) -> None:
+        """Push one wake token for ``queue_name``, keeping the list bounded."""
+        key = wake_key(self.namespace, queue_name)
+        try:
+            with self.client.pipeline(transaction=False) as pipe:
+                pipe.rpush(key, 1)
+                pipe.ltrim(key, -WAKE_LIST_LENGTH, -1)
+                pipe.execute()
+        except redis.RedisError:
+            # The message is already stored; raising here would make the sender retry and
+            # duplicate it. Without the token a consumer still finds it within one timeout.
+            logger.warning("Could not wake consumers of %r.", queue_name, exc_info=True)
+
+
+class _WakeRedisConsumer(_RedisConsumer):
+    """A Redis consumer that blocks on its wake list when a fetch finds nothing."""
+
+    def __init__(self, broker: WakeRedisBroker, queue_name: str, prefetch: int, timeout: int):
+        super().__init__(broker, queue_name, prefetch, timeout)
+        self.wake_key = wake_key(broker.namespace, queue_name)
+        # BLPOP holds its connection for up to a worker timeout, so each consumer takes its
+        # own instead of stalling a pooled one that acks and enqueues need.
+        self.blocking_client: redis.Redis | None = None
+        # Delayed messages sit in worker memory until their eta (worker.py handles them only
+        # between two consumer iterations), so an idle wait must end by the earliest one.
+        self.etas_ms: dict[str, int] = {}
+
+    def __next__(self) -> dramatiq.MessageProxy | None:
+        # Only the "cache empty" branch of the stock __next__ changes: it fetches as before,
+        # but waits on the wake list instead of sleeping. With a message cached, the stock
+        # code pops and decodes it.
+        try:
+            if not self.message_cache:
+                free_slots = self.prefetch - self.outstanding_message_count
+                if free_slots <= 0:
+                    time.sleep(FULL_PREFETCH_SLEEP_S)
+                    return None
+                self.message_cache = self.broker.do_fetch(self.queue_name, free_slots)
+                if not self.message_cache:
+                    self.wait_for_wake()
+                    return None
+        except redis.ConnectionError as e:
+            raise ConnectionClosed(e) from None
+
+        message: dramatiq.MessageProxy | None = super().__next__()
+        if message is not None and isinstance(message.options.get("eta"), int | float):
+            self.etas_ms[message.message_id] = int(message.options["eta"])
+        return message
+
+    def wait_for_wake(self) -> None:
+        """Block until a wake token arrives, the worker timeout passes, or a delayed message is due."""
+        idle_s = self.timeout / 1000
+        due_s = self.seconds_until_next_eta()
+        if due_s is not None and due_s < idle_s:
+            # Redis would overshoot a short timeout by up to a tick, so the last stretch
+            # before an eta is slept here, where the clock is exact.
+            if due_s <= REDIS_TICK_S:
+                time.sleep(due_s)
+                return
+            idle_s = due_s - REDIS_TICK_S
+
+        client = self.connect_blocking_client()
+        socket_timeout_s = client.connection_pool.connection_kwargs.get("socket_timeout")
+        if socket_timeout_s:
+            # A BLPOP longer than the socket timeout would fail as a dead connection.
+            idle_s = min(idle_s, socket_timeout_s / 2)
+        client.blpop([self.wake_key], timeout=max(idle_s, MINIMUM_BLOCK_S))
+
+    def seconds_until_next_eta(self) -> float | None:
+        """Seconds until the earliest delayed message this consumer handed out is due, if any."""
+        # Acks arrive on other threads and shrink queued_message_ids; etas of acked messages
+        # are dropped here, on the consumer's own thread, so etas_ms needs no lock.
+        for message_id in [m for m in self.etas_ms if m not in self.queued_message_ids]:
+            del self.etas_ms[message_id]
+        if not self.etas_ms:
+            return None
+        return max(0.0, (min(self.etas_ms.values()) - current_millis()) / 1000)
+
+    def connect_blocking_client(self) -> redis.Redis:
+        """This consumer's own connection, taken from the broker's pool on first use."""
+        if self.blocking_client is None:
+            self.blocking_client = redis.Redis(
+                connection_pool=self.broker.client.connection_pool,
+                single_connection_client=True,
+            )
+        return self.blocking_client
+
+    def requeue(self, messages: Iterable[dramatiq.MessageProxy]) -> None:
+        """Put unacked messages back on the queue and wake whoever can take them now."""
+        # A stopping worker hands its prefetched messages back; without a token, the other
+        # idle workers would find them only after their timeout.
+        messages = list(messages)
+        super().requeue(messages)
+        if messages:
+            self.broker.wake(self.queue_name)
+
+    def close(self) -> None:
+        """Give the blocking connection back to the broker's pool."""
+        if self.blocking_client is not None:
+            self.blocking_client.close()
+            self.blocking_client = None
+
+
+def make_broker(
+    redis_url: str | None,
+    *,
+    unix_socket_path: str | None = None,
+    namespace: str = "switchboard",
+    consumer: BrokerKind = "wake",
+    heartbeat_timeout_ms: int = 5_000,
+    maintenance_chance: int = 10_000,
+    middleware: list[dramatiq.Middleware] | None = None,
+) -> RedisBroker:
+    """A Redis broker for Switchboard: the wake-up consumer, or the stock one to compare against.
+
+    ``redis_url`` wins over ``unix_socket_path``; with neither, redis-py's default
+    (localhost:6379) is used. ``middleware=None`` means Dramatiq's default middleware.
+    """
+    # A killed worker's unacked messages come back only after its heartbeat is this old
+    # (stock: 60 s). Idle consumers heartbeat on every fetch, at least once per worker
+    # timeout (1 s by default), so 5 s leaves room for a slow tick or two.
+    # Maintenance (which does that requeue) runs on maintenance_chance per million dispatch
+    # calls (stock: 1000, i.e. 0.1 %); at 1 % it runs within seconds under light traffic.
+    broker_class: type[RedisBroker]
+    if consumer == "wake":
+        broker_class = WakeRedisBroker
+    elif consumer == "stock":
+        broker_class = RedisBroker
+    else:
+        raise ValueError(f"unknown consumer kind {consumer!r}; expected 'wake' or 'stock'")
+
+    connection: dict[str, Any] = {}
+    if redis_url:
+        connection["url"] = redis_url
+    elif unix_socket_path:
+        connection["unix_socket_path"] = unix_socket_path
+
+    return broker_class(
+        middleware=middleware,
+        namespace=namespace,
+        heartbeat_timeout=heartbeat_timeout_ms,
+        maintenance_chance=maintenance_chance,
+        **connection,
+    )

@@ -1,0 +1,57 @@
+"""`emit`: the only path from a worker back to a gateway — one kombu queue per gateway."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from kombu import Connection, Exchange, Producer, Queue
+
+from pipeline.envelope import OutboundBatch, Outbound
+from pipeline.names import control_queue
+
+# The default exchange routes by queue name; a queue is declared once per thread.
+_DIRECT = Exchange("", type="direct")
+
+
+class ControlPublisher:
+    """Publishes outbound batches to gateways' control queues, one connection per thread
+    (Dramatiq runs actors on several threads, and a kombu channel is not thread-safe)."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._local = threading.local()
+
+    def publish(self, gateway_id: str, session_id: str, generation: int, items: Sequence[Outbound]) -> None:
+        if not items:
+            return
+        batch = OutboundBatch(session_id=session_id, generation=generation, items=tuple(items))
+        producer, declared = self._producer()
+        name = control_queue(gateway_id)
+        declare = []
+        if name not in declared:
+            declare = [Queue(name, exchange=_DIRECT, routing_key=name)]
+            declared.add(name)
+        producer.publish(
+            batch.model_dump(mode="json"),
+            exchange=_DIRECT,
+            routing_key=name,
+            serializer="json",
+            declare=declare,
+            retry=True,
+            retry_policy={"max_retries": 3, "interval_start": 0.05, "interval_step": 0.1},
+        )
+
+    def _producer(self) -> tuple[Producer, set[str]]:
+        local = self._local
+        if getattr(local, "producer", None) is None:
+            local.connection = Connection(self._url)
+            local.producer = Producer(local.connection.channel())
+            local.declared = set()
+        return local.producer, local.declared
+
+    def close(self) -> None:
+        connection = getattr(self._local, "connection", None)
+        if connection is not None:
+            connection.release()
+            self._local.producer = None

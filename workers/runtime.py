@@ -1,0 +1,64 @@
+"""Process-wide wiring for workers: settings, the broker, the database, the publisher.
+
+Entry points call `configure` before `workers.actors` is imported (Dramatiq binds actors to
+the broker that is current at declaration); a bare import configures from the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import dramatiq
+import dramatiq.brokers.redis
+
+from models.db import connect
+from pipeline.config import Settings, settings_from
+from switchboard.services import kombu_url_for
+from workers.broker import make_broker
+from workers.emit import ControlPublisher
+from workers.middleware import SessionTag
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    database_url: str
+    redis_url: str
+    kombu_url: str
+    broker: dramatiq.brokers.redis.RedisBroker
+    publisher: ControlPublisher
+
+
+_current: Runtime | None = None
+
+
+def configure(settings: Settings, database_url: str, redis_url: str, kombu_url: str) -> Runtime:
+    """Bind the database and the broker for this process (once)."""
+    global _current
+    if _current is not None:
+        return _current
+    connect(database_url)
+    broker = make_broker(
+        redis_url,
+        namespace=settings.broker_namespace,
+        consumer=settings.broker_consumer,
+        heartbeat_timeout_ms=settings.broker_heartbeat_timeout_ms,
+    )
+    broker.add_middleware(SessionTag())
+    dramatiq.set_broker(broker)
+    _current = Runtime(settings, database_url, redis_url, kombu_url, broker, ControlPublisher(kombu_url))
+    return _current
+
+
+def current() -> Runtime:
+    """The configured runtime, or one configured from the environment's explicit URLs."""
+    if _current is not None:
+        return _current
+    settings = settings_from(os.environ)
+    if not settings.database_url or not settings.redis_url:
+        raise RuntimeError(
+            "workers need SWITCHBOARD_DATABASE_URL and SWITCHBOARD_REDIS_URL "
+            "(run them through `switchboard worker`, which finds or starts the services)"
+        )
+    return configure(settings, settings.database_url, settings.redis_url, kombu_url_for(settings.redis_url))
