@@ -157,17 +157,7 @@ class LockedSession:
             .on_conflict_ignore()
             .execute()
         )
-        if not inserted:
-            already = (
-                SessionEventRow.select(SessionEventRow.id)
-                .where((SessionEventRow.session == self.id) & (SessionEventRow.seq == envelope.seq))
-                .exists()
-            )
-            if already:
-                return
-            self._insert_duplicate(envelope, None)
-            applied.dispositions.append((envelope.seq, "duplicate"))
-        else:
+        if inserted:
             applied.dispositions.append((envelope.seq, "pending"))
         self.row.logged_seq = max(self.row.logged_seq, envelope.seq)
 
@@ -197,9 +187,11 @@ class LockedSession:
             if event_row.seq != self.row.applied_seq + 1:
                 break
             order = self.row.applied_count + 1
-            if event_row.disposition == "duplicate":
+            if event_row.disposition == "duplicate" or self._was_applied(event_row.provider_event_id):
+                event_row.disposition = "duplicate"
                 event_row.applied_order = order
-                event_row.save(only=[SessionEventRow.applied_order])
+                event_row.save(only=[SessionEventRow.disposition, SessionEventRow.applied_order])
+                applied.dispositions.append((event_row.seq, "duplicate"))
             else:
                 step, disposition = self._decide(event_row.payload, event_row.generation)
                 outbound = self._outbound(step, f"ctl_{event_row.seq}") if disposition == "applied" else []
@@ -213,6 +205,19 @@ class LockedSession:
                 applied.dispositions.append((event_row.seq, disposition))
             self.row.applied_seq = event_row.seq
             self.row.applied_count = order
+
+    def _was_applied(self, provider_event_id: str | None) -> bool:
+        if provider_event_id is None:
+            return False
+        return bool(
+            SessionEventRow.select(SessionEventRow.id)
+            .where(
+                (SessionEventRow.session == self.id)
+                & (SessionEventRow.provider_event_id == provider_event_id)
+                & (SessionEventRow.disposition.in_(("applied", "late")))
+            )
+            .exists()
+        )
 
     # ── host inputs: creation, admission, timers ───────────────────────────────────────
 

@@ -3,3 +3,7 @@
 `Simulator` serves call control (REST) and the sideband (WebSocket); `oracle.wire_errors` is the
 strict check every event it sends, and every control a host sends it, must pass.
 """
+
+from simulator.server import Simulator
+
+__all__ = ["Simulator"]

@@ -24,6 +24,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from simulator.conversation import (
+    CHARS_PER_TOKEN,
     Conversation,
     Refusal,
     default_session,
@@ -36,6 +37,7 @@ from simulator.recording import DEFAULT_CLOSE_CODE, Recording
 from simulator.script import (
     FALLBACK_ANSWER,
     CallerHangsUp,
+    CallerSays,
     CallScript,
     ModelCalls,
     ModelEntry,
@@ -191,7 +193,7 @@ class SimulatedCall:
         self._playing: ModelResponse | None = None
         self._drain: asyncio.Task[None] | None = None
         self._input_audio_bytes = 0
-        self._has_started = False
+        self._writer: asyncio.Task[None] | None = None
 
     # ── the sideband ────────────────────────────────────────────────────────────
 
@@ -207,10 +209,9 @@ class SimulatedCall:
         if superseded is not None:
             # A reconnect takes over the call; the stale socket is let go, as a restart would.
             await superseded.close(1001, "superseded by a new sideband connection")
-        writer = asyncio.create_task(self._write_events(socket))
-        if not self._has_started:
-            self._has_started = True
+        if self._writer is None:
             self.log.attached_at = time.time()
+            self._writer = asyncio.create_task(self._write_events())
             self._spawn(self._play() if self._recording else self._begin())
         try:
             async for message in socket:
@@ -220,7 +221,6 @@ class SimulatedCall:
         finally:
             if self._socket is socket:
                 self._socket = None
-            writer.cancel()
 
     async def end(self, code: int = 1000, reason: str = "") -> None:
         """End the call: stop the caller and model, flush queued events, close the sideband."""
@@ -242,6 +242,8 @@ class SimulatedCall:
         self.log.close_code = code
         if socket is not None:
             await socket.close(code, reason)
+        if self._writer is not None:
+            self._writer.cancel()
 
     def accept(self, session: dict[str, Any]) -> None:
         """Apply the session config of `POST /calls/{id}/accept` (a SIP call being answered)."""
@@ -254,13 +256,16 @@ class SimulatedCall:
             self._socket = None
             await socket.close(code, "dropped by the simulator")
 
-    async def _write_events(self, socket: ServerConnection) -> None:
+    async def _write_events(self) -> None:
+        # One writer per call, whichever socket is attached, so the wire order is the emit order.
         while True:
             event = await self._outbox.get()
+            socket = self._socket
             try:
-                text = json.dumps(event)
-                self.log.events.append({"t": time.time(), "event": event})
-                await socket.send(text)
+                if socket is not None:
+                    text = json.dumps(event)
+                    self.log.events.append({"t": time.time(), "event": event})
+                    await socket.send(text)
             except ConnectionClosed:
                 pass
             finally:
@@ -346,7 +351,7 @@ class SimulatedCall:
         timing = self.script.timing
         answers_before = self._answers_started
         for index, step in enumerate(self.script.caller):
-            if getattr(step, "during_response", False):
+            if isinstance(step, CallerSays) and step.during_response:
                 await self._wait_for_answer(answers_before, timing.response_wait_ms)
             elif index > 0:
                 await self._wait_for_reply(answers_before)
@@ -383,14 +388,20 @@ class SimulatedCall:
         item_id = self._mint("item")
         start_ms = self._audio_clock_ms()
         self._emit(
-            {"type": "input_audio_buffer.speech_started", "item_id": item_id,
-             "audio_start_ms": start_ms}
+            {
+                "type": "input_audio_buffer.speech_started",
+                "item_id": item_id,
+                "audio_start_ms": start_ms,
+            }
         )
         self._hear_barge_in()
         await asyncio.sleep(timing.speech_ms / 1000)
         self._emit(
-            {"type": "input_audio_buffer.speech_stopped", "item_id": item_id,
-             "audio_end_ms": start_ms + timing.speech_ms}
+            {
+                "type": "input_audio_buffer.speech_stopped",
+                "item_id": item_id,
+                "audio_end_ms": start_ms + timing.speech_ms,
+            }
         )
         item = self._commit_user_audio(item_id)
         if self._input_transcription() is not None:
@@ -412,8 +423,11 @@ class SimulatedCall:
         }
         previous = self.conversation.append(item)
         self._emit(
-            {"type": "input_audio_buffer.committed", "item_id": item_id,
-             "previous_item_id": previous}
+            {
+                "type": "input_audio_buffer.committed",
+                "item_id": item_id,
+                "previous_item_id": previous,
+            }
         )
         self._emit({"type": "conversation.item.added", "previous_item_id": previous, "item": item})
         self._emit({"type": "conversation.item.done", "previous_item_id": previous, "item": item})
@@ -424,11 +438,15 @@ class SimulatedCall:
         for delta in _chunks(words, timing.chars_per_delta):
             await asyncio.sleep(timing.delta_interval_ms / 1000)
             self._emit(
-                {"type": "conversation.item.input_audio_transcription.delta",
-                 "item_id": item["id"], "content_index": 0, "delta": delta}
+                {
+                    "type": "conversation.item.input_audio_transcription.delta",
+                    "item_id": item["id"],
+                    "content_index": 0,
+                    "delta": delta,
+                }
             )
         item["content"][0]["transcript"] = words
-        audio_tokens = estimate_tokens(0) + max(1, speech_ms // AUDIO_MS_PER_TOKEN)
+        audio_tokens = max(1, speech_ms // AUDIO_MS_PER_TOKEN)
         text_tokens = estimate_tokens(len(words))
         self._emit(
             {
@@ -477,7 +495,8 @@ class SimulatedCall:
             self._record_error("client frame is not JSON")
             if self._recording is None:
                 self._refuse(
-                    None, Refusal("invalid_json", "The server could not parse the event: invalid JSON.")
+                    None,
+                    Refusal("invalid_json", "The server could not parse the event: invalid JSON."),
                 )
             return
         self.log.controls.append({"t": received_at, "control": control})
@@ -499,6 +518,21 @@ class SimulatedCall:
             self._dispatch(control)
         except Refusal as refusal:
             self._refuse(control.get("event_id"), refusal)
+        except Exception as exc:  # a simulator bug must not cost the host its sideband
+            logger.exception("simulated call %s failed on %s", self.call_id, control.get("type"))
+            self._record_error(f"internal: {exc!r} handling {control.get('type')}")
+            self._emit(
+                {
+                    "type": "error",
+                    "error": {
+                        "type": "server_error",
+                        "code": None,
+                        "message": "The server had an error.",
+                        "param": None,
+                        "event_id": control.get("event_id"),
+                    },
+                }
+            )
 
     def _refuse_malformed(self, control: dict[str, Any], problems: list[Any]) -> None:
         kind = control.get("type")
@@ -577,8 +611,12 @@ class SimulatedCall:
     def _truncate(self, item_id: str, content_index: int, audio_end_ms: int) -> None:
         self.conversation.truncate(item_id, content_index, audio_end_ms)
         self._emit(
-            {"type": "conversation.item.truncated", "item_id": item_id,
-             "content_index": content_index, "audio_end_ms": audio_end_ms}
+            {
+                "type": "conversation.item.truncated",
+                "item_id": item_id,
+                "content_index": content_index,
+                "audio_end_ms": audio_end_ms,
+            }
         )
 
     def _retrieve(self, item_id: str) -> None:
@@ -662,7 +700,9 @@ class SimulatedCall:
             self._answering = response
             self._answers_started += 1
             self._notify()
-        self._emit({"type": "response.created", "response": self._describe(response, "in_progress")})
+        self._emit(
+            {"type": "response.created", "response": self._describe(response, "in_progress")}
+        )
         self._spawn(self._stream(response))
 
     def _next_entry(self, is_in_conversation: bool) -> ModelEntry:
@@ -712,8 +752,12 @@ class SimulatedCall:
 
     def _add_output_item(self, response: ModelResponse, item: dict[str, Any]) -> str | None:
         self._emit(
-            {"type": "response.output_item.added", "response_id": response.id,
-             "output_index": 0, "item": item}
+            {
+                "type": "response.output_item.added",
+                "response_id": response.id,
+                "output_index": 0,
+                "item": item,
+            }
         )
         if not response.is_in_conversation:
             return None
@@ -726,11 +770,17 @@ class SimulatedCall:
     ) -> None:
         response.output.append(item)
         self._emit(
-            {"type": "response.output_item.done", "response_id": response.id,
-             "output_index": 0, "item": item}
+            {
+                "type": "response.output_item.done",
+                "response_id": response.id,
+                "output_index": 0,
+                "item": item,
+            }
         )
         if response.is_in_conversation:
-            self._emit({"type": "conversation.item.done", "previous_item_id": previous, "item": item})
+            self._emit(
+                {"type": "conversation.item.done", "previous_item_id": previous, "item": item}
+            )
 
     async def _stream_message(self, response: ModelResponse) -> None:
         item: dict[str, Any] = {
@@ -742,16 +792,22 @@ class SimulatedCall:
             "content": [],
         }
         previous = self._add_output_item(response, item)
-        where = {"response_id": response.id, "item_id": item["id"], "output_index": 0,
-                 "content_index": 0}
+        where = {
+            "response_id": response.id,
+            "item_id": item["id"],
+            "output_index": 0,
+            "content_index": 0,
+        }
         part_type, key = ("audio", "transcript") if response.is_audio else ("text", "text")
-        self._emit({"type": "response.content_part.added", **where,
-                    "part": {"type": part_type, key: ""}})
+        self._emit(
+            {"type": "response.content_part.added", **where, "part": {"type": part_type, key: ""}}
+        )
         if response.is_audio:
             self._start_playing(response)
         full_text = self._within_token_budget(response, model_text(response.entry))
         delta_type = (
-            "response.output_audio_transcript.delta" if response.is_audio
+            "response.output_audio_transcript.delta"
+            if response.is_audio
             else "response.output_text.delta"
         )
         said = ""
@@ -761,16 +817,19 @@ class SimulatedCall:
             said += delta
             self._emit({"type": delta_type, **where, "delta": delta})
             if response.is_audio and self.script.emit_audio_deltas:
-                self._emit({"type": "response.output_audio.delta", **where,
-                            "delta": SILENT_AUDIO_DELTA})
+                self._emit(
+                    {"type": "response.output_audio.delta", **where, "delta": SILENT_AUDIO_DELTA}
+                )
         if response.is_audio:
             self._emit({"type": "response.output_audio.done", **where})
-            self._emit({"type": "response.output_audio_transcript.done", **where,
-                        "transcript": said})
+            self._emit(
+                {"type": "response.output_audio_transcript.done", **where, "transcript": said}
+            )
         else:
             self._emit({"type": "response.output_text.done", **where, "text": said})
-        self._emit({"type": "response.content_part.done", **where,
-                    "part": {"type": part_type, key: said}})
+        self._emit(
+            {"type": "response.content_part.done", **where, "part": {"type": part_type, key: said}}
+        )
         content_type = "output_audio" if response.is_audio else "output_text"
         item["content"] = [{"type": content_type, key: said}]
         item["status"] = "completed" if said == model_text(response.entry) else "incomplete"
@@ -792,8 +851,12 @@ class SimulatedCall:
             "arguments": "",
         }
         previous = self._add_output_item(response, item)
-        where = {"response_id": response.id, "item_id": item["id"], "output_index": 0,
-                 "call_id": item["call_id"]}
+        where = {
+            "response_id": response.id,
+            "item_id": item["id"],
+            "output_index": 0,
+            "call_id": item["call_id"],
+        }
         written = ""
         for delta in _chunks(arguments, self.script.timing.chars_per_delta):
             if await self._pause(response):
@@ -802,8 +865,14 @@ class SimulatedCall:
             self._emit({"type": "response.function_call_arguments.delta", **where, "delta": delta})
         item["arguments"] = written
         if written == arguments:
-            self._emit({"type": "response.function_call_arguments.done", **where,
-                        "name": item["name"], "arguments": arguments})
+            self._emit(
+                {
+                    "type": "response.function_call_arguments.done",
+                    **where,
+                    "name": item["name"],
+                    "arguments": arguments,
+                }
+            )
             item["status"] = "completed"
             response.has_called_function = True
         else:
@@ -814,7 +883,7 @@ class SimulatedCall:
         budget = response.max_output_tokens
         if budget == "inf" or estimate_tokens(len(text)) <= budget:
             return text
-        return text[: budget * 4]
+        return text[: budget * CHARS_PER_TOKEN]
 
     def _finish(self, response: ModelResponse) -> None:
         response.is_finished = True
@@ -823,8 +892,12 @@ class SimulatedCall:
         spoken = " ".join(item_text(item) for item in response.output)
         status, details = self._outcome(response)
         self._emit(
-            {"type": "response.done",
-             "response": self._describe(response, status, details, self._usage(response, spoken))}
+            {
+                "type": "response.done",
+                "response": self._describe(
+                    response, status, details, self._usage(response, spoken)
+                ),
+            }
         )
         if response.is_in_conversation:
             self._answers_finished += 1
@@ -862,8 +935,14 @@ class SimulatedCall:
         audio_end_ms = min(played_ms, self.conversation.audio_ms.get(item["id"], 0))
         if response.is_in_conversation:
             self.conversation.truncate(item["id"], 0, audio_end_ms)
-        self._emit({"type": "conversation.item.truncated", "item_id": item["id"],
-                    "content_index": 0, "audio_end_ms": audio_end_ms})
+        self._emit(
+            {
+                "type": "conversation.item.truncated",
+                "item_id": item["id"],
+                "content_index": 0,
+                "audio_end_ms": audio_end_ms,
+            }
+        )
 
     async def _drain_playback(self, response: ModelResponse) -> None:
         # After a client cancel the buffered audio plays out unless the host clears it.
@@ -887,8 +966,12 @@ class SimulatedCall:
             "conversation_id": self._conversation_id if response.is_in_conversation else None,
             "output_modalities": response.modalities,
             "max_output_tokens": response.max_output_tokens,
-            "audio": {"output": {"format": self.session["audio"]["output"]["format"],
-                                 "voice": response.voice}},
+            "audio": {
+                "output": {
+                    "format": self.session["audio"]["output"]["format"],
+                    "voice": response.voice,
+                }
+            },
             "usage": usage,
             "metadata": response.metadata,
         }

@@ -69,8 +69,10 @@ def merge_session(current: dict[str, Any], update: dict[str, Any]) -> dict[str, 
     merged = copy.deepcopy(current)
     for key, value in update.items():
         old = merged.get(key)
-        is_same_kind = isinstance(old, dict) and isinstance(value, dict) and (
-            value.get("type", old.get("type")) == old.get("type")
+        is_same_kind = (
+            isinstance(old, dict)
+            and isinstance(value, dict)
+            and (value.get("type", old.get("type")) == old.get("type"))
         )
         merged[key] = merge_session(old, value) if is_same_kind else copy.deepcopy(value)
     return merged

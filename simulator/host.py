@@ -96,8 +96,11 @@ async def host_call(
                 await ws.send(json.dumps(response_create(instructions)))
             elif event["type"] == "response.done" and completed_function_calls(event):
                 for call in completed_function_calls(event):
-                    output = {"type": "function_call_output", "call_id": call["call_id"],
-                              "output": json.dumps(CANNED_TOOL_OUTPUT)}
+                    output = {
+                        "type": "function_call_output",
+                        "call_id": call["call_id"],
+                        "output": json.dumps(CANNED_TOOL_OUTPUT),
+                    }
                     await ws.send(json.dumps({"type": "conversation.item.create", "item": output}))
                 await ws.send(json.dumps(response_create(instructions)))
     return received

@@ -66,7 +66,9 @@ def _sdp_answer() -> str:
     )
 
 
-def _error(status: int, message: str, code: str | None, kind: str = "invalid_request_error") -> Response:
+def _error(
+    status: int, message: str, code: str | None, kind: str = "invalid_request_error"
+) -> Response:
     return Response.json(
         status, {"error": {"message": message, "type": kind, "code": code, "param": None}}
     )
@@ -96,11 +98,15 @@ class Simulator:
     ) -> None:
         if speed < 0:
             raise ValueError(f"speed must be >= 0, got {speed}")
-        self.script = script if isinstance(script, CallScript) else (
-            load_script(script) if script is not None else CallScript()
+        self.script = (
+            script
+            if isinstance(script, CallScript)
+            else (load_script(script) if script is not None else CallScript())
         )
-        self.recording = recording if isinstance(recording, Recording) or recording is None else (
-            read_recording(recording)
+        self.recording = (
+            recording
+            if isinstance(recording, Recording) or recording is None
+            else (read_recording(recording))
         )
         self.speed = speed
         self.strict = strict
@@ -183,7 +189,9 @@ class Simulator:
         except ValueError as exc:
             return _error(400, str(exc), "invalid_offer")
         if session is not None:
-            problems = wire_errors({"type": "session.update", "session": session}, direction="client")
+            problems = wire_errors(
+                {"type": "session.update", "session": session}, direction="client"
+            )
             if problems:
                 return _error(400, f"Invalid session: {'; '.join(problems)}", "invalid_session")
         if not offer.lstrip().startswith("v=0"):
@@ -204,7 +212,9 @@ class Simulator:
                 session = request.json()
             except ValueError:
                 return _error(400, "The body must be a JSON session config.", "invalid_json")
-            problems = wire_errors({"type": "session.update", "session": session}, direction="client")
+            problems = wire_errors(
+                {"type": "session.update", "session": session}, direction="client"
+            )
             if problems:
                 return _error(400, f"Invalid session: {'; '.join(problems)}", "invalid_session")
             call.accept(session)
@@ -217,8 +227,15 @@ class Simulator:
             try:
                 self.script = parse_script(request.body)
             except ValidationError as exc:
-                return Response.json(400, {"error": {"message": "invalid call script",
-                                                     "details": json.loads(exc.json())}})
+                return Response.json(
+                    400,
+                    {
+                        "error": {
+                            "message": "invalid call script",
+                            "details": json.loads(exc.json()),
+                        }
+                    },
+                )
             return Response.json(200, {"script": self.script.name})
         if parts == ["calls"] and request.method == "GET":
             return Response.json(200, {"calls": list(self._calls)})
@@ -255,7 +272,9 @@ class Simulator:
         request = socket.request
         assert request is not None  # the handshake is done before the handler runs
         if _asks_for_beta(request.headers):
-            await socket.close(BETA_SHAPE_CLOSE_CODE, "invalid_request_error.beta_api_shape_disabled")
+            await socket.close(
+                BETA_SHAPE_CLOSE_CODE, "invalid_request_error.beta_api_shape_disabled"
+            )
             return
         call_id = parse_qs(urlsplit(request.path).query)["call_id"][0]
         await self._calls[call_id].serve_sideband(socket)

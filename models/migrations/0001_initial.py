@@ -41,10 +41,13 @@ STATEMENTS = [
     """,
     # One row per gateway number: a redelivered message finds its row and changes nothing.
     "CREATE UNIQUE INDEX session_events_seq ON session_events (session_id, seq)",
-    # One row per provider event: the same provider event under a new number is a duplicate.
+    # One applied row per provider event: the same provider event under a later number is a
+    # duplicate. Pending rows are outside the index, so an early copy cannot claim the id
+    # before the copy with the lower seq is applied.
     """
     CREATE UNIQUE INDEX session_events_provider_event
-        ON session_events (session_id, provider_event_id) WHERE provider_event_id IS NOT NULL
+        ON session_events (session_id, provider_event_id)
+        WHERE provider_event_id IS NOT NULL AND disposition IN ('applied', 'late')
     """,
     "CREATE INDEX session_events_fold ON session_events (session_id, applied_order)",
     """

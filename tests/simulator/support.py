@@ -37,8 +37,12 @@ async def http(
     address = urlsplit(url)
     reader, writer = await asyncio.open_connection(address.hostname, address.port)
     try:
-        head = [f"{method} {path} HTTP/1.1", f"Host: {address.netloc}", "Connection: close",
-                f"Content-Length: {len(body)}"]
+        head = [
+            f"{method} {path} HTTP/1.1",
+            f"Host: {address.netloc}",
+            "Connection: close",
+            f"Content-Length: {len(body)}",
+        ]
         head += [f"{name}: {value}" for name, value in (headers or {}).items()]
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
         await writer.drain()

@@ -80,29 +80,48 @@ def test_three_turn_call_follows_the_documented_order() -> None:
             "conversation.item.input_audio_transcription.completed",
         ]
         audio_answer = [
-            *AUDIO_ANSWER_HEAD, "response.output_audio_transcript.delta*", *AUDIO_ANSWER_TAIL,
+            *AUDIO_ANSWER_HEAD,
+            "response.output_audio_transcript.delta*",
+            *AUDIO_ANSWER_TAIL,
             "output_audio_buffer.stopped",
         ]
         function_call = [
-            "response.created", "rate_limits.updated", "response.output_item.added",
-            "conversation.item.added", "response.function_call_arguments.delta*",
-            "response.function_call_arguments.done", "response.output_item.done",
-            "conversation.item.done", "response.done",
+            "response.created",
+            "rate_limits.updated",
+            "response.output_item.added",
+            "conversation.item.added",
+            "response.function_call_arguments.delta*",
+            "response.function_call_arguments.done",
+            "response.output_item.done",
+            "conversation.item.done",
+            "response.done",
         ]
         tool_output = ["conversation.item.added", "conversation.item.done"]
         assert _collapse(types(received)) == [
             "session.updated",
-            *USER_TURN, *transcript, *audio_answer,
-            *USER_TURN, *transcript, *function_call, *tool_output, *audio_answer,
-            *USER_TURN, *transcript, *audio_answer,
+            *USER_TURN,
+            *transcript,
+            *audio_answer,
+            *USER_TURN,
+            *transcript,
+            *function_call,
+            *tool_output,
+            *audio_answer,
+            *USER_TURN,
+            *transcript,
+            *audio_answer,
         ]
         dones = [event["response"] for event in received if event["type"] == "response.done"]
         inputs = [done["usage"]["input_tokens"] for done in dones]
         assert inputs == sorted(inputs) and inputs[0] < inputs[-1]
         assert dones[1]["output"][0]["arguments"] == '{"order_id": "4417"}'
         assert [entry["control"]["type"] for entry in log.controls] == [
-            "session.update", "response.create", "response.create",
-            "conversation.item.create", "response.create", "response.create",
+            "session.update",
+            "response.create",
+            "response.create",
+            "conversation.item.create",
+            "response.create",
+            "response.create",
         ]
 
     asyncio.run(scenario())
@@ -168,9 +187,15 @@ def test_truncate_checks_bounds_and_cuts_the_transcript() -> None:
             item_id = done["response"]["output"][0]["id"]
 
             async def truncate(audio_end_ms: int) -> dict[str, Any]:
-                await host.send({"type": "conversation.item.truncate", "event_id": "t",
-                                 "item_id": item_id, "content_index": 0,
-                                 "audio_end_ms": audio_end_ms})
+                await host.send(
+                    {
+                        "type": "conversation.item.truncate",
+                        "event_id": "t",
+                        "item_id": item_id,
+                        "content_index": 0,
+                        "audio_end_ms": audio_end_ms,
+                    }
+                )
                 return await host.next()
 
             negative = await truncate(-11)
@@ -181,13 +206,23 @@ def test_truncate_checks_bounds_and_cuts_the_transcript() -> None:
                 "Audio content of 1800ms is already shorter than 55960ms"
             )
             truncated = await truncate(900)
-            assert truncated == {**truncated, "type": "conversation.item.truncated",
-                                 "item_id": item_id, "audio_end_ms": 900}
+            assert truncated == {
+                **truncated,
+                "type": "conversation.item.truncated",
+                "item_id": item_id,
+                "audio_end_ms": 900,
+            }
             await host.send({"type": "conversation.item.retrieve", "item_id": item_id})
             retrieved = await host.next()
             assert retrieved["item"]["content"][0]["transcript"] == "one two three"
-            await host.send({"type": "conversation.item.truncate", "item_id": "item_nope",
-                             "content_index": 0, "audio_end_ms": 0})
+            await host.send(
+                {
+                    "type": "conversation.item.truncate",
+                    "item_id": "item_nope",
+                    "content_index": 0,
+                    "audio_end_ms": 0,
+                }
+            )
             assert (await host.next())["error"]["code"] == "item_truncate_invalid_item_id"
 
     asyncio.run(scenario())
@@ -206,7 +241,10 @@ def test_malformed_client_events_get_documented_errors() -> None:
             assert missing["error"]["event_id"] == "c1"
             await host.send({"type": "scooby.dooby.doo"})
             unknown = await host.next()
-            assert (unknown["error"]["code"], unknown["error"]["param"]) == ("invalid_value", "type")
+            assert (unknown["error"]["code"], unknown["error"]["param"]) == (
+                "invalid_value",
+                "type",
+            )
             await host.send({"type": "response.create", "response": {"modalities": ["text"]}})
             beta = await host.next()
             assert beta["error"]["code"] == "unknown_parameter"
@@ -223,20 +261,30 @@ def test_conversation_items_are_created_deleted_and_checked() -> None:
 
     async def scenario() -> None:
         async with running(Simulator(_silent())) as simulator, sideband(simulator) as host:
-            note = {"type": "message", "role": "system",
-                    "content": [{"type": "input_text", "text": "Customer is VIP."}]}
+            note = {
+                "type": "message",
+                "role": "system",
+                "content": [{"type": "input_text", "text": "Customer is VIP."}],
+            }
             await host.send({"type": "conversation.item.create", "item": note})
             added, done = await host.next(), await host.next()
-            assert (added["type"], done["type"]) == ("conversation.item.added",
-                                                     "conversation.item.done")
+            assert (added["type"], done["type"]) == (
+                "conversation.item.added",
+                "conversation.item.done",
+            )
             item_id = added["item"]["id"]
-            await host.send({"type": "conversation.item.create", "event_id": "c2",
-                             "previous_item_id": "item_nope", "item": note})
+            await host.send(
+                {
+                    "type": "conversation.item.create",
+                    "event_id": "c2",
+                    "previous_item_id": "item_nope",
+                    "item": note,
+                }
+            )
             assert (await host.next())["error"]["event_id"] == "c2"
             await host.send({"type": "conversation.item.delete", "item_id": item_id})
-            assert await host.next() == {"type": "conversation.item.deleted",
-                                         "event_id": (host.seen[-1]["event_id"]),
-                                         "item_id": item_id}
+            deleted = await host.next()
+            assert (deleted["type"], deleted["item_id"]) == ("conversation.item.deleted", item_id)
             await host.send({"type": "conversation.item.delete", "item_id": item_id})
             assert (await host.next())["type"] == "error"
 
@@ -255,7 +303,9 @@ def test_server_vad_barge_in_cancels_the_answer_itself() -> None:
             await host.send(response_create())
             answer = await host.until("response.done")
             kinds = types(answer)
-            assert kinds.index("input_audio_buffer.speech_started") > kinds.index("response.created")
+            assert kinds.index("input_audio_buffer.speech_started") > kinds.index(
+                "response.created"
+            )
             done = answer[-1]["response"]
             assert done["status_details"] == {"type": "cancelled", "reason": "turn_detected"}
             after = [await host.next(), await host.next()]
@@ -284,21 +334,50 @@ def test_text_and_out_of_band_responses() -> None:
 
     async def scenario() -> None:
         async with running(Simulator(_silent())) as simulator, sideband(simulator) as host:
-            await host.send({"type": "response.create",
-                             "response": {"output_modalities": ["text"]}})
+            await host.send(
+                {"type": "response.create", "response": {"output_modalities": ["text"]}}
+            )
             text = await host.until("response.done")
             assert "response.output_text.done" in types(text)
             assert "output_audio_buffer.started" not in types(text)
             assert text[-1]["response"]["output"][0]["content"][0]["type"] == "output_text"
 
-            await host.send({"type": "response.create", "response": {
-                "conversation": "none", "metadata": {"purpose": "summary"},
-                "output_modalities": ["text"], "instructions": "Summarize."}})
+            await host.send(
+                {
+                    "type": "response.create",
+                    "response": {
+                        "conversation": "none",
+                        "metadata": {"purpose": "summary"},
+                        "output_modalities": ["text"],
+                        "instructions": "Summarize.",
+                    },
+                }
+            )
             summary = await host.until("response.done")
             assert not any(kind.startswith("conversation.item") for kind in types(summary))
             assert summary[0]["response"]["conversation_id"] is None
             assert summary[-1]["response"]["metadata"] == {"purpose": "summary"}
             log = next(iter(simulator.calls.values()))
             assert log.errors == []
+
+    asyncio.run(scenario())
+
+
+def test_session_update_merges_into_the_effective_config() -> None:
+    """session.created is sent on attach when scripted; session.updated carries the merged config."""
+
+    async def scenario() -> None:
+        script = _silent(session_created_on_attach=True)
+        async with running(Simulator(script)) as simulator, sideband(simulator) as host:
+            created = await host.next()
+            assert created["type"] == "session.created"
+            await host.send(session_update("Be brief."))
+            updated = (await host.next())["session"]
+            detection = updated["audio"]["input"]["turn_detection"]
+            assert updated["instructions"] == "Be brief."
+            assert updated["id"] == created["session"]["id"]
+            assert (detection["create_response"], detection["threshold"]) == (False, 0.5)
+            assert updated["audio"]["output"]["format"] == {"type": "audio/pcm", "rate": 24000}
+            assert wire_errors({**created, "session": updated}, direction="server") == []
 
     asyncio.run(scenario())

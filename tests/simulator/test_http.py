@@ -12,8 +12,14 @@ async def _echo(request: Request) -> Response:
     if request.path == "/boom":
         raise RuntimeError("handler bug")
     return Response.json(
-        200, {"method": request.method, "path": request.path, "query": request.query,
-              "length": len(request.body), "type": request.headers.get("content-type")}
+        200,
+        {
+            "method": request.method,
+            "path": request.path,
+            "query": request.query,
+            "length": len(request.body),
+            "type": request.headers.get("content-type"),
+        },
     )
 
 

@@ -18,12 +18,16 @@ BOUNDARY = "sb-boundary"
 
 def _multipart(session: dict[str, object]) -> bytes:
     return (
-        f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"sdp\"\r\n"
-        "Content-Type: application/sdp\r\n\r\n"
-    ).encode() + OFFER + (
-        f"\r\n--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"session\"\r\n"
-        f"Content-Type: application/json\r\n\r\n{json.dumps(session)}\r\n--{BOUNDARY}--\r\n"
-    ).encode()
+        (
+            f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="sdp"\r\n'
+            "Content-Type: application/sdp\r\n\r\n"
+        ).encode()
+        + OFFER
+        + (
+            f'\r\n--{BOUNDARY}\r\nContent-Disposition: form-data; name="session"\r\n'
+            f"Content-Type: application/json\r\n\r\n{json.dumps(session)}\r\n--{BOUNDARY}--\r\n"
+        ).encode()
+    )
 
 
 def test_create_call_answers_201_with_location_and_sdp() -> None:
@@ -61,7 +65,10 @@ def test_rest_requires_a_bearer_token() -> None:
     async def scenario() -> None:
         async with running(Simulator()) as simulator:
             status, headers, body = await http(
-                simulator.http_url, "POST", "/v1/realtime/calls", OFFER,
+                simulator.http_url,
+                "POST",
+                "/v1/realtime/calls",
+                OFFER,
                 {"Content-Type": "application/sdp"},
             )
             assert status == 401
@@ -134,5 +141,42 @@ def test_put_script_applies_to_new_calls_and_bad_scripts_are_400() -> None:
             _, _, body = await http(simulator.http_url, "GET", f"/_sim/calls/{call_id}")
             log = json.loads(body)
             assert (log["call_id"], log["status"], log["events"]) == (call_id, "created", [])
+
+    asyncio.run(scenario())
+
+
+def test_sideband_closes_beta_clients_with_4000() -> None:
+    """A sideband client sending OpenAI-Beta is closed with 4000 beta_api_shape_disabled."""
+
+    async def scenario() -> None:
+        async with running(Simulator()) as simulator:
+            call_id = simulator.create_call()
+            url = f"{simulator.ws_url}/realtime?call_id={call_id}"
+            headers = {**AUTH, "OpenAI-Beta": "realtime=v1"}
+            async with connect(url, additional_headers=headers) as socket:
+                with pytest.raises(ConnectionClosed) as closed:
+                    await socket.recv()
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 4000
+
+    asyncio.run(scenario())
+
+
+def test_a_dropped_sideband_can_reattach_to_the_call() -> None:
+    """POST /_sim/calls/{id}/drop closes the sideband with the code; the call takes a new one."""
+
+    async def scenario() -> None:
+        async with running(Simulator()) as simulator:
+            call_id = simulator.create_call()
+            async with sideband(simulator, call_id) as host:
+                path = f"/_sim/calls/{call_id}/drop?code=1011"
+                status, _, _ = await http(simulator.http_url, "POST", path)
+                assert status == 200
+                with pytest.raises(ConnectionClosed) as closed:
+                    await host.next()
+                assert closed.value.rcvd is not None and closed.value.rcvd.code == 1011
+            async with sideband(simulator, call_id) as host:
+                await host.send({"type": "input_audio_buffer.clear"})
+                assert (await host.next())["type"] == "input_audio_buffer.cleared"
+            assert simulator.calls[call_id].status == "active"
 
     asyncio.run(scenario())

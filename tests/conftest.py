@@ -1,0 +1,47 @@
+"""Shared fixtures: real PostgreSQL and Redis (local ones, or embedded ones started for the
+run), a migrated test database, and a Dramatiq namespace of the run's own."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from switchboard.services import Services, resolve_services
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_DATABASE = "switchboard_test"
+
+
+@pytest.fixture(scope="session")
+def services() -> Iterator[Services]:
+    """PostgreSQL and Redis for the whole run, the test database migrated."""
+    found = resolve_services(
+        os.environ.get("SWITCHBOARD_TEST_DATABASE_URL"),
+        os.environ.get("SWITCHBOARD_TEST_REDIS_URL"),
+        ROOT / ".switchboard" / "test",
+        database_name=TEST_DATABASE,
+        log=lambda message: print(f"services: {message}"),
+    )
+    from models.db import connect
+    from models.migrate import migrate
+
+    migrate(connect(found.database_url))
+    yield found
+    found.stop()
+
+
+@pytest.fixture(scope="session")
+def namespace(services: Services) -> Iterator[str]:
+    """A broker namespace for this run; its Redis keys are deleted afterwards."""
+    name = f"sbtest-{uuid.uuid4().hex[:8]}"
+    yield name
+    client = redis.Redis.from_url(services.redis_url)
+    keys = list(client.scan_iter(f"{name}*"))
+    if keys:
+        client.delete(*keys)
+    client.close()

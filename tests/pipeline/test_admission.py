@@ -1,0 +1,264 @@
+"""Admission: created → admitting → connected → listening, and the ways out of it."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.admission import ADMISSION_TIMER, CEILING_TIMER, TRANSCRIPTION_MODEL
+from pipeline.errors import AdmissionRefused, SessionEnded
+from pipeline.limits import ADMISSION_TIMEOUT_MS
+from pipeline.state import Phase, SessionState
+from pipeline.step import CloseCall, OpenSideband, RecordIncident, ScheduleTimer
+from pipeline.wire import SessionUpdate
+from tests.pipeline import events as ev
+
+
+def test_creation_schedules_the_admission_timer() -> None:
+    """A new session schedules the 30 s admission timer and stays created."""
+    state, (step,) = ev.fold([ev.session_created()])
+
+    assert state.phase is Phase.CREATED
+    assert state.instructions == ev.INSTRUCTIONS
+    assert state.limits.max_output_tokens == 512
+    assert state.limits.max_session_seconds == 900
+    assert step.controls == ()
+    assert step.effects == (ScheduleTimer(name=ADMISSION_TIMER, delay_ms=ADMISSION_TIMEOUT_MS),)
+    assert ADMISSION_TIMEOUT_MS == 30_000
+
+
+def test_admission_begun_moves_a_created_session_to_admitting() -> None:
+    """A connect request moves a created session to admitting, with nothing sent."""
+    state, steps = ev.fold([ev.session_created(), ev.admission_begun()])
+
+    assert state.phase is Phase.ADMITTING
+    assert steps[-1].controls == ()
+    assert steps[-1].effects == ()
+
+
+def test_call_attached_opens_the_sideband() -> None:
+    """The provider call attaching records its id and asks the gateway to open its sideband."""
+    state, steps = ev.fold([ev.session_created(), ev.admission_begun(), ev.call_attached("rtc_1")])
+
+    assert state.phase is Phase.ADMITTING
+    assert state.call_id == "rtc_1"
+    assert steps[-1].controls == ()
+    assert steps[-1].effects == (OpenSideband(call_id="rtc_1"),)
+
+
+def test_sideband_connected_sends_exactly_one_session_update() -> None:
+    """A connected sideband gets one session.update in which Switchboard drives every response."""
+    state, steps = ev.fold(ev.admitted())
+
+    assert state.phase is Phase.CONNECTED
+    assert state.call_id == ev.CALL_ID
+    (control,) = steps[-1].controls
+    assert isinstance(control, SessionUpdate)
+    session = control.session
+    assert session["type"] == "realtime"
+    assert session["instructions"] == ev.INSTRUCTIONS
+    assert session["audio"]["input"]["transcription"] == {"model": TRANSCRIPTION_MODEL}
+    turn_detection = session["audio"]["input"]["turn_detection"]
+    assert turn_detection["create_response"] is False
+    assert turn_detection["interrupt_response"] is False
+    assert "tools" not in session
+
+
+def test_sideband_connected_schedules_the_session_ceiling() -> None:
+    """A connected sideband schedules the session ceiling from the session's own limit."""
+    _, steps = ev.fold(ev.admitted())
+
+    assert steps[-1].effects == (ScheduleTimer(name=CEILING_TIMER, delay_ms=900_000),)
+
+
+def test_session_update_offers_the_tool_catalog() -> None:
+    """A session created with tools offers them, with tool_choice auto, in its session.update."""
+    tool = {
+        "type": "function",
+        "name": "lookup_order",
+        "description": "Look up an order",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+    }
+    _, steps = ev.fold(ev.admitted(tools=[tool]))
+
+    (control,) = steps[-1].controls
+    assert control.session["tools"] == [tool]
+    assert control.session["tool_choice"] == "auto"
+
+
+def test_session_updated_makes_the_session_listen() -> None:
+    """The provider confirming the configuration moves a connected session to listening."""
+    state, steps = ev.fold(ev.listening())
+
+    assert state.phase is Phase.LISTENING
+    assert steps[-1].controls == ()
+    assert steps[-1].effects == ()
+
+
+def test_session_created_from_the_provider_does_not_make_the_session_listen() -> None:
+    """A provider session.created is not the confirmation of Switchboard's configuration."""
+    created = {**ev.session_updated(), "type": "session.created"}
+    state = ev.state_after([*ev.admitted(), created])
+
+    assert state.phase is Phase.CONNECTED
+
+
+def test_connecting_twice_is_refused() -> None:
+    """A second connect request on an admitting session is refused."""
+    state = ev.state_after([ev.session_created(), ev.admission_begun()])
+
+    with pytest.raises(AdmissionRefused, match="admitting"):
+        ev.step_of(state, ev.admission_begun())
+
+
+def test_connecting_a_listening_session_is_refused() -> None:
+    """A connect request on a listening session is refused."""
+    state = ev.state_after(ev.listening())
+
+    with pytest.raises(AdmissionRefused, match="listening"):
+        ev.step_of(state, ev.admission_begun())
+
+
+def test_connecting_an_ended_session_is_refused_as_ended() -> None:
+    """A connect request on an ended session raises SessionEnded."""
+    state = ev.state_after([ev.session_created(), ev.end_requested()])
+
+    with pytest.raises(SessionEnded, match="ended"):
+        ev.step_of(state, ev.admission_begun())
+
+
+def test_call_attached_after_failure_hangs_the_call_up() -> None:
+    """A call that attaches after the session failed is hung up, and the session stays failed."""
+    failed = ev.state_after(
+        [ev.session_created(), ev.admission_begun(), ev.timer_fired(ADMISSION_TIMER)]
+    )
+    assert failed.phase is Phase.FAILED
+
+    step = ev.step_of(failed, ev.call_attached("rtc_late"))
+
+    assert step.controls == ()
+    assert [e for e in step.effects if isinstance(e, CloseCall)] == [
+        CloseCall(reason="session_already_over", hangup=True)
+    ]
+    assert not any(isinstance(e, OpenSideband) for e in step.effects)
+    # Nothing about the session changes, except that it may remember which call to hang up.
+    assert step.state.model_copy(update={"call_id": failed.call_id}) == failed
+
+
+def test_call_attached_after_failure_names_the_call_to_hang_up() -> None:
+    """The hang-up of a call that attached too late identifies that call.
+
+    The session store resolves a CloseCall's call id from the step's state, and the gateway
+    hangs up only when it has one; so either the state or the effect must carry it.
+    """
+    failed = ev.state_after(
+        [ev.session_created(), ev.admission_begun(), ev.timer_fired(ADMISSION_TIMER)]
+    )
+
+    step = ev.step_of(failed, ev.call_attached("rtc_late"))
+
+    (close,) = [e for e in step.effects if isinstance(e, CloseCall)]
+    assert getattr(close, "call_id", None) == "rtc_late" or step.state.call_id == "rtc_late"
+
+
+def test_call_attached_while_created_is_refused() -> None:
+    """A call attaching to a session nobody asked to connect is refused."""
+    state = ev.state_after([ev.session_created()])
+
+    with pytest.raises(AdmissionRefused):
+        ev.step_of(state, ev.call_attached())
+
+
+@pytest.mark.parametrize("prefix", [[ev.session_created()], [ev.session_created(), ev.admission_begun()]])
+def test_admission_timeout_fails_a_session_that_did_not_connect(prefix: list[dict[str, object]]) -> None:
+    """The admission timer fails a created or admitting session with an incident and a close."""
+    before = ev.state_after(prefix)
+
+    step = ev.step_of(before, ev.timer_fired(ADMISSION_TIMER))
+
+    assert step.state.phase is Phase.FAILED
+    assert step.state.end_reason == "admission_timeout"
+    assert step.controls == ()
+    (incident,) = [e for e in step.effects if isinstance(e, RecordIncident)]
+    assert incident.code == "admission_timeout"
+    assert incident.severity == "error"
+    assert [e for e in step.effects if isinstance(e, CloseCall)] == [
+        CloseCall(reason="admission_timeout", hangup=False)
+    ]
+
+
+def test_admission_timeout_hangs_up_an_attached_call() -> None:
+    """An admission timeout after the call attached hangs that call up."""
+    before = ev.state_after([ev.session_created(), ev.admission_begun(), ev.call_attached()])
+
+    step = ev.step_of(before, ev.timer_fired(ADMISSION_TIMER))
+
+    assert step.state.phase is Phase.FAILED
+    assert CloseCall(reason="admission_timeout", hangup=True) in step.effects
+
+
+@pytest.mark.parametrize("events", [ev.admitted(), ev.listening()], ids=["connected", "listening"])
+def test_admission_timeout_after_connecting_is_a_no_op(events: list[dict[str, object]]) -> None:
+    """The admission timer does nothing once the sideband is connected."""
+    before = ev.state_after(events)
+
+    step = ev.step_of(before, ev.timer_fired(ADMISSION_TIMER))
+
+    assert step.state == before
+    assert step.controls == ()
+    assert step.effects == ()
+
+
+def test_admission_failed_fails_the_session_with_its_code() -> None:
+    """A failed provider call creation fails the session with the provider's code."""
+    before = ev.state_after([ev.session_created(), ev.admission_begun()])
+
+    step = ev.step_of(before, ev.admission_failed("provider_unavailable", "HTTP 503"))
+
+    assert step.state.phase is Phase.FAILED
+    assert step.state.end_reason == "provider_unavailable"
+    (incident,) = [e for e in step.effects if isinstance(e, RecordIncident)]
+    assert incident.code == "provider_unavailable"
+    assert "HTTP 503" in incident.summary
+    assert CloseCall(reason="provider_unavailable", hangup=False) in step.effects
+
+
+def test_admission_failed_after_the_end_changes_nothing() -> None:
+    """A failed admission reported for an ended session changes nothing."""
+    before = ev.state_after([ev.session_created(), ev.end_requested()])
+
+    step = ev.step_of(before, ev.admission_failed())
+
+    assert step.state == before
+    assert step.effects == ()
+
+
+def test_session_ceiling_ends_a_live_session() -> None:
+    """The session ceiling ends a listening session and hangs its call up."""
+    before = ev.state_after(ev.listening())
+
+    step = ev.step_of(before, ev.timer_fired(CEILING_TIMER))
+
+    assert step.state.phase is Phase.ENDED
+    assert step.state.end_reason == "session_timeout"
+    assert step.effects == (CloseCall(reason="session_timeout", hangup=True),)
+
+
+def test_an_unknown_timer_changes_nothing() -> None:
+    """A timer nobody scheduled changes nothing."""
+    before = ev.state_after(ev.listening())
+
+    step = ev.step_of(before, ev.timer_fired("nobody_scheduled_this"))
+
+    assert step.state == before
+    assert step.effects == ()
+
+
+def test_a_fresh_session_state_is_created() -> None:
+    """A session begins created, generation 1, with no call and no usage."""
+    state = SessionState()
+
+    assert state.phase is Phase.CREATED
+    assert state.generation == 1
+    assert state.call_id is None
+    assert state.turn is None
+    assert state.usage.responses == 0
