@@ -271,7 +271,7 @@ class LockedSession:
                 items.append(
                     CloseCall(
                         id=f"{prefix}_d{index}",
-                        call_id=step.state.call_id,
+                        call_id=effect.call_id or step.state.call_id,
                         reason=effect.reason,
                         hangup=effect.hangup,
                     )

@@ -36,7 +36,10 @@ def attach_call(state: SessionState, call_id: str) -> Step:
     """The provider created the call: remember its id and have the gateway open the sideband.
     A session that failed meanwhile (admission timeout) hangs the fresh call up instead."""
     if state.is_terminal:
-        return Step(state=state, effects=(CloseCall(reason="session_already_over", hangup=True),))
+        return Step(
+            state=state,
+            effects=(CloseCall(reason="session_already_over", hangup=True, call_id=call_id),),
+        )
     if state.phase is not Phase.ADMITTING:
         raise AdmissionRefused(f"session is {state.phase}; a call attaches only while admitting")
     return Step(state=state.evolve(call_id=call_id), effects=(OpenSideband(call_id=call_id),))

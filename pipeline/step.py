@@ -45,6 +45,9 @@ class CloseCall(_Effect):
 
     reason: str
     hangup: bool
+    # The call to hang up when it is not the session's own (one created after the session
+    # failed); None means the session's call.
+    call_id: str | None = None
 
 
 class ScheduleTimer(_Effect):

@@ -34,7 +34,7 @@ from websockets.http11 import Request as HandshakeRequest
 from websockets.http11 import Response as HandshakeResponse
 
 from simulator.call import CallLog, IdMint, SimulatedCall
-from simulator.http import Request, Response, serve_http
+from switchboard.http import Request, Response, serve_http
 from simulator.oracle import wire_errors
 from simulator.recording import Recording, read_recording
 from simulator.script import CallScript, load_script, parse_script

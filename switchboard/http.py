@@ -133,9 +133,7 @@ async def _read_request(first_line: bytes, reader: asyncio.StreamReader) -> tupl
         raise BadRequest(HTTPStatus.NOT_IMPLEMENTED, "only Content-Length bodies are served")
     body = await _read_body(reader, headers.get("content-length", "0"))
     connection = headers.get("connection", "").lower()
-    keep_alive = (
-        connection == "keep-alive" if version == "HTTP/1.0" else connection != "close"
-    )
+    keep_alive = connection == "keep-alive" if version == "HTTP/1.0" else connection != "close"
     url = urlsplit(target)
     request = Request(
         method=method,

@@ -1,10 +1,10 @@
-"""The hand-rolled HTTP/1.1 server."""
+"""The small asyncio HTTP/1.1 server shared by the gateway API and the simulator."""
 
 from __future__ import annotations
 
 import asyncio
 
-from simulator.http import MAXIMUM_BODY_BYTES, Request, Response, serve_http
+from switchboard.http import MAXIMUM_BODY_BYTES, Request, Response, serve_http
 from tests.simulator.support import read_response
 
 
