@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline.errors import BadInput
 from pipeline.limits import DEFAULT_MAXIMUM_OUTPUT_TOKENS, MAXIMUM_SESSION_SECONDS
@@ -53,6 +53,13 @@ class Settings(BaseModel):
 
     max_output_tokens: int | Literal["inf"] = DEFAULT_MAXIMUM_OUTPUT_TOKENS
     max_session_seconds: int = Field(default=MAXIMUM_SESSION_SECONDS, ge=1)
+
+    @field_validator("max_output_tokens")
+    @classmethod
+    def _provider_range(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and not 1 <= value <= 4_096:
+            raise ValueError("must be 1..4096 or 'inf' (the provider's range)")
+        return value
 
     @model_validator(mode="after")
     def _openai_needs_a_key(self) -> Settings:

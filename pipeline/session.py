@@ -9,7 +9,7 @@ from __future__ import annotations
 from pipeline import admission, transcript
 from pipeline.step import PersistTranscript, Step, unchanged
 from pipeline.state import SessionState
-from pipeline.state import Limits
+from pipeline.state import Limits, Phase
 from pipeline.wire import (
     AdmissionBegun,
     AdmissionFailed,
@@ -39,7 +39,7 @@ def is_late(state: SessionState, generation: int) -> bool:
 def apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
     """Decide what one event means for the session."""
     match event:
-        case SessionCreated():
+        case SessionCreated() if state.phase is Phase.CREATED and not state.instructions:
             return admission.created(
                 state.evolve(
                     instructions=event.instructions,
@@ -47,6 +47,9 @@ def apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
                     limits=Limits.model_validate(event.limits),
                 )
             )
+        case SessionCreated():
+            # A session is created once; a repeated creation changes nothing.
+            return unchanged(state)
         case EndRequested():
             return admission.end(state, event)
         case AdmissionBegun():

@@ -60,6 +60,9 @@ class Turn(_Frozen):
 
     context: ResponseContext
     response_id: str | None = None
+    # The provider refused our response.create because another response was active: the
+    # request is made again when that response finishes.
+    refused: bool = False
 
 
 class Usage(_Frozen):

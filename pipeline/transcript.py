@@ -116,7 +116,14 @@ def response_finished(state: SessionState, event: ResponseDone) -> Step:
             ),
         )
     turn = state.turn
-    if turn is None or turn.response_id != event.response.id or state.phase is not Phase.RESPONDING:
+    if turn is not None and turn.refused:
+        # The response that blocked ours has finished: ask for ours again.
+        retried = counted.evolve(turn=turn.model_copy(update={"refused": False}))
+        return Step(state=retried, controls=(response_create(turn.context),), effects=effects)
+    # A response.done without its response.created (seen during interruptions) ends the
+    # turn that was waiting for it, so the session never waits forever.
+    is_ours = turn is not None and turn.response_id in (event.response.id, None)
+    if turn is None or not is_ours or state.phase is not Phase.RESPONDING:
         return Step(state=counted, effects=effects)
     released = counted.evolve(phase=Phase.LISTENING, turn=None)
     step = Step(state=released, effects=effects)
@@ -126,7 +133,15 @@ def response_finished(state: SessionState, event: ResponseDone) -> Step:
 
 
 def provider_error(state: SessionState, event: ProviderError) -> Step:
-    """A provider error answers one control; most are recoverable, so it is a warning."""
+    """A provider error answers one control; most are recoverable, so it is a warning. A
+    refused `response.create` (another response active) is asked again when that one ends."""
+    turn = state.turn
+    if (
+        event.error.code == "conversation_already_has_active_response"
+        and turn is not None
+        and turn.response_id is None
+    ):
+        state = state.evolve(turn=turn.model_copy(update={"refused": True}))
     return Step(
         state=state,
         effects=(

@@ -361,10 +361,9 @@ class ClassifiedFrame:
 def classify_frame(frame: str | bytes) -> ClassifiedFrame:
     """Decode a sideband frame and classify it; a frame that is too large, not JSON, not an
     object, or a durable/live event of the wrong shape raises a typed `BadInput`."""
-    if len(frame) > MAXIMUM_PROVIDER_FRAME_BYTES:
-        raise OversizedFrame(
-            f"frame of {len(frame)} bytes exceeds {MAXIMUM_PROVIDER_FRAME_BYTES} bytes"
-        )
+    size = _frame_bytes(frame)
+    if size > MAXIMUM_PROVIDER_FRAME_BYTES:
+        raise OversizedFrame(f"frame of {size} bytes exceeds {MAXIMUM_PROVIDER_FRAME_BYTES} bytes")
     try:
         event = json.loads(frame)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -390,6 +389,14 @@ def classify_frame(frame: str | bytes) -> ClassifiedFrame:
         # A provider must never be able to speak for the host.
         raise MalformedFrame(f"{event_type} is reserved for the gateway")
     return ClassifiedFrame(FrameKind.UNKNOWN, event_type, event)
+
+
+def _frame_bytes(frame: str | bytes) -> int:
+    # A text frame arrives as str; UTF-8 takes at most 4 bytes a character, so only a frame
+    # within a factor of 4 of the limit pays for encoding.
+    if isinstance(frame, bytes) or len(frame) <= MAXIMUM_PROVIDER_FRAME_BYTES // 4:
+        return len(frame)
+    return len(frame.encode())
 
 
 def _optional_str(value: Any) -> str | None:

@@ -35,7 +35,9 @@ def session_created(
         "type": "switchboard.session_created",
         "instructions": instructions,
         "tools": tools or [],
-        "limits": limits if limits is not None else {"max_output_tokens": 512, "max_session_seconds": 900},
+        "limits": limits
+        if limits is not None
+        else {"max_output_tokens": 512, "max_session_seconds": 900},
     }
 
 
@@ -51,15 +53,24 @@ def sideband_connected(call_id: str = CALL_ID) -> dict[str, Any]:
     return {"type": "switchboard.sideband_connected", "call_id": call_id}
 
 
-def sideband_closed(code: int | None = 1000, reason: str = "", *, by_host: bool = False) -> dict[str, Any]:
-    return {"type": "switchboard.sideband_closed", "code": code, "reason": reason, "by_host": by_host}
+def sideband_closed(
+    code: int | None = 1000, reason: str = "", *, by_host: bool = False
+) -> dict[str, Any]:
+    return {
+        "type": "switchboard.sideband_closed",
+        "code": code,
+        "reason": reason,
+        "by_host": by_host,
+    }
 
 
 def end_requested(reason: str = "ended_by_api") -> dict[str, Any]:
     return {"type": "switchboard.end_requested", "reason": reason}
 
 
-def admission_failed(code: str = "provider_unavailable", detail: str = "HTTP 503") -> dict[str, Any]:
+def admission_failed(
+    code: str = "provider_unavailable", detail: str = "HTTP 503"
+) -> dict[str, Any]:
     return {"type": "switchboard.admission_failed", "code": code, "detail": detail}
 
 
@@ -214,7 +225,11 @@ def response_done(
                 "total_tokens": input_tokens + output_tokens,
                 "input_tokens": input_tokens,
                 "output_tokens": output_tokens,
-                "input_token_details": {"cached_tokens": 0, "text_tokens": input_tokens, "audio_tokens": 0},
+                "input_token_details": {
+                    "cached_tokens": 0,
+                    "text_tokens": input_tokens,
+                    "audio_tokens": 0,
+                },
                 "output_token_details": {"text_tokens": 0, "audio_tokens": output_tokens},
             },
         },
@@ -244,7 +259,12 @@ def unknown(event_type: str = "foo.bar") -> dict[str, Any]:
 
 def admitted(call_id: str = CALL_ID, **created: Any) -> list[dict[str, Any]]:
     """Every event from creation to a connected sideband (the phase is then CONNECTED)."""
-    return [session_created(**created), admission_begun(), call_attached(call_id), sideband_connected(call_id)]
+    return [
+        session_created(**created),
+        admission_begun(),
+        call_attached(call_id),
+        sideband_connected(call_id),
+    ]
 
 
 def listening(call_id: str = CALL_ID, **created: Any) -> list[dict[str, Any]]:

@@ -15,21 +15,29 @@ def test_user_final_while_listening_begins_one_response() -> None:
 
     step = ev.step_of(before, ev.user_final("item_U1", "Hello, how are you?"))
 
-    assert step.effects == (PersistTranscript(role="user", text="Hello, how are you?", item_id="item_U1"),)
+    assert step.effects == (
+        PersistTranscript(role="user", text="Hello, how are you?", item_id="item_U1"),
+    )
     assert step.controls == (
         ResponseCreate(
-            response=ResponseParams(instructions=ev.INSTRUCTIONS, max_output_tokens=512, tool_choice="auto")
+            response=ResponseParams(
+                instructions=ev.INSTRUCTIONS, max_output_tokens=512, tool_choice="auto"
+            )
         ),
     )
     assert step.state.phase is Phase.RESPONDING
     assert step.state.turn == Turn(
-        context=ResponseContext(instructions=ev.INSTRUCTIONS, max_output_tokens=512, input_item_id="item_U1")
+        context=ResponseContext(
+            instructions=ev.INSTRUCTIONS, max_output_tokens=512, input_item_id="item_U1"
+        )
     )
 
 
 def test_response_create_carries_an_unbounded_output_limit() -> None:
     """A session whose output limit is 'inf' asks for responses with max_output_tokens 'inf'."""
-    before = ev.state_after(ev.listening(limits={"max_output_tokens": "inf", "max_session_seconds": 60}))
+    before = ev.state_after(
+        ev.listening(limits={"max_output_tokens": "inf", "max_session_seconds": 60})
+    )
 
     step = ev.step_of(before, ev.user_final("item_U1", "Hi"))
 
@@ -52,7 +60,9 @@ def test_response_created_records_the_response_id() -> None:
 
 def test_a_second_response_created_does_not_replace_the_turns_response() -> None:
     """Once a turn has its response id, another response.created does not change it."""
-    state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
+    state = ev.state_after(
+        [*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")]
+    )
 
     step = ev.step_of(state, ev.response_created("resp_other"))
 
@@ -61,13 +71,20 @@ def test_a_second_response_created_does_not_replace_the_turns_response() -> None
 
 def test_assistant_final_is_persisted_with_its_response() -> None:
     """The assistant's final transcript is persisted with its item and response ids."""
-    state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
+    state = ev.state_after(
+        [*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")]
+    )
 
-    step = ev.step_of(state, ev.assistant_final("resp_1", "item_A1", "Hello, how can I assist you today?"))
+    step = ev.step_of(
+        state, ev.assistant_final("resp_1", "item_A1", "Hello, how can I assist you today?")
+    )
 
     assert step.effects == (
         PersistTranscript(
-            role="assistant", text="Hello, how can I assist you today?", item_id="item_A1", response_id="resp_1"
+            role="assistant",
+            text="Hello, how can I assist you today?",
+            item_id="item_A1",
+            response_id="resp_1",
         ),
     )
     assert step.controls == ()
@@ -75,21 +92,35 @@ def test_assistant_final_is_persisted_with_its_response() -> None:
 
 
 def test_output_text_done_is_an_assistant_final() -> None:
-    """A text-only response's output_text.done is accepted as the assistant's final, its text the transcript."""
-    event = parse_inbound(ev.assistant_text_final("resp_1", "item_A1", "Sure, I can help with that."))
+    """A text response's output_text.done is an assistant final, its text the transcript."""
+    event = parse_inbound(
+        ev.assistant_text_final("resp_1", "item_A1", "Sure, I can help with that.")
+    )
 
     assert isinstance(event, AssistantTranscriptFinal)
     assert event.transcript == "Sure, I can help with that."
-    state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
-    step = ev.step_of(state, ev.assistant_text_final("resp_1", "item_A1", "Sure, I can help with that."))
+    state = ev.state_after(
+        [*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")]
+    )
+    step = ev.step_of(
+        state, ev.assistant_text_final("resp_1", "item_A1", "Sure, I can help with that.")
+    )
     assert step.effects == (
-        PersistTranscript(role="assistant", text="Sure, I can help with that.", item_id="item_A1", response_id="resp_1"),
+        PersistTranscript(
+            role="assistant",
+            text="Sure, I can help with that.",
+            item_id="item_A1",
+            response_id="resp_1",
+        ),
     )
 
 
 def test_beta_transcript_done_is_renamed_to_ga() -> None:
     """A beta response.audio_transcript.done parses as the GA output_audio_transcript.done."""
-    raw = {**ev.assistant_final("resp_1", "item_A1", "Hi there!"), "type": "response.audio_transcript.done"}
+    raw = {
+        **ev.assistant_final("resp_1", "item_A1", "Hi there!"),
+        "type": "response.audio_transcript.done",
+    }
 
     event = parse_inbound(raw)
 
@@ -100,13 +131,17 @@ def test_beta_transcript_done_is_renamed_to_ga() -> None:
 
 def test_response_done_returns_to_listening_with_usage_counted() -> None:
     """The turn's response.done returns the session to listening and sums the usage."""
-    state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
+    state = ev.state_after(
+        [*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")]
+    )
 
     step = ev.step_of(state, ev.response_done("resp_1", input_tokens=127, output_tokens=148))
 
     assert step.state.phase is Phase.LISTENING
     assert step.state.turn is None
-    assert step.state.usage == Usage(input_tokens=127, output_tokens=148, total_tokens=275, responses=1)
+    assert step.state.usage == Usage(
+        input_tokens=127, output_tokens=148, total_tokens=275, responses=1
+    )
     assert step.state.last_response_input_tokens == 127
     assert step.controls == ()
     assert step.effects == ()
@@ -133,7 +168,9 @@ def test_usage_sums_over_turns() -> None:
 
 def test_response_done_for_another_response_keeps_the_turn() -> None:
     """A response.done for a response that is not the turn's changes no phase."""
-    state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
+    state = ev.state_after(
+        [*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")]
+    )
 
     step = ev.step_of(state, ev.response_done("resp_other", input_tokens=10, output_tokens=5))
 
@@ -145,12 +182,16 @@ def test_response_done_for_another_response_keeps_the_turn() -> None:
 
 def test_user_final_while_responding_is_queued() -> None:
     """A caller's final while a response is owed is persisted and queued, and nothing is sent."""
-    state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
+    state = ev.state_after(
+        [*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")]
+    )
 
     step = ev.step_of(state, ev.user_final("item_U2", "Actually, wait."))
 
     assert step.controls == ()
-    assert step.effects == (PersistTranscript(role="user", text="Actually, wait.", item_id="item_U2"),)
+    assert step.effects == (
+        PersistTranscript(role="user", text="Actually, wait.", item_id="item_U2"),
+    )
     assert step.state.queued_input_item_id == "item_U2"
     assert step.state.turn == state.turn
     assert step.state.phase is Phase.RESPONDING
@@ -192,8 +233,13 @@ def test_queued_input_is_answered_by_one_response_after_done() -> None:
 
 def test_a_failed_response_records_a_warning() -> None:
     """A failed response records a warning incident and the session listens again."""
-    state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
-    details = {"type": "failed", "error": {"type": "server_error", "code": "internal", "message": "boom"}}
+    state = ev.state_after(
+        [*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")]
+    )
+    details = {
+        "type": "failed",
+        "error": {"type": "server_error", "code": "internal", "message": "boom"},
+    }
 
     step = ev.step_of(state, ev.response_done("resp_1", "failed", status_details=details))
 
@@ -207,10 +253,15 @@ def test_a_failed_response_records_a_warning() -> None:
 
 def test_a_cancelled_response_releases_the_turn_without_an_incident() -> None:
     """A response cancelled by the caller's barge-in ends the turn quietly."""
-    state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
+    state = ev.state_after(
+        [*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")]
+    )
 
     step = ev.step_of(
-        state, ev.response_done("resp_1", "cancelled", status_details={"type": "cancelled", "reason": "turn_detected"})
+        state,
+        ev.response_done(
+            "resp_1", "cancelled", status_details={"type": "cancelled", "reason": "turn_detected"}
+        ),
     )
 
     assert step.effects == ()
@@ -276,3 +327,25 @@ def test_a_long_transcript_is_bounded_on_a_character_boundary() -> None:
     assert isinstance(persisted, PersistTranscript)
     assert len(persisted.text.encode()) <= MAXIMUM_DURABLE_TEXT_BYTES
     assert persisted.text == "é" * (MAXIMUM_DURABLE_TEXT_BYTES // 2)
+
+
+def test_a_refused_response_create_is_asked_again_when_the_blocking_response_ends() -> None:
+    """`conversation_already_has_active_response` before our response started makes the next
+    response.done ask for the same response again, with the same context."""
+    state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi")])
+    refused = ev.step_of(state, ev.provider_error()).state
+    assert refused.turn is not None and refused.turn.refused
+    retry = ev.step_of(refused, ev.response_done("resp_other", "completed"))
+    (control,) = retry.controls
+    assert isinstance(control, ResponseCreate)
+    assert retry.state.turn is not None and not retry.state.turn.refused
+    assert retry.state.turn.context == state.turn.context  # type: ignore[union-attr]
+
+
+def test_a_response_done_without_its_response_created_ends_the_waiting_turn() -> None:
+    """A response.done that arrives before any response.created releases the turn, so the
+    session listens again instead of waiting forever."""
+    state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi")])
+    step = ev.step_of(state, ev.response_done("resp_1", "cancelled"))
+    assert step.state.phase == "listening"
+    assert step.state.turn is None
