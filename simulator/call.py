@@ -181,7 +181,7 @@ class SimulatedCall:
         self._speed = speed
         self._strict = strict
         self._socket: ServerConnection | None = None
-        self._outbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._outbox: asyncio.Queue[dict[str, Any] | str] = asyncio.Queue()
         self._tasks: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Event()
         self._model_turns = iter(script.model)
@@ -256,13 +256,22 @@ class SimulatedCall:
             self._socket = None
             await socket.close(code, "dropped by the simulator")
 
+    def inject_raw(self, frames: list[str]) -> None:
+        """Send these frames verbatim, in order with the call's own events (fault injection:
+        malformed, oversized or unknown frames)."""
+        for frame in frames:
+            self._outbox.put_nowait(frame)
+
     async def _write_events(self) -> None:
         # One writer per call, whichever socket is attached, so the wire order is the emit order.
         while True:
             event = await self._outbox.get()
             socket = self._socket
             try:
-                if socket is not None:
+                if socket is not None and isinstance(event, str):
+                    # An injected raw frame (a fault): sent as is, kept out of the event log.
+                    await socket.send(event)
+                elif socket is not None:
                     text = json.dumps(event)
                     self.log.events.append({"t": time.time(), "event": event})
                     await socket.send(text)

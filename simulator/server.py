@@ -12,6 +12,7 @@ Control API, on the same port, no auth:
     GET  /_sim/calls                         {"calls": [call ids]}
     GET  /_sim/calls/{id}                    the call log (see CallLog)
     POST /_sim/calls/{id}/drop?code=1011     close the sideband without ending the call (a fault)
+    POST /_sim/calls/{id}/inject             {"frames": [raw text, ...]} sent verbatim (a fault)
 Sideband (§1.3), on the WebSocket port: GET /v1/realtime?call_id=… with Bearer auth.
 """
 
@@ -46,6 +47,10 @@ MAXIMUM_SIDEBAND_MESSAGE_BYTES = 16 * 1024 * 1024
 # Sent since the beta shutdown to a client that still asks for the beta shape (§1).
 BETA_SHAPE_CLOSE_CODE = 4000
 CALL_ACTIONS = ("hangup", "accept", "reject", "refer")
+
+
+# Injected faults stay below the sideband's own message limit (16 MiB).
+MAXIMUM_INJECTED_FRAME_BYTES = 8 * 1024 * 1024
 
 
 def _sdp_answer() -> str:
@@ -250,6 +255,19 @@ class Simulator:
                 return _error(400, "code must be a close code", "invalid_value")
             await call.drop_sideband(int(code))
             return Response.json(200, {"dropped": call.call_id})
+        if parts[2:] == ["inject"] and request.method == "POST":
+            try:
+                frames = request.json()["frames"]
+            except (ValueError, KeyError, TypeError):
+                return _error(400, 'The body must be {"frames": [str, ...]}.', "invalid_json")
+            if not isinstance(frames, list) or not all(_is_injectable(f) for f in frames):
+                return _error(
+                    400,
+                    'frames must be strings or {"event": {...}, "pad_to_bytes": N} objects',
+                    "invalid_value",
+                )
+            call.inject_raw([_injected_frame(frame) for frame in frames])
+            return Response.json(200, {"injected": len(frames)})
         return _error(404, f"Unknown path {request.path}", "not_found")
 
     # ── the sideband ────────────────────────────────────────────────────────────
@@ -278,6 +296,27 @@ class Simulator:
             return
         call_id = parse_qs(urlsplit(request.path).query)["call_id"][0]
         await self._calls[call_id].serve_sideband(socket)
+
+
+def _is_injectable(frame: Any) -> bool:
+    if isinstance(frame, str):
+        return True
+    return (
+        isinstance(frame, dict)
+        and isinstance(frame.get("event"), dict)
+        and isinstance(frame.get("pad_to_bytes"), int)
+        and 0 <= frame["pad_to_bytes"] <= MAXIMUM_INJECTED_FRAME_BYTES
+    )
+
+
+def _injected_frame(frame: str | dict[str, Any]) -> str:
+    """A raw frame as given, or an event padded with a `pad` field to a size (an oversized
+    frame cannot travel through the 1 MiB control API itself)."""
+    if isinstance(frame, str):
+        return frame
+    text = json.dumps({**frame["event"], "pad": ""})
+    missing = max(frame["pad_to_bytes"] - len(text.encode()), 0)
+    return json.dumps({**frame["event"], "pad": "x" * missing})
 
 
 def _asks_for_beta(headers: Headers) -> bool:

@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     gateway.add_argument("--ws-port", type=int)
     worker = commands.add_parser("worker", help="run a worker process (all queues)")
     worker.add_argument("--threads", type=int)
+    worker.add_argument("--queues", help="comma-separated queues to consume (default: all)")
     commands.add_parser("migrate", help="apply database migrations")
     replay = commands.add_parser("replay", help="push a recorded call through the real pipeline")
     replay.add_argument("file", type=Path)
@@ -51,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.command == "gateway":
         return run_gateway(settings, arguments.port, arguments.ws_port)
     if arguments.command == "worker":
-        return run_worker(settings, arguments.threads)
+        queues = set(arguments.queues.split(",")) if arguments.queues else None
+        return run_worker(settings, arguments.threads, queues)
     if arguments.command == "migrate":
         services = _services(settings)
         print(f"applied: {', '.join(_migrate(services)) or 'nothing new'}")
@@ -98,7 +100,7 @@ def _wait_for_signal() -> None:
     stop.wait()
 
 
-def run_worker(settings: Settings, threads: int | None) -> int:
+def run_worker(settings: Settings, threads: int | None, queues: set[str] | None = None) -> int:
     import dramatiq
 
     from switchboard.observability import init_sentry
@@ -110,9 +112,16 @@ def run_worker(settings: Settings, threads: int | None) -> int:
     rt = runtime.configure(settings, services.database_url, services.redis_url, services.kombu_url)
     import workers.actors  # noqa: F401  (declares the actors on the configured broker)
 
-    worker = dramatiq.Worker(rt.broker, worker_threads=threads or settings.worker_threads, worker_timeout=1_000)
+    declared = rt.broker.get_declared_queues()
+    unknown = (queues or set()) - declared
+    if unknown:
+        print(f"switchboard worker: unknown queues {sorted(unknown)}; known: {sorted(declared)}", file=sys.stderr)
+        return 2
+    worker = dramatiq.Worker(
+        rt.broker, queues=queues, worker_threads=threads or settings.worker_threads, worker_timeout=1_000
+    )
     worker.start()
-    print(f"worker ready pid={os.getpid()} queues={','.join(sorted(rt.broker.get_declared_queues()))}", flush=True)
+    print(f"worker ready pid={os.getpid()} queues={','.join(sorted(queues or declared))}", flush=True)
     _wait_for_signal()
     worker.stop()
     rt.broker.close()

@@ -100,7 +100,7 @@ async def _serve_connection(
         try:
             first_line = await asyncio.wait_for(reader.readline(), KEEP_ALIVE_IDLE_S)
         except ValueError:  # the line outgrew the stream limit
-            await _write(writer, Response.text(400, "request line too long"), keep_alive=False)
+            await _write(writer, _refusal(HTTPStatus.BAD_REQUEST, "request line too long"), keep_alive=False)
             return
         if not first_line:
             return
@@ -109,8 +109,7 @@ async def _serve_connection(
                 _read_request(first_line, reader), REQUEST_READ_TIMEOUT_S
             )
         except BadRequest as refused:
-            body = f"{refused.status.phrase}: {refused}"
-            await _write(writer, Response.text(refused.status, body), keep_alive=False)
+            await _write(writer, _refusal(refused.status, str(refused)), keep_alive=False)
             return
         response = await _answer(handler, request)
         await _write(writer, response, keep_alive=keep_alive, head_only=request.method == "HEAD")
@@ -195,6 +194,12 @@ async def _write(
     head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
     writer.write(head if head_only else head + response.body)
     await writer.drain()
+
+
+def _refusal(status: HTTPStatus, reason: str) -> Response:
+    """A request refused before any handler saw it, as a typed JSON error."""
+    code = status.phrase.lower().replace(" ", "_")
+    return Response.json(status, {"error": {"type": "invalid_request_error", "code": code, "message": reason}})
 
 
 def _reason_phrase(status: int) -> str:

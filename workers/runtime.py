@@ -14,6 +14,7 @@ import dramatiq.brokers.redis
 
 from models.db import connect
 from pipeline.config import Settings, settings_from
+from pipeline.names import TOOL_RUNS_QUEUE
 from switchboard.services import kombu_url_for
 from workers.broker import make_broker
 from workers.emit import ControlPublisher
@@ -46,6 +47,8 @@ def configure(settings: Settings, database_url: str, redis_url: str, kombu_url: 
         heartbeat_timeout_ms=settings.broker_heartbeat_timeout_ms,
     )
     broker.add_middleware(SessionTag())
+    # Declared up front so a tool_runs worker can start before the tools work adds its actors.
+    broker.declare_queue(TOOL_RUNS_QUEUE)
     dramatiq.set_broker(broker)
     _current = Runtime(settings, database_url, redis_url, kombu_url, broker, ControlPublisher(kombu_url))
     return _current

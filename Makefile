@@ -1,0 +1,29 @@
+# Everything a fresh machine needs: a virtualenv, the package, and (inside the commands) the
+# services — local PostgreSQL/Redis when they answer, embedded ones when they do not.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(INSTALLED): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(INSTALLED)
+
+demo: $(INSTALLED)
+	$(PY) -m switchboard demo
+
+test: $(INSTALLED)
+	$(PY) -m pytest
+
+lint: $(INSTALLED)
+	$(VENV)/bin/ruff check .
+
+bench: $(INSTALLED)
+	$(PY) -m switchboard bench latency
+
+clean:
+	rm -rf $(VENV) .switchboard

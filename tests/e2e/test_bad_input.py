@@ -1,0 +1,107 @@
+"""Bad input gets a clear, typed answer and loses nothing else (DESIGN invariant 8)."""
+
+from __future__ import annotations
+
+import json
+
+import urllib.request
+from typing import Any
+
+from switchboard.client import Client
+from switchboard.stack import Stack, wait_until
+from tests.e2e.conftest import SCRIPTS, set_script, simulator_call
+
+
+def _raw(stack: Stack, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, Any]:
+    client = Client(stack.api_url, "unused")
+    request = urllib.request.Request(f"{client.api_url}{path}", data=body, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+def _code(answer: Any) -> str:
+    return str(answer["error"]["code"])
+
+
+def test_requests_without_a_valid_bearer_token_get_401(stack: Stack) -> None:
+    """No token and a wrong token are both 401, with a typed error and a challenge."""
+    status, body = _raw(stack, "POST", "/v1/sessions", b'{"instructions": "x"}', {})
+    assert (status, _code(body)) == (401, "unauthorized")
+    status, body = _raw(stack, "GET", "/v1/sessions/sess_x", None, {"Authorization": "Bearer wrong"})
+    assert (status, _code(body)) == (401, "unauthorized")
+
+
+def test_malformed_api_requests_get_typed_4xx_answers(stack: Stack, client: Client) -> None:
+    """Bad bodies are 422, unknown things 404, wrong methods 405, oversized bodies 413."""
+    auth = {"Authorization": f"Bearer {stack.api_token}", "Content-Type": "application/json"}
+    cases: list[tuple[str, str, bytes | None, int, str | None]] = [
+        ("POST", "/v1/sessions", b"{not json", 422, "malformed_request"),
+        ("POST", "/v1/sessions", b'{"instructions": ""}', 422, "malformed_request"),
+        ("POST", "/v1/sessions", b'{"instructions": "x", "colour": "blue"}', 422, "malformed_request"),
+        ("POST", "/v1/sessions", b'{"instructions": "x", "limits": {"max_output_tokens": 9000}}', 422, "malformed_request"),
+        ("GET", "/v1/sessions/sess_does_not_exist", None, 404, "session_not_found"),
+        ("GET", "/v1/nothing/here", None, 404, "not_found"),
+        ("GET", "/v1/sessions", None, 405, "method_not_allowed"),
+        ("POST", "/v1/sessions/sess_x/connect", b'{"sdp": ""}', 422, "malformed_request"),
+    ]
+    for method, path, body, status, code in cases:
+        got, answer = _raw(stack, method, path, body, auth)
+        assert (got, _code(answer)) == (status, code), (method, path, body)
+    got, answer = _raw(stack, "POST", "/v1/sessions", b"x" * (1024 * 1024 + 1), auth)
+    assert (got, _code(answer)) == (413, "request_entity_too_large")
+
+
+def test_connecting_twice_and_ending_twice_are_refused(stack: Stack, client: Client) -> None:
+    """A second connect is 409 admission_refused; ending an ended session is 409 session_ended."""
+    set_script(stack, {"name": "silent", "caller": [], "model": []})
+    session = client.create_session("Be brief.")
+    client.connect(session["id"])
+    status, answer = client.request("POST", f"/v1/sessions/{session['id']}/connect", {"sdp": "v=0"})
+    assert (status, _code(answer)) == (409, "admission_refused")
+    assert client.end(session["id"])["status"] == "ending"
+    assert client.wait_for_status(session["id"], timeout_s=30)["status"] == "ended"
+    status, answer = client.request("POST", f"/v1/sessions/{session['id']}/end", {})
+    assert (status, _code(answer)) == (409, "session_ended")
+
+
+def test_malformed_oversized_and_unknown_frames_become_incidents_and_lose_no_good_event(
+    stack: Stack, client: Client
+) -> None:
+    """Bad provider frames mid-call are typed incidents, an unknown event type is logged, and
+    the call around them completes with every transcript."""
+    set_script(stack, SCRIPTS / "spoken_call.json")
+    session = client.create_session("You are the order desk.")
+    call_id = client.connect(session["id"])["call_id"]
+    assert wait_until(lambda: simulator_call(stack, call_id)["status"] == "active", 10)
+    frames: list[Any] = [
+        "{this is not json",
+        "[1, 2, 3]",
+        '{"event_id": "ev_no_type"}',
+        '{"type": "response.done", "event_id": "ev_bad_done"}',
+        '{"type": "switchboard.end_requested", "reason": "spoofed"}',
+        json.dumps({"type": "response.output_text.delta", "event_id": "e", "item_id": 7, "delta": "x"}),
+        json.dumps({"type": "foo.bar", "event_id": "ev_unknown", "detail": 1}),
+        {"event": {"type": "foo.bar", "event_id": "ev_huge"}, "pad_to_bytes": 1024 * 1024 + 10},
+    ]
+    base = stack.simulator_url.removesuffix("/v1")
+    request = urllib.request.Request(
+        f"{base}/_sim/calls/{call_id}/inject", data=json.dumps({"frames": frames}).encode(), method="POST"
+    )
+    urllib.request.urlopen(request, timeout=10).close()
+
+    record = client.wait_for_status(session["id"], timeout_s=60)
+    assert record["status"] == "ended"
+    assert record["end_reason"] == "provider_call_ended"
+    assert len(record["transcript"]) == 6
+    assert wait_until(lambda: len(client.session(session["id"])["incidents"]) >= 7, 10)
+    full = client.session(session["id"], events=True)
+    codes = sorted(incident["code"] for incident in full["incidents"])
+    assert codes == ["malformed_provider_frame"] * 6 + ["oversized_provider_frame"]
+    unknown = [event for event in full["log"] if event["kind"] == "foo.bar"]
+    assert [(event["disposition"], event["controls"]) for event in unknown] == [("applied", [])]
+    assert set(full["events"]) == {"applied"}
+    assert simulator_call(stack, call_id)["errors"] == []
+
