@@ -33,7 +33,9 @@ class Settings(BaseModel):
     # kept for comparison in benchmarks.
     broker_namespace: str = "switchboard"
     broker_consumer: Literal["wake", "stock"] = "wake"
-    broker_heartbeat_timeout_ms: int = Field(default=5_000, ge=1_000)
+    # A killed worker's unacknowledged messages come back after this; live workers heartbeat on
+    # every fetch (at least once a second when idle), so it only has to cover a stall or two.
+    broker_heartbeat_timeout_ms: int = Field(default=3_000, ge=1_000)
     worker_threads: int = Field(default=8, ge=1, le=64)
 
     provider: Literal["simulated", "openai"] = "simulated"

@@ -15,13 +15,14 @@ a lost token costs at most one worker timeout and a stale one costs one empty fe
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any, Literal
 
 import dramatiq
 import redis
-from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
+from dramatiq.brokers.redis import MAINTENANCE_COMMAND_BLACKLIST, RedisBroker, _RedisConsumer
 from dramatiq.common import current_millis
 from dramatiq.errors import ConnectionClosed
 from dramatiq.message import Message
@@ -43,6 +44,10 @@ REDIS_TICK_S = 0.1
 # redis-py treats a BLPOP timeout of 0 as "block forever"; never ask for less than this.
 MINIMUM_BLOCK_S = 0.01
 
+# Each process sweeps each queue for a dead worker's unacknowledged messages this often; an
+# idle consumer fetches about once per worker timeout (1 s), so sweeps keep to that pace.
+MAINTENANCE_INTERVAL_MS = 500
+
 BrokerKind = Literal["wake", "stock"]
 
 
@@ -53,6 +58,11 @@ def wake_key(namespace: str, queue_name: str) -> str:
 
 class WakeRedisBroker(RedisBroker):
     """A ``RedisBroker`` whose enqueues wake idle consumers blocked on ``<ns>:<queue>.wake``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._maintenance_lock = threading.Lock()
+        self._last_maintenance_ms: dict[str, int] = {}
 
     @property
     def consumer_class(self) -> type[_RedisConsumer]:
@@ -67,6 +77,41 @@ class WakeRedisBroker(RedisBroker):
         enqueued = super().enqueue(message, delay=delay)
         self.wake(enqueued.queue_name)
         return enqueued
+
+    def _dispatch(self, command: str) -> Any:
+        # Maintenance (requeueing a dead worker's unacked messages) only ever touches the queue
+        # of the command that triggered it, so a random chance per command leaves a quiet
+        # queue's orphans waiting ~10 s. Deciding per queue by time instead bounds that wait
+        # to about the heartbeat timeout plus one maintenance interval.
+        script = self.scripts["dispatch"]
+        keys = [self.namespace]
+        may_maintain = command not in MAINTENANCE_COMMAND_BLACKLIST
+
+        def do_dispatch(queue_name: str, *args: Any) -> Any:
+            timestamp = current_millis()
+            maintain = may_maintain and self._maintenance_due(queue_name, timestamp)
+            arguments = [
+                command,
+                timestamp,
+                queue_name,
+                self.broker_id,
+                self.heartbeat_timeout,
+                self.dead_message_ttl,
+                int(maintain),
+                self._max_unpack_size(),
+                *args,
+            ]
+            return script(args=arguments, keys=keys)
+
+        return do_dispatch
+
+    def _maintenance_due(self, queue_name: str, now_ms: int) -> bool:
+        with self._maintenance_lock:
+            last = self._last_maintenance_ms.get(queue_name, 0)
+            if now_ms - last < MAINTENANCE_INTERVAL_MS:
+                return False
+            self._last_maintenance_ms[queue_name] = now_ms
+            return True
 
     def wake(self, queue_name: str) -> None:
         """Push one wake token for ``queue_name``, keeping the list bounded."""
