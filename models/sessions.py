@@ -5,16 +5,23 @@ logs a numbered event and applies every logged event from `applied_seq + 1` upwa
 are contiguous (DESIGN invariant 2), and `apply_host` applies an unnumbered host input
 (creation, admission, a timer). Both return what must leave the transaction: outbound items
 for the owning gateway, timers to schedule, incidents to report.
+
+The hot path (the next event of a live call) is written as SQL: one round trip takes the
+lock, one writes the event, its effects and the session, one commits. Building those
+statements through the ORM cost more than running them.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
-from pipeline.envelope import CloseCall, OpenSideband, Outbound, SendControl
+from models.db import database
+from pipeline.envelope import CloseCall, EventEnvelope, OpenSideband, Outbound, SendControl
 from pipeline.errors import MalformedFrame, SessionExists, SessionNotFound
 from pipeline.session import apply, is_late
 from pipeline.state import SessionState
@@ -22,11 +29,78 @@ from pipeline.step import CloseCall as CloseCallEffect
 from pipeline.step import OpenSideband as OpenSidebandEffect
 from pipeline.step import PersistTranscript, RecordIncident, ScheduleTimer, Step
 from pipeline.wire import control_wire, parse_inbound
-from pipeline.envelope import EventEnvelope
 
-from peewee import IntegrityError
+# ── SQL ──────────────────────────────────────────────────────────────────────────────────
 
-from models.db import IncidentRow, SessionEventRow, SessionRow, TranscriptItemRow, database, utcnow
+# BEGIN travels with the lock: one round trip opens the transaction and takes the row.
+LOCK_SESSION = """
+BEGIN;
+SELECT generation, applied_seq, logged_seq, applied_count, owning_gateway, state, ended_at
+  FROM sessions WHERE id = %s FOR UPDATE
+"""
+
+CREATE_SESSION = """
+BEGIN;
+INSERT INTO sessions (id, status, owning_gateway, state) VALUES (%s, 'created', %s, %s::jsonb)
+ON CONFLICT DO NOTHING RETURNING id
+"""
+
+_EVENT_COLUMNS = (
+    "session_id, seq, provider_event_id, kind, payload, generation, received_at, disposition,"
+    " applied_order, controls"
+)
+_EVENT_VALUES = "%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s::jsonb"
+
+INSERT_EVENT = f"""
+INSERT INTO session_events ({_EVENT_COLUMNS}) VALUES ({_EVENT_VALUES})
+ON CONFLICT DO NOTHING RETURNING id
+"""
+
+UPDATE_EVENT = """
+UPDATE session_events SET disposition = %s, applied_order = %s, controls = %s::jsonb
+ WHERE session_id = %s AND seq = %s
+"""
+
+PENDING_EVENTS = """
+SELECT seq, provider_event_id, payload, generation, disposition FROM session_events
+ WHERE session_id = %s AND seq > %s ORDER BY seq
+"""
+
+WAS_APPLIED = """
+SELECT 1 FROM session_events
+ WHERE session_id = %s AND provider_event_id = %s AND disposition IN ('applied', 'late')
+"""
+
+_SAVE_SESSION = """
+UPDATE sessions SET
+    state = %s::jsonb, status = %s, generation = %s, provider_call_id = %s, instructions = %s,
+    usage = %s::jsonb, end_reason = %s, applied_seq = %s, logged_seq = %s, applied_count = %s,
+    updated_at = now(), ended_at = CASE WHEN %s AND ended_at IS NULL THEN now() ELSE ended_at END
+ WHERE id = %s
+"""
+
+
+@cache
+def _write_sql(transcripts: int, incidents: int) -> str:
+    """One statement: the event row, its transcripts and incidents, and the session — all
+    conditional on the event row being new, so a conflicting insert writes nothing."""
+    parts = [f"WITH event AS ({INSERT_EVENT.strip()})"]
+    for index in range(transcripts):
+        parts.append(
+            f", transcript_{index} AS (INSERT INTO transcript_items"
+            " (session_id, role, text, provider_item_id, response_id, seq, late)"
+            " SELECT %s, %s, %s, %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM event))"
+        )
+    for index in range(incidents):
+        parts.append(
+            f", incident_{index} AS (INSERT INTO incidents (session_id, code, severity, summary, context)"
+            " SELECT %s, %s, %s, %s, %s::jsonb WHERE EXISTS (SELECT 1 FROM event))"
+        )
+    parts.append(_SAVE_SESSION.strip() + " AND EXISTS (SELECT 1 FROM event) RETURNING 1")
+    return "\n".join(parts)
+
+
+# ── results ─────────────────────────────────────────────────────────────────────────────
 
 
 @dataclass
@@ -39,56 +113,92 @@ class Applied:
     # (seq, disposition) of every event this transaction logged or applied, for tests and logs.
     dispositions: list[tuple[int | None, str]] = field(default_factory=list)
 
-    def extend(self, other: Applied) -> None:
-        self.outbound += other.outbound
-        self.timers += other.timers
-        self.incidents += other.incidents
-        self.dispositions += other.dispositions
+
+@dataclass
+class _Head:
+    """The locked row's bookkeeping columns."""
+
+    generation: int
+    applied_seq: int
+    logged_seq: int
+    applied_count: int
+    owning_gateway: str
+
+
+# ── the lock ────────────────────────────────────────────────────────────────────────────
 
 
 @contextmanager
 def locked_session(session_id: str) -> Iterator[LockedSession]:
     """Open a transaction and lock the session row (blocking, never NOWAIT: a waiting worker
-    must see every event the holder logged)."""
-    with database.atomic():
-        row = SessionRow.select().where(SessionRow.id == session_id).for_update().first()
-        if row is None:
-            raise SessionNotFound(f"no session {session_id!r}")
-        yield LockedSession(row)
+    must see every event the holder logged). Commits when the block ends, rolls back if it
+    raises."""
+    with _transaction(session_id, create_for=None) as session:
+        yield session
 
 
 @contextmanager
 def new_session(session_id: str, owning_gateway: str) -> Iterator[LockedSession]:
-    """Insert a session row and hold it for its first input (its creation). An id that
-    exists already is a `SessionExists` refusal."""
-    with database.atomic():
-        try:
-            with database.atomic():
-                row = SessionRow.create(
-                    id=session_id,
-                    status=str(SessionState().phase),
-                    owning_gateway=owning_gateway,
-                    state=SessionState().model_dump(mode="json"),
-                )
-        except IntegrityError as exc:
-            raise SessionExists(f"session {session_id!r} exists already") from exc
-        yield LockedSession(row)
+    """Insert a session row and hold it, in the same transaction, for its first input (its
+    creation). An id that exists already is a `SessionExists` refusal."""
+    with _transaction(session_id, create_for=owning_gateway) as session:
+        yield session
+
+
+@contextmanager
+def _transaction(session_id: str, *, create_for: str | None) -> Iterator[LockedSession]:
+    cursor = database.cursor()
+    try:
+        if create_for is not None:
+            cursor.execute(CREATE_SESSION, (session_id, create_for, json.dumps(SessionState().model_dump(mode="json"))))
+            if cursor.fetchone() is None:
+                raise SessionExists(f"session {session_id!r} exists already")
+            cursor.execute(LOCK_SESSION.replace("BEGIN;", ""), (session_id,))
+        else:
+            cursor.execute(LOCK_SESSION, (session_id,))
+        row = cursor.fetchone()
+        if row is None:
+            raise SessionNotFound(f"no session {session_id!r}")
+        generation, applied_seq, logged_seq, applied_count, gateway, state, _ = row
+        session = LockedSession(
+            session_id,
+            cursor,
+            _Head(generation, applied_seq, logged_seq, applied_count, gateway),
+            SessionState.model_validate(state),
+        )
+        yield session
+    except BaseException:
+        _rollback(cursor)
+        raise
+    else:
+        cursor.execute("COMMIT")
+    finally:
+        cursor.close()
+
+
+def _rollback(cursor: Any) -> None:
+    try:
+        cursor.execute("ROLLBACK")
+    except Exception:  # a dead connection has rolled back already
+        database.close()
 
 
 class LockedSession:
     """A session row held under `SELECT … FOR UPDATE` for the length of one transaction."""
 
-    def __init__(self, row: SessionRow) -> None:
-        self.row = row
-        self.state = SessionState.model_validate(row.state)
-
-    @property
-    def id(self) -> str:
-        return str(self.row.id)
+    def __init__(self, session_id: str, cursor: Any, head: _Head, state: SessionState) -> None:
+        self.id = session_id
+        self._cursor = cursor
+        self._head = head
+        self.state = state
 
     @property
     def owning_gateway(self) -> str:
-        return str(self.row.owning_gateway)
+        return self._head.owning_gateway
+
+    @property
+    def applied_seq(self) -> int:
+        return self._head.applied_seq
 
     # ── numbered events ────────────────────────────────────────────────────────────────
 
@@ -96,128 +206,88 @@ class LockedSession:
         """Log one numbered event, then apply every contiguous logged event after
         `applied_seq`. A redelivered seq changes nothing."""
         applied = Applied()
+        head = self._head
         seq = envelope.seq
-        if seq <= self.row.applied_seq:
+        if seq <= head.applied_seq:
             return applied
-        if seq == self.row.applied_seq + 1:
-            # The common case: the next event, applied straight away and logged once.
-            self._apply_new(envelope, applied)
+        if seq == head.applied_seq + 1 and head.logged_seq <= head.applied_seq:
+            # The common case: the next event, nothing waiting — one write does it all.
+            if self._apply_next(envelope, applied):
+                return applied
+        elif seq == head.applied_seq + 1:
+            self._insert_event(envelope, "pending", None, [])
+            head.logged_seq = max(head.logged_seq, seq)
         else:
-            self._log_pending(envelope, applied)
-        if self.row.logged_seq > self.row.applied_seq:
-            self._drain_pending(applied)
+            if self._insert_event(envelope, "pending", None, []):
+                applied.dispositions.append((seq, "pending"))
+            head.logged_seq = max(head.logged_seq, seq)
+        self._drain(applied)
         self._save()
         return applied
 
-    def _apply_new(self, envelope: EventEnvelope, applied: Applied) -> None:
-        provider_event_id = _provider_event_id(envelope.event)
-        order = self.row.applied_count + 1
+    def _apply_next(self, envelope: EventEnvelope, applied: Applied) -> bool:
+        """Apply the next event in one statement; False when its provider event id was
+        applied under another seq (the caller then logs it as a duplicate)."""
+        head = self._head
+        order = head.applied_count + 1
         step, disposition = self._decide(envelope.event, envelope.generation)
         outbound = self._outbound(step, f"ctl_{envelope.seq}") if disposition == "applied" else []
-        inserted = (
-            SessionEventRow.insert(
-                session=self.id,
-                seq=envelope.seq,
-                provider_event_id=provider_event_id,
-                kind=str(envelope.event.get("type", "")),
-                payload=envelope.event,
-                generation=envelope.generation,
-                received_at=envelope.received_at,
-                disposition=disposition,
-                applied_order=order,
-                controls=[item.model_dump(mode="json") for item in outbound],
-            )
-            .on_conflict_ignore()
-            .execute()
-        )
-        if not inserted:
-            # Only a provider event already logged under another seq conflicts here: the seq
-            # slot is taken by a duplicate that applies as nothing.
-            self._insert_duplicate(envelope, order)
+        transcripts = [e for e in step.effects if isinstance(e, PersistTranscript)]
+        incidents = [e for e in step.effects if isinstance(e, RecordIncident)]
+        state = step.state
+        parameters: list[Any] = [
+            *self._event_row(envelope, disposition, order, outbound),
+        ]
+        for item in transcripts:
+            parameters += [self.id, item.role, item.text, item.item_id, item.response_id, envelope.seq, disposition == "late"]
+        for incident in incidents:
+            parameters += [self.id, incident.code, incident.severity, incident.summary, json.dumps(incident.context)]
+        parameters += self._session_row(state, envelope.seq, max(head.logged_seq, envelope.seq), order)
+        self._cursor.execute(_write_sql(len(transcripts), len(incidents)), parameters)
+        if self._cursor.fetchone() is None:
+            # Only a provider event already applied under a lower seq conflicts here: this
+            # seq is a duplicate that occupies its slot and applies as nothing.
+            self._insert_event(envelope, "duplicate", order, [], provider_event_id=None)
+            head.applied_seq = head.logged_seq = envelope.seq
+            head.applied_count = order
             applied.dispositions.append((envelope.seq, "duplicate"))
-        else:
-            self._carry_out(step, applied, seq=envelope.seq, outbound=outbound, late=disposition == "late")
-            applied.dispositions.append((envelope.seq, disposition))
-        self.row.applied_seq = envelope.seq
-        self.row.applied_count = order
-        self.row.logged_seq = max(self.row.logged_seq, envelope.seq)
+            return False
+        self._collect(step, applied, outbound)
+        head.applied_seq = envelope.seq
+        head.logged_seq = max(head.logged_seq, envelope.seq)
+        head.applied_count = order
+        applied.dispositions.append((envelope.seq, disposition))
+        return True
 
-    def _log_pending(self, envelope: EventEnvelope, applied: Applied) -> None:
-        inserted = (
-            SessionEventRow.insert(
-                session=self.id,
-                seq=envelope.seq,
-                provider_event_id=_provider_event_id(envelope.event),
-                kind=str(envelope.event.get("type", "")),
-                payload=envelope.event,
-                generation=envelope.generation,
-                received_at=envelope.received_at,
-                disposition="pending",
-            )
-            .on_conflict_ignore()
-            .execute()
-        )
-        if inserted:
-            applied.dispositions.append((envelope.seq, "pending"))
-        self.row.logged_seq = max(self.row.logged_seq, envelope.seq)
-
-    def _insert_duplicate(self, envelope: EventEnvelope, order: int | None) -> None:
-        SessionEventRow.insert(
-            session=self.id,
-            seq=envelope.seq,
-            provider_event_id=None,
-            kind=str(envelope.event.get("type", "")),
-            payload=envelope.event,
-            generation=envelope.generation,
-            received_at=envelope.received_at,
-            disposition="duplicate",
-            applied_order=order,
-        ).on_conflict_ignore().execute()
-
-    def _drain_pending(self, applied: Applied) -> None:
-        waiting = (
-            SessionEventRow.select()
-            .where(
-                (SessionEventRow.session == self.id)
-                & (SessionEventRow.seq > self.row.applied_seq)
-            )
-            .order_by(SessionEventRow.seq)
-        )
-        for event_row in waiting:
-            if event_row.seq != self.row.applied_seq + 1:
+    def _drain(self, applied: Applied) -> None:
+        """Apply logged events from applied_seq + 1 upward while they are contiguous."""
+        head = self._head
+        if head.logged_seq <= head.applied_seq:
+            return
+        self._cursor.execute(PENDING_EVENTS, (self.id, head.applied_seq))
+        for seq, provider_event_id, payload, generation, disposition in self._cursor.fetchall():
+            if seq != head.applied_seq + 1:
                 break
-            order = self.row.applied_count + 1
-            if event_row.disposition == "duplicate" or self._was_applied(event_row.provider_event_id):
-                event_row.disposition = "duplicate"
-                event_row.applied_order = order
-                event_row.save(only=[SessionEventRow.disposition, SessionEventRow.applied_order])
-                applied.dispositions.append((event_row.seq, "duplicate"))
+            order = head.applied_count + 1
+            if disposition == "duplicate" or self._was_applied(provider_event_id):
+                self._cursor.execute(UPDATE_EVENT, ("duplicate", order, "[]", self.id, seq))
+                applied.dispositions.append((seq, "duplicate"))
             else:
-                step, disposition = self._decide(event_row.payload, event_row.generation)
-                outbound = self._outbound(step, f"ctl_{event_row.seq}") if disposition == "applied" else []
-                event_row.disposition = disposition
-                event_row.applied_order = order
-                event_row.controls = [item.model_dump(mode="json") for item in outbound]
-                event_row.save(
-                    only=[SessionEventRow.disposition, SessionEventRow.applied_order, SessionEventRow.controls]
-                )
-                self._carry_out(step, applied, seq=event_row.seq, outbound=outbound, late=disposition == "late")
-                applied.dispositions.append((event_row.seq, disposition))
-            self.row.applied_seq = event_row.seq
-            self.row.applied_count = order
+                step, decided = self._decide(payload, generation)
+                outbound = self._outbound(step, f"ctl_{seq}") if decided == "applied" else []
+                controls = json.dumps([item.model_dump(mode="json") for item in outbound])
+                self._cursor.execute(UPDATE_EVENT, (decided, order, controls, self.id, seq))
+                self._persist_effects(step, seq, late=decided == "late")
+                self._collect(step, applied, outbound)
+                applied.dispositions.append((seq, decided))
+            head.applied_seq = seq
+            head.applied_count = order
 
     def _was_applied(self, provider_event_id: str | None) -> bool:
         if provider_event_id is None:
             return False
-        return bool(
-            SessionEventRow.select(SessionEventRow.id)
-            .where(
-                (SessionEventRow.session == self.id)
-                & (SessionEventRow.provider_event_id == provider_event_id)
-                & (SessionEventRow.disposition.in_(("applied", "late")))
-            )
-            .exists()
-        )
+        self._cursor.execute(WAS_APPLIED, (self.id, provider_event_id))
+        return self._cursor.fetchone() is not None
 
     # ── host inputs: creation, admission, timers ───────────────────────────────────────
 
@@ -226,21 +296,16 @@ class LockedSession:
         logged, so a refused request leaves no trace in the fold."""
         step = apply(self.state, parse_inbound(event), self.state.generation)
         applied = Applied()
-        order = self.row.applied_count + 1
+        order = self._head.applied_count + 1
         outbound = self._outbound(step, f"ctl_x{order}")
-        SessionEventRow.insert(
-            session=self.id,
-            seq=None,
-            kind=str(event["type"]),
-            payload=event,
-            generation=self.state.generation,
-            received_at=now,
-            disposition="applied",
-            applied_order=order,
-            controls=[item.model_dump(mode="json") for item in outbound],
-        ).execute()
-        self._carry_out(step, applied, seq=None, outbound=outbound, late=False)
-        self.row.applied_count = order
+        controls = json.dumps([item.model_dump(mode="json") for item in outbound])
+        self._cursor.execute(
+            INSERT_EVENT,
+            (self.id, None, None, event["type"], json.dumps(event), self.state.generation, now, "applied", order, controls),
+        )
+        self._persist_effects(step, None, late=False)
+        self._collect(step, applied, outbound)
+        self._head.applied_count = order
         self._save()
         return applied
 
@@ -263,7 +328,8 @@ class LockedSession:
         items: list[Outbound] = []
         for index, control in enumerate(step.controls):
             event_id = f"{prefix}_{index}"
-            items.append(SendControl(id=event_id, control=control_wire(control.model_copy(update={"event_id": event_id}))))
+            wire = control_wire(control.model_copy(update={"event_id": event_id}))
+            items.append(SendControl(id=event_id, control=wire))
         for index, effect in enumerate(step.effects):
             if isinstance(effect, OpenSidebandEffect):
                 items.append(OpenSideband(id=f"{prefix}_d{index}", call_id=effect.call_id))
@@ -278,48 +344,82 @@ class LockedSession:
                 )
         return items
 
-    def _carry_out(
-        self, step: Step, applied: Applied, *, seq: int | None, outbound: list[Outbound], late: bool
-    ) -> None:
+    def _event_row(
+        self, envelope: EventEnvelope, disposition: str, order: int | None, outbound: list[Outbound]
+    ) -> list[Any]:
+        return [
+            self.id,
+            envelope.seq,
+            _provider_event_id(envelope.event),
+            str(envelope.event.get("type", "")),
+            json.dumps(envelope.event),
+            envelope.generation,
+            envelope.received_at,
+            disposition,
+            order,
+            json.dumps([item.model_dump(mode="json") for item in outbound]),
+        ]
+
+    def _insert_event(
+        self,
+        envelope: EventEnvelope,
+        disposition: str,
+        order: int | None,
+        outbound: list[Outbound],
+        *,
+        provider_event_id: str | None | bool = True,
+    ) -> bool:
+        row = self._event_row(envelope, disposition, order, outbound)
+        if provider_event_id is None:
+            row[2] = None
+        self._cursor.execute(INSERT_EVENT, row)
+        return self._cursor.fetchone() is not None
+
+    def _persist_effects(self, step: Step, seq: int | None, *, late: bool) -> None:
         for effect in step.effects:
             if isinstance(effect, PersistTranscript):
-                TranscriptItemRow.insert(
-                    session=self.id,
-                    role=effect.role,
-                    text=effect.text,
-                    provider_item_id=effect.item_id,
-                    response_id=effect.response_id,
-                    seq=seq,
-                    late=late,
-                ).execute()
+                self._cursor.execute(
+                    "INSERT INTO transcript_items (session_id, role, text, provider_item_id, response_id, seq, late)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    (self.id, effect.role, effect.text, effect.item_id, effect.response_id, seq, late),
+                )
             elif isinstance(effect, RecordIncident):
-                IncidentRow.insert(
-                    session=self.id,
-                    code=effect.code,
-                    severity=effect.severity,
-                    summary=effect.summary,
-                    context=effect.context,
-                ).execute()
+                self._cursor.execute(
+                    "INSERT INTO incidents (session_id, code, severity, summary, context)"
+                    " VALUES (%s, %s, %s, %s, %s::jsonb)",
+                    (self.id, effect.code, effect.severity, effect.summary, json.dumps(effect.context)),
+                )
+
+    def _collect(self, step: Step, applied: Applied, outbound: list[Outbound]) -> None:
+        for effect in step.effects:
+            if isinstance(effect, RecordIncident):
                 applied.incidents.append(effect)
             elif isinstance(effect, ScheduleTimer):
                 applied.timers.append(effect)
         applied.outbound += outbound
         self.state = step.state
 
+    def _session_row(self, state: SessionState, applied_seq: int, logged_seq: int, applied_count: int) -> list[Any]:
+        return [
+            json.dumps(state.model_dump(mode="json")),
+            str(state.phase),
+            state.generation,
+            state.call_id,
+            state.instructions,
+            json.dumps(state.usage.model_dump(mode="json")),
+            state.end_reason,
+            applied_seq,
+            logged_seq,
+            applied_count,
+            state.is_terminal,
+            self.id,
+        ]
+
     def _save(self) -> None:
-        state = self.state
-        row = self.row
-        row.state = state.model_dump(mode="json")
-        row.status = str(state.phase)
-        row.generation = state.generation
-        row.provider_call_id = state.call_id
-        row.instructions = state.instructions
-        row.usage = state.usage.model_dump(mode="json")
-        row.end_reason = state.end_reason
-        row.updated_at = utcnow()
-        if state.is_terminal and row.ended_at is None:
-            row.ended_at = row.updated_at
-        row.save()
+        head = self._head
+        self._cursor.execute(
+            _SAVE_SESSION, self._session_row(self.state, head.applied_seq, head.logged_seq, head.applied_count)
+        )
 
 
 def _provider_event_id(event: dict[str, Any]) -> str | None:

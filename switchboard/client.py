@@ -67,11 +67,14 @@ class Client:
 
     def wait_for_status(self, session_id: str, statuses: tuple[str, ...] = TERMINAL, timeout_s: float = 60) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
+        # Each look is a worker round trip: start quick, then back off to a second.
+        interval = 0.05
         while True:
             record = self.session(session_id)
             if record["status"] in statuses or time.monotonic() > deadline:
                 return record
-            time.sleep(0.1)
+            time.sleep(interval)
+            interval = min(interval * 1.5, 1.0)
 
     def follow_live(self, session_id: str, on_message: Callable[[dict[str, Any]], None]) -> threading.Thread:
         """Print-as-it-happens: a thread that hands every live message to `on_message`."""

@@ -1,0 +1,147 @@
+"""`switchboard bench latency`: event → control latency through every real process.
+
+The simulator timestamps each event it sends and each control it receives on one clock; the
+latency of a turn is from the caller's final transcript (`…transcription.completed`) leaving
+the simulator to the `response.create` it causes arriving back. Measured at idle (one call,
+events at least 200 ms apart) and under load (N concurrent calls), with Switchboard's
+wake-up consumer and, in the same run, with Dramatiq's stock polling consumer.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from pipeline.config import Settings
+from switchboard.client import Client
+from switchboard.services import resolve_services
+from switchboard.stack import Stack
+
+IDLE_TURNS = 40
+LOAD_TURNS = 8
+CALL_TIMEOUT_S = 180.0
+
+
+def idle_script(turns: int) -> dict[str, Any]:
+    """One caller whose every durable event is at least 200 ms after the one before."""
+    return {
+        "name": "bench-idle",
+        "timing": {"delta_interval_ms": 5, "chars_per_delta": 40, "speech_ms": 220, "response_wait_ms": 10_000},
+        "caller": [{"say": f"Question number {n}, please.", "after_ms": 250} for n in range(turns)]
+        + [{"hangup": True, "after_ms": 100}],
+        "model": [{"say": f"Answer number {n}."} for n in range(turns)],
+    }
+
+
+def load_script(turns: int) -> dict[str, Any]:
+    """A caller at conversational pace: about a second of speech, a pause, and an answer whose
+    transcript streams for about half a second — roughly three seconds a turn."""
+    return {
+        "name": "bench-load",
+        "timing": {"delta_interval_ms": 60, "chars_per_delta": 6, "speech_ms": 1_200, "response_wait_ms": 30_000},
+        "caller": [{"say": f"Question number {n}, please.", "after_ms": 600} for n in range(turns)]
+        + [{"hangup": True, "after_ms": 300}],
+        "model": [{"say": f"Answer number {n}, with a little more to say."} for n in range(turns)],
+    }
+
+
+def turn_latencies_ms(call: dict[str, Any]) -> list[float]:
+    """Transcript sent → response.create received, per turn, from one simulator call log."""
+    finals = [e["t"] for e in call["events"] if e["event"]["type"].endswith("transcription.completed")]
+    creates = [c["t"] for c in call["controls"] if c["control"]["type"] == "response.create"]
+    return [(create - final) * 1000 for final, create in zip(finals, creates, strict=False)]
+
+
+def percentiles(samples: list[float]) -> dict[str, Any]:
+    if not samples:
+        return {"n": 0, "p50_ms": None, "p95_ms": None, "p99_ms": None}
+    ordered = sorted(samples)
+
+    def at(fraction: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(fraction * len(ordered)))], 2)
+
+    return {"n": len(ordered), "p50_ms": round(statistics.median(ordered), 2), "p95_ms": at(0.95), "p99_ms": at(0.99)}
+
+
+def measure(stack: Stack, script: dict[str, Any], calls: int) -> list[float]:
+    """Run `calls` concurrent scripted calls and return every turn's latency."""
+    _put_script(stack, script)
+    client = Client(stack.api_url, stack.api_token)
+
+    def one_call(index: int) -> list[float]:
+        time.sleep(index * 0.02)  # a ramp, not a thundering herd
+        session = client.create_session("You are a benchmark agent. Answer in one sentence.")
+        call_id = client.connect(session["id"])["call_id"]
+        # Wait on the simulator, not the API: polling the API from every call would load the
+        # workers being measured.
+        deadline = time.monotonic() + CALL_TIMEOUT_S
+        while _call_log(stack, call_id)["status"] != "ended" and time.monotonic() < deadline:
+            time.sleep(0.25)
+        record = client.wait_for_status(session["id"], timeout_s=10)
+        if record["status"] != "ended":
+            print(f"bench: call {session['id']} ended {record['status']} {record['end_reason']}", file=sys.stderr)
+        return turn_latencies_ms(_call_log(stack, call_id))
+
+    with ThreadPoolExecutor(max_workers=calls) as pool:
+        return [latency for call in pool.map(one_call, range(calls)) for latency in call]
+
+
+def run_latency_bench(settings: Settings, *, as_json: bool, load_calls: int) -> int:
+    log = lambda message: print(f"bench: {message}", file=sys.stderr, flush=True)  # noqa: E731
+    services = resolve_services(settings.database_url, settings.redis_url, settings.data_dir, log=log)
+    figures: dict[str, Any] = {}
+    try:
+        from models.db import connect
+        from models.migrate import migrate
+
+        migrate(connect(services.database_url))
+        for consumer, prefix in (("wake", ""), ("stock", "stock_")):
+            log(f"{consumer} consumer: idle, one call of {IDLE_TURNS} turns")
+            env = {"SWITCHBOARD_BROKER_CONSUMER": consumer}
+            with Stack(services.database_url, services.redis_url, extra_env=env) as stack:
+                stack.start(workers=1)
+                figures[f"{prefix}idle"] = percentiles(measure(stack, idle_script(IDLE_TURNS), 1))
+                log(f"{consumer} consumer: load, {load_calls} concurrent calls of {LOAD_TURNS} turns")
+                load = percentiles(measure(stack, load_script(LOAD_TURNS), load_calls))
+                figures[f"{prefix}load"] = {"calls": load_calls, **load}
+    finally:
+        services.stop()
+    if as_json:
+        print(json.dumps(figures))
+    else:
+        print(render(figures))
+    return 0
+
+
+def render(figures: dict[str, Any]) -> str:
+    lines = ["event → control latency (ms): transcript final → response.create", ""]
+    lines.append(f"{'':24}{'n':>6}{'p50':>9}{'p95':>9}{'p99':>9}")
+    names = {
+        "idle": "wake, idle",
+        "load": "wake, load",
+        "stock_idle": "stock Dramatiq, idle",
+        "stock_load": "stock Dramatiq, load",
+    }
+    for key, name in names.items():
+        row = figures.get(key)
+        if row:
+            label = f"{name} ({row['calls']} calls)" if "calls" in row else name
+            lines.append(f"{label:24}{row['n']:>6}{row['p50_ms']:>9}{row['p95_ms']:>9}{row['p99_ms']:>9}")
+    return "\n".join(lines)
+
+
+def _put_script(stack: Stack, script: dict[str, Any]) -> None:
+    base = stack.simulator_url.removesuffix("/v1")
+    request = urllib.request.Request(f"{base}/_sim/script", data=json.dumps(script).encode(), method="PUT")
+    urllib.request.urlopen(request, timeout=10).close()
+
+
+def _call_log(stack: Stack, call_id: str) -> dict[str, Any]:
+    base = stack.simulator_url.removesuffix("/v1")
+    with urllib.request.urlopen(f"{base}/_sim/calls/{call_id}", timeout=30) as response:
+        return dict(json.loads(response.read()))
