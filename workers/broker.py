@@ -70,13 +70,9 @@ class WakeRedisBroker(RedisBroker):
         # the whole of the consumer wiring.
         return _WakeRedisConsumer
 
-    def enqueue(self, message: Message[Any], *, delay: int | None = None) -> Message[Any]:
-        """Enqueue ``message`` exactly as ``RedisBroker`` does, then wake its queue's consumers."""
-        # The returned copy names the queue it was really stored on (``<q>.DQ`` when delayed),
-        # which is the queue whose consumer must wake.
-        enqueued = super().enqueue(message, delay=delay)
-        self.wake(enqueued.queue_name)
-        return enqueued
+    # enqueue() is RedisBroker's own: its "enqueue" dispatch (below) carries the wake token in
+    # the same round trip, for the queue the message was really stored on (``<q>.DQ`` when
+    # delayed), which is the queue whose consumer must wake.
 
     def _dispatch(self, command: str) -> Any:
         # Maintenance (requeueing a dead worker's unacked messages) only ever touches the queue
@@ -101,7 +97,9 @@ class WakeRedisBroker(RedisBroker):
                 self._max_unpack_size(),
                 *args,
             ]
-            return script(args=arguments, keys=keys)
+            if command != "enqueue":
+                return script(args=arguments, keys=keys)
+            return self._enqueue_and_wake(script, keys, arguments, queue_name)
 
         return do_dispatch
 
@@ -112,6 +110,18 @@ class WakeRedisBroker(RedisBroker):
                 return False
             self._last_maintenance_ms[queue_name] = now_ms
             return True
+
+    def _enqueue_and_wake(self, script: Any, keys: list[str], arguments: list[Any], queue_name: str) -> Any:
+        """The enqueue script and the wake token in one pipelined round trip."""
+        key = wake_key(self.namespace, queue_name)
+        with self.client.pipeline(transaction=False) as pipe:
+            script(args=arguments, keys=keys, client=pipe)
+            pipe.rpush(key, 1)
+            pipe.ltrim(key, -WAKE_LIST_LENGTH, -1)
+            stored, *_ = pipe.execute(raise_on_error=False)
+        if isinstance(stored, Exception):
+            raise stored
+        return stored
 
     def wake(self, queue_name: str) -> None:
         """Push one wake token for ``queue_name``, keeping the list bounded."""
