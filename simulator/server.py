@@ -11,6 +11,7 @@ Control API, on the same port, no auth:
     PUT  /_sim/script                        the call script for calls created from now on
     GET  /_sim/calls                         {"calls": [call ids]}
     GET  /_sim/calls/{id}                    the call log (see CallLog)
+    GET  /_sim/calls/{id}/status             {"call_id", "status"}: cheap to poll
     POST /_sim/calls/{id}/drop?code=1011     close the sideband without ending the call (a fault)
     POST /_sim/calls/{id}/inject             {"frames": [raw text, ...]} sent verbatim (a fault)
 Sideband (§1.3), on the WebSocket port: GET /v1/realtime?call_id=… with Bearer auth.
@@ -249,6 +250,9 @@ class Simulator:
             return _error(404, f"Unknown path {request.path}", "not_found")
         if len(parts) == 2 and request.method == "GET":
             return Response.json(200, call.log.as_json())
+        if parts[2:] == ["status"] and request.method == "GET":
+            # Cheap to poll: a whole call log is large, and serializing it is not.
+            return Response.json(200, {"call_id": call.call_id, "status": call.log.status})
         if parts[2:] == ["drop"] and request.method == "POST":
             code = request.query.get("code", "1011")
             if not code.isdigit():

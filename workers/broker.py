@@ -114,12 +114,18 @@ class WakeRedisBroker(RedisBroker):
     def _enqueue_and_wake(self, script: Any, keys: list[str], arguments: list[Any], queue_name: str) -> Any:
         """The enqueue script and the wake token in one pipelined round trip."""
         key = wake_key(self.namespace, queue_name)
+        # EVALSHA by hand: a pipeline given the Script object would first ask SCRIPT EXISTS,
+        # a round trip of its own on every enqueue.
         with self.client.pipeline(transaction=False) as pipe:
-            script(args=arguments, keys=keys, client=pipe)
+            pipe.evalsha(script.sha, len(keys), *keys, *arguments)
             pipe.rpush(key, 1)
             pipe.ltrim(key, -WAKE_LIST_LENGTH, -1)
             stored, *_ = pipe.execute(raise_on_error=False)
-        if isinstance(stored, Exception):
+        if isinstance(stored, redis.exceptions.NoScriptError):
+            # The script cache was flushed (a Redis restart): the Script object reloads it.
+            stored = script(args=arguments, keys=keys)
+            self.wake(queue_name)
+        elif isinstance(stored, Exception):
             raise stored
         return stored
 

@@ -168,3 +168,17 @@ def test_unknown_consumer_kind_is_refused():
     """An unknown consumer kind is a clear error, not a silent stock broker."""
     with pytest.raises(ValueError, match="unknown consumer kind"):
         make_broker(REDIS_URL, consumer="fast")  # type: ignore[arg-type]
+
+
+def test_enqueue_survives_a_flushed_script_cache(namespace, running_worker):
+    """After Redis forgets its scripts (a restart without persistence), the pipelined
+    enqueue reloads the dispatch script and the message is still delivered."""
+    broker = make_broker(REDIS_URL, namespace=namespace)
+    arrivals = Arrivals()
+    actor = recording_actor(broker, "flushed", arrivals)
+    actor.send(1)
+    broker.client.script_flush()
+    actor.send(2)
+    running_worker(broker)
+
+    assert sorted(arrivals.wait_for(2)) == [1, 2]
