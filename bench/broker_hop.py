@@ -75,9 +75,7 @@ def run_worker(kind: BrokerKind, redis_url: str, namespace: str) -> None:
     declare_hop(broker, redis_url, namespace)
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    worker = dramatiq.Worker(
-        broker, worker_threads=WORKER_THREADS, worker_timeout=WORKER_TIMEOUT_MS
-    )
+    worker = dramatiq.Worker(broker, worker_threads=WORKER_THREADS, worker_timeout=WORKER_TIMEOUT_MS)
     worker.start()
     redis.Redis.from_url(redis_url).set(ready_key(namespace), 1)
     stopping.wait()
@@ -170,9 +168,7 @@ def main() -> None:
         return
 
     results = {kind: measure(kind, args.redis_url) for kind in ("wake", "stock")}
-    print(
-        f"\nsend() → actor start, ms; worker: {WORKER_THREADS} threads, timeout {WORKER_TIMEOUT_MS} ms"
-    )
+    print(f"\nsend() → actor start, ms; worker: {WORKER_THREADS} threads, timeout {WORKER_TIMEOUT_MS} ms")
     print(f"{'':9}{'p50 /    p95 /    p99':>24}")
     for regime, label in (
         ("idle", f"idle n={IDLE_COUNT} @{IDLE_GAP_S * 1000:.0f} ms"),

@@ -22,7 +22,7 @@ from switchboard.client import Client
 from switchboard.services import resolve_services
 from switchboard.stack import Stack
 
-IDLE_TURNS = 40
+IDLE_TURNS = 60
 LOAD_TURNS = 8
 CALL_TIMEOUT_S = 180.0
 
@@ -31,7 +31,12 @@ def idle_script(turns: int) -> dict[str, Any]:
     """One caller whose every durable event is at least 200 ms after the one before."""
     return {
         "name": "bench-idle",
-        "timing": {"delta_interval_ms": 5, "chars_per_delta": 40, "speech_ms": 220, "response_wait_ms": 10_000},
+        "timing": {
+            "delta_interval_ms": 5,
+            "chars_per_delta": 40,
+            "speech_ms": 220,
+            "response_wait_ms": 10_000,
+        },
         "caller": [{"say": f"Question number {n}, please.", "after_ms": 250} for n in range(turns)]
         + [{"hangup": True, "after_ms": 100}],
         "model": [{"say": f"Answer number {n}."} for n in range(turns)],
@@ -43,7 +48,12 @@ def load_script(turns: int) -> dict[str, Any]:
     transcript streams for about half a second — roughly three seconds a turn."""
     return {
         "name": "bench-load",
-        "timing": {"delta_interval_ms": 60, "chars_per_delta": 6, "speech_ms": 1_200, "response_wait_ms": 30_000},
+        "timing": {
+            "delta_interval_ms": 60,
+            "chars_per_delta": 6,
+            "speech_ms": 1_200,
+            "response_wait_ms": 30_000,
+        },
         "caller": [{"say": f"Question number {n}, please.", "after_ms": 600} for n in range(turns)]
         + [{"hangup": True, "after_ms": 300}],
         "model": [{"say": f"Answer number {n}, with a little more to say."} for n in range(turns)],
@@ -65,7 +75,12 @@ def percentiles(samples: list[float]) -> dict[str, Any]:
     def at(fraction: float) -> float:
         return round(ordered[min(len(ordered) - 1, int(fraction * len(ordered)))], 2)
 
-    return {"n": len(ordered), "p50_ms": round(statistics.median(ordered), 2), "p95_ms": at(0.95), "p99_ms": at(0.99)}
+    return {
+        "n": len(ordered),
+        "p50_ms": round(statistics.median(ordered), 2),
+        "p95_ms": at(0.95),
+        "p99_ms": at(0.99),
+    }
 
 
 def measure(stack: Stack, script: dict[str, Any], calls: int) -> list[float]:
@@ -84,11 +99,62 @@ def measure(stack: Stack, script: dict[str, Any], calls: int) -> list[float]:
             time.sleep(0.25)
         record = client.wait_for_status(session["id"], timeout_s=10)
         if record["status"] != "ended":
-            print(f"bench: call {session['id']} ended {record['status']} {record['end_reason']}", file=sys.stderr)
+            print(
+                f"bench: call {session['id']} ended {record['status']} {record['end_reason']}",
+                file=sys.stderr,
+            )
         return turn_latencies_ms(_call_log(stack, call_id))
 
     with ThreadPoolExecutor(max_workers=calls) as pool:
         return [latency for call in pool.map(one_call, range(calls)) for latency in call]
+
+
+FLOOR_SAMPLES = 500
+
+
+def measure_floor(database_url: str, redis_url: str) -> dict[str, Any]:
+    """The physical floor, measured there and then: a Redis push→pop round trip between two
+    threads, and a PostgreSQL row-lock transaction (BEGIN; SELECT … FOR UPDATE; UPDATE; COMMIT)."""
+    import threading
+
+    import psycopg2
+    import redis
+
+    from switchboard.services import parse_database_url
+
+    key = f"switchboard:floor:{time.time_ns()}"
+    pusher, popper = redis.Redis.from_url(redis_url), redis.Redis.from_url(redis_url)
+    echo = threading.Thread(target=_echo, args=(popper, key, FLOOR_SAMPLES), daemon=True)
+    echo.start()
+    redis_ms = []
+    for _ in range(FLOOR_SAMPLES):
+        started = time.perf_counter()
+        pusher.lpush(f"{key}:in", 1)
+        pusher.brpop([f"{key}:out"], timeout=5)
+        redis_ms.append((time.perf_counter() - started) * 1000)
+        time.sleep(0.002)
+    echo.join(5)
+    pusher.delete(f"{key}:in", f"{key}:out")
+    connection = psycopg2.connect(**parse_database_url(database_url))
+    connection.autocommit = True
+    cursor = connection.cursor()
+    cursor.execute("CREATE TEMP TABLE floor_rows (id int PRIMARY KEY, n int)")
+    cursor.execute("INSERT INTO floor_rows SELECT g, 0 FROM generate_series(1, 100) g")
+    postgres_ms = []
+    for index in range(FLOOR_SAMPLES):
+        started = time.perf_counter()
+        cursor.execute("BEGIN; SELECT n FROM floor_rows WHERE id = %s FOR UPDATE", (index % 100 + 1,))
+        cursor.execute("UPDATE floor_rows SET n = n + 1 WHERE id = %s", (index % 100 + 1,))
+        cursor.execute("COMMIT")
+        postgres_ms.append((time.perf_counter() - started) * 1000)
+    connection.close()
+    return {"redis_round_trip": percentiles(redis_ms), "postgres_row_lock_txn": percentiles(postgres_ms)}
+
+
+def _echo(client: Any, key: str, count: int) -> None:
+    for _ in range(count):
+        client.brpop([f"{key}:in"], timeout=5)
+        client.lpush(f"{key}:out", 1)
 
 
 def run_latency_bench(settings: Settings, *, as_json: bool, load_calls: int) -> int:
@@ -100,10 +166,17 @@ def run_latency_bench(settings: Settings, *, as_json: bool, load_calls: int) -> 
         from models.migrate import migrate
 
         migrate(connect(services.database_url))
+        log("floor: Redis round trip and PostgreSQL row-lock transaction")
+        figures["floor"] = measure_floor(services.database_url, services.redis_url)
         for consumer, prefix in (("wake", ""), ("stock", "stock_")):
             log(f"{consumer} consumer: idle, one call of {IDLE_TURNS} turns")
             env = {"SWITCHBOARD_BROKER_CONSUMER": consumer}
-            with Stack(services.database_url, services.redis_url, extra_env=env) as stack:
+            # The simulator skips its own wire validation here: the tests check the wire, and
+            # the benchmark should not pay for it on the same two cores.
+            lenient = ("--lenient",)
+            with Stack(
+                services.database_url, services.redis_url, extra_env=env, simulator_args=lenient
+            ) as stack:
                 stack.start(workers=1)
                 figures[f"{prefix}idle"] = percentiles(measure(stack, idle_script(IDLE_TURNS), 1))
                 log(f"{consumer} consumer: load, {load_calls} concurrent calls of {LOAD_TURNS} turns")
@@ -120,18 +193,27 @@ def run_latency_bench(settings: Settings, *, as_json: bool, load_calls: int) -> 
 
 def render(figures: dict[str, Any]) -> str:
     lines = ["event → control latency (ms): transcript final → response.create", ""]
-    lines.append(f"{'':24}{'n':>6}{'p50':>9}{'p95':>9}{'p99':>9}")
+    lines.append(f"{'':34}{'n':>6}{'p50':>9}{'p95':>9}{'p99':>9}")
     names = {
-        "idle": "wake, idle",
-        "load": "wake, load",
+        "idle": "wake-up consumer, idle",
+        "load": "wake-up consumer, {calls} calls",
         "stock_idle": "stock Dramatiq, idle",
-        "stock_load": "stock Dramatiq, load",
+        "stock_load": "stock Dramatiq, {calls} calls",
     }
     for key, name in names.items():
         row = figures.get(key)
         if row:
-            label = f"{name} ({row['calls']} calls)" if "calls" in row else name
-            lines.append(f"{label:24}{row['n']:>6}{row['p50_ms']:>9}{row['p95_ms']:>9}{row['p99_ms']:>9}")
+            label = name.format(calls=row.get("calls"))
+            lines.append(f"{label:34}{row['n']:>6}{row['p50_ms']:>9}{row['p95_ms']:>9}{row['p99_ms']:>9}")
+    floor = figures.get("floor")
+    if floor:
+        lines += ["", "floor, measured in the same run (ms):"]
+        for key, label in (
+            ("redis_round_trip", "Redis push→pop round trip"),
+            ("postgres_row_lock_txn", "PostgreSQL row-lock transaction"),
+        ):
+            row = floor[key]
+            lines.append(f"{label:34}{row['n']:>6}{row['p50_ms']:>9}{row['p95_ms']:>9}{row['p99_ms']:>9}")
     return "\n".join(lines)
 
 

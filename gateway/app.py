@@ -69,7 +69,9 @@ class Gateway:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._http = await serve_http(self._handle_http, self.settings.gateway_host, self.settings.gateway_port)
+        self._http = await serve_http(
+            self._handle_http, self.settings.gateway_host, self.settings.gateway_port
+        )
         self.http_port = self._http.sockets[0].getsockname()[1]
         self._ws = await serve(
             self._serve_live,
@@ -269,13 +271,19 @@ class Gateway:
             call = await self.provider.create_call(sdp, session)
         except ProviderUnavailable as error:
             code = "provider_rejected_call" if getattr(error, "status", None) else "provider_unavailable"
-            await self._rpc("admission_failed", session_id=session_id, code=code, detail=str(error), now=time.time())
+            await self._rpc(
+                "admission_failed", session_id=session_id, code=code, detail=str(error), now=time.time()
+            )
             return Response.json(502, _error(code, str(error)))
-        status, body = await self._rpc("attach_call", session_id=session_id, call_id=call.call_id, now=time.time())
+        status, body = await self._rpc(
+            "attach_call", session_id=session_id, call_id=call.call_id, now=time.time()
+        )
         if status != 200:
             return Response.json(status, body)
         if "application/json" in request.headers.get("accept", ""):
-            return Response.json(201, {"session_id": session_id, "call_id": call.call_id, "sdp": call.sdp_answer})
+            return Response.json(
+                201, {"session_id": session_id, "call_id": call.call_id, "sdp": call.sdp_answer}
+            )
         return Response(
             201,
             call.sdp_answer.encode(),
@@ -327,7 +335,9 @@ class Gateway:
         token = dict(part.partition("=")[::2] for part in query.split("&") if part).get("token", "")
         header = request.headers.get("Authorization", f"Bearer {token}")
         if not self._authorized(header):
-            return WsResponse(401, "Unauthorized", Headers([("WWW-Authenticate", "Bearer")]), b"unauthorized\n")
+            return WsResponse(
+                401, "Unauthorized", Headers([("WWW-Authenticate", "Bearer")]), b"unauthorized\n"
+            )
         return None
 
     async def _serve_live(self, connection: ServerConnection) -> None:

@@ -63,7 +63,10 @@ class OpenAIRealtime:
         boundary = f"switchboard-{uuid.uuid4().hex}"
         body = _multipart(
             boundary,
-            [("sdp", "application/sdp", sdp_offer), ("session", "application/json", json.dumps(configuration))],
+            [
+                ("sdp", "application/sdp", sdp_offer),
+                ("session", "application/json", json.dumps(configuration)),
+            ],
         )
         status, headers, answer = await asyncio.to_thread(
             self._request,
@@ -120,7 +123,10 @@ class SimulatedRealtime(OpenAIRealtime):
 def provider_from(settings: Settings) -> RealtimeProvider:
     if settings.provider == "openai":
         return OpenAIRealtime(
-            settings.provider_base_url, settings.provider_ws_url, settings.provider_key, settings.provider_model
+            settings.provider_base_url,
+            settings.provider_ws_url,
+            settings.provider_key,
+            settings.provider_model,
         )
     return SimulatedRealtime(
         settings.provider_base_url, settings.provider_ws_url, settings.provider_key, settings.provider_model

@@ -31,7 +31,9 @@ class EventSink:
         # restart without persistence), numbering resumes above it instead of reusing seqs.
         self._issued: dict[str, int] = {}
 
-    def submit_event(self, session_id: str, generation: int, event: dict[str, Any], received_at: float) -> Future[int]:
+    def submit_event(
+        self, session_id: str, generation: int, event: dict[str, Any], received_at: float
+    ) -> Future[int]:
         """Number and enqueue one durable event; returns a future of its seq."""
         future = self._executor.submit(self._enqueue_event, session_id, generation, event, received_at)
         future.add_done_callback(_log_failure)
@@ -43,7 +45,9 @@ class EventSink:
         future.add_done_callback(_log_failure)
         return future
 
-    def submit_incident(self, session_id: str | None, code: str, summary: str, context: dict[str, Any]) -> None:
+    def submit_incident(
+        self, session_id: str | None, code: str, summary: str, context: dict[str, Any]
+    ) -> None:
         self._executor.submit(
             self._enqueue,
             ADMISSION_QUEUE,
@@ -58,7 +62,9 @@ class EventSink:
         self._executor.shutdown(wait=True)
         self._redis.close()
 
-    def _enqueue_event(self, session_id: str, generation: int, event: dict[str, Any], received_at: float) -> int:
+    def _enqueue_event(
+        self, session_id: str, generation: int, event: dict[str, Any], received_at: float
+    ) -> int:
         key = f"{self._namespace}:seq:{session_id}"
         seq = int(self._redis.incr(key))
         issued = self._issued.get(session_id, 0)

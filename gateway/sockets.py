@@ -68,7 +68,12 @@ class CallSocket:
         except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as error:
             logger.warning("sideband of %s did not open: %r", self.session_id, error)
             self._on_host_event(
-                self, {"type": "switchboard.sideband_closed", "code": None, "reason": f"open failed: {error}"[:200]}
+                self,
+                {
+                    "type": "switchboard.sideband_closed",
+                    "code": None,
+                    "reason": f"open failed: {error}"[:200],
+                },
             )
             return
         self._connection = connection

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -60,7 +60,7 @@ def database_arguments(url: str) -> dict[str, Any]:
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class _Table(Model):
@@ -129,9 +129,7 @@ class TranscriptItemRow(_Table):
 
 class IncidentRow(_Table):
     id = BigAutoField()
-    session = ForeignKeyField(
-        SessionRow, column_name="session_id", null=True, on_delete="CASCADE"
-    )
+    session = ForeignKeyField(SessionRow, column_name="session_id", null=True, on_delete="CASCADE")
     code = CharField(max_length=128, index=True)
     severity = CharField(max_length=16)
     summary = TextField()

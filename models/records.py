@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.errors import SessionNotFound
-
 from models.db import IncidentRow, SessionEventRow, SessionRow, TranscriptItemRow
+from pipeline.errors import SessionNotFound
 
 
 def session_record(session_id: str, *, with_events: bool = False) -> dict[str, Any]:
@@ -36,9 +35,7 @@ def session_record(session_id: str, *, with_events: bool = False) -> dict[str, A
             "context": incident.context,
             "at": incident.created_at.isoformat(),
         }
-        for incident in IncidentRow.select()
-        .where(IncidentRow.session == session_id)
-        .order_by(IncidentRow.id)
+        for incident in IncidentRow.select().where(IncidentRow.session == session_id).order_by(IncidentRow.id)
     ]
     record: dict[str, Any] = {
         "id": row.id,

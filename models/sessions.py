@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+import psycopg2
+
 from models.db import database
 from pipeline.envelope import CloseCall, EventEnvelope, OpenSideband, Outbound, SendControl
 from pipeline.errors import MalformedFrame, SessionExists, SessionNotFound
@@ -150,7 +152,9 @@ def _transaction(session_id: str, *, create_for: str | None) -> Iterator[LockedS
     cursor = database.cursor()
     try:
         if create_for is not None:
-            cursor.execute(CREATE_SESSION, (session_id, create_for, json.dumps(SessionState().model_dump(mode="json"))))
+            cursor.execute(
+                CREATE_SESSION, (session_id, create_for, json.dumps(SessionState().model_dump(mode="json")))
+            )
             if cursor.fetchone() is None:
                 raise SessionExists(f"session {session_id!r} exists already")
             cursor.execute(LOCK_SESSION.replace("BEGIN;", ""), (session_id,))
@@ -179,7 +183,7 @@ def _transaction(session_id: str, *, create_for: str | None) -> Iterator[LockedS
 def _rollback(cursor: Any) -> None:
     try:
         cursor.execute("ROLLBACK")
-    except Exception:  # a dead connection has rolled back already
+    except psycopg2.Error:  # a dead connection has rolled back already
         database.close()
 
 
@@ -239,9 +243,23 @@ class LockedSession:
             *self._event_row(envelope, disposition, order, outbound),
         ]
         for item in transcripts:
-            parameters += [self.id, item.role, item.text, item.item_id, item.response_id, envelope.seq, disposition == "late"]
+            parameters += [
+                self.id,
+                item.role,
+                item.text,
+                item.item_id,
+                item.response_id,
+                envelope.seq,
+                disposition == "late",
+            ]
         for incident in incidents:
-            parameters += [self.id, incident.code, incident.severity, incident.summary, json.dumps(incident.context)]
+            parameters += [
+                self.id,
+                incident.code,
+                incident.severity,
+                incident.summary,
+                json.dumps(incident.context),
+            ]
         parameters += self._session_row(state, envelope.seq, max(head.logged_seq, envelope.seq), order)
         self._cursor.execute(_write_sql(len(transcripts), len(incidents)), parameters)
         if self._cursor.fetchone() is None:
@@ -301,7 +319,18 @@ class LockedSession:
         controls = json.dumps([item.model_dump(mode="json") for item in outbound])
         self._cursor.execute(
             INSERT_EVENT,
-            (self.id, None, None, event["type"], json.dumps(event), self.state.generation, now, "applied", order, controls),
+            (
+                self.id,
+                None,
+                None,
+                event["type"],
+                json.dumps(event),
+                self.state.generation,
+                now,
+                "applied",
+                order,
+                controls,
+            ),
         )
         self._persist_effects(step, None, late=False)
         self._collect(step, applied, outbound)
@@ -367,7 +396,7 @@ class LockedSession:
         order: int | None,
         outbound: list[Outbound],
         *,
-        provider_event_id: str | None | bool = True,
+        provider_event_id: str | bool | None = True,
     ) -> bool:
         row = self._event_row(envelope, disposition, order, outbound)
         if provider_event_id is None:
@@ -379,7 +408,8 @@ class LockedSession:
         for effect in step.effects:
             if isinstance(effect, PersistTranscript):
                 self._cursor.execute(
-                    "INSERT INTO transcript_items (session_id, role, text, provider_item_id, response_id, seq, late)"
+                    "INSERT INTO transcript_items"
+                    " (session_id, role, text, provider_item_id, response_id, seq, late)"
                     " VALUES (%s, %s, %s, %s, %s, %s, %s)",
                     (self.id, effect.role, effect.text, effect.item_id, effect.response_id, seq, late),
                 )
@@ -399,7 +429,9 @@ class LockedSession:
         applied.outbound += outbound
         self.state = step.state
 
-    def _session_row(self, state: SessionState, applied_seq: int, logged_seq: int, applied_count: int) -> list[Any]:
+    def _session_row(
+        self, state: SessionState, applied_seq: int, logged_seq: int, applied_count: int
+    ) -> list[Any]:
         return [
             json.dumps(state.model_dump(mode="json")),
             str(state.phase),
@@ -418,7 +450,8 @@ class LockedSession:
     def _save(self) -> None:
         head = self._head
         self._cursor.execute(
-            _SAVE_SESSION, self._session_row(self.state, head.applied_seq, head.logged_seq, head.applied_count)
+            _SAVE_SESSION,
+            self._session_row(self.state, head.applied_seq, head.logged_seq, head.applied_count),
         )
 
 

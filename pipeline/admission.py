@@ -8,8 +8,7 @@ from pipeline.errors import AdmissionRefused, SessionEnded
 from pipeline.limits import ADMISSION_TIMEOUT_MS
 from pipeline.state import LIVE_PHASES, Phase, SessionState
 from pipeline.step import CloseCall, OpenSideband, RecordIncident, ScheduleTimer, Step, unchanged
-from pipeline.wire import EndRequested, SessionUpdate, SessionUpdated, SidebandClosed
-from pipeline.wire import SidebandConnected
+from pipeline.wire import EndRequested, SessionUpdate, SessionUpdated, SidebandClosed, SidebandConnected
 
 ADMISSION_TIMER = "admission_timeout"
 CEILING_TIMER = "session_ceiling"
@@ -60,9 +59,7 @@ def sideband_connected(state: SessionState, event: SidebandConnected) -> Step:
         return Step(
             state=state.evolve(phase=Phase.CONNECTED, call_id=event.call_id),
             controls=(SessionUpdate(session=session_configuration(state)),),
-            effects=(
-                ScheduleTimer(name=CEILING_TIMER, delay_ms=state.limits.max_session_seconds * 1_000),
-            ),
+            effects=(ScheduleTimer(name=CEILING_TIMER, delay_ms=state.limits.max_session_seconds * 1_000),),
         )
     return unchanged(state)
 

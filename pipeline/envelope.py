@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -66,9 +66,7 @@ class Reply(BaseModel):
     body: dict[str, Any]
 
 
-Outbound = Annotated[
-    Union[SendControl, OpenSideband, CloseCall, Reply], Field(discriminator="kind")
-]
+Outbound = Annotated[SendControl | OpenSideband | CloseCall | Reply, Field(discriminator="kind")]
 
 
 class OutboundBatch(BaseModel):
@@ -79,4 +77,3 @@ class OutboundBatch(BaseModel):
     session_id: str
     generation: int
     items: tuple[Outbound, ...]
-

@@ -1,19 +1,19 @@
 """The one error tree of Switchboard.
 
-    SwitchboardError
-    ├── Refusal                  a request that is wrong for the state it found; never retried
-    │   ├── SessionNotFound
-    │   ├── SessionExists
-    │   ├── SessionEnded
-    │   └── AdmissionRefused
-    ├── BadInput                 input that can never become valid; recorded, never retried
-    │   ├── MalformedFrame       a provider frame that is not JSON or not a known shape
-    │   ├── OversizedFrame
-    │   ├── MalformedRequest     an API request body that does not validate
-    │   └── MalformedEnvelope    a queue message that is not a Switchboard envelope
-    └── Fault                    something outside the request failed; may be retried
-        ├── ProviderUnavailable
-        └── ReplyTimeout
+SwitchboardError
+├── Refusal                  a request that is wrong for the state it found; never retried
+│   ├── SessionNotFound
+│   ├── SessionExists
+│   ├── SessionEnded
+│   └── AdmissionRefused
+├── BadInput                 input that can never become valid; recorded, never retried
+│   ├── MalformedFrame       a provider frame that is not JSON or not a known shape
+│   ├── OversizedFrame
+│   ├── MalformedRequest     an API request body that does not validate
+│   └── MalformedEnvelope    a queue message that is not a Switchboard envelope
+└── Fault                    something outside the request failed; may be retried
+    ├── ProviderUnavailable
+    └── ReplyTimeout
 """
 
 from __future__ import annotations

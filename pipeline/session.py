@@ -7,25 +7,24 @@ act on nothing: only their transcripts still land.
 from __future__ import annotations
 
 from pipeline import admission, transcript
+from pipeline.state import Limits, Phase, SessionState
 from pipeline.step import PersistTranscript, Step, unchanged
-from pipeline.state import SessionState
-from pipeline.state import Limits, Phase
 from pipeline.wire import (
     AdmissionBegun,
     AdmissionFailed,
     AssistantTranscriptFinal,
     CallAttached,
-    SessionCreated,
-    TimerFired,
     EndRequested,
     InboundEvent,
     ProviderError,
     ResponseCreated,
     ResponseDone,
+    SessionCreated,
     SessionUpdated,
     SidebandClosed,
     SidebandConnected,
     SpeechStarted,
+    TimerFired,
     UserTranscriptFailed,
     UserTranscriptFinal,
 )

@@ -3,13 +3,12 @@ carry out in the same transaction."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.state import SessionState
-from pipeline.wire import ItemCreate, ItemDelete, ItemTruncate, ResponseCancel, ResponseCreate
-from pipeline.wire import SessionUpdate
+from pipeline.wire import ItemCreate, ItemDelete, ItemTruncate, ResponseCancel, ResponseCreate, SessionUpdate
 
 
 class _Effect(BaseModel):
@@ -57,8 +56,8 @@ class ScheduleTimer(_Effect):
     delay_ms: int
 
 
-Effect = Union[PersistTranscript, RecordIncident, OpenSideband, CloseCall, ScheduleTimer]
-Control = Union[SessionUpdate, ResponseCreate, ResponseCancel, ItemCreate, ItemDelete, ItemTruncate]
+Effect = PersistTranscript | RecordIncident | OpenSideband | CloseCall | ScheduleTimer
+Control = SessionUpdate | ResponseCreate | ResponseCancel | ItemCreate | ItemDelete | ItemTruncate
 
 
 class Step(BaseModel):

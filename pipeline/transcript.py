@@ -6,9 +6,17 @@ from __future__ import annotations
 from pipeline.limits import MAXIMUM_DURABLE_TEXT_BYTES
 from pipeline.state import LIVE_PHASES, Phase, ResponseContext, SessionState, Turn
 from pipeline.step import PersistTranscript, RecordIncident, Step, unchanged
-from pipeline.wire import AssistantTranscriptFinal, ProviderError, ResponseCreate, ResponseCreated
-from pipeline.wire import ResponseDone, ResponseParams, SpeechStarted, UserTranscriptFailed
-from pipeline.wire import UserTranscriptFinal
+from pipeline.wire import (
+    AssistantTranscriptFinal,
+    ProviderError,
+    ResponseCreate,
+    ResponseCreated,
+    ResponseDone,
+    ResponseParams,
+    SpeechStarted,
+    UserTranscriptFailed,
+    UserTranscriptFinal,
+)
 
 
 def hear(state: SessionState, event: UserTranscriptFinal) -> Step:
@@ -33,9 +41,7 @@ def begin_response(state: SessionState, input_item_id: str) -> Step:
         input_item_id=input_item_id,
     )
     return Step(
-        state=state.evolve(
-            phase=Phase.RESPONDING, turn=Turn(context=context), queued_input_item_id=None
-        ),
+        state=state.evolve(phase=Phase.RESPONDING, turn=Turn(context=context), queued_input_item_id=None),
         controls=(response_create(context),),
     )
 
@@ -74,9 +80,7 @@ def speech_started(state: SessionState, event: SpeechStarted) -> Step:
 def response_started(state: SessionState, event: ResponseCreated) -> Step:
     """The provider started the response Switchboard asked for."""
     if state.turn is not None and state.turn.response_id is None:
-        return Step(
-            state=state.evolve(turn=state.turn.model_copy(update={"response_id": event.response.id}))
-        )
+        return Step(state=state.evolve(turn=state.turn.model_copy(update={"response_id": event.response.id})))
     return unchanged(state)
 
 

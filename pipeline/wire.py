@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
@@ -284,30 +284,28 @@ class UnknownEvent(_Inbound):
 
 
 KnownInbound = Annotated[
-    Union[
-        SessionUpdated,
-        SpeechStarted,
-        UserTranscriptFinal,
-        UserTranscriptFailed,
-        ResponseCreated,
-        AssistantTranscriptFinal,
-        FunctionCallArgumentsDone,
-        ResponseDone,
-        ProviderError,
-        ItemTruncated,
-        ItemDeleted,
-        SidebandConnected,
-        SidebandClosed,
-        EndRequested,
-        SessionCreated,
-        AdmissionBegun,
-        CallAttached,
-        AdmissionFailed,
-        TimerFired,
-    ],
+    SessionUpdated
+    | SpeechStarted
+    | UserTranscriptFinal
+    | UserTranscriptFailed
+    | ResponseCreated
+    | AssistantTranscriptFinal
+    | FunctionCallArgumentsDone
+    | ResponseDone
+    | ProviderError
+    | ItemTruncated
+    | ItemDeleted
+    | SidebandConnected
+    | SidebandClosed
+    | EndRequested
+    | SessionCreated
+    | AdmissionBegun
+    | CallAttached
+    | AdmissionFailed
+    | TimerFired,
     Field(discriminator="type"),
 ]
-InboundEvent = Union[KnownInbound, UnknownEvent]
+InboundEvent = KnownInbound | UnknownEvent
 _KNOWN_INBOUND: TypeAdapter[Any] = TypeAdapter(KnownInbound)
 _HOST_TYPES = frozenset(
     {
@@ -458,7 +456,7 @@ class ItemTruncate(_Control):
 
 
 Control = Annotated[
-    Union[SessionUpdate, ResponseCreate, ResponseCancel, ItemCreate, ItemDelete, ItemTruncate],
+    SessionUpdate | ResponseCreate | ResponseCancel | ItemCreate | ItemDelete | ItemTruncate,
     Field(discriminator="type"),
 ]
 CONTROL: TypeAdapter[Any] = TypeAdapter(Control)

@@ -517,8 +517,7 @@ class SimulatedCall:
         problems = wire_problems(control, direction="client")
         if problems:
             self._record_error(
-                f"client {control.get('type')} {control.get('event_id')}: "
-                + "; ".join(map(str, problems))
+                f"client {control.get('type')} {control.get('event_id')}: " + "; ".join(map(str, problems))
             )
         if self._recording is not None or self.has_ended:
             return  # a playback answers nothing; it only listens
@@ -561,9 +560,7 @@ class SimulatedCall:
         if first.kind == "unknown":
             raise Refusal("unknown_parameter", f"Unknown parameter: '{param}'.", param)
         if first.kind == "missing":
-            raise Refusal(
-                "missing_required_parameter", f"Missing required parameter: '{param}'.", param
-            )
+            raise Refusal("missing_required_parameter", f"Missing required parameter: '{param}'.", param)
         raise Refusal("invalid_value", f"Invalid value for '{param}': {first.message}.", param)
 
     def _refuse(self, client_event_id: str | None, refusal: Refusal) -> None:
@@ -709,9 +706,7 @@ class SimulatedCall:
             self._answering = response
             self._answers_started += 1
             self._notify()
-        self._emit(
-            {"type": "response.created", "response": self._describe(response, "in_progress")}
-        )
+        self._emit({"type": "response.created", "response": self._describe(response, "in_progress")})
         self._spawn(self._stream(response))
 
     def _next_entry(self, is_in_conversation: bool) -> ModelEntry:
@@ -725,18 +720,17 @@ class SimulatedCall:
         if "input" not in asked:
             return self.conversation.chars()
         total = 0
-        for item in asked["input"]:
-            if item.get("type") == "item_reference":
-                item = self.conversation.find(item.get("id", "")) or {}
+        for entry in asked["input"]:
+            item = entry
+            if entry.get("type") == "item_reference":
+                item = self.conversation.find(entry.get("id", "")) or {}
             total += len(item_text(item))
         return total
 
     def _cancel_response(self, response_id: str | None) -> None:
         response = self._responses.get(response_id) if response_id else self._answering
         if response is None or response.is_finished or response.stop_reason is not None:
-            raise Refusal(
-                "response_cancel_not_active", "Cancellation failed: no active response found"
-            )
+            raise Refusal("response_cancel_not_active", "Cancellation failed: no active response found")
         response.cancel("client_cancelled")
 
     async def _pause(self, response: ModelResponse) -> bool:
@@ -744,9 +738,7 @@ class SimulatedCall:
         if response.stop.is_set():
             return True
         try:
-            await asyncio.wait_for(
-                response.stop.wait(), self.script.timing.delta_interval_ms / 1000
-            )
+            await asyncio.wait_for(response.stop.wait(), self.script.timing.delta_interval_ms / 1000)
         except TimeoutError:
             return False
         return True
@@ -787,9 +779,7 @@ class SimulatedCall:
             }
         )
         if response.is_in_conversation:
-            self._emit(
-                {"type": "conversation.item.done", "previous_item_id": previous, "item": item}
-            )
+            self._emit({"type": "conversation.item.done", "previous_item_id": previous, "item": item})
 
     async def _stream_message(self, response: ModelResponse) -> None:
         item: dict[str, Any] = {
@@ -808,16 +798,12 @@ class SimulatedCall:
             "content_index": 0,
         }
         part_type, key = ("audio", "transcript") if response.is_audio else ("text", "text")
-        self._emit(
-            {"type": "response.content_part.added", **where, "part": {"type": part_type, key: ""}}
-        )
+        self._emit({"type": "response.content_part.added", **where, "part": {"type": part_type, key: ""}})
         if response.is_audio:
             self._start_playing(response)
         full_text = self._within_token_budget(response, model_text(response.entry))
         delta_type = (
-            "response.output_audio_transcript.delta"
-            if response.is_audio
-            else "response.output_text.delta"
+            "response.output_audio_transcript.delta" if response.is_audio else "response.output_text.delta"
         )
         said = ""
         for delta in _chunks(full_text, self.script.timing.chars_per_delta):
@@ -826,26 +812,18 @@ class SimulatedCall:
             said += delta
             self._emit({"type": delta_type, **where, "delta": delta})
             if response.is_audio and self.script.emit_audio_deltas:
-                self._emit(
-                    {"type": "response.output_audio.delta", **where, "delta": SILENT_AUDIO_DELTA}
-                )
+                self._emit({"type": "response.output_audio.delta", **where, "delta": SILENT_AUDIO_DELTA})
         if response.is_audio:
             self._emit({"type": "response.output_audio.done", **where})
-            self._emit(
-                {"type": "response.output_audio_transcript.done", **where, "transcript": said}
-            )
+            self._emit({"type": "response.output_audio_transcript.done", **where, "transcript": said})
         else:
             self._emit({"type": "response.output_text.done", **where, "text": said})
-        self._emit(
-            {"type": "response.content_part.done", **where, "part": {"type": part_type, key: said}}
-        )
+        self._emit({"type": "response.content_part.done", **where, "part": {"type": part_type, key: said}})
         content_type = "output_audio" if response.is_audio else "output_text"
         item["content"] = [{"type": content_type, key: said}]
         item["status"] = "completed" if said == model_text(response.entry) else "incomplete"
         if response.is_audio:
-            self.conversation.audio_ms[item["id"]] = (
-                len(said.split()) * self.script.timing.audio_ms_per_word
-            )
+            self.conversation.audio_ms[item["id"]] = len(said.split()) * self.script.timing.audio_ms_per_word
         self._complete_output_item(response, item, previous)
 
     async def _stream_function_call(self, response: ModelResponse, entry: ModelCalls) -> None:
@@ -903,9 +881,7 @@ class SimulatedCall:
         self._emit(
             {
                 "type": "response.done",
-                "response": self._describe(
-                    response, status, details, self._usage(response, spoken)
-                ),
+                "response": self._describe(response, status, details, self._usage(response, spoken)),
             }
         )
         if response.is_in_conversation:

@@ -171,15 +171,11 @@ class Conversation:
             )
         parts = item.get("content") or []
         if item_id not in self.audio_ms or not 0 <= content_index < len(parts):
-            raise Refusal(
-                "unsupported_content_type", "Only model output audio messages can be truncated."
-            )
+            raise Refusal("unsupported_content_type", "Only model output audio messages can be truncated.")
         audio_ms = self.audio_ms[item_id]
         if audio_end_ms > audio_ms:
             # The service has sent this with a null code (PROTOCOL.md §4.4).
-            raise Refusal(
-                None, f"Audio content of {audio_ms}ms is already shorter than {audio_end_ms}ms"
-            )
+            raise Refusal(None, f"Audio content of {audio_ms}ms is already shorter than {audio_end_ms}ms")
         part = parts[content_index]
         words = str(part.get("transcript") or "").split()
         heard = math.floor(len(words) * audio_end_ms / audio_ms) if audio_ms else 0

@@ -110,9 +110,7 @@ def parse_recording(lines: Iterable[str]) -> Recording:
             events.append(line)
         # Playback sends in file order; an offset that goes back would mean a reordered file.
         if line.t_ms < last_ms:
-            raise RecordingError(
-                number, f"t_ms {line.t_ms} is earlier than the line before ({last_ms})"
-            )
+            raise RecordingError(number, f"t_ms {line.t_ms} is earlier than the line before ({last_ms})")
         last_ms = line.t_ms
     if header is None:
         raise RecordingError(1, "the recording is empty: the header line is missing")

@@ -1,6 +1,6 @@
 """The simulated provider: Realtime call control over HTTP and the sideband over WebSocket.
 
-REST (PROTOCOL.md §1.1–1.2), on the HTTP port, Bearer auth required:
+REST (PROTOCOL.md §1.1-1.2), on the HTTP port, Bearer auth required:
     POST /v1/realtime/calls                  SDP offer (multipart sdp+session, or application/sdp)
                                              → 201, SDP answer, Location: /v1/realtime/calls/rtc_…
     POST /v1/realtime/calls/{id}/hangup      → 200; closes the sideband with 1000 (404 if gone)
@@ -36,10 +36,10 @@ from websockets.http11 import Request as HandshakeRequest
 from websockets.http11 import Response as HandshakeResponse
 
 from simulator.call import CallLog, IdMint, SimulatedCall
-from switchboard.http import Request, Response, serve_http
 from simulator.oracle import wire_errors
 from simulator.recording import Recording, read_recording
 from simulator.script import CallScript, load_script, parse_script
+from switchboard.http import Request, Response, serve_http
 
 logger = logging.getLogger(__name__)
 
@@ -72,12 +72,8 @@ def _sdp_answer() -> str:
     )
 
 
-def _error(
-    status: int, message: str, code: str | None, kind: str = "invalid_request_error"
-) -> Response:
-    return Response.json(
-        status, {"error": {"message": message, "type": kind, "code": code, "param": None}}
-    )
+def _error(status: int, message: str, code: str | None, kind: str = "invalid_request_error") -> Response:
+    return Response.json(status, {"error": {"message": message, "type": kind, "code": code, "param": None}})
 
 
 def has_bearer(authorization: str | None) -> bool:
@@ -195,9 +191,7 @@ class Simulator:
         except ValueError as exc:
             return _error(400, str(exc), "invalid_offer")
         if session is not None:
-            problems = wire_errors(
-                {"type": "session.update", "session": session}, direction="client"
-            )
+            problems = wire_errors({"type": "session.update", "session": session}, direction="client")
             if problems:
                 return _error(400, f"Invalid session: {'; '.join(problems)}", "invalid_session")
         if not offer.lstrip().startswith("v=0"):
@@ -218,9 +212,7 @@ class Simulator:
                 session = request.json()
             except ValueError:
                 return _error(400, "The body must be a JSON session config.", "invalid_json")
-            problems = wire_errors(
-                {"type": "session.update", "session": session}, direction="client"
-            )
+            problems = wire_errors({"type": "session.update", "session": session}, direction="client")
             if problems:
                 return _error(400, f"Invalid session: {'; '.join(problems)}", "invalid_session")
             call.accept(session)
@@ -294,9 +286,7 @@ class Simulator:
         request = socket.request
         assert request is not None  # the handshake is done before the handler runs
         if _asks_for_beta(request.headers):
-            await socket.close(
-                BETA_SHAPE_CLOSE_CODE, "invalid_request_error.beta_api_shape_disabled"
-            )
+            await socket.close(BETA_SHAPE_CLOSE_CODE, "invalid_request_error.beta_api_shape_disabled")
             return
         call_id = parse_qs(urlsplit(request.path).query)["call_id"][0]
         await self._calls[call_id].serve_sideband(socket)

@@ -115,7 +115,10 @@ def run_worker(settings: Settings, threads: int | None, queues: set[str] | None 
     declared = rt.broker.get_declared_queues()
     unknown = (queues or set()) - declared
     if unknown:
-        print(f"switchboard worker: unknown queues {sorted(unknown)}; known: {sorted(declared)}", file=sys.stderr)
+        print(
+            f"switchboard worker: unknown queues {sorted(unknown)}; known: {sorted(declared)}",
+            file=sys.stderr,
+        )
         return 2
     worker = dramatiq.Worker(
         rt.broker, queues=queues, worker_threads=threads or settings.worker_threads, worker_timeout=1_000

@@ -14,7 +14,9 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 # A placeholder offer: the simulator answers any SDP; a real caller's browser sends its own.
-DEMO_SDP_OFFER = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=switchboard\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n"
+DEMO_SDP_OFFER = (
+    "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=switchboard\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n"
+)
 TERMINAL = ("ended", "failed")
 
 
@@ -31,13 +33,19 @@ class Client:
         self.live_url = live_url
         self.token = token
 
-    def request(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    def request(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
         request = urllib.request.Request(
             f"{self.api_url}{path}",
             data=data,
             method=method,
-            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json", **(headers or {})},
+            headers={
+                "Authorization": f"Bearer {self.token}",
+                "Content-Type": "application/json",
+                **(headers or {}),
+            },
         )
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
@@ -56,7 +64,12 @@ class Client:
 
     def connect(self, session_id: str, sdp: str = DEMO_SDP_OFFER) -> dict[str, Any]:
         return dict(
-            self._ok("POST", f"/v1/sessions/{session_id}/connect", {"sdp": sdp}, headers={"Accept": "application/json"})
+            self._ok(
+                "POST",
+                f"/v1/sessions/{session_id}/connect",
+                {"sdp": sdp},
+                headers={"Accept": "application/json"},
+            )
         )
 
     def end(self, session_id: str, reason: str = "ended_by_api") -> dict[str, Any]:
@@ -65,7 +78,9 @@ class Client:
     def session(self, session_id: str, *, events: bool = False) -> dict[str, Any]:
         return dict(self._ok("GET", f"/v1/sessions/{session_id}{'?events=1' if events else ''}"))
 
-    def wait_for_status(self, session_id: str, statuses: tuple[str, ...] = TERMINAL, timeout_s: float = 60) -> dict[str, Any]:
+    def wait_for_status(
+        self, session_id: str, statuses: tuple[str, ...] = TERMINAL, timeout_s: float = 60
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
         # Each look is a worker round trip: start quick, then back off to a second.
         interval = 0.05

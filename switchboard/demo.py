@@ -34,7 +34,9 @@ def run_demo(settings: Settings) -> int:
 
         applied = migrate(connect(services.database_url))
         say(f"· migrations: {', '.join(applied) or 'up to date'}")
-        with Stack(services.database_url, services.redis_url, simulator_args=("--script", str(SCRIPT))) as stack:
+        with Stack(
+            services.database_url, services.redis_url, simulator_args=("--script", str(SCRIPT))
+        ) as stack:
             say("· starting simulator, worker and gateway as separate processes …")
             stack.start(workers=1)
             say(f"· gateway API {stack.api_url}, live stream {stack.live_url}")

@@ -199,7 +199,9 @@ async def _write(
 def _refusal(status: HTTPStatus, reason: str) -> Response:
     """A request refused before any handler saw it, as a typed JSON error."""
     code = status.phrase.lower().replace(" ", "_")
-    return Response.json(status, {"error": {"type": "invalid_request_error", "code": code, "message": reason}})
+    return Response.json(
+        status, {"error": {"type": "invalid_request_error", "code": code, "message": reason}}
+    )
 
 
 def _reason_phrase(status: int) -> str:

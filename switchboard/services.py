@@ -42,6 +42,8 @@ import psycopg2.extensions
 import redis
 from psycopg2 import sql
 
+from pipeline.config import kombu_url_for
+
 DEFAULT_DATABASE_NAME = "switchboard"
 LOCAL_POSTGRES = ("127.0.0.1", 5432)
 LOCAL_REDIS = ("127.0.0.1", 6379)
@@ -102,9 +104,7 @@ def resolve_services(
     started: list[str] = []
     try:
         if database_url is None:
-            database_url, stop_postgres = find_or_start_postgres(
-                data_dir, database_name, pg_probe, log=log
-            )
+            database_url, stop_postgres = find_or_start_postgres(data_dir, database_name, pg_probe, log=log)
             if stop_postgres is not None:
                 stoppers.append(stop_postgres)
                 started.append("postgres")
@@ -209,9 +209,7 @@ def is_redis_answering(host: str, port: int) -> bool:
 # ── embedded servers ──
 
 
-def start_embedded_postgres(
-    data_dir: Path, *, log: Log
-) -> tuple[str, int | None, Callable[[], None]]:
+def start_embedded_postgres(data_dir: Path, *, log: Log) -> tuple[str, int | None, Callable[[], None]]:
     """Start pgserver's PostgreSQL in ``data_dir/pg``; return its socket dir, port and a stopper."""
     with warnings.catch_warnings():
         # platformdirs warns at import time when XDG_RUNTIME_DIR is unset (it falls back
@@ -350,15 +348,6 @@ def postgres_url(database_name: str, host: str, port: int | None = None) -> str:
         return f"postgresql://{POSTGRES_USER}@/{database}?host={quote(host)}{port_part}"
     port_part = f":{port}" if port else ""
     return f"postgresql://{POSTGRES_USER}@{host}{port_part}/{database}"
-
-
-def kombu_url_for(redis_url: str) -> str:
-    """The kombu spelling of a redis-py URL (only unix sockets differ)."""
-    scheme, separator, rest = redis_url.partition("://")
-    if scheme != "unix":
-        return redis_url
-    # kombu's redis transport reads "socket://<path>" as a unix socket (redis.py _connparams).
-    return f"redis+socket{separator}{rest}"
 
 
 def parse_database_url(url: str) -> dict[str, Any]:

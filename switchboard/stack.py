@@ -110,7 +110,9 @@ class Stack:
         return self
 
     def add_worker(self, *extra: str) -> Process:
-        worker = self._spawn(f"worker.{len(self.workers) + 1}", [sys.executable, "-m", "switchboard", "worker", *extra])
+        worker = self._spawn(
+            f"worker.{len(self.workers) + 1}", [sys.executable, "-m", "switchboard", "worker", *extra]
+        )
         self.workers.append(worker)
         return worker
 
@@ -146,8 +148,8 @@ class Stack:
 
     def _read(self, process: Process, ready: threading.Event) -> None:
         assert process.popen.stdout is not None
-        for line in process.popen.stdout:
-            line = line.rstrip("\n")
+        for raw in process.popen.stdout:
+            line = raw.rstrip("\n")
             process.lines.append(line)
             if self._echo is not None:
                 self._echo(process.name, line)

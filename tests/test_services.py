@@ -18,9 +18,9 @@ import pytest
 import redis
 from psycopg2 import sql
 
+from pipeline.config import kombu_url_for
 from switchboard.services import (
     ensure_database,
-    kombu_url_for,
     parse_database_url,
     resolve_services,
 )
@@ -63,9 +63,7 @@ def database_name() -> Iterator[str]:
 def test_local_services_are_found_and_work(tmp_path, database_name):
     """With nothing configured, the local PostgreSQL and Redis are used and answer."""
     messages: list[str] = []
-    services = resolve_services(
-        None, None, tmp_path, log=messages.append, database_name=database_name
-    )
+    services = resolve_services(None, None, tmp_path, log=messages.append, database_name=database_name)
 
     assert services.started == []
     assert messages == []
@@ -97,9 +95,7 @@ def test_configured_urls_are_used_as_is(tmp_path):
 def test_database_creation_tolerates_a_concurrent_creator(database_name):
     """Two processes creating the same database at once both succeed."""
     with ThreadPoolExecutor(max_workers=4) as pool:
-        creations = [
-            pool.submit(ensure_database, LOCAL_SERVER_URL, database_name) for _ in range(4)
-        ]
+        creations = [pool.submit(ensure_database, LOCAL_SERVER_URL, database_name) for _ in range(4)]
     for creation in creations:
         creation.result()  # re-raises whatever a creator hit
 

@@ -50,12 +50,16 @@ def deliver(envelope_message: dict[str, Any]) -> Applied:
     return applied
 
 
-@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="admission_event", throws=_NEVER_RETRIED, **_EVENT_POLICY)
+@dramatiq.actor(
+    queue_name=ADMISSION_QUEUE, actor_name="admission_event", throws=_NEVER_RETRIED, **_EVENT_POLICY
+)
 def admission_event(envelope: dict[str, Any]) -> None:
     deliver(envelope)
 
 
-@dramatiq.actor(queue_name=TRANSCRIPT_QUEUE, actor_name="transcript_event", throws=_NEVER_RETRIED, **_EVENT_POLICY)
+@dramatiq.actor(
+    queue_name=TRANSCRIPT_QUEUE, actor_name="transcript_event", throws=_NEVER_RETRIED, **_EVENT_POLICY
+)
 def transcript_event(envelope: dict[str, Any]) -> None:
     deliver(envelope)
 
@@ -69,7 +73,9 @@ def tool_event(envelope: dict[str, Any]) -> None:
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="create_session", **_REQUEST_POLICY)
-def create_session(request_id: str, gateway_id: str, session_id: str, spec: dict[str, Any], now: float) -> None:
+def create_session(
+    request_id: str, gateway_id: str, session_id: str, spec: dict[str, Any], now: float
+) -> None:
     """Create the session row, its first logged input, and its admission timer."""
 
     def create() -> tuple[int, dict[str, Any]]:
@@ -124,7 +130,9 @@ def attach_call(request_id: str, gateway_id: str, session_id: str, call_id: str,
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="admission_failed", **_REQUEST_POLICY)
-def admission_failed(request_id: str, gateway_id: str, session_id: str, code: str, detail: str, now: float) -> None:
+def admission_failed(
+    request_id: str, gateway_id: str, session_id: str, code: str, detail: str, now: float
+) -> None:
     """The provider refused or failed the call: the session fails with that reason."""
 
     def record() -> tuple[int, dict[str, Any]]:
@@ -138,7 +146,9 @@ def admission_failed(request_id: str, gateway_id: str, session_id: str, code: st
     _answer(request_id, gateway_id, record)
 
 
-@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="session_timer", throws=_NEVER_RETRIED, **_EVENT_POLICY)
+@dramatiq.actor(
+    queue_name=ADMISSION_QUEUE, actor_name="session_timer", throws=_NEVER_RETRIED, **_EVENT_POLICY
+)
 def session_timer(session_id: str, name: str) -> None:
     """A delayed message: the timer is checked against the state it finds, under the lock."""
     with locked_session(session_id) as session:
@@ -171,9 +181,7 @@ def record_incident(session_id: str | None, code: str, summary: str, context: di
 
 
 def _publish(session: LockedSession, applied: Applied) -> None:
-    _runtime.publisher.publish(
-        session.owning_gateway, session.id, session.state.generation, applied.outbound
-    )
+    _runtime.publisher.publish(session.owning_gateway, session.id, session.state.generation, applied.outbound)
 
 
 def _after_commit(session_id: str, applied: Applied) -> None:

@@ -25,7 +25,6 @@ import redis
 from dramatiq.brokers.redis import MAINTENANCE_COMMAND_BLACKLIST, RedisBroker, _RedisConsumer
 from dramatiq.common import current_millis
 from dramatiq.errors import ConnectionClosed
-from dramatiq.message import Message
 
 logger = logging.getLogger(__name__)
 

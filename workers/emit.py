@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from kombu import Connection, Exchange, Producer, Queue
 from kombu.transport import redis as kombu_redis
 
-from pipeline.envelope import OutboundBatch, Outbound
+from pipeline.envelope import Outbound, OutboundBatch
 from pipeline.names import control_queue
 
 # The default exchange routes by queue name; a queue is declared once per thread.

@@ -13,9 +13,8 @@ import dramatiq
 import dramatiq.brokers.redis
 
 from models.db import connect
-from pipeline.config import Settings, settings_from
+from pipeline.config import Settings, kombu_url_for, settings_from
 from pipeline.names import TOOL_RUNS_QUEUE
-from switchboard.services import kombu_url_for
 from workers.broker import make_broker
 from workers.emit import ControlPublisher
 from workers.middleware import SessionTag

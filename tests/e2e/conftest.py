@@ -43,6 +43,8 @@ def simulator_call(stack: Stack, call_id: str) -> dict[str, Any]:
 def set_script(stack: Stack, script: dict[str, Any] | Path) -> None:
     body = script.read_bytes() if isinstance(script, Path) else json.dumps(script).encode()
     base = stack.simulator_url.removesuffix("/v1")
-    request = urllib.request.Request(f"{base}/_sim/script", data=body, method="PUT", headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{base}/_sim/script", data=body, method="PUT", headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=10):
         pass

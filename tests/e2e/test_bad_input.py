@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-
 import urllib.request
 from typing import Any
 
@@ -12,7 +11,9 @@ from switchboard.stack import Stack, wait_until
 from tests.e2e.conftest import SCRIPTS, set_script, simulator_call
 
 
-def _raw(stack: Stack, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, Any]:
+def _raw(
+    stack: Stack, method: str, path: str, body: bytes | None, headers: dict[str, str]
+) -> tuple[int, Any]:
     client = Client(stack.api_url, "unused")
     request = urllib.request.Request(f"{client.api_url}{path}", data=body, method=method, headers=headers)
     try:
@@ -41,7 +42,13 @@ def test_malformed_api_requests_get_typed_4xx_answers(stack: Stack, client: Clie
         ("POST", "/v1/sessions", b"{not json", 422, "malformed_request"),
         ("POST", "/v1/sessions", b'{"instructions": ""}', 422, "malformed_request"),
         ("POST", "/v1/sessions", b'{"instructions": "x", "colour": "blue"}', 422, "malformed_request"),
-        ("POST", "/v1/sessions", b'{"instructions": "x", "limits": {"max_output_tokens": 9000}}', 422, "malformed_request"),
+        (
+            "POST",
+            "/v1/sessions",
+            b'{"instructions": "x", "limits": {"max_output_tokens": 9000}}',
+            422,
+            "malformed_request",
+        ),
         ("GET", "/v1/sessions/sess_does_not_exist", None, 404, "session_not_found"),
         ("GET", "/v1/nothing/here", None, 404, "not_found"),
         ("GET", "/v1/sessions", None, 405, "method_not_allowed"),
@@ -104,4 +111,3 @@ def test_malformed_oversized_and_unknown_frames_become_incidents_and_lose_no_goo
     assert [(event["disposition"], event["controls"]) for event in unknown] == [("applied", [])]
     assert set(full["events"]) == {"applied"}
     assert simulator_call(stack, call_id)["errors"] == []
-

@@ -34,10 +34,14 @@ def _replay(services: Services, recording: Path, speed: str) -> list[dict[str, A
     return [json.loads(line) for line in finished.stdout.splitlines()]
 
 
-def test_replaying_a_recording_prints_its_golden_controls_and_summary_on_every_run(services: Services) -> None:
+def test_replaying_a_recording_prints_its_golden_controls_and_summary_on_every_run(
+    services: Services,
+) -> None:
     """Two replays (recorded timing and as fast as possible) print the controls of the golden
     file, each valid on the wire, and a summary of the durable record."""
-    golden = [json.loads(line) for line in (RECORDINGS / "spoken_call.controls.jsonl").read_text().splitlines()]
+    golden = [
+        json.loads(line) for line in (RECORDINGS / "spoken_call.controls.jsonl").read_text().splitlines()
+    ]
     fast = _replay(services, RECORDINGS / "spoken_call.jsonl", "0")
     timed = _replay(services, RECORDINGS / "spoken_call.jsonl", "1")
 
@@ -55,7 +59,9 @@ def test_replaying_a_recording_prints_its_golden_controls_and_summary_on_every_r
     assert summary["events"] == {"applied": 21}
 
 
-def test_a_broken_recording_is_refused_with_the_line_that_is_wrong(tmp_path: Path, services: Services) -> None:
+def test_a_broken_recording_is_refused_with_the_line_that_is_wrong(
+    tmp_path: Path, services: Services
+) -> None:
     """A recording with a bad line exits 2 and names the line; nothing is started."""
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"recording": {"version": 1, "name": "x"}}\n{"t_ms": 1, "event": "not an object"}\n')

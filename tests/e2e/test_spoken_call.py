@@ -55,7 +55,9 @@ def test_a_three_turn_spoken_call_sends_the_exact_controls_and_lands_every_trans
     assert full["usage"]["responses"] == 3
     assert full["incidents"] == []
     assert set(full["events"]) == {"applied"}
-    emitted = [item["control"] for event in full["log"] for item in event["controls"] if item["kind"] == "control"]
+    emitted = [
+        item["control"] for event in full["log"] for item in event["controls"] if item["kind"] == "control"
+    ]
     assert emitted == controls
 
 

@@ -46,7 +46,9 @@ def test_a_worker_killed_mid_call_loses_no_event_and_sends_no_control_twice(
         call_id = client.connect(session["id"])["call_id"]
 
         def first_response_asked() -> bool:
-            return any(c["control"]["type"] == "response.create" for c in simulator_call(stack, call_id)["controls"])
+            return any(
+                c["control"]["type"] == "response.create" for c in simulator_call(stack, call_id)["controls"]
+            )
 
         def second_transcript_sent() -> bool:
             sent = [e["event"]["type"] for e in simulator_call(stack, call_id)["events"]]
@@ -79,7 +81,9 @@ def test_a_worker_killed_mid_call_loses_no_event_and_sends_no_control_twice(
         seqs = sorted(event["seq"] for event in full["log"] if event["seq"] is not None)
         assert seqs == list(range(1, full["applied_seq"] + 1))
         assert set(full["events"]) == {"applied"}
-        sent = [e["event"]["event_id"] for e in call["events"] if e["event"]["type"] in DURABLE_PROVIDER_TYPES]
+        sent = [
+            e["event"]["event_id"] for e in call["events"] if e["event"]["type"] in DURABLE_PROVIDER_TYPES
+        ]
         logged = [event["payload"].get("event_id") for event in full["log"] if event["seq"] is not None]
         assert sorted(sent) == sorted(e for e in logged if e is not None), "a provider event was lost"
         assert len(full["transcript"]) == 10

@@ -35,9 +35,7 @@ def session_created(
         "type": "switchboard.session_created",
         "instructions": instructions,
         "tools": tools or [],
-        "limits": limits
-        if limits is not None
-        else {"max_output_tokens": 512, "max_session_seconds": 900},
+        "limits": limits if limits is not None else {"max_output_tokens": 512, "max_session_seconds": 900},
     }
 
 
@@ -53,9 +51,7 @@ def sideband_connected(call_id: str = CALL_ID) -> dict[str, Any]:
     return {"type": "switchboard.sideband_connected", "call_id": call_id}
 
 
-def sideband_closed(
-    code: int | None = 1000, reason: str = "", *, by_host: bool = False
-) -> dict[str, Any]:
+def sideband_closed(code: int | None = 1000, reason: str = "", *, by_host: bool = False) -> dict[str, Any]:
     return {
         "type": "switchboard.sideband_closed",
         "code": code,
@@ -68,9 +64,7 @@ def end_requested(reason: str = "ended_by_api") -> dict[str, Any]:
     return {"type": "switchboard.end_requested", "reason": reason}
 
 
-def admission_failed(
-    code: str = "provider_unavailable", detail: str = "HTTP 503"
-) -> dict[str, Any]:
+def admission_failed(code: str = "provider_unavailable", detail: str = "HTTP 503") -> dict[str, Any]:
     return {"type": "switchboard.admission_failed", "code": code, "detail": detail}
 
 

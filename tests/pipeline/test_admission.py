@@ -132,9 +132,7 @@ def test_connecting_an_ended_session_is_refused_as_ended() -> None:
 
 def test_call_attached_after_failure_hangs_the_call_up() -> None:
     """A call that attaches after the session failed is hung up, and the session stays failed."""
-    failed = ev.state_after(
-        [ev.session_created(), ev.admission_begun(), ev.timer_fired(ADMISSION_TIMER)]
-    )
+    failed = ev.state_after([ev.session_created(), ev.admission_begun(), ev.timer_fired(ADMISSION_TIMER)])
     assert failed.phase is Phase.FAILED
 
     step = ev.step_of(failed, ev.call_attached("rtc_late"))
@@ -154,9 +152,7 @@ def test_call_attached_after_failure_names_the_call_to_hang_up() -> None:
     The session store resolves a CloseCall's call id from the step's state, and the gateway
     hangs up only when it has one; so either the state or the effect must carry it.
     """
-    failed = ev.state_after(
-        [ev.session_created(), ev.admission_begun(), ev.timer_fired(ADMISSION_TIMER)]
-    )
+    failed = ev.state_after([ev.session_created(), ev.admission_begun(), ev.timer_fired(ADMISSION_TIMER)])
 
     step = ev.step_of(failed, ev.call_attached("rtc_late"))
 
@@ -172,9 +168,7 @@ def test_call_attached_while_created_is_refused() -> None:
         ev.step_of(state, ev.call_attached())
 
 
-@pytest.mark.parametrize(
-    "prefix", [[ev.session_created()], [ev.session_created(), ev.admission_begun()]]
-)
+@pytest.mark.parametrize("prefix", [[ev.session_created()], [ev.session_created(), ev.admission_begun()]])
 def test_admission_timeout_fails_a_session_that_did_not_connect(
     prefix: list[dict[str, object]],
 ) -> None:

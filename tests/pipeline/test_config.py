@@ -62,7 +62,7 @@ def test_an_empty_variable_counts_as_unset() -> None:
 
 def test_an_unknown_switchboard_variable_is_refused() -> None:
     """An unknown SWITCHBOARD_ variable is a ConfigError naming it."""
-    with pytest.raises(ConfigError, match="SWITCHBOARD_WORKER_THREAD\\b"):
+    with pytest.raises(ConfigError, match=r"SWITCHBOARD_WORKER_THREAD\b"):
         settings_from({"SWITCHBOARD_WORKER_THREAD": "4"})
 
 
@@ -151,9 +151,7 @@ def test_a_valid_session_spec() -> None:
 
 def test_a_spec_may_ask_for_unbounded_output() -> None:
     """A spec's max_output_tokens may be 'inf'."""
-    assert SessionSpec.model_validate(
-        {"instructions": "Hi", "limits": {"max_output_tokens": "inf"}}
-    )
+    assert SessionSpec.model_validate({"instructions": "Hi", "limits": {"max_output_tokens": "inf"}})
 
 
 @pytest.mark.parametrize(

@@ -30,17 +30,13 @@ EVENT = st.one_of(
         _TOKENS,
         _TOKENS,
     ),
-    st.builds(
-        ev.assistant_final, _RESPONSES, st.sampled_from(["item_A1", "item_A2"]), st.just("Sure.")
-    ),
+    st.builds(ev.assistant_final, _RESPONSES, st.sampled_from(["item_A1", "item_A2"]), st.just("Sure.")),
     st.builds(ev.speech_started, _ITEMS),
     st.builds(ev.session_updated),
     st.builds(ev.sideband_closed, st.just(1000)),
     st.builds(ev.end_requested),
     st.builds(ev.provider_error),
-    st.builds(
-        ev.unknown, st.sampled_from(["foo.bar", "rate_limits.updated", "conversation.item.added"])
-    ),
+    st.builds(ev.unknown, st.sampled_from(["foo.bar", "rate_limits.updated", "conversation.item.added"])),
 )
 
 # Where the sequence starts: a created, connected or listening session.

@@ -78,9 +78,7 @@ LATER_EVENTS: list[tuple[str, Any]] = [
 
 
 @pytest.mark.parametrize("terminal", [_ended, _failed], ids=["ended", "failed"])
-@pytest.mark.parametrize(
-    "make", [make for _, make in LATER_EVENTS], ids=[name for name, _ in LATER_EVENTS]
-)
+@pytest.mark.parametrize("make", [make for _, make in LATER_EVENTS], ids=[name for name, _ in LATER_EVENTS])
 def test_a_terminal_session_is_absorbing(terminal: Any, make: Any) -> None:
     """Every later event leaves an ended or failed session as it is, sending and doing nothing."""
     before = terminal()
@@ -116,13 +114,9 @@ def test_late_transcripts_still_land(terminal: Any) -> None:
     assert assistant.state == before
     assert user.controls == ()
     assert assistant.controls == ()
-    assert user.effects == (
-        PersistTranscript(role="user", text="Are you there?", item_id="item_U9"),
-    )
+    assert user.effects == (PersistTranscript(role="user", text="Are you there?", item_id="item_U9"),)
     assert assistant.effects == (
-        PersistTranscript(
-            role="assistant", text="Goodbye.", item_id="item_A9", response_id="resp_1"
-        ),
+        PersistTranscript(role="assistant", text="Goodbye.", item_id="item_A9", response_id="resp_1"),
     )
 
 

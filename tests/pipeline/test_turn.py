@@ -15,29 +15,21 @@ def test_user_final_while_listening_begins_one_response() -> None:
 
     step = ev.step_of(before, ev.user_final("item_U1", "Hello, how are you?"))
 
-    assert step.effects == (
-        PersistTranscript(role="user", text="Hello, how are you?", item_id="item_U1"),
-    )
+    assert step.effects == (PersistTranscript(role="user", text="Hello, how are you?", item_id="item_U1"),)
     assert step.controls == (
         ResponseCreate(
-            response=ResponseParams(
-                instructions=ev.INSTRUCTIONS, max_output_tokens=512, tool_choice="auto"
-            )
+            response=ResponseParams(instructions=ev.INSTRUCTIONS, max_output_tokens=512, tool_choice="auto")
         ),
     )
     assert step.state.phase is Phase.RESPONDING
     assert step.state.turn == Turn(
-        context=ResponseContext(
-            instructions=ev.INSTRUCTIONS, max_output_tokens=512, input_item_id="item_U1"
-        )
+        context=ResponseContext(instructions=ev.INSTRUCTIONS, max_output_tokens=512, input_item_id="item_U1")
     )
 
 
 def test_response_create_carries_an_unbounded_output_limit() -> None:
     """A session whose output limit is 'inf' asks for responses with max_output_tokens 'inf'."""
-    before = ev.state_after(
-        ev.listening(limits={"max_output_tokens": "inf", "max_session_seconds": 60})
-    )
+    before = ev.state_after(ev.listening(limits={"max_output_tokens": "inf", "max_session_seconds": 60}))
 
     step = ev.step_of(before, ev.user_final("item_U1", "Hi"))
 
@@ -60,9 +52,7 @@ def test_response_created_records_the_response_id() -> None:
 
 def test_a_second_response_created_does_not_replace_the_turns_response() -> None:
     """Once a turn has its response id, another response.created does not change it."""
-    state = ev.state_after(
-        [*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")]
-    )
+    state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
 
     step = ev.step_of(state, ev.response_created("resp_other"))
 
@@ -71,13 +61,9 @@ def test_a_second_response_created_does_not_replace_the_turns_response() -> None
 
 def test_assistant_final_is_persisted_with_its_response() -> None:
     """The assistant's final transcript is persisted with its item and response ids."""
-    state = ev.state_after(
-        [*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")]
-    )
+    state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
 
-    step = ev.step_of(
-        state, ev.assistant_final("resp_1", "item_A1", "Hello, how can I assist you today?")
-    )
+    step = ev.step_of(state, ev.assistant_final("resp_1", "item_A1", "Hello, how can I assist you today?"))
 
     assert step.effects == (
         PersistTranscript(
@@ -93,18 +79,12 @@ def test_assistant_final_is_persisted_with_its_response() -> None:
 
 def test_output_text_done_is_an_assistant_final() -> None:
     """A text response's output_text.done is an assistant final, its text the transcript."""
-    event = parse_inbound(
-        ev.assistant_text_final("resp_1", "item_A1", "Sure, I can help with that.")
-    )
+    event = parse_inbound(ev.assistant_text_final("resp_1", "item_A1", "Sure, I can help with that."))
 
     assert isinstance(event, AssistantTranscriptFinal)
     assert event.transcript == "Sure, I can help with that."
-    state = ev.state_after(
-        [*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")]
-    )
-    step = ev.step_of(
-        state, ev.assistant_text_final("resp_1", "item_A1", "Sure, I can help with that.")
-    )
+    state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
+    step = ev.step_of(state, ev.assistant_text_final("resp_1", "item_A1", "Sure, I can help with that."))
     assert step.effects == (
         PersistTranscript(
             role="assistant",
@@ -131,17 +111,13 @@ def test_beta_transcript_done_is_renamed_to_ga() -> None:
 
 def test_response_done_returns_to_listening_with_usage_counted() -> None:
     """The turn's response.done returns the session to listening and sums the usage."""
-    state = ev.state_after(
-        [*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")]
-    )
+    state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
 
     step = ev.step_of(state, ev.response_done("resp_1", input_tokens=127, output_tokens=148))
 
     assert step.state.phase is Phase.LISTENING
     assert step.state.turn is None
-    assert step.state.usage == Usage(
-        input_tokens=127, output_tokens=148, total_tokens=275, responses=1
-    )
+    assert step.state.usage == Usage(input_tokens=127, output_tokens=148, total_tokens=275, responses=1)
     assert step.state.last_response_input_tokens == 127
     assert step.controls == ()
     assert step.effects == ()
@@ -168,9 +144,7 @@ def test_usage_sums_over_turns() -> None:
 
 def test_response_done_for_another_response_keeps_the_turn() -> None:
     """A response.done for a response that is not the turn's changes no phase."""
-    state = ev.state_after(
-        [*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")]
-    )
+    state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
 
     step = ev.step_of(state, ev.response_done("resp_other", input_tokens=10, output_tokens=5))
 
@@ -182,16 +156,12 @@ def test_response_done_for_another_response_keeps_the_turn() -> None:
 
 def test_user_final_while_responding_is_queued() -> None:
     """A caller's final while a response is owed is persisted and queued, and nothing is sent."""
-    state = ev.state_after(
-        [*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")]
-    )
+    state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
 
     step = ev.step_of(state, ev.user_final("item_U2", "Actually, wait."))
 
     assert step.controls == ()
-    assert step.effects == (
-        PersistTranscript(role="user", text="Actually, wait.", item_id="item_U2"),
-    )
+    assert step.effects == (PersistTranscript(role="user", text="Actually, wait.", item_id="item_U2"),)
     assert step.state.queued_input_item_id == "item_U2"
     assert step.state.turn == state.turn
     assert step.state.phase is Phase.RESPONDING
@@ -233,9 +203,7 @@ def test_queued_input_is_answered_by_one_response_after_done() -> None:
 
 def test_a_failed_response_records_a_warning() -> None:
     """A failed response records a warning incident and the session listens again."""
-    state = ev.state_after(
-        [*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")]
-    )
+    state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
     details = {
         "type": "failed",
         "error": {"type": "server_error", "code": "internal", "message": "boom"},
@@ -253,9 +221,7 @@ def test_a_failed_response_records_a_warning() -> None:
 
 def test_a_cancelled_response_releases_the_turn_without_an_incident() -> None:
     """A response cancelled by the caller's barge-in ends the turn quietly."""
-    state = ev.state_after(
-        [*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")]
-    )
+    state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
 
     step = ev.step_of(
         state,

@@ -54,16 +54,12 @@ def test_an_unknown_event_type_parses_to_unknown_event() -> None:
 
 def test_an_ignored_provider_type_parses_to_unknown_event() -> None:
     """A known event nothing decides on parses to UnknownEvent too."""
-    event = parse_inbound(
-        {"type": "rate_limits.updated", "event_id": "event_5758", "rate_limits": []}
-    )
+    event = parse_inbound({"type": "rate_limits.updated", "event_id": "event_5758", "rate_limits": []})
 
     assert isinstance(event, UnknownEvent)
 
 
-@pytest.mark.parametrize(
-    "phase_events", [ev.listening(), [*ev.listening(), ev.user_final("item_U1", "Hi")]]
-)
+@pytest.mark.parametrize("phase_events", [ev.listening(), [*ev.listening(), ev.user_final("item_U1", "Hi")]])
 def test_an_unknown_event_changes_nothing(phase_events: list[dict[str, Any]]) -> None:
     """Applying an unknown event leaves the session unchanged, sending and doing nothing."""
     before = ev.state_after(phase_events)
@@ -97,9 +93,7 @@ def test_an_unknown_event_changes_nothing(phase_events: list[dict[str, Any]]) ->
         ({"type": "switchboard.timer_fired"}, "name"),
     ],
 )
-def test_a_known_type_missing_a_required_field_is_malformed(
-    raw: dict[str, Any], field: str
-) -> None:
+def test_a_known_type_missing_a_required_field_is_malformed(raw: dict[str, Any], field: str) -> None:
     """A durable or host event without a required field is a MalformedFrame naming the field."""
     with pytest.raises(MalformedFrame, match=field):
         parse_inbound(raw)
@@ -182,9 +176,7 @@ def test_finals_and_response_events_are_durable(raw: dict[str, Any]) -> None:
         {
             "type": "rate_limits.updated",
             "event_id": "event_5758",
-            "rate_limits": [
-                {"name": "requests", "limit": 1000, "remaining": 999, "reset_seconds": 60}
-            ],
+            "rate_limits": [{"name": "requests", "limit": 1000, "remaining": 999, "reset_seconds": 60}],
         },
         {"type": "output_audio_buffer.started", "event_id": "event_11b", "response_id": "resp_1"},
         {
@@ -211,9 +203,7 @@ def test_an_unknown_type_is_unknown() -> None:
 
 def test_bytes_frames_are_classified() -> None:
     """A frame given as bytes is decoded like a text frame."""
-    assert (
-        classify_frame(json.dumps(ev.response_created("resp_1")).encode()).kind is FrameKind.DURABLE
-    )
+    assert classify_frame(json.dumps(ev.response_created("resp_1")).encode()).kind is FrameKind.DURABLE
 
 
 def test_a_beta_type_is_renamed_in_the_classified_event() -> None:

@@ -84,9 +84,7 @@ class Sideband:
         await self.socket.send(control if isinstance(control, str) else json.dumps(control))
 
     async def next(self) -> dict[str, Any]:
-        event: dict[str, Any] = json.loads(
-            await asyncio.wait_for(self.socket.recv(), EVENT_TIMEOUT_S)
-        )
+        event: dict[str, Any] = json.loads(await asyncio.wait_for(self.socket.recv(), EVENT_TIMEOUT_S))
         self.seen.append(event)
         return event
 

@@ -202,9 +202,7 @@ def test_truncate_checks_bounds_and_cuts_the_transcript() -> None:
             assert negative["error"]["code"] == "integer_below_min_value"
             assert negative["error"]["param"] == "audio_end_ms"
             beyond = await truncate(55960)
-            assert beyond["error"]["message"] == (
-                "Audio content of 1800ms is already shorter than 55960ms"
-            )
+            assert beyond["error"]["message"] == ("Audio content of 1800ms is already shorter than 55960ms")
             truncated = await truncate(900)
             assert truncated == {
                 **truncated,
@@ -303,9 +301,7 @@ def test_server_vad_barge_in_cancels_the_answer_itself() -> None:
             await host.send(response_create())
             answer = await host.until("response.done")
             kinds = types(answer)
-            assert kinds.index("input_audio_buffer.speech_started") > kinds.index(
-                "response.created"
-            )
+            assert kinds.index("input_audio_buffer.speech_started") > kinds.index("response.created")
             done = answer[-1]["response"]
             assert done["status_details"] == {"type": "cancelled", "reason": "turn_detected"}
             after = [await host.next(), await host.next()]
@@ -334,9 +330,7 @@ def test_text_and_out_of_band_responses() -> None:
 
     async def scenario() -> None:
         async with running(Simulator(_silent())) as simulator, sideband(simulator) as host:
-            await host.send(
-                {"type": "response.create", "response": {"output_modalities": ["text"]}}
-            )
+            await host.send({"type": "response.create", "response": {"output_modalities": ["text"]}})
             text = await host.until("response.done")
             assert "response.output_text.done" in types(text)
             assert "output_audio_buffer.started" not in types(text)

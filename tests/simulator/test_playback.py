@@ -51,9 +51,7 @@ def test_playback_keeps_the_recorded_pace() -> None:
     lines = [
         json.dumps({"recording": {"version": 1, "name": "paced"}}),
         json.dumps({"t_ms": 0, "event": {"type": "input_audio_buffer.cleared", "event_id": "e1"}}),
-        json.dumps(
-            {"t_ms": 120, "event": {"type": "input_audio_buffer.cleared", "event_id": "e2"}}
-        ),
+        json.dumps({"t_ms": 120, "event": {"type": "input_audio_buffer.cleared", "event_id": "e2"}}),
         json.dumps({"t_ms": 150, "close": {"code": 4001}}),
     ]
 
@@ -111,9 +109,7 @@ def test_record_call_round_trips_through_the_reader() -> None:
         "attached_at": 100.0,
         "closed_at": 100.5,
         "close_code": 1000,
-        "events": [
-            {"t": 100.25, "event": {"type": "input_audio_buffer.cleared", "event_id": "event_1"}}
-        ],
+        "events": [{"t": 100.25, "event": {"type": "input_audio_buffer.cleared", "event_id": "event_1"}}],
     }
     recording = parse_recording(record_call(log, name="tiny"))
     assert recording.header.name == "tiny"

@@ -1,4 +1,4 @@
-"""Call control over REST (PROTOCOL.md §1.1–1.3) and the simulator's control API."""
+"""Call control over REST (PROTOCOL.md §1.1-1.3) and the simulator's control API."""
 
 from __future__ import annotations
 
@@ -48,9 +48,7 @@ def test_create_call_answers_201_with_location_and_sdp() -> None:
             assert call_id.startswith("rtc_") and call_id in simulator.calls
 
             raw_headers = {**AUTH, "Content-Type": "application/sdp"}
-            status, _, _ = await http(
-                simulator.http_url, "POST", "/v1/realtime/calls", OFFER, raw_headers
-            )
+            status, _, _ = await http(simulator.http_url, "POST", "/v1/realtime/calls", OFFER, raw_headers)
             assert status == 201
 
             _, _, listing = await http(simulator.http_url, "GET", "/_sim/calls")
@@ -128,9 +126,7 @@ def test_put_script_applies_to_new_calls_and_bad_scripts_are_400() -> None:
     async def scenario() -> None:
         async with running(Simulator()) as simulator:
             script = {"name": "put", "model": [{"text": "hello"}]}
-            status, _, _ = await http(
-                simulator.http_url, "PUT", "/_sim/script", json.dumps(script).encode()
-            )
+            status, _, _ = await http(simulator.http_url, "PUT", "/_sim/script", json.dumps(script).encode())
             assert status == 200 and simulator.script.name == "put"
             status, _, _ = await http(
                 simulator.http_url, "PUT", "/_sim/script", b'{"caller": [{"sya": "typo"}]}'

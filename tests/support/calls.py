@@ -17,7 +17,12 @@ def new_session_id() -> str:
 
 def envelope(session_id: str, seq: int, event: dict[str, Any], generation: int = 1) -> dict[str, Any]:
     return EventEnvelope(
-        session_id=session_id, seq=seq, generation=generation, gateway_id=GATEWAY, received_at=time.time(), event=event
+        session_id=session_id,
+        seq=seq,
+        generation=generation,
+        gateway_id=GATEWAY,
+        received_at=time.time(),
+        event=event,
     ).model_dump(mode="json")
 
 
@@ -30,7 +35,12 @@ def spoken_turns(turns: int, *, first_seq: int = 1) -> list[dict[str, Any]]:
     for turn in range(turns):
         user, assistant, response = f"item_u{turn}", f"item_a{turn}", f"resp_{turn}"
         events += [
-            {"type": "input_audio_buffer.speech_started", "event_id": f"ev_ss{turn}", "item_id": user, "audio_start_ms": 100},
+            {
+                "type": "input_audio_buffer.speech_started",
+                "event_id": f"ev_ss{turn}",
+                "item_id": user,
+                "audio_start_ms": 100,
+            },
             {
                 "type": "conversation.item.input_audio_transcription.completed",
                 "event_id": f"ev_uf{turn}",
@@ -39,7 +49,11 @@ def spoken_turns(turns: int, *, first_seq: int = 1) -> list[dict[str, Any]]:
                 "transcript": f"caller line {turn}",
                 "usage": {"type": "duration", "seconds": 1.0},
             },
-            {"type": "response.created", "event_id": f"ev_rc{turn}", "response": {"id": response, "status": "in_progress"}},
+            {
+                "type": "response.created",
+                "event_id": f"ev_rc{turn}",
+                "response": {"id": response, "status": "in_progress"},
+            },
             {
                 "type": "response.output_audio_transcript.done",
                 "event_id": f"ev_af{turn}",
@@ -69,6 +83,9 @@ def admit(session_id: str, instructions: str = "Be brief.") -> None:
     now = time.time()
     with new_session(session_id, GATEWAY) as session:
         session.apply_host({"type": "switchboard.session_created", "instructions": instructions}, now)
-    for event in ({"type": "switchboard.admission_begun"}, {"type": "switchboard.call_attached", "call_id": "rtc_test"}):
+    for event in (
+        {"type": "switchboard.admission_begun"},
+        {"type": "switchboard.call_attached", "call_id": "rtc_test"},
+    ):
         with locked_session(session_id) as session:
             session.apply_host(event, now)

@@ -31,7 +31,7 @@ def _deliver_all(envelopes: list[dict[str, Any]], threads: int) -> None:
                 item = work.pop()
             try:
                 deliver(item)
-            except BaseException as error:  # surfaced below; a thread must not swallow it
+            except BaseException as error:  # noqa: BLE001 (surfaced below; a thread must not swallow it)
                 errors.append(error)
 
     pool = [threading.Thread(target=run) for _ in range(threads)]
@@ -46,7 +46,9 @@ def _control_ids(batches: list[dict[str, Any]]) -> list[str]:
     return [item["id"] for batch in batches for item in batch["items"] if item["kind"] == "control"]
 
 
-def test_racing_workers_apply_out_of_order_events_once_in_seq_order(worker_runtime: Any, control_inbox: Any) -> None:
+def test_racing_workers_apply_out_of_order_events_once_in_seq_order(
+    worker_runtime: Any, control_inbox: Any
+) -> None:
     """Four threads delivering a shuffled, duplicated stream apply each seq once, in seq order,
     and the controls reach the gateway queue once each, in apply order."""
     session_id = new_session_id()
@@ -66,7 +68,9 @@ def test_racing_workers_apply_out_of_order_events_once_in_seq_order(worker_runti
     assert {event["disposition"] for event in logged} == {"applied"}
     by_order = sorted(logged, key=lambda event: event["applied_order"])
     assert [event["seq"] for event in by_order] == list(range(1, len(events) + 1))
-    user_finals = [seq for seq, event in enumerate(events, 1) if event["type"].endswith("transcription.completed")]
+    user_finals = [
+        seq for seq, event in enumerate(events, 1) if event["type"].endswith("transcription.completed")
+    ]
     assert _control_ids(drain(control_inbox)) == ["ctl_1_0"] + [f"ctl_{seq}_0" for seq in user_finals]
     transcripts = TranscriptItemRow.select().where(TranscriptItemRow.session == session_id)
     assert transcripts.count() == 8
@@ -126,7 +130,7 @@ def test_the_state_equals_the_fold_of_the_applied_log(worker_runtime: Any, contr
     """Re-folding the log in applied order reproduces the stored state (invariant 4)."""
     session_id = new_session_id()
     admit(session_id)
-    events = spoken_turns(3) + [{"type": "switchboard.end_requested", "reason": "ended_by_api"}]
+    events = [*spoken_turns(3), {"type": "switchboard.end_requested", "reason": "ended_by_api"}]
     events.append({**spoken_turns(1)[3], "event_id": "ev_after_end"})  # a late user final
     stream = [envelope(session_id, seq, event) for seq, event in enumerate(events, start=1)]
     random.Random(3).shuffle(stream)
