@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"switchboard: {error}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # pgserver narrates initdb and every start at INFO; Switchboard says what it started itself.
+    logging.getLogger("pgserver").setLevel(logging.WARNING)
     if arguments.command == "gateway":
         return run_gateway(settings, arguments.port, arguments.ws_port)
     if arguments.command == "worker":
