@@ -1,0 +1,133 @@
+"""The gateway's own rules, against a real provider socket and real Redis: each control is
+sent once, controls of a superseded generation are dropped, transcript deltas are bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from websockets.asyncio.server import ServerConnection, serve
+
+from gateway.app import Gateway
+from gateway.live import LiveHub
+from gateway.provider import SimulatedRealtime
+from gateway.sockets import CallSocket
+from pipeline.config import Settings
+from pipeline.envelope import OutboundBatch, SendControl
+from pipeline.limits import MAXIMUM_LIVE_TRANSCRIPT_BYTES
+from switchboard.services import Services
+from workers.broker import make_broker
+
+
+class Provider:
+    """A bare sideband endpoint that records every frame it receives."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        self.url = ""
+
+    async def handler(self, connection: ServerConnection) -> None:
+        async for frame in connection:
+            self.received.append(json.loads(frame))
+
+
+@asynccontextmanager
+async def running_provider() -> AsyncIterator[Provider]:
+    endpoint = Provider()
+    async with serve(endpoint.handler, "127.0.0.1", 0) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        endpoint.url = f"ws://127.0.0.1:{port}/v1"
+        yield endpoint
+
+
+async def _open_socket(provider: Provider, host_events: list[dict[str, Any]]) -> CallSocket:
+    socket = CallSocket(
+        "sess_x",
+        "rtc_x",
+        1,
+        f"{provider.url}/realtime?call_id=rtc_x",
+        {"Authorization": "Bearer sk-test"},
+        on_frame=lambda *_: None,
+        on_host_event=lambda _socket, event: host_events.append(event),
+    )
+    socket.start()
+    for _ in range(200):
+        if host_events:
+            break
+        await asyncio.sleep(0.01)
+    return socket
+
+
+def test_a_control_id_is_sent_once_however_often_it_arrives() -> None:
+    """A re-emitted control (the same id after a rolled-back transaction) reaches the provider once."""
+    asyncio.run(_send_twice())
+
+
+async def _send_twice() -> None:
+    async with running_provider() as provider:
+        host_events: list[dict[str, Any]] = []
+        socket = await _open_socket(provider, host_events)
+        assert host_events[0] == {"type": "switchboard.sideband_connected", "call_id": "rtc_x"}
+        control = {"type": "response.create", "event_id": "ctl_4_0"}
+        assert await socket.send("ctl_4_0", control) is True
+        assert await socket.send("ctl_4_0", control) is False
+        assert await socket.send("ctl_5_0", {"type": "response.cancel", "event_id": "ctl_5_0"}) is True
+        await socket.close()
+        await asyncio.sleep(0.05)
+        assert [frame["event_id"] for frame in provider.received] == ["ctl_4_0", "ctl_5_0"]
+        assert host_events[-1]["type"] == "switchboard.sideband_closed"
+        assert host_events[-1]["by_host"] is True
+
+
+def test_controls_for_another_generation_are_dropped(services: Services) -> None:
+    """A batch stamped with a superseded generation never reaches the current socket."""
+    asyncio.run(_stale_generation(services))
+
+
+async def _stale_generation(services: Services) -> None:
+    async with running_provider() as provider:
+        settings = Settings(gateway_id="gw-generation-test", gateway_port=0, gateway_ws_port=0)
+        broker = make_broker(services.redis_url, namespace="sbtest-generation")
+        gateway = Gateway(
+            settings,
+            services.redis_url,
+            services.kombu_url,
+            broker,
+            SimulatedRealtime(provider.url, provider.url, "sk", "m"),
+        )
+        host_events: list[dict[str, Any]] = []
+        socket = await _open_socket(provider, host_events)
+        socket.generation = 2
+        gateway.sockets["sess_x"] = socket
+        stale = OutboundBatch(
+            session_id="sess_x",
+            generation=1,
+            items=(SendControl(id="ctl_9_0", control={"type": "response.cancel"}),),
+        )
+        current = OutboundBatch(
+            session_id="sess_x",
+            generation=2,
+            items=(SendControl(id="ctl_10_0", control={"type": "response.cancel"}),),
+        )
+        await gateway._carry_out(stale)
+        await gateway._carry_out(current)
+        await socket.close()
+        await asyncio.sleep(0.05)
+        assert provider.received == [{"type": "response.cancel"}]
+        gateway.sink.close()
+
+
+def test_live_transcripts_stop_growing_at_the_bound() -> None:
+    """An item's live transcript accumulates deltas up to 16,000 bytes and no further."""
+    hub = LiveHub()
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    hub._subscribers["sess_x"] = {queue}
+    chunk = "é" * 1000  # 2,000 bytes a delta
+    for _ in range(10):
+        hub.delta("sess_x", "assistant", "item_1", chunk)
+    texts = [json.loads(queue.get_nowait())["text"] for _ in range(queue.qsize())]
+    assert len(texts) == MAXIMUM_LIVE_TRANSCRIPT_BYTES // 2000
+    assert len(texts[-1].encode()) == MAXIMUM_LIVE_TRANSCRIPT_BYTES
