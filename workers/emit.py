@@ -7,13 +7,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from kombu import Connection, Exchange, Producer, Queue
+from kombu import Connection, Exchange, Producer
 from kombu.transport import redis as kombu_redis
 
 from pipeline.envelope import Outbound, OutboundBatch
 from pipeline.names import control_queue
 
-# The default exchange routes by queue name; a queue is declared once per thread.
+# The anonymous (default) exchange routes by queue name.
 _DIRECT = Exchange("", type="direct")
 
 
@@ -48,29 +48,27 @@ class ControlPublisher:
         if not items:
             return
         batch = OutboundBatch(session_id=session_id, generation=generation, items=tuple(items))
-        producer, declared = self._producer()
-        name = control_queue(gateway_id)
-        declare = []
-        if name not in declared:
-            declare = [Queue(name, exchange=_DIRECT, routing_key=name)]
-            declared.add(name)
-        producer.publish(
+        # The anonymous exchange delivers straight to the list named by the routing key, so
+        # nothing is declared here: the gateway declares its own queue when it starts.
+        self._producer().publish(
             batch.model_dump(mode="json"),
             exchange=_DIRECT,
-            routing_key=name,
+            routing_key=control_queue(gateway_id),
             serializer="json",
-            declare=declare,
             retry=True,
             retry_policy={"max_retries": 3, "interval_start": 0.05, "interval_step": 0.1},
         )
 
-    def _producer(self) -> tuple[Producer, set[str]]:
+    def warm(self) -> None:
+        """Open this thread's connection now rather than on its first publish."""
+        self._producer().channel.client.ping()
+
+    def _producer(self) -> Producer:
         local = self._local
         if getattr(local, "producer", None) is None:
             local.connection = Connection(self._url, transport=_PublishingTransport)
             local.producer = Producer(local.connection.channel())
-            local.declared = set()
-        return local.producer, local.declared
+        return local.producer
 
     def close(self) -> None:
         connection = getattr(self._local, "connection", None)

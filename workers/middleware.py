@@ -1,7 +1,9 @@
-"""Dramatiq middleware: the session id travels to Sentry as a tag."""
+"""Dramatiq middleware: the session id travels to Sentry as a tag; worker threads open their
+connections when they start, not on the first event of a call."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import dramatiq
@@ -15,6 +17,18 @@ class SessionTag(dramatiq.Middleware):
         session_id = _session_of(message)
         if session_id is not None:
             sentry_sdk.set_tag("session_id", session_id)
+
+
+class WarmConnections(dramatiq.Middleware):
+    """Opens each worker thread's PostgreSQL connection and control-queue producer as the
+    thread boots. Both are per thread and opened lazily otherwise, so the first event each
+    thread handles would pay for a connect (measured: 10-100 ms) in the middle of a call."""
+
+    def __init__(self, warm: Callable[[], None]) -> None:
+        self._warm = warm
+
+    def after_worker_thread_boot(self, broker: dramatiq.Broker, thread: Any) -> None:
+        self._warm()
 
 
 def _session_of(message: dramatiq.Message[Any]) -> str | None:

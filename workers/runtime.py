@@ -12,12 +12,12 @@ from dataclasses import dataclass
 import dramatiq
 import dramatiq.brokers.redis
 
-from models.db import connect
+from models.db import connect, database
 from pipeline.config import Settings, kombu_url_for, settings_from
 from pipeline.names import TOOL_RUNS_QUEUE
 from workers.broker import make_broker
 from workers.emit import ControlPublisher
-from workers.middleware import SessionTag
+from workers.middleware import SessionTag, WarmConnections
 
 
 @dataclass
@@ -45,11 +45,18 @@ def configure(settings: Settings, database_url: str, redis_url: str, kombu_url: 
         consumer=settings.broker_consumer,
         heartbeat_timeout_ms=settings.broker_heartbeat_timeout_ms,
     )
+    publisher = ControlPublisher(kombu_url)
+
+    def warm() -> None:
+        database.connect(reuse_if_open=True)
+        publisher.warm()
+
     broker.add_middleware(SessionTag())
+    broker.add_middleware(WarmConnections(warm))
     # Declared up front so a tool_runs worker can start before the tools work adds its actors.
     broker.declare_queue(TOOL_RUNS_QUEUE)
     dramatiq.set_broker(broker)
-    _current = Runtime(settings, database_url, redis_url, kombu_url, broker, ControlPublisher(kombu_url))
+    _current = Runtime(settings, database_url, redis_url, kombu_url, broker, publisher)
     return _current
 
 
