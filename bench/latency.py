@@ -120,7 +120,7 @@ def measure_floor(database_url: str, redis_url: str) -> dict[str, Any]:
     import psycopg2
     import redis
 
-    from switchboard.services import parse_database_url
+    from models.db import parse_database_url
 
     key = f"switchboard:floor:{time.time_ns()}"
     pusher, popper = redis.Redis.from_url(redis_url), redis.Redis.from_url(redis_url)

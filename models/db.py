@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlparse
 
+import psycopg2.extensions
 from peewee import (
     BigAutoField,
     BigIntegerField,
@@ -32,30 +32,24 @@ STATEMENT_TIMEOUT_MS = 10_000
 
 def connect(database_url: str) -> PostgresqlDatabase:
     """Bind the tables to a database URL (connections open lazily, one per thread)."""
-    handle = PostgresqlDatabase(**database_arguments(database_url))
+    arguments = parse_database_url(database_url)
+    arguments["options"] = f"-c lock_timeout={LOCK_TIMEOUT_MS} -c statement_timeout={STATEMENT_TIMEOUT_MS}"
+    handle = PostgresqlDatabase(**arguments)
     database.initialize(handle)
     return handle
 
 
-def database_arguments(url: str) -> dict[str, Any]:
-    """peewee/psycopg2 arguments from a `postgresql://user:pass@host:port/db?host=…` URL."""
-    parsed = urlparse(url)
-    if parsed.scheme not in ("postgres", "postgresql"):
-        raise ValueError(f"not a PostgreSQL URL: {url!r}")
-    arguments: dict[str, Any] = {
-        "database": unquote(parsed.path.lstrip("/")) or "postgres",
-        "options": f"-c lock_timeout={LOCK_TIMEOUT_MS} -c statement_timeout={STATEMENT_TIMEOUT_MS}",
-    }
-    if parsed.username:
-        arguments["user"] = unquote(parsed.username)
-    if parsed.password:
-        arguments["password"] = unquote(parsed.password)
-    if parsed.hostname:
-        arguments["host"] = parsed.hostname
-    if parsed.port:
-        arguments["port"] = parsed.port
-    for key, values in parse_qs(parsed.query).items():
-        arguments[key] = values[-1]
+def parse_database_url(url: str) -> dict[str, Any]:
+    """Keyword arguments for peewee: ``PostgresqlDatabase(**parse_database_url(url))``.
+
+    libpq parses the URL, so a socket directory in ``?host=``, percent-escapes and any other
+    libpq parameter (``sslmode``, ``connect_timeout`` …) mean what they mean to psycopg2.
+    """
+    options: dict[str, Any] = dict(psycopg2.extensions.parse_dsn(url))
+    arguments: dict[str, Any] = {"database": options.pop("dbname", None)}
+    if "port" in options:
+        arguments["port"] = int(options.pop("port"))
+    arguments.update(options)
     return arguments
 
 

@@ -348,17 +348,3 @@ def postgres_url(database_name: str, host: str, port: int | None = None) -> str:
         return f"postgresql://{POSTGRES_USER}@/{database}?host={quote(host)}{port_part}"
     port_part = f":{port}" if port else ""
     return f"postgresql://{POSTGRES_USER}@{host}{port_part}/{database}"
-
-
-def parse_database_url(url: str) -> dict[str, Any]:
-    """Keyword arguments for peewee: ``PostgresqlDatabase(**parse_database_url(url))``.
-
-    libpq parses the URL, so a socket directory in ``?host=``, percent-escapes and any other
-    libpq parameter (``sslmode``, ``connect_timeout`` …) mean what they mean to psycopg2.
-    """
-    options: dict[str, Any] = dict(psycopg2.extensions.parse_dsn(url))
-    arguments: dict[str, Any] = {"database": options.pop("dbname", None)}
-    if "port" in options:
-        arguments["port"] = int(options.pop("port"))
-    arguments.update(options)
-    return arguments

@@ -18,10 +18,10 @@ import pytest
 import redis
 from psycopg2 import sql
 
+from models.db import parse_database_url
 from pipeline.config import kombu_url_for
 from switchboard.services import (
     ensure_database,
-    parse_database_url,
     resolve_services,
 )
 
@@ -33,7 +33,7 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 # What another process (a worker, the gateway) does with the URLs it is handed.
 CHILD_SCRIPT = """
 import json, os, kombu, peewee, redis
-from switchboard.services import parse_database_url
+from models.db import parse_database_url
 
 db = peewee.PostgresqlDatabase(**parse_database_url(os.environ["DATABASE_URL"]))
 database, = db.execute_sql("select current_database()").fetchone()

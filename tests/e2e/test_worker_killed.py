@@ -6,8 +6,9 @@ from typing import Any
 
 import psycopg2
 
+from models.db import parse_database_url
 from switchboard.client import Client
-from switchboard.services import Services, parse_database_url
+from switchboard.services import Services
 from switchboard.stack import Stack, wait_until
 from tests.e2e.conftest import simulator_call
 
