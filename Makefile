@@ -21,6 +21,8 @@ test: $(INSTALLED)
 
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy pipeline models workers gateway simulator switchboard bench
 
 bench: $(INSTALLED)
 	$(PY) -m switchboard bench latency

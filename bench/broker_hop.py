@@ -23,6 +23,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 # Run as a script from the repository root, so the project's packages are not on sys.path yet.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -57,7 +58,7 @@ def ready_key(namespace: str) -> str:
     return f"{namespace}:bench.ready"
 
 
-def declare_hop(broker: dramatiq.Broker, redis_url: str, namespace: str) -> dramatiq.Actor:
+def declare_hop(broker: dramatiq.Broker, redis_url: str, namespace: str) -> dramatiq.Actor[Any, Any]:
     """The measured actor: it records how long ago its message was sent, in ms."""
     client = redis.Redis.from_url(redis_url)
     key = results_key(namespace)
@@ -66,7 +67,10 @@ def declare_hop(broker: dramatiq.Broker, redis_url: str, namespace: str) -> dram
         started_ms = (time.time() - sent_at) * 1000
         client.rpush(key, f"{tag}:{started_ms}")
 
-    return dramatiq.actor(hop, broker=broker, queue_name=QUEUE_NAME, actor_name="hop")
+    declared: dramatiq.Actor[Any, Any] = dramatiq.actor(
+        broker=broker, queue_name=QUEUE_NAME, actor_name="hop"
+    )(hop)
+    return declared
 
 
 def run_worker(kind: BrokerKind, redis_url: str, namespace: str) -> None:
@@ -83,7 +87,7 @@ def run_worker(kind: BrokerKind, redis_url: str, namespace: str) -> None:
     broker.close()
 
 
-def send_paced(actor: dramatiq.Actor, tag: str, count: int, gap_s: float) -> None:
+def send_paced(actor: dramatiq.Actor[Any, Any], tag: str, count: int, gap_s: float) -> None:
     """Send ``count`` messages ``gap_s`` apart on a fixed schedule, so slow sends don't drift."""
     start = time.perf_counter()
     for index in range(count):
@@ -97,7 +101,8 @@ def collect(client: redis.Redis, namespace: str, tag: str, count: int) -> list[f
     """Wait for ``count`` latencies tagged ``tag`` and return them."""
     give_up_at = time.monotonic() + COLLECT_DEADLINE_S
     while time.monotonic() < give_up_at:
-        rows = [row.decode().split(":") for row in client.lrange(results_key(namespace), 0, -1)]
+        listed: list[bytes] = client.lrange(results_key(namespace), 0, -1)  # type: ignore[assignment]
+        rows = [row.decode().split(":") for row in listed]
         values = [float(value) for row_tag, value in rows if row_tag == tag]
         if len(values) >= count:
             return values

@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 import dramatiq
-from kombu import Connection, Exchange, Queue
+from kombu import Connection, Exchange, Queue  # type: ignore[attr-defined]
 from pydantic import ValidationError
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers

@@ -74,7 +74,7 @@ def merge_session(current: dict[str, Any], update: dict[str, Any]) -> dict[str, 
             and isinstance(value, dict)
             and (value.get("type", old.get("type")) == old.get("type"))
         )
-        merged[key] = merge_session(old, value) if is_same_kind else copy.deepcopy(value)
+        merged[key] = merge_session(old, value) if is_same_kind else copy.deepcopy(value)  # type: ignore[arg-type]
     return merged
 
 

@@ -117,7 +117,9 @@ async def record_scripted_call(script: str | Path, *, description: str = "") -> 
         log = simulator.calls[call_id]
         if log.errors:
             raise RuntimeError(f"the recorded call broke the wire oracle: {log.errors}")
-        return record_call(log, name=call_script.name, instructions=INSTRUCTIONS, description=description)
+        return record_call(
+            log.as_json(), name=call_script.name, instructions=INSTRUCTIONS, description=description
+        )
     finally:
         await simulator.stop()
 

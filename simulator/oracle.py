@@ -45,7 +45,7 @@ def _tagged(alias: Any) -> TypeAdapter[Any]:
     # The SDK alias is Annotated[Union[...], PropertyInfo]; pydantic only sees a smart union in it,
     # which reports a hundred mismatches for one bad event instead of the one that matters.
     members = typing.get_args(typing.get_args(alias)[0])
-    return TypeAdapter(Annotated[Union[members], Field(discriminator="type")])  # noqa: UP007
+    return TypeAdapter(Annotated[Union[members], Field(discriminator="type")])  # type: ignore[arg-type]  # noqa: UP007
 
 
 @functools.cache

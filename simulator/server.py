@@ -329,7 +329,7 @@ def _read_offer(content_type: str, body: bytes) -> tuple[str, dict[str, Any] | N
     if not message.is_multipart():
         raise ValueError("The multipart body could not be read.")
     fields: dict[str, bytes] = {}
-    for part in message.iter_parts():  # type: ignore[attr-defined]
+    for part in message.iter_parts():
         name = part.get_param("name", header="content-disposition")
         payload = part.get_payload(decode=True)
         if isinstance(name, str) and isinstance(payload, bytes):

@@ -137,6 +137,7 @@ def find_or_start_postgres(
 ) -> tuple[str, Callable[[], None] | None]:
     """The URL of ``database_name`` on the local PostgreSQL, or on an embedded one started here."""
     stop: Callable[[], None] | None = None
+    port: int | None
     if is_postgres_answering(*probe):
         host, port = probe
     else:
@@ -196,7 +197,7 @@ def is_redis_answering(host: str, port: int) -> bool:
         socket_timeout=PROBE_TIMEOUT_S,
         socket_connect_timeout=PROBE_TIMEOUT_S,
         # redis-py retries by default; a probe wants one honest answer.
-        retry=None,
+        retry=None,  # type: ignore[arg-type]
     )
     try:
         return bool(client.ping())
@@ -216,11 +217,11 @@ def start_embedded_postgres(data_dir: Path, *, log: Log) -> tuple[str, int | Non
         # to /tmp/runtime-<uid>), which is normal in containers and CI.
         warnings.simplefilter("ignore")
         import pgserver
-        from pgserver import pg_ctl
+        from pgserver import pg_ctl  # type: ignore[attr-defined]
 
     pg_dir = data_dir / "pg"
     pg_dir.parent.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(pg_dir)
+    server = pgserver.get_server(pg_dir)  # type: ignore[attr-defined]
     info = server.get_postmaster_info()
     if info.socket_dir is None:
         raise RuntimeError(f"embedded PostgreSQL in {pg_dir} has no unix socket: {info}")
@@ -311,7 +312,7 @@ def has_exited(pid: int) -> bool:
     # A daemonized server is reparented to PID 1, which reaps it when it gets round to it;
     # until then it is a zombie that holds no socket and no data.
     try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
         return True
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from kombu import Connection, Exchange, Producer
+from kombu import Connection, Exchange, Producer  # type: ignore[attr-defined]
 from kombu.transport import redis as kombu_redis
 
 from pipeline.envelope import Outbound, OutboundBatch
@@ -17,7 +17,7 @@ from pipeline.names import control_queue
 _DIRECT = Exchange("", type="direct")
 
 
-class _PublishingChannel(kombu_redis.Channel):  # type: ignore[misc]
+class _PublishingChannel(kombu_redis.Channel):
     """kombu's Redis channel builds a new redis-py client for every publish (a third of a
     millisecond with redis-py 8); a publishing channel keeps one per channel instead."""
 
@@ -32,7 +32,7 @@ class _PublishingChannel(kombu_redis.Channel):  # type: ignore[misc]
         yield cached
 
 
-class _PublishingTransport(kombu_redis.Transport):  # type: ignore[misc]
+class _PublishingTransport(kombu_redis.Transport):
     Channel = _PublishingChannel
 
 
@@ -68,7 +68,8 @@ class ControlPublisher:
         if getattr(local, "producer", None) is None:
             local.connection = Connection(self._url, transport=_PublishingTransport)
             local.producer = Producer(local.connection.channel())
-        return local.producer
+        producer: Producer = local.producer
+        return producer
 
     def close(self) -> None:
         connection = getattr(self._local, "connection", None)

@@ -13,7 +13,7 @@ import sentry_sdk
 class SessionTag(dramatiq.Middleware):
     """Tags the Sentry scope of each message with the session it concerns."""
 
-    def before_process_message(self, broker: dramatiq.Broker, message: dramatiq.Message[Any]) -> None:
+    def before_process_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
         session_id = _session_of(message)
         if session_id is not None:
             sentry_sdk.set_tag("session_id", session_id)
@@ -31,7 +31,7 @@ class WarmConnections(dramatiq.Middleware):
         self._warm()
 
 
-def _session_of(message: dramatiq.Message[Any]) -> str | None:
+def _session_of(message: dramatiq.MessageProxy) -> str | None:
     if "session_id" in message.kwargs:
         return str(message.kwargs["session_id"])
     for argument in message.args:
