@@ -27,7 +27,7 @@ from workers import runtime
 _runtime = runtime.current()
 
 # Events of a live call are worth little seconds later: retry fast, a few times, then the
-# dead-letter queue (where `switchboard dlq` can replay them).
+# dead-letter queue.
 _EVENT_POLICY: dict[str, Any] = {"max_retries": 3, "min_backoff": 20, "max_backoff": 500}
 _REQUEST_POLICY: dict[str, Any] = {"max_retries": 1, "min_backoff": 50, "max_backoff": 200}
 # Refusals and bad input can never succeed: straight to the dead letters, no retry.
@@ -122,9 +122,14 @@ def attach_call(request_id: str, gateway_id: str, session_id: str, call_id: str,
         with locked_session(session_id) as session:
             applied = session.apply_host(event, now)
             _publish(session, applied)
-            status = str(session.state.phase)
+            state = session.state
         _after_commit(session_id, applied)
-        return 200, {"session_id": session_id, "status": status, "call_id": call_id}
+        if state.is_terminal:
+            # The session ended while the call was being created (the admission timeout):
+            # the fresh call is hung up by the directive just published.
+            message = f"session is {state.phase} ({state.end_reason}); the new call was hung up"
+            return 409, {"error": {"code": "session_ended", "message": message}}
+        return 200, {"session_id": session_id, "status": str(state.phase), "call_id": call_id}
 
     _answer(request_id, gateway_id, attach)
 

@@ -1,0 +1,54 @@
+"""Admission under the row lock, on real PostgreSQL and Redis."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from models.sessions import locked_session, new_session
+from tests.support.calls import GATEWAY, new_session_id
+from tests.workers.conftest import drain
+
+
+def test_a_call_created_after_the_admission_timeout_is_hung_up_and_refused(
+    worker_runtime: Any, control_inbox: Any
+) -> None:
+    """When the admission timer fails a session while its call is being created, attaching the
+    call answers 409 and tells the gateway to hang that call up."""
+    from workers.actors import attach_call, session_timer
+
+    session_id = new_session_id()
+    with new_session(session_id, GATEWAY) as session:
+        session.apply_host({"type": "switchboard.session_created", "instructions": "Hi."}, time.time())
+    with locked_session(session_id) as session:
+        session.apply_host({"type": "switchboard.admission_begun"}, time.time())
+    session_timer.fn(session_id=session_id, name="admission_timeout")
+    drain(control_inbox)
+
+    attach_call.fn(
+        request_id="req_1", gateway_id=GATEWAY, session_id=session_id, call_id="rtc_late", now=time.time()
+    )
+
+    items = [item for batch in drain(control_inbox) for item in batch["items"]]
+    close = [item for item in items if item["kind"] == "close_call"]
+    assert [(c["call_id"], c["hangup"]) for c in close] == [("rtc_late", True)]
+    (reply,) = [item for item in items if item["kind"] == "reply"]
+    assert (reply["status"], reply["body"]["error"]["code"]) == (409, "session_ended")
+
+
+def test_connect_is_refused_unless_the_session_was_just_created(
+    worker_runtime: Any, control_inbox: Any
+) -> None:
+    """A second begin_admission answers 409 admission_refused and changes nothing."""
+    from workers.actors import begin_admission
+
+    session_id = new_session_id()
+    with new_session(session_id, GATEWAY) as session:
+        session.apply_host({"type": "switchboard.session_created", "instructions": "Hi."}, time.time())
+    begin_admission.fn(request_id="req_1", gateway_id=GATEWAY, session_id=session_id, now=time.time())
+    begin_admission.fn(request_id="req_2", gateway_id=GATEWAY, session_id=session_id, now=time.time())
+    replies = [item for batch in drain(control_inbox) for item in batch["items"] if item["kind"] == "reply"]
+    assert [(reply["request_id"], reply["status"]) for reply in replies] == [("req_1", 200), ("req_2", 409)]
+    assert replies[1]["body"]["error"]["code"] == "admission_refused"
+    with locked_session(session_id) as session:
+        assert session.state.phase == "admitting"
