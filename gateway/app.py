@@ -35,6 +35,9 @@ from switchboard.http import Request, Response, serve_http
 
 logger = logging.getLogger(__name__)
 
+# After a control-queue connection failure, the consumer waits this long before reconnecting.
+CONTROL_QUEUE_RECONNECT_S = 0.5
+
 _SESSION_PATH = re.compile(r"^/v1/sessions/(?P<id>[A-Za-z0-9_\-]{1,64})(?P<action>/connect|/end|/live)?$")
 _USER_TRANSCRIPT_PREFIX = "conversation.item.input_audio_transcription."
 
@@ -140,6 +143,17 @@ class Gateway:
     # ── outbound: controls and directives from the workers ─────────────────────────────
 
     def _consume_controls(self, loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        """The control queue's consumer thread: it outlives connection failures (a Redis
+        restart), reconnecting until the gateway stops."""
+        while not self._stopping.is_set():
+            try:
+                self._drain_control_queue(loop, ready)
+            except Exception:  # any failure of the connection: log, wait, reconnect
+                logger.exception("control queue consumer failed; reconnecting")
+                self._stopping.wait(CONTROL_QUEUE_RECONNECT_S)
+        ready.set()
+
+    def _drain_control_queue(self, loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
         name = control_queue(self.gateway_id)
         with Connection(self._kombu_url) as connection:
             # Acknowledged on receipt (no_ack): the batch is handed to the event loop at once, and
@@ -148,17 +162,15 @@ class Gateway:
                 Queue(name, exchange=Exchange("", type="direct"), routing_key=name, no_ack=True)
             )
             ready.set()
-            while not self._stopping.is_set():
-                try:
-                    message = queue.get(block=True, timeout=1)
-                except queue.Empty:
-                    continue
-                except OSError:
-                    logger.exception("control queue connection failed; retrying")
-                    time.sleep(0.5)
-                    continue
-                loop.call_soon_threadsafe(self._inbox.put_nowait, message.payload)
-            queue.close()
+            try:
+                while not self._stopping.is_set():
+                    try:
+                        message = queue.get(block=True, timeout=1)
+                    except queue.Empty:
+                        continue
+                    loop.call_soon_threadsafe(self._inbox.put_nowait, message.payload)
+            finally:
+                queue.close()
 
     async def _dispatch_outbound(self) -> None:
         while True:

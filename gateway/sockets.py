@@ -81,7 +81,11 @@ class CallSocket:
         self._on_host_event(self, {"type": "switchboard.sideband_connected", "call_id": self.call_id})
         try:
             async for frame in connection:
-                self._on_frame(self, frame, time.time())
+                received_at = time.time()
+                try:
+                    self._on_frame(self, frame, received_at)
+                except Exception:  # one frame's failure must not end the call's socket
+                    logger.exception("frame handling failed on %s", self.session_id)
         except ConnectionClosed:
             pass
         finally:

