@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from models.db import IncidentRow, SessionEventRow, SessionRow, TranscriptItemRow
+from models.db import IncidentRow, SessionEventRow, SessionRow, TranscriptItemRow, database
 from pipeline.errors import SessionNotFound
 
 
@@ -52,7 +52,7 @@ def session_record(session_id: str, *, with_events: bool = False) -> dict[str, A
         "ended_at": row.ended_at.isoformat() if row.ended_at else None,
         "transcript": transcripts,
         "incidents": incidents,
-        "tool_steps": [],
+        "tool_steps": _tool_steps(session_id),
         "events": _disposition_counts(session_id),
     }
     if with_events:
@@ -75,6 +75,26 @@ def event_log(session_id: str) -> list[dict[str, Any]]:
         for event in SessionEventRow.select()
         .where(SessionEventRow.session == session_id)
         .order_by(SessionEventRow.id)
+    ]
+
+
+def _tool_steps(session_id: str) -> list[dict[str, Any]]:
+    cursor = database.execute_sql(
+        "SELECT provider_call_id, tool_name, tool_version, status, error, elapsed_ms, sequence"
+        " FROM tool_steps WHERE session_id = %s ORDER BY sequence",
+        (session_id,),
+    )
+    return [
+        {
+            "call_id": call_id,
+            "tool": name,
+            "version": version,
+            "status": status,
+            "error": error,
+            "elapsed_ms": elapsed_ms,
+            "sequence": sequence,
+        }
+        for call_id, name, version, status, error, elapsed_ms, sequence in cursor.fetchall()
     ]
 
 

@@ -204,6 +204,11 @@ class LockedSession:
     def applied_seq(self) -> int:
         return self._head.applied_seq
 
+    def execute(self, sql: str, parameters: Any = ()) -> Any:
+        """Run SQL inside this locked transaction (for the other tables a session owns)."""
+        self._cursor.execute(sql, parameters)
+        return self._cursor
+
     # ── numbered events ────────────────────────────────────────────────────────────────
 
     def deliver(self, envelope: EventEnvelope) -> Applied:

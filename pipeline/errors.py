@@ -5,7 +5,10 @@ SwitchboardError
 │   ├── SessionNotFound
 │   ├── SessionExists
 │   ├── SessionEnded
-│   └── AdmissionRefused
+│   ├── AdmissionRefused
+│   ├── ProviderCallIdConflict  the same call id requested with a different identity
+│   ├── ToolStepTerminal        a finished tool step cannot start again
+│   └── ToolOutcomeConflict     a finished tool step cannot take a different outcome
 ├── BadInput                 input that can never become valid; recorded, never retried
 │   ├── MalformedFrame       a provider frame that is not JSON or not a known shape
 │   ├── OversizedFrame
@@ -45,6 +48,18 @@ class SessionEnded(Refusal):
 
 class AdmissionRefused(Refusal):
     code = "admission_refused"
+
+
+class ProviderCallIdConflict(Refusal):
+    code = "provider_call_id_conflict"
+
+
+class ToolStepTerminal(Refusal):
+    code = "tool_step_is_terminal"
+
+
+class ToolOutcomeConflict(Refusal):
+    code = "tool_outcome_conflict"
 
 
 class BadInput(SwitchboardError):

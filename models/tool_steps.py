@@ -1,0 +1,214 @@
+"""Durable tool steps in PostgreSQL, changed only under their session's row lock.
+
+The rules are the seeds': a function call is requested once (same identity → the same step;
+another identity for the same call id → `ProviderCallIdConflict`), starts once, and takes one
+terminal outcome that no different outcome can overwrite.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from models.sessions import LockedSession
+from pipeline.errors import ProviderCallIdConflict, ToolOutcomeConflict, ToolStepTerminal
+from pipeline.tool_steps import ToolStep, ToolStepIdentity, outcome_digest
+from pipeline.tools import ToolError, ToolOutcome
+
+_COLUMNS = (
+    "session_id, provider_call_id, provider_item_id, provider_response_id, turn_input_item_id,"
+    " tool_name, tool_version, catalog_digest, side_effect, raw_arguments, argument_digest,"
+    " invocation_key, sequence, status, result, error, outcome_digest, elapsed_ms,"
+    " requested_at, started_at, completed_at"
+)
+
+SELECT_STEP = f"SELECT {_COLUMNS} FROM tool_steps WHERE session_id = %s AND provider_call_id = %s"
+
+INSERT_STEP = """
+INSERT INTO tool_steps (session_id, provider_call_id, provider_item_id, provider_response_id,
+    turn_input_item_id, tool_name, tool_version, catalog_digest, side_effect, raw_arguments,
+    argument_digest, invocation_key, sequence, status)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
+    (SELECT coalesce(max(sequence), 0) + 1 FROM tool_steps WHERE session_id = %s), 'requested')
+"""
+
+START_STEP = """
+UPDATE tool_steps SET status = 'running', started_at = now()
+ WHERE session_id = %s AND provider_call_id = %s AND status = 'requested'
+"""
+
+FINISH_STEP = """
+UPDATE tool_steps SET status = %s, result = %s::jsonb, error = %s::jsonb, outcome_digest = %s,
+    elapsed_ms = %s, completed_at = now()
+ WHERE session_id = %s AND provider_call_id = %s AND status IN ('requested', 'running')
+"""
+
+ACTIVE_STEPS = f"""
+SELECT {_COLUMNS} FROM tool_steps
+ WHERE session_id = %s AND status IN ('requested', 'running') ORDER BY sequence
+"""
+
+ALL_STEPS = f"SELECT {_COLUMNS} FROM tool_steps WHERE session_id = %s ORDER BY sequence"
+
+_IDENTITY_FIELDS = (
+    "provider_item_id",
+    "provider_response_id",
+    "turn_input_item_id",
+    "tool_name",
+    "tool_version",
+    "catalog_digest",
+    "side_effect",
+    "raw_arguments",
+)
+
+
+def find_step(session: LockedSession, provider_call_id: str) -> ToolStep | None:
+    row = session.execute(SELECT_STEP, (session.id, provider_call_id)).fetchone()
+    return None if row is None else _step(row)
+
+
+def request_step(
+    session: LockedSession, identity: ToolStepIdentity
+) -> tuple[ToolStep, Literal["created", "existing"]]:
+    """The step for this function call: created now, or the existing one with the same
+    identity. Another identity under the same call id is refused."""
+    existing = find_step(session, identity.provider_call_id)
+    if existing is not None:
+        if existing.identity != identity:
+            differing = [
+                name
+                for name in _IDENTITY_FIELDS
+                if getattr(existing.identity, name) != getattr(identity, name)
+            ]
+            raise ProviderCallIdConflict(
+                f"call {identity.provider_call_id!r} was requested with other {', '.join(differing)}"
+            )
+        return existing, "existing"
+    session.execute(
+        INSERT_STEP,
+        (
+            identity.session_id,
+            identity.provider_call_id,
+            identity.provider_item_id,
+            identity.provider_response_id,
+            identity.turn_input_item_id,
+            identity.tool_name,
+            identity.tool_version,
+            identity.catalog_digest,
+            identity.side_effect,
+            identity.raw_arguments,
+            identity.argument_digest,
+            identity.invocation_key,
+            identity.session_id,
+        ),
+    )
+    created = find_step(session, identity.provider_call_id)
+    assert created is not None
+    return created, "created"
+
+
+def start_step(
+    session: LockedSession, provider_call_id: str
+) -> tuple[ToolStep, Literal["started", "already_running"]]:
+    """Move a requested step to running; a running one is reported as such; a finished one
+    cannot start again."""
+    if session.execute(START_STEP, (session.id, provider_call_id)).rowcount == 1:
+        started = find_step(session, provider_call_id)
+        assert started is not None
+        return started, "started"
+    step = find_step(session, provider_call_id)
+    if step is None:
+        raise ToolStepTerminal(f"no tool step for call {provider_call_id!r}")
+    if step.status == "running":
+        return step, "already_running"
+    raise ToolStepTerminal(f"tool step {provider_call_id!r} is {step.status}; it cannot start again")
+
+
+def finish_step(session: LockedSession, provider_call_id: str, outcome: ToolOutcome) -> ToolStep:
+    """Record the step's terminal outcome once. The same outcome again returns the step as it
+    is; a different outcome for a finished step is refused."""
+    digest = outcome_digest(outcome)
+    error = outcome.error.model_dump(mode="json") if outcome.error else None
+    updated = session.execute(
+        FINISH_STEP,
+        (
+            outcome.status,
+            json.dumps(outcome.result),
+            json.dumps(error),
+            digest,
+            outcome.elapsed_ms,
+            session.id,
+            provider_call_id,
+        ),
+    ).rowcount
+    step = find_step(session, provider_call_id)
+    if step is None:
+        raise ToolStepTerminal(f"no tool step for call {provider_call_id!r}")
+    if updated == 0 and step.outcome_digest != digest:
+        raise ToolOutcomeConflict(
+            f"tool step {provider_call_id!r} is already {step.status};"
+            f" a {outcome.status} outcome cannot replace it"
+        )
+    return step
+
+
+def interrupt_active_steps(session: LockedSession, code: str, message: str) -> list[ToolStep]:
+    """Finish every requested or running step as interrupted, naming the real reason (a crash,
+    the session ending): each then gets exactly one output."""
+    active = [_step(row) for row in session.execute(ACTIVE_STEPS, (session.id,)).fetchall()]
+    outcome = ToolOutcome(status="interrupted", error=ToolError(code=code, message=message), elapsed_ms=0)
+    return [finish_step(session, step.identity.provider_call_id, outcome) for step in active]
+
+
+def steps_of(session: LockedSession) -> list[ToolStep]:
+    return [_step(row) for row in session.execute(ALL_STEPS, (session.id,)).fetchall()]
+
+
+def _step(row: tuple[Any, ...]) -> ToolStep:
+    (
+        session_id,
+        call_id,
+        item_id,
+        response_id,
+        turn_item,
+        name,
+        version,
+        catalog,
+        side_effect,
+        raw_arguments,
+        _argument_digest,
+        _invocation_key,
+        sequence,
+        status,
+        result,
+        error,
+        digest,
+        elapsed_ms,
+        requested_at,
+        started_at,
+        completed_at,
+    ) = row
+    identity = ToolStepIdentity(
+        session_id=session_id,
+        provider_call_id=call_id,
+        provider_item_id=item_id,
+        provider_response_id=response_id,
+        turn_input_item_id=turn_item,
+        tool_name=name,
+        tool_version=version,
+        catalog_digest=catalog,
+        side_effect=side_effect,
+        raw_arguments=raw_arguments,
+    )
+    return ToolStep(
+        identity=identity,
+        sequence=sequence,
+        status=status,
+        result=result,
+        error=error,
+        outcome_digest=digest,
+        elapsed_ms=elapsed_ms,
+        requested_at=requested_at,
+        started_at=started_at,
+        completed_at=completed_at,
+    )

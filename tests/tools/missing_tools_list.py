@@ -1,0 +1,1 @@
+"""A module with no TOOLS list, for the registry's tests."""

@@ -1,0 +1,167 @@
+"""The runner: every way one tool call can end, each a typed outcome and never an exception."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+from pipeline.tools import SideEffect
+from workers.tools import ToolContext, run_tool, tool
+from workers.tools.reference import echo, fail, generate, wait
+
+ANYTHING = {"type": "object"}
+
+
+def body(fn: Any) -> Any:
+    """A test tool with free-form arguments around `fn`."""
+    declare = tool(
+        name="body", version="1", description="", parameters=ANYTHING, side_effect=SideEffect.READ_ONLY
+    )
+    return declare(fn)
+
+
+def test_a_tool_that_returns_succeeds() -> None:
+    """A body that returns JSON succeeds with that result and its elapsed time."""
+    outcome = run_tool(echo, '{"text": "hello"}')
+    assert outcome.status == "succeeded"
+    assert outcome.result == {"text": "hello"}
+    assert outcome.error is None
+    assert 0 <= outcome.elapsed_ms < 1_000
+
+
+def test_arguments_that_are_not_json_fail() -> None:
+    """Argument text that does not parse fails as invalid_arguments without running the body."""
+    outcome = run_tool(echo, '{"text": "hel')
+    assert outcome.status == "failed"
+    assert outcome.error is not None and outcome.error.code == "invalid_arguments"
+    assert "not JSON" in outcome.error.message
+
+
+def test_arguments_with_nan_fail() -> None:
+    """NaN is not JSON, though Python's parser accepts it."""
+    outcome = run_tool(body(lambda arguments, context: arguments), '{"x": NaN}')
+    assert outcome.error is not None and outcome.error.code == "invalid_arguments"
+
+
+def test_arguments_that_are_not_an_object_fail() -> None:
+    """JSON that is not an object fails as invalid_arguments, naming what it was."""
+    outcome = run_tool(echo, '["hello"]')
+    assert outcome.status == "failed"
+    assert outcome.error is not None and outcome.error.code == "invalid_arguments"
+    assert outcome.error.message == "arguments for echo must be a JSON object, got array"
+
+
+def test_arguments_that_break_the_schema_fail_with_the_problems() -> None:
+    """Arguments that fail the schema fail as invalid_arguments, the validator's lines in the message."""
+    outcome = run_tool(wait, '{"ms": "soon", "unit": "s"}')
+    assert outcome.status == "failed"
+    assert outcome.error is not None and outcome.error.code == "invalid_arguments"
+    assert outcome.error.message == (
+        "arguments for wait do not match its parameters: "
+        "$.ms: expected integer, got string; $.unit: unexpected property"
+    )
+
+
+def test_a_tool_that_raises_fails_with_its_message() -> None:
+    """A raising body fails as tool_error with the exception's message and no traceback."""
+    outcome = run_tool(fail, '{"message": "the warehouse is closed"}')
+    assert outcome.status == "failed"
+    assert outcome.error is not None
+    assert (outcome.error.code, outcome.error.message) == ("tool_error", "the warehouse is closed")
+
+
+def test_a_result_that_is_not_json_fails() -> None:
+    """A body returning something JSON cannot carry (an object, NaN) fails as invalid_result."""
+    for result in (object(), {"ratio": float("nan")}, {("a", "b"): 1}):
+        outcome = run_tool(body(lambda arguments, context, result=result: result), "{}")
+        assert outcome.status == "failed", result
+        assert outcome.error is not None and outcome.error.code == "invalid_result"
+
+
+def test_a_result_comes_back_as_json_would_carry_it() -> None:
+    """Tuples become lists and keys become strings, as the step row and the model will see them."""
+    outcome = run_tool(body(lambda arguments, context: {"pair": (1, 2), 3: "three"}), "{}")
+    assert outcome.result == {"pair": [1, 2], "3": "three"}
+
+
+def test_a_tool_that_runs_too_long_times_out_and_is_told_to_stop() -> None:
+    """Past timeout_ms the runner answers timed_out at once and sets the body's cancel flag."""
+    stopped = threading.Event()
+    seen: list[ToolContext] = []
+
+    def slow(arguments: dict[str, Any], context: ToolContext) -> Any:
+        seen.append(context)
+        context.sleep(10)
+        stopped.set()
+        return {}
+
+    started = time.monotonic()
+    outcome = run_tool(body(slow), "{}", timeout_ms=50)
+    assert outcome.status == "timed_out"
+    assert outcome.error is not None and outcome.error.code == "tool_timeout"
+    assert 50 <= outcome.elapsed_ms < 500
+    assert time.monotonic() - started < 0.5
+    assert seen[0].is_cancelled()
+    assert stopped.wait(1)
+
+
+def test_the_wait_tool_times_out() -> None:
+    """wait(5000) under a 50 ms bound is timed out."""
+    outcome = run_tool(wait, '{"ms": 5000}', timeout_ms=50)
+    assert outcome.status == "timed_out"
+
+
+def test_the_wait_tool_waits() -> None:
+    """wait(30) returns after about 30 ms and says so."""
+    outcome = run_tool(wait, '{"ms": 30}')
+    assert outcome.status == "succeeded"
+    assert outcome.result == {"waited_ms": 30}
+    assert outcome.elapsed_ms >= 30
+
+
+def test_a_cancelled_call_is_answered_cancelled() -> None:
+    """When the cancelled callback turns true the runner answers cancelled and stops the body."""
+    seen: list[ToolContext] = []
+
+    def cooperative(arguments: dict[str, Any], context: ToolContext) -> Any:
+        seen.append(context)
+        return wait.fn({"ms": 10_000}, context)
+
+    cancel_at = time.monotonic() + 0.05
+    outcome = run_tool(body(cooperative), "{}", cancelled=lambda: time.monotonic() >= cancel_at)
+    assert outcome.status == "cancelled"
+    assert outcome.error is not None and outcome.error.code == "cancelled"
+    assert 50 <= outcome.elapsed_ms < 500
+    assert seen[0].is_cancelled()
+
+
+def test_a_call_cancelled_before_it_starts_never_runs() -> None:
+    """A call already cancelled is answered cancelled without running its body."""
+    ran = threading.Event()
+    outcome = run_tool(body(lambda arguments, context: ran.set()), "{}", cancelled=lambda: True)
+    assert outcome.status == "cancelled"
+    assert not ran.is_set()
+
+
+def test_a_megabyte_result_succeeds() -> None:
+    """generate(1 MB) succeeds with exactly that many ASCII bytes (bounding it is the continuation's job)."""
+    outcome = run_tool(generate, json.dumps({"bytes": 1_048_576}))
+    assert outcome.status == "succeeded"
+    data = outcome.result["data"]
+    assert len(data) == len(data.encode()) == 1_048_576
+
+
+def test_the_body_gets_its_deadline_and_extra() -> None:
+    """The context carries the caller's extra values and a deadline timeout_ms ahead."""
+    seen: list[ToolContext] = []
+
+    def look(arguments: dict[str, Any], context: ToolContext) -> Any:
+        seen.append(context)
+        return {}
+
+    before = time.monotonic()
+    run_tool(body(look), "{}", timeout_ms=2_000, context_extra={"session_id": "s1"})
+    assert seen[0].extra == {"session_id": "s1"}
+    assert before + 1.9 < seen[0].deadline < time.monotonic() + 2.0

@@ -1,0 +1,3 @@
+"""A module whose TOOLS holds something that is not a Tool, for the registry's tests."""
+
+TOOLS = ["echo"]

@@ -1,0 +1,15 @@
+"""Tools: the registry of declared tools, the reference tools, and the runner that runs one."""
+
+from workers.tools.registry import Registry, RegistryError, Tool, load_registry, tool
+from workers.tools.runner import MAXIMUM_TOOL_MS, ToolContext, run_tool
+
+__all__ = [
+    "MAXIMUM_TOOL_MS",
+    "Registry",
+    "RegistryError",
+    "Tool",
+    "ToolContext",
+    "load_registry",
+    "run_tool",
+    "tool",
+]
