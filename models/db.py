@@ -53,6 +53,20 @@ def parse_database_url(url: str) -> dict[str, Any]:
     return arguments
 
 
+def is_connection_lost(error: BaseException) -> bool:
+    """psycopg2 and peewee both name a lost connection OperationalError or InterfaceError."""
+    return type(error).__name__ in ("OperationalError", "InterfaceError")
+
+
+def reopen() -> None:
+    """Forget this thread's connection (a PostgreSQL restart leaves it dead); the next query
+    opens a fresh one."""
+    try:
+        database.close()
+    except Exception:  # noqa: BLE001 (closing a connection that is already gone may fail; it is gone either way)
+        pass
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 

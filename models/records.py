@@ -4,13 +4,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from models.db import IncidentRow, SessionEventRow, SessionRow, TranscriptItemRow, database
+from models.db import (
+    IncidentRow,
+    SessionEventRow,
+    SessionRow,
+    TranscriptItemRow,
+    database,
+    is_connection_lost,
+    reopen,
+)
 from pipeline.errors import SessionNotFound
 
 
 def session_record(session_id: str, *, with_events: bool = False) -> dict[str, Any]:
     """The session as stored: status, end reason, usage, transcripts, incidents, the log's
-    dispositions (and the log itself when asked)."""
+    dispositions (and the log itself when asked). Read-only, so a connection PostgreSQL
+    dropped is reopened and the read done once more."""
+    try:
+        return _session_record(session_id, with_events=with_events)
+    except Exception as error:
+        if not is_connection_lost(error):
+            raise
+        reopen()
+        return _session_record(session_id, with_events=with_events)
+
+
+def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
     row = SessionRow.get_or_none(SessionRow.id == session_id)
     if row is None:
         raise SessionNotFound(f"no session {session_id!r}")

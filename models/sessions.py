@@ -22,7 +22,7 @@ from typing import Any
 
 import psycopg2
 
-from models.db import database
+from models.db import database, reopen
 from pipeline.envelope import CloseCall, EventEnvelope, OpenSideband, Outbound, SendControl
 from pipeline.errors import MalformedFrame, SessionExists, SessionNotFound
 from pipeline.session import apply, is_late
@@ -149,17 +149,16 @@ def new_session(session_id: str, owning_gateway: str) -> Iterator[LockedSession]
 
 @contextmanager
 def _transaction(session_id: str, *, create_for: str | None) -> Iterator[LockedSession]:
-    cursor = database.cursor()
+    opening: tuple[str, tuple[Any, ...]] = (LOCK_SESSION, (session_id,))
+    if create_for is not None:
+        initial = json.dumps(SessionState().model_dump(mode="json"))
+        opening = (CREATE_SESSION, (session_id, create_for, initial))
+    cursor = _open(*opening)
     try:
         if create_for is not None:
-            cursor.execute(
-                CREATE_SESSION, (session_id, create_for, json.dumps(SessionState().model_dump(mode="json")))
-            )
             if cursor.fetchone() is None:
                 raise SessionExists(f"session {session_id!r} exists already")
             cursor.execute(LOCK_SESSION.replace("BEGIN;", ""), (session_id,))
-        else:
-            cursor.execute(LOCK_SESSION, (session_id,))
         row = cursor.fetchone()
         if row is None:
             raise SessionNotFound(f"no session {session_id!r}")
@@ -178,6 +177,22 @@ def _transaction(session_id: str, *, create_for: str | None) -> Iterator[LockedS
         cursor.execute("COMMIT")
     finally:
         cursor.close()
+
+
+def _open(sql: str, parameters: tuple[Any, ...]) -> Any:
+    """Run a transaction's opening statement. A connection PostgreSQL dropped (a restart) is
+    only found dead by using it; nothing ran yet, so reconnect and run it once more."""
+    cursor = database.cursor()
+    try:
+        cursor.execute(sql, parameters)
+    except (psycopg2.OperationalError, psycopg2.InterfaceError):
+        if not cursor.connection.closed:
+            _rollback(cursor)
+            raise
+        reopen()
+        cursor = database.cursor()
+        cursor.execute(sql, parameters)
+    return cursor
 
 
 def _rollback(cursor: Any) -> None:

@@ -26,9 +26,9 @@ from workers import runtime
 
 _runtime = runtime.current()
 
-# Events of a live call are worth little seconds later: retry fast, a few times, then the
-# dead-letter queue.
-_EVENT_POLICY: dict[str, Any] = {"max_retries": 3, "min_backoff": 20, "max_backoff": 500}
+# Retry fast, and long enough to ride out a PostgreSQL or Redis restart (a few seconds): an
+# event that reaches the dead-letter queue leaves a gap its session waits on.
+_EVENT_POLICY: dict[str, Any] = {"max_retries": 10, "min_backoff": 25, "max_backoff": 1_000}
 _REQUEST_POLICY: dict[str, Any] = {"max_retries": 1, "min_backoff": 50, "max_backoff": 200}
 # Refusals and bad input can never succeed: straight to the dead letters, no retry.
 _NEVER_RETRIED = (Refusal, BadInput)

@@ -9,6 +9,8 @@ from typing import Any
 import dramatiq
 import sentry_sdk
 
+from models.db import is_connection_lost
+
 
 class SessionTag(dramatiq.Middleware):
     """Tags the Sentry scope of each message with the session it concerns."""
@@ -29,6 +31,25 @@ class WarmConnections(dramatiq.Middleware):
 
     def after_worker_thread_boot(self, broker: dramatiq.Broker, thread: Any) -> None:
         self._warm()
+
+
+class ReconnectAfterDatabaseLoss(dramatiq.Middleware):
+    """Drops a worker thread's PostgreSQL connection when a message failed on it, so the retry
+    opens a fresh one: peewee keeps a dead connection (a PostgreSQL restart) until closed."""
+
+    def __init__(self, close: Callable[[], None]) -> None:
+        self._close = close
+
+    def after_process_message(
+        self,
+        broker: dramatiq.Broker,
+        message: dramatiq.MessageProxy,
+        *,
+        result: Any = None,
+        exception: BaseException | None = None,
+    ) -> None:
+        if exception is not None and is_connection_lost(exception):
+            self._close()
 
 
 def _session_of(message: dramatiq.MessageProxy) -> str | None:
