@@ -65,6 +65,31 @@ class Turn(_Frozen):
     refused: bool = False
 
 
+class ToolCall(_Frozen):
+    """The one function call in flight in a turn."""
+
+    call_id: str
+    item_id: str
+    response_id: str
+    name: str
+    # The function_call_output the provider gets, set when the outcome is in (bounded).
+    output: str | None = None
+
+
+class ToolChain(_Frozen):
+    """The function calls of the current turn: at most one runs at a time, at most a limit
+    run per turn, and every one the model made gets exactly one output."""
+
+    pending: ToolCall | None = None
+    calls: int = 0
+    limit_refused: bool = False
+    # False once the caller moved on (barge-in, new input, cancellation): the outcome is still
+    # delivered, but no response is driven from it.
+    continuation_allowed: bool = True
+    # The response that made the call has finished; the outcome decides what comes next.
+    response_completed: bool = False
+
+
 class Usage(_Frozen):
     """Provider-reported usage, summed over every `response.done`."""
 
@@ -95,6 +120,7 @@ class SessionState(_Frozen):
     turn: Turn | None = None
     # The caller spoke while a response was owed: one response is begun for it afterwards.
     queued_input_item_id: str | None = None
+    chain: ToolChain = ToolChain()
     last_response_input_tokens: int = 0
     usage: Usage = Usage()
     speech_started_count: int = 0

@@ -49,6 +49,43 @@ class CloseCall(_Effect):
     call_id: str | None = None
 
 
+class RequestToolStep(_Effect):
+    """Create the durable tool step of a function call (requested → running)."""
+
+    call_id: str
+    item_id: str
+    response_id: str
+    name: str
+    arguments: str
+
+
+class RefuseToolStep(_Effect):
+    """Record a function call that was refused, as a terminal refused step."""
+
+    call_id: str
+    item_id: str
+    response_id: str
+    name: str
+    arguments: str
+    code: str
+    message: str
+
+
+class RunTool(_Effect):
+    """Run the tool body on the tool_runs queue, outside the row lock."""
+
+    call_id: str
+    name: str
+    arguments: str
+
+
+class CancelTool(_Effect):
+    """Ask the running tool body to stop (it is cooperative)."""
+
+    call_id: str
+    reason: str
+
+
 class ScheduleTimer(_Effect):
     """Deliver a named timer to this session after a delay (a delayed message)."""
 
@@ -56,7 +93,17 @@ class ScheduleTimer(_Effect):
     delay_ms: int
 
 
-Effect = PersistTranscript | RecordIncident | OpenSideband | CloseCall | ScheduleTimer
+Effect = (
+    PersistTranscript
+    | RecordIncident
+    | OpenSideband
+    | CloseCall
+    | ScheduleTimer
+    | RequestToolStep
+    | RefuseToolStep
+    | RunTool
+    | CancelTool
+)
 Control = SessionUpdate | ResponseCreate | ResponseCancel | ItemCreate | ItemDelete | ItemTruncate
 
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from pipeline.tools import ToolOutcome, ToolStatus, digest_of
+from pipeline.catalog import ToolOutcome, ToolStatus, digest_of
 
 StepStatus = Literal["requested", "running"] | ToolStatus
 ACTIVE_STATUSES = frozenset({"requested", "running"})

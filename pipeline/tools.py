@@ -1,140 +1,230 @@
-"""Tool declarations and outcomes: what the model may call, and what a call came to.
+"""Function calls in a spoken turn: request, refuse, finish, continue — and never an orphan.
 
-A `ToolSpec` is the provider-facing half of a tool (its Python body lives in
-`workers.tools`); a `ToolCatalog` is the set a session is admitted with, and its `digest`
-pins that set so a session whose catalog changed before it connected can be failed. A
-`ToolOutcome` is the validated result of one run, whatever ended it.
+The rules are the seeds'. One tool runs at a time; a second call while one runs is refused
+(`parallel_tool_calls_not_supported`) and answered at once. At most eight run per turn; the
+ninth is refused (`tool_call_limit_reached`), recorded as a refused step, and once the response
+completes one tool-free response (`tool_choice: "none"`) lets the model report what it has.
+When the response has completed and the tool's outcome is in, the host sends the
+`function_call_output` and then `response.create` with the turn's response context. If the
+caller moved on (barge-in, new input, a cancelled response), the outcome is still delivered —
+every function call gets exactly one output (DESIGN invariant 7) — but no response is driven.
+
+These transitions are pure. They are not yet routed from `pipeline.session`: wiring them in
+(with the tool actor, tool_runs execution and the durable steps of `models.tool_steps`) is the
+next step of the tools work; until then a function call is only logged.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from enum import StrEnum
-from functools import cached_property
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pipeline.admission import fail
+from pipeline.catalog import ToolOutcome
+from pipeline.state import Phase, SessionState, ToolCall, ToolChain
+from pipeline.step import CancelTool, RefuseToolStep, RequestToolStep, RunTool, Step, unchanged
+from pipeline.transcript import begin_response, response_create
+from pipeline.wire import FunctionCallArgumentsDone, ItemCreate, ResponseDone
 
-# The provider's rule for function names (the same as the Chat Completions API's).
-TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
+# A turn that calls more tools than this is looping; the model is told to report instead.
+MAXIMUM_TOOL_CALLS_PER_TURN = 8
 
+# What goes to the provider as one function_call_output; the full result stays in PostgreSQL,
+# so a large result cannot balloon every later response's context and cost.
+MAXIMUM_CONTINUATION_BYTES = 16_000
 
-def canonical_json(value: Any) -> str:
-    """`value` as canonical JSON: sorted keys, no whitespace, UTF-8 text left unescaped.
-
-    Two JSON texts that differ only in key order or whitespace have the same canonical form.
-    NaN and the infinities are written as Python's json writes them rather than refused, so a
-    digest of whatever `json.loads` accepted never raises inside a transition.
-    """
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def digest_of(value: Any) -> str:
-    """`"sha256:<hex>"` of the canonical JSON of `value`."""
-    return "sha256:" + hashlib.sha256(canonical_json(value).encode()).hexdigest()
-
-
-class SideEffect(StrEnum):
-    """What running a tool does to the world outside the call.
-
-    READ_ONLY  reads and computes; safe to run again
-    WRITES     changes Switchboard's or the application's own data
-    EXTERNAL   reaches a system outside this deployment (a payment, a message, a ticket)
-    """
-
-    READ_ONLY = "read_only"
-    WRITES = "writes"
-    EXTERNAL = "external"
+PARALLEL_REFUSAL = (
+    "Only one tool call can run at a time. Call this tool again once the current call has finished."
+)
+LIMIT_REFUSAL = (
+    f"This turn has used its {MAXIMUM_TOOL_CALLS_PER_TURN} tool calls. "
+    "Do not call tools again in this turn; tell the person what you have found so far."
+)
+TRUNCATION_NOTE = (
+    "The full result was larger than a voice turn can carry and was cut. The beginning of it follows."
+)
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
+    """The model called a function: run it, or refuse it (one at a time, eight a turn)."""
+    turn = state.turn
+    if turn is None:
+        return fail(state, "response_context_missing", "a function call arrived with no response owed")
+    if turn.response_id != event.response_id:
+        return fail(
+            state,
+            "tool_response_mismatch",
+            f"function call {event.call_id} belongs to {event.response_id}, not {turn.response_id}",
+        )
+    chain = state.chain
+    if chain.pending is not None:
+        return Step(
+            state=state,
+            controls=(
+                _output(
+                    event.call_id,
+                    refusal(event.call_id, "parallel_tool_calls_not_supported", PARALLEL_REFUSAL),
+                ),
+            ),
+        )
+    if chain.calls >= MAXIMUM_TOOL_CALLS_PER_TURN:
+        return Step(
+            state=state.evolve(chain=chain.model_copy(update={"limit_refused": True})),
+            controls=(
+                _output(event.call_id, refusal(event.call_id, "tool_call_limit_reached", LIMIT_REFUSAL)),
+            ),
+            effects=(
+                RefuseToolStep(
+                    call_id=event.call_id,
+                    item_id=event.item_id,
+                    response_id=event.response_id,
+                    name=event.name,
+                    arguments=event.arguments,
+                    code="tool_call_limit_reached",
+                    message=LIMIT_REFUSAL,
+                ),
+            ),
+        )
+    call = ToolCall(
+        call_id=event.call_id, item_id=event.item_id, response_id=event.response_id, name=event.name
+    )
+    return Step(
+        state=state.evolve(
+            chain=chain.model_copy(
+                update={"pending": call, "calls": chain.calls + 1, "continuation_allowed": True}
+            )
+        ),
+        effects=(
+            RequestToolStep(
+                call_id=event.call_id,
+                item_id=event.item_id,
+                response_id=event.response_id,
+                name=event.name,
+                arguments=event.arguments,
+            ),
+            RunTool(call_id=event.call_id, name=event.name, arguments=event.arguments),
+        ),
+    )
 
 
-class ToolSpec(_Frozen):
-    """One tool as declared: its provider-facing definition plus version and side effect."""
-
-    name: str = Field(pattern=TOOL_NAME_PATTERN)
-    version: str = Field(min_length=1)
-    description: str
-    # A JSON schema whose top level is an object: function arguments are always an object.
-    parameters: dict[str, Any]
-    side_effect: SideEffect
-
-    @field_validator("parameters")
-    @classmethod
-    def _is_object_schema(cls, parameters: dict[str, Any]) -> dict[str, Any]:
-        if parameters.get("type") != "object":
-            raise ValueError(f'parameters must be a JSON schema with "type": "object", got {parameters!r}')
-        return parameters
-
-    def provider_tool(self) -> dict[str, Any]:
-        """The function tool as `session.update` carries it in `session.tools`."""
-        return {
-            "type": "function",
-            "name": self.name,
-            "description": self.description,
-            "parameters": self.parameters,
-        }
+def tool_finished(state: SessionState, call_id: str, outcome: ToolOutcome) -> Step:
+    """The tool's outcome is in. Continue if the response already completed; deliver the
+    output without a response if the caller moved on; otherwise wait for the response."""
+    pending = state.chain.pending
+    if pending is None or pending.call_id != call_id or pending.output is not None:
+        return unchanged(state)
+    finished = pending.model_copy(update={"output": continuation_output(call_id, outcome)})
+    chain = state.chain.model_copy(update={"pending": finished})
+    waiting = state.evolve(chain=chain)
+    if not chain.response_completed:
+        return Step(state=waiting)
+    if chain.continuation_allowed:
+        return continue_after_tool(waiting)
+    return deliver_without_response(waiting)
 
 
-class ToolCatalog(_Frozen):
-    """The tools a session may call, each name once."""
-
-    tools: tuple[ToolSpec, ...] = ()
-
-    @field_validator("tools")
-    @classmethod
-    def _names_are_unique(cls, tools: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
-        seen: set[str] = set()
-        for spec in tools:
-            if spec.name in seen:
-                raise ValueError(f"tool {spec.name!r} is declared twice")
-            seen.add(spec.name)
-        return tools
-
-    def get(self, name: str) -> ToolSpec | None:
-        """The tool called `name`, or None when the catalog has none."""
-        return next((spec for spec in self.tools if spec.name == name), None)
-
-    def provider_tools(self) -> list[dict[str, Any]]:
-        """Every tool as `session.update` carries it."""
-        return [spec.provider_tool() for spec in self.tools]
-
-    @cached_property
-    def digest(self) -> str:
-        """`"sha256:<hex>"` of the specs sorted by name: the same set in any order has one digest."""
-        ordered = sorted(self.tools, key=lambda spec: spec.name)
-        return digest_of([spec.model_dump(mode="json") for spec in ordered])
-
-
-class ToolError(_Frozen):
-    """Why a tool run did not succeed, in a code for programs and a message for the model."""
-
-    code: str
-    message: str
+def response_finished(state: SessionState, event: ResponseDone) -> Step | None:
+    """The tool chain's part in a response ending, or None when it has none (the turn then
+    ends as usual)."""
+    turn = state.turn
+    chain = state.chain
+    if turn is None or turn.response_id not in (event.response.id, None):
+        return None
+    completed = event.response.status == "completed"
+    pending = chain.pending
+    if pending is None:
+        if completed and chain.limit_refused:
+            reported = state.evolve(
+                turn=turn.model_copy(update={"response_id": None}),
+                chain=chain.model_copy(update={"limit_refused": False}),
+            )
+            return Step(state=reported, controls=(response_create(turn.context, tool_choice="none"),))
+        return None
+    if completed:
+        if pending.output is not None and chain.continuation_allowed:
+            return continue_after_tool(state)
+        return Step(state=state.evolve(chain=chain.model_copy(update={"response_completed": True})))
+    # Cancelled, failed or incomplete: nothing will continue from this response.
+    if pending.output is not None:
+        return deliver_without_response(state)
+    return Step(
+        state=state.evolve(
+            chain=chain.model_copy(update={"response_completed": True, "continuation_allowed": False})
+        ),
+        effects=(CancelTool(call_id=pending.call_id, reason=f"response_{event.response.status}"),),
+    )
 
 
-ToolStatus = Literal["succeeded", "failed", "refused", "cancelled", "unavailable", "interrupted", "timed_out"]
+def caller_moved_on(state: SessionState, reason: str) -> Step:
+    """Barge-in or new input while a tool runs: cancel it; its outcome will be delivered
+    without driving a response."""
+    pending = state.chain.pending
+    if pending is None:
+        return unchanged(state)
+    chain = state.chain.model_copy(update={"continuation_allowed": False})
+    effects = () if pending.output is not None else (CancelTool(call_id=pending.call_id, reason=reason),)
+    return Step(state=state.evolve(chain=chain), effects=effects)
 
 
-class ToolOutcome(_Frozen):
-    """What one tool call came to: a result when it succeeded, an error otherwise."""
+def continue_after_tool(state: SessionState) -> Step:
+    """Send the output, then ask for the response that speaks it, with the turn's context."""
+    pending = state.chain.pending
+    turn = state.turn
+    assert pending is not None and pending.output is not None and turn is not None
+    return Step(
+        state=state.evolve(
+            turn=turn.model_copy(update={"response_id": None}),
+            chain=state.chain.model_copy(update={"pending": None, "response_completed": False}),
+        ),
+        controls=(_output(pending.call_id, pending.output), response_create(turn.context)),
+    )
 
-    status: ToolStatus
-    result: Any = None
-    error: ToolError | None = None
-    elapsed_ms: float = Field(ge=0)
 
-    @model_validator(mode="after")
-    def _error_matches_status(self) -> ToolOutcome:
-        if self.status == "succeeded" and self.error is not None:
-            raise ValueError(f"a succeeded outcome carries no error, got {self.error.code!r}")
-        if self.status != "succeeded" and self.error is None:
-            raise ValueError(f"a {self.status} outcome must say why (an error is required)")
-        return self
+def deliver_without_response(state: SessionState) -> Step:
+    """The chain will not continue, but the function call still gets its output; the turn
+    then ends, and input queued meanwhile is answered."""
+    pending = state.chain.pending
+    assert pending is not None and pending.output is not None
+    released = state.evolve(phase=Phase.LISTENING, turn=None, chain=ToolChain())
+    step = Step(state=released, controls=(_output(pending.call_id, pending.output),))
+    if state.queued_input_item_id is not None:
+        return step.then(begin_response(released, state.queued_input_item_id))
+    return step
 
-    @property
-    def is_succeeded(self) -> bool:
-        return self.status == "succeeded"
+
+def refusal(call_id: str, code: str, message: str) -> str:
+    """The output that answers a refused function call."""
+    return _encode(
+        {"call_id": call_id, "status": "refused", "result": None, "error": {"code": code, "message": message}}
+    )
+
+
+def continuation_output(call_id: str, outcome: ToolOutcome) -> str:
+    """The function_call_output for an outcome, at most 16,000 bytes: a longer one keeps its
+    status and error and replaces the result with a note and a UTF-8-safe preview."""
+    error = outcome.error.model_dump(mode="json") if outcome.error else None
+    payload: dict[str, Any] = {
+        "call_id": call_id,
+        "status": outcome.status,
+        "result": outcome.result,
+        "error": error,
+    }
+    encoded = _encode(payload)
+    if len(encoded.encode()) <= MAXIMUM_CONTINUATION_BYTES:
+        return encoded
+    preview = _utf8_prefix(_encode(outcome.result), MAXIMUM_CONTINUATION_BYTES // 2)
+    payload["result"] = {"truncated": True, "note": TRUNCATION_NOTE, "preview": preview}
+    return _encode(payload)
+
+
+def _output(call_id: str, output: str) -> ItemCreate:
+    return ItemCreate(item={"type": "function_call_output", "call_id": call_id, "output": output})
+
+
+def _encode(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _utf8_prefix(text: str, maximum_bytes: int) -> str:
+    # Cutting the encoded bytes and ignoring a broken last character keeps it valid UTF-8.
+    return text.encode()[:maximum_bytes].decode(errors="ignore")

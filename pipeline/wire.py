@@ -276,6 +276,14 @@ class TimerFired(_Inbound):
     name: str
 
 
+class ToolFinished(_Inbound):
+    """A tool body's outcome, back from the tool_runs queue (a ToolOutcome's fields)."""
+
+    type: Literal["switchboard.tool_finished"]
+    call_id: str
+    outcome: dict[str, Any]
+
+
 class UnknownEvent(_Inbound):
     """A provider event type Switchboard does not know: recorded in the log, never acted on."""
 
@@ -302,7 +310,8 @@ KnownInbound = Annotated[
     | AdmissionBegun
     | CallAttached
     | AdmissionFailed
-    | TimerFired,
+    | TimerFired
+    | ToolFinished,
     Field(discriminator="type"),
 ]
 InboundEvent = KnownInbound | UnknownEvent
@@ -317,6 +326,7 @@ _HOST_TYPES = frozenset(
         "switchboard.call_attached",
         "switchboard.admission_failed",
         "switchboard.timer_fired",
+        "switchboard.tool_finished",
     }
 )
 

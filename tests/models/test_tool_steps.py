@@ -9,9 +9,9 @@ import pytest
 
 from models.sessions import locked_session, new_session
 from models.tool_steps import finish_step, interrupt_active_steps, request_step, start_step, steps_of
+from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.errors import ProviderCallIdConflict, ToolOutcomeConflict, ToolStepTerminal
 from pipeline.tool_steps import ToolStepIdentity
-from pipeline.tools import ToolError, ToolOutcome
 from tests.support.calls import GATEWAY, new_session_id
 
 

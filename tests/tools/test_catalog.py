@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pipeline.tools import (
+from pipeline.catalog import (
     SideEffect,
     ToolCatalog,
     ToolError,

@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any
 
-from pipeline.tools import SideEffect
+from pipeline.catalog import SideEffect
 from workers.tools import ToolContext, run_tool, tool
 from workers.tools.reference import echo, fail, generate, wait
 

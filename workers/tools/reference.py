@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from models.orders import find_order
-from pipeline.tools import SideEffect
+from pipeline.catalog import SideEffect
 from workers.tools.registry import tool
 from workers.tools.runner import ToolContext
 

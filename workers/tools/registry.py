@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from pipeline.catalog import SideEffect, ToolCatalog, ToolSpec
 from pipeline.errors import SwitchboardError
-from pipeline.tools import SideEffect, ToolCatalog, ToolSpec
 from workers.tools.schema import unsupported_keywords
 
 if TYPE_CHECKING:

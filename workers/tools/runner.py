@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.tools import ToolError, ToolOutcome, ToolStatus
+from pipeline.catalog import ToolError, ToolOutcome, ToolStatus
 from workers.tools.registry import Tool
 from workers.tools.schema import json_type, validate
 
