@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import dramatiq
 import redis
@@ -18,6 +19,14 @@ from pipeline.envelope import EventEnvelope
 from pipeline.names import ADMISSION_QUEUE, EVENT_ACTOR, queue_for
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# How long the sink keeps trying to number and enqueue one event while Redis is unreachable
+# (a restart takes a second or two); past this the event is logged as lost.
+ENQUEUE_PATIENCE_S = 10.0
+ENQUEUE_FIRST_RETRY_S = 0.05
+ENQUEUE_MAXIMUM_RETRY_S = 1.0
 
 
 class EventSink:
@@ -65,13 +74,7 @@ class EventSink:
     def _enqueue_event(
         self, session_id: str, generation: int, event: dict[str, Any], received_at: float
     ) -> int:
-        key = f"{self._namespace}:seq:{session_id}"
-        seq = int(self._redis.incr(key))
-        issued = self._issued.get(session_id, 0)
-        if seq <= issued:
-            seq = issued + 1
-            self._redis.set(key, seq)
-        self._issued[session_id] = seq
+        seq = _patiently(lambda: self._next_seq(session_id))
         envelope = EventEnvelope(
             session_id=session_id,
             seq=seq,
@@ -81,7 +84,20 @@ class EventSink:
             event=event,
         )
         queue = queue_for(str(event.get("type", "")))
-        self._enqueue(queue, EVENT_ACTOR[queue], {"envelope": envelope.model_dump(mode="json")})
+        message = {"envelope": envelope.model_dump(mode="json")}
+        # Retried with the same seq: if a lost reply hid a stored message, the copy is a
+        # redelivered seq, which the workers apply once.
+        _patiently(lambda: self._enqueue(queue, EVENT_ACTOR[queue], message))
+        return seq
+
+    def _next_seq(self, session_id: str) -> int:
+        key = f"{self._namespace}:seq:{session_id}"
+        seq = int(self._redis.incr(key))
+        issued = self._issued.get(session_id, 0)
+        if seq <= issued:
+            seq = issued + 1
+            self._redis.set(key, seq)
+        self._issued[session_id] = seq
         return seq
 
     def _enqueue(self, queue: str, actor_name: str, kwargs: dict[str, Any]) -> None:
@@ -94,6 +110,23 @@ class EventSink:
             message_timestamp=int(time.time() * 1000),
         )
         self._broker.enqueue(message)
+
+
+def _patiently(work: Callable[[], T]) -> T:
+    """Run a Redis operation, retrying with backoff through a short outage (a restart), so a
+    durable event is not dropped the moment Redis blinks. Later events wait behind it on the
+    sink thread, which keeps the session's order."""
+    deadline = time.monotonic() + ENQUEUE_PATIENCE_S
+    delay = ENQUEUE_FIRST_RETRY_S
+    while True:
+        try:
+            return work()
+        except redis.RedisError:
+            if time.monotonic() >= deadline:
+                raise
+            logger.warning("Redis unavailable while enqueueing; retrying in %.2f s", delay)
+            time.sleep(delay)
+            delay = min(delay * 2, ENQUEUE_MAXIMUM_RETRY_S)
 
 
 def _log_failure(future: Future[Any]) -> None:

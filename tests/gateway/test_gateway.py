@@ -20,6 +20,7 @@ from websockets.asyncio.server import ServerConnection, serve
 from gateway.app import Gateway
 from gateway.live import LiveHub
 from gateway.provider import SimulatedRealtime
+from gateway.sink import EventSink
 from gateway.sockets import CallSocket
 from pipeline.config import Settings
 from pipeline.envelope import OutboundBatch, Reply, SendControl
@@ -214,3 +215,35 @@ async def _round_trip(
             publisher = ControlPublisher(publisher._url)
         await asyncio.sleep(0.5)
     return future.done()
+
+
+def test_an_event_enqueued_while_redis_restarts_is_not_lost() -> None:
+    """The sink keeps numbering and enqueueing through a Redis restart: the event lands in its
+    queue once Redis is back, with the next seq (never a reused one)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"redis://127.0.0.1:{port}/0"
+    server = _start_redis(port)
+    broker = make_broker(url, namespace="sbtest-sink")
+    sink = EventSink(url, broker, "gw-sink", "sbtest-sink")
+    event = {
+        "type": "input_audio_buffer.speech_started",
+        "event_id": "e1",
+        "item_id": "i",
+        "audio_start_ms": 1,
+    }
+    try:
+        assert sink.submit_event("sess_x", 1, event, time.time()).result(timeout=5) == 1
+        server.kill()
+        server.wait()
+        pending = sink.submit_event("sess_x", 1, {**event, "event_id": "e2"}, time.time())
+        time.sleep(0.5)
+        assert not pending.done()
+        server = _start_redis(port)
+        assert pending.result(timeout=15) == 2
+        assert redis.Redis(port=port).llen("sbtest-sink:transcript") == 1
+    finally:
+        sink.close()
+        server.kill()
+        server.wait()
