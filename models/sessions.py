@@ -23,13 +23,24 @@ from typing import Any
 import psycopg2
 
 from models.db import database, reopen
+from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.envelope import CloseCall, EventEnvelope, OpenSideband, Outbound, SendControl
 from pipeline.errors import MalformedFrame, SessionExists, SessionNotFound
 from pipeline.session import apply, is_late
 from pipeline.state import SessionState
+from pipeline.step import (
+    CancelTool,
+    PersistTranscript,
+    RecordIncident,
+    RefuseToolStep,
+    RequestToolStep,
+    RunTool,
+    ScheduleTimer,
+    Step,
+)
 from pipeline.step import CloseCall as CloseCallEffect
 from pipeline.step import OpenSideband as OpenSidebandEffect
-from pipeline.step import PersistTranscript, RecordIncident, ScheduleTimer, Step
+from pipeline.tool_steps import ToolStepIdentity
 from pipeline.wire import control_wire, parse_inbound
 
 # ── SQL ──────────────────────────────────────────────────────────────────────────────────
@@ -112,6 +123,9 @@ class Applied:
     outbound: list[Outbound] = field(default_factory=list)
     timers: list[ScheduleTimer] = field(default_factory=list)
     incidents: list[RecordIncident] = field(default_factory=list)
+    # Tool bodies to run on tool_runs, and running ones to stop, once the transaction commits.
+    tool_runs: list[RunTool] = field(default_factory=list)
+    tool_cancels: list[CancelTool] = field(default_factory=list)
     # (seq, disposition) of every event this transaction logged or applied, for tests and logs.
     dispositions: list[tuple[int | None, str]] = field(default_factory=list)
 
@@ -446,8 +460,39 @@ class LockedSession:
                 applied.incidents.append(effect)
             elif isinstance(effect, ScheduleTimer):
                 applied.timers.append(effect)
+            elif isinstance(effect, RequestToolStep | RefuseToolStep):
+                self._record_tool_step(step.state, effect)
+            elif isinstance(effect, RunTool):
+                applied.tool_runs.append(effect)
+            elif isinstance(effect, CancelTool):
+                applied.tool_cancels.append(effect)
         applied.outbound += outbound
         self.state = step.state
+
+    def _record_tool_step(self, state: SessionState, effect: RequestToolStep | RefuseToolStep) -> None:
+        """The durable step of a function call: running for a request, terminal for a refusal."""
+        from models import tool_steps
+
+        identity = ToolStepIdentity(
+            session_id=self.id,
+            provider_call_id=effect.call_id,
+            provider_item_id=effect.item_id,
+            provider_response_id=effect.response_id,
+            turn_input_item_id=state.turn.context.input_item_id if state.turn else None,
+            tool_name=effect.name,
+            tool_version=state.tool_versions.get(effect.name, "unknown"),
+            catalog_digest=state.catalog_digest or "none",
+            side_effect=state.tool_side_effects.get(effect.name, "unknown"),
+            raw_arguments=effect.arguments,
+        )
+        tool_steps.request_step(self, identity)
+        if isinstance(effect, RequestToolStep):
+            tool_steps.start_step(self, effect.call_id)
+        else:
+            error = ToolError(code=effect.code, message=effect.message)
+            tool_steps.finish_step(
+                self, effect.call_id, ToolOutcome(status=effect.status, error=error, elapsed_ms=0)
+            )
 
     def _session_row(
         self, state: SessionState, applied_seq: int, logged_seq: int, applied_count: int

@@ -8,12 +8,14 @@ terminal outcome that no different outcome can overwrite.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from models.sessions import LockedSession
 from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.errors import ProviderCallIdConflict, ToolOutcomeConflict, ToolStepTerminal
 from pipeline.tool_steps import ToolStep, ToolStepIdentity, outcome_digest
+
+if TYPE_CHECKING:
+    from models.sessions import LockedSession
 
 _COLUMNS = (
     "session_id, provider_call_id, provider_item_id, provider_response_id, turn_input_item_id,"

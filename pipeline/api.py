@@ -3,22 +3,14 @@ and the admission actor (which stores them)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pipeline.limits import MAXIMUM_INSTRUCTIONS_BYTES
 
-
-class FunctionTool(BaseModel):
-    """One function tool of the session's catalog, in the provider's shape."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    type: Literal["function"] = "function"
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")
-    description: str = ""
-    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 class SessionLimits(BaseModel):
@@ -41,7 +33,19 @@ class SessionSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     instructions: str = Field(min_length=1)
-    tools: tuple[FunctionTool, ...] = ()
+    # Names of registered tools this session may call (SWITCHBOARD_TOOL_MODULES); none by default.
+    tools: tuple[str, ...] = Field(default=(), max_length=64)
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        for name in names:
+            if not TOOL_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not a tool name")
+        if len(set(names)) != len(names):
+            raise ValueError("a tool is named twice")
+        return names
+
     limits: SessionLimits = SessionLimits()
 
     @field_validator("instructions")

@@ -37,6 +37,8 @@ class Settings(BaseModel):
     # every fetch (at least once a second when idle), so it only has to cover a stall or two.
     broker_heartbeat_timeout_ms: int = Field(default=3_000, ge=1_000)
     worker_threads: int = Field(default=8, ge=1, le=64)
+    # Comma-separated module paths whose TOOLS lists make the tool registry.
+    tool_modules: str = "workers.tools.reference"
 
     provider: Literal["simulated", "openai"] = "simulated"
     provider_api_key: str | None = None

@@ -13,6 +13,7 @@ SwitchboardError
 │   ├── MalformedFrame       a provider frame that is not JSON or not a known shape
 │   ├── OversizedFrame
 │   ├── MalformedRequest     an API request body that does not validate
+│   ├── UnknownTool          a session asks for a tool nobody registered
 │   └── MalformedEnvelope    a queue message that is not a Switchboard envelope
 └── Fault                    something outside the request failed; may be retried
     ├── ProviderUnavailable
@@ -78,6 +79,10 @@ class OversizedFrame(BadInput):
 
 class MalformedRequest(BadInput):
     code = "malformed_request"
+
+
+class UnknownTool(BadInput):
+    code = "unknown_tool"
 
 
 class MalformedEnvelope(BadInput):

@@ -6,7 +6,8 @@ act on nothing: only their transcripts still land.
 
 from __future__ import annotations
 
-from pipeline import admission, transcript
+from pipeline import admission, tools, transcript
+from pipeline.catalog import ToolOutcome
 from pipeline.state import Limits, Phase, SessionState
 from pipeline.step import PersistTranscript, Step, unchanged
 from pipeline.wire import (
@@ -15,6 +16,7 @@ from pipeline.wire import (
     AssistantTranscriptFinal,
     CallAttached,
     EndRequested,
+    FunctionCallArgumentsDone,
     InboundEvent,
     ProviderError,
     ResponseCreated,
@@ -25,6 +27,7 @@ from pipeline.wire import (
     SidebandConnected,
     SpeechStarted,
     TimerFired,
+    ToolFinished,
     UserTranscriptFailed,
     UserTranscriptFinal,
 )
@@ -43,6 +46,9 @@ def apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
                 state.evolve(
                     instructions=event.instructions,
                     tools=event.tools,
+                    catalog_digest=event.catalog_digest,
+                    tool_versions=event.tool_versions,
+                    tool_side_effects=event.tool_side_effects,
                     limits=Limits.model_validate(event.limits),
                 )
             )
@@ -83,7 +89,12 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
         case SessionUpdated():
             return admission.session_updated(state, event)
         case UserTranscriptFinal():
-            return transcript.hear(state, event)
+            heard = transcript.hear(state, event)
+            if state.chain.pending is not None:
+                # New input while a tool runs: the tool is cancelled and the input answered
+                # after the tool's output is delivered.
+                return heard.then(tools.caller_moved_on(heard.state, "new_input"))
+            return heard
         case UserTranscriptFailed():
             return transcript.transcription_failed(state, event)
         case SpeechStarted():
@@ -93,10 +104,18 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
         case AssistantTranscriptFinal():
             return transcript.assistant_said(state, event)
         case ResponseDone():
-            return transcript.response_finished(state, event)
+            counted = transcript.count_response(state, event)
+            chained = tools.response_finished(counted.state, event)
+            if chained is not None:
+                return counted.then(chained)
+            return counted.then(transcript.end_turn(counted.state, event))
+        case FunctionCallArgumentsDone():
+            return tools.request_tool(state, event)
+        case ToolFinished():
+            return tools.tool_finished(state, event.call_id, ToolOutcome.model_validate(event.outcome))
         case ProviderError():
             return transcript.provider_error(state, event)
         case _:
-            # Function calls, truncations, deletions and unknown kinds are recorded in the log;
-            # the tools, lifecycle and compaction work decide on them.
+            # Truncations, deletions and unknown kinds are recorded in the log; the lifecycle
+            # and compaction work decide on them.
             return unchanged(state)

@@ -116,6 +116,11 @@ class SessionState(_Frozen):
     limits: Limits = Limits()
     # Function tools offered to the model (the tool catalog; executed by the tools work).
     tools: tuple[dict[str, Any], ...] = ()
+    # Fixed at creation: the digest of the session's catalog and each tool's version and
+    # side-effect class, which every tool step's identity carries.
+    catalog_digest: str = ""
+    tool_versions: dict[str, str] = {}
+    tool_side_effects: dict[str, str] = {}
     call_id: str | None = None
     turn: Turn | None = None
     # The caller spoke while a response was owed: one response is begun for it afterwards.

@@ -69,6 +69,7 @@ class RefuseToolStep(_Effect):
     arguments: str
     code: str
     message: str
+    status: Literal["refused", "unavailable"] = "refused"
 
 
 class RunTool(_Effect):

@@ -9,9 +9,9 @@ When the response has completed and the tool's outcome is in, the host sends the
 caller moved on (barge-in, new input, a cancelled response), the outcome is still delivered —
 every function call gets exactly one output (DESIGN invariant 7) — but no response is driven.
 
-These transitions are pure. They are not yet routed from `pipeline.session`: wiring them in
-(with the tool actor, tool_runs execution and the durable steps of `models.tool_steps`) is the
-next step of the tools work; until then a function call is only logged.
+These transitions are pure; `pipeline.session` routes function calls, tool outcomes, new input
+and the end of responses to them. A call to a tool the session was not created with is
+answered `unavailable`.
 """
 
 from __future__ import annotations
@@ -82,6 +82,37 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
                     arguments=event.arguments,
                     code="tool_call_limit_reached",
                     message=LIMIT_REFUSAL,
+                ),
+            ),
+        )
+    if event.name not in state.tool_versions:
+        # Answered like a tool that finished at once: the output goes back when the response
+        # completes, and the model is asked to go on without it.
+        message = f"There is no tool called {event.name} in this call. Answer without it."
+        output = _answer(event.call_id, "unavailable", "tool_unavailable", message)
+        call = ToolCall(
+            call_id=event.call_id,
+            item_id=event.item_id,
+            response_id=event.response_id,
+            name=event.name,
+            output=output,
+        )
+        return Step(
+            state=state.evolve(
+                chain=chain.model_copy(
+                    update={"pending": call, "calls": chain.calls + 1, "continuation_allowed": True}
+                )
+            ),
+            effects=(
+                RefuseToolStep(
+                    call_id=event.call_id,
+                    item_id=event.item_id,
+                    response_id=event.response_id,
+                    name=event.name,
+                    arguments=event.arguments,
+                    code="tool_unavailable",
+                    message=message,
+                    status="unavailable",
                 ),
             ),
         )
@@ -194,9 +225,12 @@ def deliver_without_response(state: SessionState) -> Step:
 
 def refusal(call_id: str, code: str, message: str) -> str:
     """The output that answers a refused function call."""
-    return _encode(
-        {"call_id": call_id, "status": "refused", "result": None, "error": {"code": code, "message": message}}
-    )
+    return _answer(call_id, "refused", code, message)
+
+
+def _answer(call_id: str, status: str, code: str, message: str) -> str:
+    error = {"code": code, "message": message}
+    return _encode({"call_id": call_id, "status": status, "result": None, "error": error})
 
 
 def continuation_output(call_id: str, outcome: ToolOutcome) -> str:

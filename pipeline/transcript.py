@@ -102,6 +102,12 @@ def assistant_said(state: SessionState, event: AssistantTranscriptFinal) -> Step
 def response_finished(state: SessionState, event: ResponseDone) -> Step:
     """A response finished (completed, cancelled, failed or incomplete): count its usage; if it
     was the current turn's, the session listens again — or answers queued input."""
+    counted = count_response(state, event)
+    return counted.then(end_turn(counted.state, event))
+
+
+def count_response(state: SessionState, event: ResponseDone) -> Step:
+    """Every response's usage counts, whoever asked for it; a failed one is a warning."""
     usage = event.response.usage
     counted = state.evolve(
         usage=state.usage.plus(usage.input_tokens, usage.output_tokens, usage.total_tokens)
@@ -119,21 +125,25 @@ def response_finished(state: SessionState, event: ResponseDone) -> Step:
                 context={"response_id": event.response.id, "details": event.response.status_details},
             ),
         )
+    return Step(state=counted, effects=effects)
+
+
+def end_turn(state: SessionState, event: ResponseDone) -> Step:
+    """The turn's response is over: listen again, or begin the response queued input is owed."""
     turn = state.turn
     if turn is not None and turn.refused:
         # The response that blocked ours has finished: ask for ours again.
-        retried = counted.evolve(turn=turn.model_copy(update={"refused": False}))
-        return Step(state=retried, controls=(response_create(turn.context),), effects=effects)
+        retried = state.evolve(turn=turn.model_copy(update={"refused": False}))
+        return Step(state=retried, controls=(response_create(turn.context),))
     # A response.done without its response.created (seen during interruptions) ends the
     # turn that was waiting for it, so the session never waits forever.
     is_ours = turn is not None and turn.response_id in (event.response.id, None)
     if turn is None or not is_ours or state.phase is not Phase.RESPONDING:
-        return Step(state=counted, effects=effects)
-    released = counted.evolve(phase=Phase.LISTENING, turn=None)
-    step = Step(state=released, effects=effects)
+        return unchanged(state)
+    released = state.evolve(phase=Phase.LISTENING, turn=None)
     if state.queued_input_item_id is not None:
-        return step.then(begin_response(released, state.queued_input_item_id))
-    return step
+        return begin_response(released, state.queued_input_item_id)
+    return Step(state=released)
 
 
 def provider_error(state: SessionState, event: ProviderError) -> Step:

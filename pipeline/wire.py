@@ -253,6 +253,9 @@ class SessionCreated(_Inbound):
     type: Literal["switchboard.session_created"]
     instructions: str
     tools: tuple[dict[str, Any], ...] = ()
+    catalog_digest: str = ""
+    tool_versions: dict[str, str] = Field(default_factory=dict)
+    tool_side_effects: dict[str, str] = Field(default_factory=dict)
     limits: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -16,13 +16,18 @@ import dramatiq
 import sentry_sdk
 from pydantic import ValidationError
 
+from models import tool_steps
 from models.records import session_record
 from models.sessions import Applied, LockedSession, locked_session, new_session
 from pipeline.api import SessionSpec
+from pipeline.catalog import ToolCatalog, ToolError, ToolOutcome
 from pipeline.envelope import EventEnvelope, Reply
-from pipeline.errors import BadInput, MalformedEnvelope, Refusal, SessionNotFound
-from pipeline.names import ADMISSION_QUEUE, TOOL_QUEUE, TRANSCRIPT_QUEUE
+from pipeline.errors import BadInput, MalformedEnvelope, Refusal, SessionNotFound, UnknownTool
+from pipeline.names import ADMISSION_QUEUE, TOOL_QUEUE, TOOL_RUNS_QUEUE, TRANSCRIPT_QUEUE
+from pipeline.tool_steps import outcome_digest
 from workers import runtime
+from workers.tools.runner import MAXIMUM_TOOL_MS
+from workers.tools.runner import run_tool as execute_tool
 
 _runtime = runtime.current()
 
@@ -83,8 +88,8 @@ def create_session(
         event = {
             "type": "switchboard.session_created",
             "instructions": checked.instructions,
-            "tools": [tool.model_dump(mode="json") for tool in checked.tools],
             "limits": _limits(checked),
+            **_session_catalog(checked.tools),
         }
         with new_session(session_id, gateway_id) as session:
             applied = session.apply_host(event, now)
@@ -182,6 +187,63 @@ def record_incident(session_id: str | None, code: str, summary: str, context: di
     )
 
 
+# ── tool bodies: run on tool_runs, outside the row lock ────────────────────────────────
+
+
+# A cancellation flag outlives any tool run (30 s at most) and then disappears by itself.
+TOOL_CANCEL_TTL_S = 120
+
+
+@dramatiq.actor(
+    queue_name=TOOL_RUNS_QUEUE,
+    actor_name="run_tool",
+    throws=_NEVER_RETRIED,
+    max_retries=3,
+    min_backoff=100,
+    max_backoff=1_000,
+    time_limit=MAXIMUM_TOOL_MS + 30_000,
+)
+def run_tool(session_id: str, call_id: str, name: str, arguments: str) -> None:
+    """Run one tool body (bounded in time, cooperatively cancellable) and bring its outcome
+    back as an input applied under the row lock. A step that already finished (a redelivered
+    message) is not run again."""
+    with locked_session(session_id) as session:
+        step = tool_steps.find_step(session, call_id)
+    if step is None or step.is_terminal:
+        return
+    declared = _runtime.registry.get(name)
+    if declared is None:
+        outcome = ToolOutcome(
+            status="unavailable",
+            error=ToolError(code="tool_unavailable", message=f"no registered tool {name!r}"),
+            elapsed_ms=0,
+        )
+    else:
+        cancel_key = _cancel_key(session_id, call_id)
+        outcome = execute_tool(
+            declared,
+            arguments,
+            timeout_ms=MAXIMUM_TOOL_MS,
+            cancelled=lambda: bool(_runtime.broker.client.exists(cancel_key)),
+        )
+    event = {
+        "type": "switchboard.tool_finished",
+        "call_id": call_id,
+        "outcome": outcome.model_dump(mode="json"),
+    }
+    with locked_session(session_id) as session:
+        finished = tool_steps.finish_step(session, call_id, outcome)
+        if finished.outcome_digest != outcome_digest(outcome):
+            return  # finished meanwhile with another outcome (interrupted): that one stands
+        applied = session.apply_host(event, time.time())
+        _publish(session, applied)
+    _after_commit(session_id, applied)
+
+
+def _cancel_key(session_id: str, call_id: str) -> str:
+    return f"{_runtime.settings.broker_namespace}:tool-cancel:{session_id}:{call_id}"
+
+
 # ── shared ──────────────────────────────────────────────────────────────────────────────
 
 
@@ -190,6 +252,12 @@ def _publish(session: LockedSession, applied: Applied) -> None:
 
 
 def _after_commit(session_id: str, applied: Applied) -> None:
+    for cancel in applied.tool_cancels:
+        _runtime.broker.client.set(
+            _cancel_key(session_id, cancel.call_id), cancel.reason, ex=TOOL_CANCEL_TTL_S
+        )
+    for run in applied.tool_runs:
+        run_tool.send(session_id=session_id, call_id=run.call_id, name=run.name, arguments=run.arguments)
     for timer in applied.timers:
         session_timer.send_with_options(
             kwargs={"session_id": session_id, "name": timer.name}, delay=timer.delay_ms
@@ -217,6 +285,24 @@ def _answer(request_id: str, gateway_id: str, work: Callable[[], tuple[int, dict
         status, body = 422, {"error": {"code": code, "message": str(exc)}}
     reply = Reply(id=f"reply_{request_id}", request_id=request_id, status=status, body=body)
     _runtime.publisher.publish(gateway_id, body.get("id") or body.get("session_id") or "", 0, [reply])
+
+
+def _session_catalog(names: tuple[str, ...]) -> dict[str, Any]:
+    """The registered tools a session asked for, fixed at creation with their digest."""
+    specs = []
+    for name in names:
+        declared = _runtime.registry.get(name)
+        if declared is None:
+            known = ", ".join(tool.name for tool in _runtime.registry.tools) or "none"
+            raise UnknownTool(f"no registered tool {name!r} (registered: {known})")
+        specs.append(declared.spec)
+    catalog = ToolCatalog(tools=tuple(specs))
+    return {
+        "tools": catalog.provider_tools(),
+        "catalog_digest": catalog.digest if specs else "",
+        "tool_versions": {spec.name: spec.version for spec in specs},
+        "tool_side_effects": {spec.name: str(spec.side_effect) for spec in specs},
+    }
 
 
 def _limits(spec: SessionSpec) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from pipeline.names import TOOL_RUNS_QUEUE
 from workers.broker import make_broker
 from workers.emit import ControlPublisher
 from workers.middleware import ReconnectAfterDatabaseLoss, SessionTag, WarmConnections
+from workers.tools.registry import Registry, load_registry
 
 
 @dataclass
@@ -28,6 +29,7 @@ class Runtime:
     kombu_url: str
     broker: dramatiq.brokers.redis.RedisBroker
     publisher: ControlPublisher
+    registry: Registry
 
 
 _current: Runtime | None = None
@@ -57,7 +59,10 @@ def configure(settings: Settings, database_url: str, redis_url: str, kombu_url: 
     # Declared up front so a tool_runs worker can start before the tools work adds its actors.
     broker.declare_queue(TOOL_RUNS_QUEUE)
     dramatiq.set_broker(broker)
-    _current = Runtime(settings, database_url, redis_url, kombu_url, broker, publisher)
+    modules = [path.strip() for path in settings.tool_modules.split(",") if path.strip()]
+    _current = Runtime(
+        settings, database_url, redis_url, kombu_url, broker, publisher, load_registry(modules)
+    )
     return _current
 
 

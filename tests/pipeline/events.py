@@ -35,6 +35,9 @@ def session_created(
         "type": "switchboard.session_created",
         "instructions": instructions,
         "tools": tools or [],
+        "catalog_digest": "sha256:test" if tools else "",
+        "tool_versions": {tool["name"]: "1" for tool in tools or []},
+        "tool_side_effects": {tool["name"]: "read_only" for tool in tools or []},
         "limits": limits if limits is not None else {"max_output_tokens": 512, "max_session_seconds": 900},
     }
 

@@ -129,23 +129,17 @@ def test_the_switchboard_key_wins_over_openai_api_key() -> None:
 
 
 def test_a_valid_session_spec() -> None:
-    """A spec with instructions, a tool and limits validates, the tool in the provider's shape."""
+    """A spec with instructions, a registered tool's name and limits validates."""
     spec = SessionSpec.model_validate(
         {
             "instructions": "You are Alex.",
-            "tools": [{"name": "lookup_order", "description": "Look up an order"}],
+            "tools": ["lookup_order"],
             "limits": {"max_output_tokens": 4096, "max_session_seconds": 600},
         }
     )
 
     assert spec.instructions == "You are Alex."
-    (tool,) = spec.tools
-    assert tool.model_dump() == {
-        "type": "function",
-        "name": "lookup_order",
-        "description": "Look up an order",
-        "parameters": {"type": "object", "properties": {}},
-    }
+    assert spec.tools == ("lookup_order",)
     assert spec.limits.max_output_tokens == 4096
 
 
@@ -164,9 +158,9 @@ def test_a_spec_may_ask_for_unbounded_output() -> None:
         ({"instructions": "Hi", "limits": {"max_output_tokens": 0}}, "max_output_tokens"),
         ({"instructions": "Hi", "limits": {"max_session_seconds": 3_601}}, "max_session_seconds"),
         ({"instructions": "Hi", "voice": "marin"}, "voice"),
-        ({"instructions": "Hi", "tools": [{"name": "look up!"}]}, "name"),
-        ({"instructions": "Hi", "tools": [{"name": ""}]}, "name"),
-        ({"instructions": "Hi", "tools": [{"name": "ok", "type": "mcp"}]}, "type"),
+        ({"instructions": "Hi", "tools": ["look up!"]}, "tools"),
+        ({"instructions": "Hi", "tools": [""]}, "tools"),
+        ({"instructions": "Hi", "tools": ["echo", "echo"]}, "tools"),
     ],
     ids=[
         "empty_instructions",

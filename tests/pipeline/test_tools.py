@@ -39,9 +39,21 @@ def _done(response_id: str, status: str = "completed") -> ResponseDone:
     return event
 
 
+LOOKUP = {
+    "type": "function",
+    "name": "lookup_order",
+    "description": "Look up an order",
+    "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}},
+}
+
+
 def _responding(response_id: str = "resp_1") -> SessionState:
     return ev.state_after(
-        [*ev.listening(), ev.user_final("item_U1", "Where is 4417?"), ev.response_created(response_id)]
+        [
+            *ev.listening(tools=[LOOKUP]),
+            ev.user_final("item_U1", "Where is 4417?"),
+            ev.response_created(response_id),
+        ]
     )
 
 
@@ -171,3 +183,16 @@ def test_every_tool_control_passes_the_wire_oracle() -> None:
     for control in (*refused, *continued):
         wire = control.model_dump(mode="json", exclude_none=True)
         assert wire_errors(wire, direction="client") == [], wire
+
+
+def test_a_tool_the_session_lacks_is_answered_unavailable_and_continued() -> None:
+    """An unknown function is recorded unavailable, runs nothing, and its output leads the
+    continuation once the response completes."""
+    state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
+    step = tools.request_tool(state, _call())
+    assert [type(e) for e in step.effects] == [RefuseToolStep]
+    assert step.effects[0].status == "unavailable"  # type: ignore[union-attr]
+    continued = tools.response_finished(step.state, _done("resp_1"))
+    assert continued is not None
+    assert [type(c) for c in continued.controls] == [ItemCreate, ResponseCreate]
+    assert _outputs(continued.controls)[0]["error"]["code"] == "tool_unavailable"

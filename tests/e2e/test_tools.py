@@ -1,0 +1,106 @@
+"""Function calls end to end: the model calls a registered tool, it runs on tool_runs, and its
+output goes back before the response that speaks it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from simulator.oracle import wire_errors
+from switchboard.client import Client
+from switchboard.stack import Stack
+from tests.e2e.conftest import set_script, simulator_call
+
+
+def _script(calls: list[dict[str, Any]], answer: str) -> dict[str, Any]:
+    return {
+        "name": "tool-call",
+        "timing": {
+            "delta_interval_ms": 10,
+            "chars_per_delta": 12,
+            "speech_ms": 200,
+            "response_wait_ms": 20000,
+        },
+        "caller": [{"say": "Where is my order 4417?", "after_ms": 150}, {"hangup": True, "after_ms": 200}],
+        "model": [{"function_call": call} for call in calls] + [{"say": answer}],
+    }
+
+
+def _call(client: Client, stack: Stack, tools: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    session = client.create_session("You are the order desk.", tools=tools)
+    call_id = client.connect(session["id"])["call_id"]
+    client.wait_for_status(session["id"], timeout_s=60)
+    record = client.session(session["id"], events=True)
+    log = simulator_call(stack, call_id)
+    assert log["errors"] == []
+    controls = [entry["control"] for entry in log["controls"]]
+    for control in controls:
+        assert wire_errors(control, direction="client") == [], control
+    return record, controls
+
+
+def test_one_tool_call_is_run_answered_and_continued(stack: Stack, client: Client) -> None:
+    """lookup_order runs once; its output, then response.create, follow the function call, and
+    the durable step succeeded."""
+    set_script(
+        stack, _script([{"name": "lookup_order", "arguments": {"order_id": "4417"}}], "It ships Friday.")
+    )
+    record, controls = _call(client, stack, ["lookup_order"])
+
+    assert [c["type"] for c in controls] == [
+        "session.update",
+        "response.create",
+        "conversation.item.create",
+        "response.create",
+    ]
+    assert [tool["name"] for tool in controls[0]["session"]["tools"]] == ["lookup_order"]
+    output = json.loads(controls[2]["item"]["output"])
+    assert (output["status"], output["result"]["found"], output["result"]["order_id"]) == (
+        "succeeded",
+        True,
+        "4417",
+    )
+    assert controls[3]["response"] == controls[1]["response"]
+    assert [(s["tool"], s["status"]) for s in record["tool_steps"]] == [("lookup_order", "succeeded")]
+    assert record["status"] == "ended"
+    assert [item["text"] for item in record["transcript"] if item["role"] == "assistant"] == [
+        "It ships Friday."
+    ]
+
+
+def test_a_chain_of_three_calls_each_answered_once(stack: Stack, client: Client) -> None:
+    """Three calls in a row each get exactly one output, then the spoken answer."""
+    calls = [
+        {"name": "lookup_order", "arguments": {"order_id": "4417"}},
+        {"name": "echo", "arguments": {"text": "checking"}},
+        {"name": "lookup_order", "arguments": {"order_id": "9999"}},
+    ]
+    set_script(stack, _script(calls, "Here is what I found."))
+    record, controls = _call(client, stack, ["lookup_order", "echo"])
+
+    outputs = [c for c in controls if c["type"] == "conversation.item.create"]
+    assert len(outputs) == 3
+    assert len({o["item"]["call_id"] for o in outputs}) == 3
+    assert [c["type"] for c in controls].count("response.create") == 4
+    assert [(s["tool"], s["status"]) for s in record["tool_steps"]] == [
+        ("lookup_order", "succeeded"),
+        ("echo", "succeeded"),
+        ("lookup_order", "succeeded"),
+    ]
+    assert json.loads(outputs[2]["item"]["output"])["result"]["found"] is False
+
+
+def test_a_call_to_a_tool_the_session_lacks_is_answered_unavailable(stack: Stack, client: Client) -> None:
+    """A function the session was not created with is answered as unavailable, and the model
+    is asked to go on without it."""
+    set_script(stack, _script([{"name": "lookup_order", "arguments": {"order_id": "4417"}}], "Sorry."))
+    record, controls = _call(client, stack, [])
+    assert [c["type"] for c in controls] == [
+        "session.update",
+        "response.create",
+        "conversation.item.create",
+        "response.create",
+    ]
+    assert json.loads(controls[2]["item"]["output"])["error"]["code"] == "tool_unavailable"
+    assert [item["text"] for item in record["transcript"] if item["role"] == "assistant"] == ["Sorry."]
+    assert [(s["tool"], s["status"]) for s in record["tool_steps"]] == [("lookup_order", "unavailable")]
