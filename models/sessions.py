@@ -25,11 +25,18 @@ import psycopg2
 from models.db import database, reopen
 from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.envelope import CloseCall, EventEnvelope, OpenSideband, Outbound, SendControl
-from pipeline.errors import MalformedFrame, SessionExists, SessionNotFound
+from pipeline.errors import (
+    MalformedFrame,
+    SessionExists,
+    SessionNotFound,
+    ToolOutcomeConflict,
+    ToolStepTerminal,
+)
 from pipeline.session import apply, is_late
 from pipeline.state import SessionState
 from pipeline.step import (
     CancelTool,
+    InterruptToolStep,
     PersistTranscript,
     RecordIncident,
     RefuseToolStep,
@@ -466,6 +473,8 @@ class LockedSession:
                 applied.tool_runs.append(effect)
             elif isinstance(effect, CancelTool):
                 applied.tool_cancels.append(effect)
+            elif isinstance(effect, InterruptToolStep):
+                self._interrupt_tool_step(effect)
         applied.outbound += outbound
         self.state = step.state
 
@@ -493,6 +502,18 @@ class LockedSession:
             tool_steps.finish_step(
                 self, effect.call_id, ToolOutcome(status=effect.status, error=error, elapsed_ms=0)
             )
+
+    def _interrupt_tool_step(self, effect: InterruptToolStep) -> None:
+        """Finish a running step as interrupted; one that finished meanwhile keeps its outcome."""
+        from models import tool_steps
+
+        error = ToolError(code=effect.code, message=effect.message)
+        try:
+            tool_steps.finish_step(
+                self, effect.call_id, ToolOutcome(status="interrupted", error=error, elapsed_ms=0)
+            )
+        except (ToolOutcomeConflict, ToolStepTerminal):
+            pass
 
     def _session_row(
         self, state: SessionState, applied_seq: int, logged_seq: int, applied_count: int

@@ -39,6 +39,8 @@ class Settings(BaseModel):
     worker_threads: int = Field(default=8, ge=1, le=64)
     # Comma-separated module paths whose TOOLS lists make the tool registry.
     tool_modules: str = "workers.tools.reference"
+    # A tool body's time limit (the seeds' 30 s at most; tests shorten it).
+    tool_timeout_ms: int = Field(default=30_000, ge=100, le=30_000)
 
     provider: Literal["simulated", "openai"] = "simulated"
     provider_api_key: str | None = None

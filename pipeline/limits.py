@@ -30,5 +30,12 @@ MAXIMUM_INSTRUCTIONS_BYTES = 32_000
 # How long an API call waits for a worker's answer before the gateway says 503.
 API_REPLY_TIMEOUT_MS = 10_000
 
+# A tool body that outlives this is cancelled and answered as timed out.
+MAXIMUM_TOOL_MS = 30_000
+
+# A running tool whose outcome has not come back this long after its own limit is answered as
+# interrupted: its message was lost (a dead worker past recovery, a dead-lettered run).
+TOOL_DEADLINE_GRACE_MS = 15_000
+
 # Reconnect attempts for a lost sideband before the session fails (used by the lifecycle work).
 MAXIMUM_RECONNECT_ATTEMPTS = 2

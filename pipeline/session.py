@@ -40,6 +40,10 @@ def is_late(state: SessionState, generation: int) -> bool:
 
 def apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
     """Decide what one event means for the session."""
+    return tools.interrupted_by_end(state, _apply(state, event, generation))
+
+
+def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
     match event:
         case SessionCreated() if state.phase is Phase.CREATED and not state.instructions:
             return admission.created(
@@ -63,6 +67,10 @@ def apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
             return admission.attach_call(state, event.call_id)
         case AdmissionFailed():
             return admission.fail_admission(state, event.code, event.detail)
+        case TimerFired() if event.name.startswith(tools.TOOL_DEADLINE_TIMER):
+            if state.is_terminal:
+                return unchanged(state)
+            return tools.deadline_passed(state, event.name.removeprefix(tools.TOOL_DEADLINE_TIMER))
         case TimerFired():
             return admission.timer_fired(state, event.name)
     if is_late(state, generation):

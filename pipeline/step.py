@@ -80,6 +80,14 @@ class RunTool(_Effect):
     arguments: str
 
 
+class InterruptToolStep(_Effect):
+    """Finish a running tool step as interrupted, with the real reason."""
+
+    call_id: str
+    code: str
+    message: str
+
+
 class CancelTool(_Effect):
     """Ask the running tool body to stop (it is cooperative)."""
 
@@ -104,6 +112,7 @@ Effect = (
     | RefuseToolStep
     | RunTool
     | CancelTool
+    | InterruptToolStep
 )
 Control = SessionUpdate | ResponseCreate | ResponseCancel | ItemCreate | ItemDelete | ItemTruncate
 

@@ -20,11 +20,24 @@ import json
 from typing import Any
 
 from pipeline.admission import fail
-from pipeline.catalog import ToolOutcome
+from pipeline.catalog import ToolError, ToolOutcome
+from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS
 from pipeline.state import Phase, SessionState, ToolCall, ToolChain
-from pipeline.step import CancelTool, RefuseToolStep, RequestToolStep, RunTool, Step, unchanged
+from pipeline.step import (
+    CancelTool,
+    InterruptToolStep,
+    RefuseToolStep,
+    RequestToolStep,
+    RunTool,
+    ScheduleTimer,
+    Step,
+    unchanged,
+)
 from pipeline.transcript import begin_response, response_create
 from pipeline.wire import FunctionCallArgumentsDone, ItemCreate, ResponseDone
+
+# Timers named with this prefix and a call id check that call's outcome came back.
+TOOL_DEADLINE_TIMER = "tool_deadline:"
 
 # A turn that calls more tools than this is looping; the model is told to report instead.
 MAXIMUM_TOOL_CALLS_PER_TURN = 8
@@ -116,6 +129,9 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
                 ),
             ),
         )
+    deadline = ScheduleTimer(
+        name=f"{TOOL_DEADLINE_TIMER}{event.call_id}", delay_ms=MAXIMUM_TOOL_MS + TOOL_DEADLINE_GRACE_MS
+    )
     call = ToolCall(
         call_id=event.call_id, item_id=event.item_id, response_id=event.response_id, name=event.name
     )
@@ -134,6 +150,48 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
                 arguments=event.arguments,
             ),
             RunTool(call_id=event.call_id, name=event.name, arguments=event.arguments),
+            deadline,
+        ),
+    )
+
+
+def deadline_passed(state: SessionState, call_id: str) -> Step:
+    """The tool's outcome never came back: answer the call as interrupted so the turn goes on
+    (and the durable step says why)."""
+    pending = state.chain.pending
+    if pending is None or pending.call_id != call_id or pending.output is not None:
+        return unchanged(state)
+    message = "The tool did not report back in time; its result is unknown."
+    interrupted = ToolOutcome(
+        status="interrupted",
+        error=ToolError(code="tool_deadline_passed", message=message),
+        elapsed_ms=MAXIMUM_TOOL_MS + TOOL_DEADLINE_GRACE_MS,
+    )
+    recorded = Step(
+        state=state,
+        effects=(
+            CancelTool(call_id=call_id, reason="tool_deadline_passed"),
+            InterruptToolStep(call_id=call_id, code="tool_deadline_passed", message=message),
+        ),
+    )
+    return recorded.then(tool_finished(state, call_id, interrupted))
+
+
+def interrupted_by_end(before: SessionState, step: Step) -> Step:
+    """A session that ends while a tool runs stops the tool and records why."""
+    pending = before.chain.pending
+    if before.is_terminal or not step.state.is_terminal or pending is None or pending.output is not None:
+        return step
+    reason = step.state.end_reason or "session_ended"
+    return Step(
+        state=step.state.evolve(chain=ToolChain()),
+        controls=step.controls,
+        effects=(
+            *step.effects,
+            CancelTool(call_id=pending.call_id, reason=reason),
+            InterruptToolStep(
+                call_id=pending.call_id, code=reason, message=f"The call ended ({reason}) while the tool ran."
+            ),
         ),
     )
 

@@ -22,11 +22,17 @@ from models.sessions import Applied, LockedSession, locked_session, new_session
 from pipeline.api import SessionSpec
 from pipeline.catalog import ToolCatalog, ToolError, ToolOutcome
 from pipeline.envelope import EventEnvelope, Reply
-from pipeline.errors import BadInput, MalformedEnvelope, Refusal, SessionNotFound, UnknownTool
+from pipeline.errors import (
+    BadInput,
+    MalformedEnvelope,
+    Refusal,
+    SessionNotFound,
+    ToolOutcomeConflict,
+    UnknownTool,
+)
+from pipeline.limits import MAXIMUM_TOOL_MS
 from pipeline.names import ADMISSION_QUEUE, TOOL_QUEUE, TOOL_RUNS_QUEUE, TRANSCRIPT_QUEUE
-from pipeline.tool_steps import outcome_digest
 from workers import runtime
-from workers.tools.runner import MAXIMUM_TOOL_MS
 from workers.tools.runner import run_tool as execute_tool
 
 _runtime = runtime.current()
@@ -223,7 +229,7 @@ def run_tool(session_id: str, call_id: str, name: str, arguments: str) -> None:
         outcome = execute_tool(
             declared,
             arguments,
-            timeout_ms=MAXIMUM_TOOL_MS,
+            timeout_ms=_runtime.settings.tool_timeout_ms,
             cancelled=lambda: bool(_runtime.broker.client.exists(cancel_key)),
         )
     event = {
@@ -232,8 +238,9 @@ def run_tool(session_id: str, call_id: str, name: str, arguments: str) -> None:
         "outcome": outcome.model_dump(mode="json"),
     }
     with locked_session(session_id) as session:
-        finished = tool_steps.finish_step(session, call_id, outcome)
-        if finished.outcome_digest != outcome_digest(outcome):
+        try:
+            tool_steps.finish_step(session, call_id, outcome)
+        except ToolOutcomeConflict:
             return  # finished meanwhile with another outcome (interrupted): that one stands
         applied = session.apply_host(event, time.time())
         _publish(session, applied)

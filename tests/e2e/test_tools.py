@@ -104,3 +104,47 @@ def test_a_call_to_a_tool_the_session_lacks_is_answered_unavailable(stack: Stack
     assert json.loads(controls[2]["item"]["output"])["error"]["code"] == "tool_unavailable"
     assert [item["text"] for item in record["transcript"] if item["role"] == "assistant"] == ["Sorry."]
     assert [(s["tool"], s["status"]) for s in record["tool_steps"]] == [("lookup_order", "unavailable")]
+
+
+def test_invalid_arguments_and_a_large_result_are_answered_not_crashed(stack: Stack, client: Client) -> None:
+    """Arguments failing the schema become a failed step answered to the model; a 1 MB result
+    succeeds in PostgreSQL and reaches the provider bounded to 16,000 bytes."""
+    calls = [
+        {"name": "lookup_order", "arguments": {"order_id": 4417}},
+        {"name": "generate", "arguments": {"bytes": 1_000_000}},
+    ]
+    set_script(stack, _script(calls, "Done."))
+    record, controls = _call(client, stack, ["lookup_order", "generate"])
+
+    invalid, large = (
+        json.loads(c["item"]["output"]) for c in controls if c["type"] == "conversation.item.create"
+    )
+    assert (invalid["status"], invalid["error"]["code"]) == ("failed", "invalid_arguments")
+    assert large["status"] == "succeeded" and large["result"]["truncated"] is True
+    outputs = [c["item"]["output"] for c in controls if c["type"] == "conversation.item.create"]
+    assert all(len(output.encode()) <= 16_000 for output in outputs)
+    assert [(s["tool"], s["status"]) for s in record["tool_steps"]] == [
+        ("lookup_order", "failed"),
+        ("generate", "succeeded"),
+    ]
+    assert record["status"] == "ended"
+
+
+def test_a_tool_that_runs_too_long_is_answered_timed_out(services: Any, namespace: str) -> None:
+    """A body past the tool time limit is cancelled, its step timed_out, its call answered,
+    and the turn goes on."""
+    with Stack(
+        services.database_url,
+        services.redis_url,
+        namespace=f"{namespace}-timeout",
+        extra_env={"SWITCHBOARD_TOOL_TIMEOUT_MS": "300"},
+    ) as slow_stack:
+        slow_stack.start(workers=1)
+        set_script(slow_stack, _script([{"name": "wait", "arguments": {"ms": 5000}}], "That took too long."))
+        slow_client = Client(slow_stack.api_url, slow_stack.api_token)
+        record, controls = _call(slow_client, slow_stack, ["wait"])
+
+    (output,) = (json.loads(c["item"]["output"]) for c in controls if c["type"] == "conversation.item.create")
+    assert (output["status"], output["error"]["code"]) == ("timed_out", "tool_timeout")
+    assert [(s["tool"], s["status"]) for s in record["tool_steps"]] == [("wait", "timed_out")]
+    assert [c["type"] for c in controls][-1] == "response.create"

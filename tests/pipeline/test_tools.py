@@ -8,7 +8,15 @@ from typing import Any
 from pipeline import tools
 from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.state import SessionState
-from pipeline.step import CancelTool, RecordIncident, RefuseToolStep, RequestToolStep, RunTool
+from pipeline.step import (
+    CancelTool,
+    InterruptToolStep,
+    RecordIncident,
+    RefuseToolStep,
+    RequestToolStep,
+    RunTool,
+    ScheduleTimer,
+)
 from pipeline.wire import FunctionCallArgumentsDone, ItemCreate, ResponseCreate, ResponseDone, parse_inbound
 from simulator.oracle import wire_errors
 from tests.pipeline import events as ev
@@ -64,7 +72,8 @@ def _outputs(controls: tuple[Any, ...]) -> list[dict[str, Any]]:
 def test_a_function_call_is_requested_and_run() -> None:
     """A call in the current response becomes a requested step and a run on tool_runs."""
     step = tools.request_tool(_responding(), _call())
-    assert [type(e) for e in step.effects] == [RequestToolStep, RunTool]
+    assert [type(e) for e in step.effects] == [RequestToolStep, RunTool, ScheduleTimer]
+    assert step.effects[2].name == "tool_deadline:call_1"  # type: ignore[union-attr]
     assert step.controls == ()
     assert step.state.chain.pending is not None and step.state.chain.calls == 1
 
@@ -196,3 +205,26 @@ def test_a_tool_the_session_lacks_is_answered_unavailable_and_continued() -> Non
     assert continued is not None
     assert [type(c) for c in continued.controls] == [ItemCreate, ResponseCreate]
     assert _outputs(continued.controls)[0]["error"]["code"] == "tool_unavailable"
+
+
+def test_a_tool_that_never_reports_back_is_answered_interrupted_at_its_deadline() -> None:
+    """The deadline timer answers a lost tool run as interrupted and the turn goes on."""
+    state = tools.request_tool(_responding(), _call()).state
+    waiting = tools.response_finished(state, _done("resp_1"))
+    assert waiting is not None
+    step = ev.step_of(waiting.state, ev.timer_fired("tool_deadline:call_1"))
+    assert [type(e) for e in step.effects] == [CancelTool, InterruptToolStep]
+    assert [type(c) for c in step.controls] == [ItemCreate, ResponseCreate]
+    assert _outputs(step.controls)[0]["error"]["code"] == "tool_deadline_passed"
+    later = ev.step_of(step.state, ev.timer_fired("tool_deadline:call_1"))
+    assert later.controls == () and later.effects == ()
+
+
+def test_ending_the_session_while_a_tool_runs_stops_it_and_records_why() -> None:
+    """An end request during a tool cancels it and marks its step interrupted."""
+    state = tools.request_tool(_responding(), _call()).state
+    step = ev.step_of(state, ev.end_requested())
+    interrupt = [e for e in step.effects if isinstance(e, InterruptToolStep)]
+    assert [e.code for e in interrupt] == ["ended_by_api"]
+    assert any(isinstance(e, CancelTool) for e in step.effects)
+    assert step.state.chain.pending is None

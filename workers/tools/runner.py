@@ -17,12 +17,12 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.catalog import ToolError, ToolOutcome, ToolStatus
+from pipeline.limits import MAXIMUM_TOOL_MS
 from workers.tools.registry import Tool
 from workers.tools.schema import json_type, validate
 
-# A tool that outlives this is cancelled and answered as timed out: the caller is on the line
-# in silence while a tool runs, and the seed's `@maximum_local_tool_ms` is the same bound.
-MAXIMUM_TOOL_MS = 30_000
+# A tool that outlives MAXIMUM_TOOL_MS (pipeline.limits, 30 s) is cancelled and answered as
+# timed out: the caller is on the line in silence while a tool runs.
 
 # How often the runner asks the `cancelled` callback while a body runs; short enough that a
 # barge-in stops the wait within a frame of audio, long enough to cost nothing.
