@@ -82,6 +82,8 @@ class ToolChain(_Frozen):
 
     pending: ToolCall | None = None
     calls: int = 0
+    # Every call id this turn took up: the same call arriving again is not taken up twice.
+    seen: tuple[str, ...] = ()
     limit_refused: bool = False
     # False once the caller moved on (barge-in, new input, cancellation): the outcome is still
     # delivered, but no response is driven from it.

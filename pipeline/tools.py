@@ -70,6 +70,11 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
             f"function call {event.call_id} belongs to {event.response_id}, not {turn.response_id}",
         )
     chain = state.chain
+    if event.call_id in chain.seen:
+        # The same call again (another event naming it): it was taken up once already.
+        return unchanged(state)
+    chain = chain.model_copy(update={"seen": (*chain.seen, event.call_id)})
+    state = state.evolve(chain=chain)
     if chain.pending is not None:
         return Step(
             state=state,
@@ -232,6 +237,10 @@ def response_finished(state: SessionState, event: ResponseDone) -> Step | None:
     if completed:
         if pending.output is not None and chain.continuation_allowed:
             return continue_after_tool(state)
+        if pending.output is not None:
+            # The outcome came in, then the caller moved on: the output still goes (the seed
+            # waited here for an outcome that had already arrived, leaving an orphan call).
+            return deliver_without_response(state)
         return Step(state=state.evolve(chain=chain.model_copy(update={"response_completed": True})))
     # Cancelled, failed or incomplete: nothing will continue from this response.
     if pending.output is not None:

@@ -111,10 +111,27 @@ def begin_admission(request_id: str, gateway_id: str, session_id: str, now: floa
 
     def begin() -> tuple[int, dict[str, Any]]:
         with locked_session(session_id) as session:
-            applied = session.apply_host({"type": "switchboard.admission_begun"}, now)
-            _publish(session, applied)
-            state = session.state
+            if session.state.tool_versions and _current_digest(session.state.tool_versions) != (
+                session.state.catalog_digest
+            ):
+                # The tools changed (a deploy) between creation and connect: the session's
+                # durable tool identities would lie, so it fails instead of connecting.
+                failed = {
+                    "type": "switchboard.admission_failed",
+                    "code": "tool_catalog_changed",
+                    "detail": "the registered tools changed after the session was created",
+                }
+                applied = session.apply_host(failed, now)
+                _publish(session, applied)
+                state = session.state
+            else:
+                applied = session.apply_host({"type": "switchboard.admission_begun"}, now)
+                _publish(session, applied)
+                state = session.state
         _after_commit(session_id, applied)
+        if state.is_terminal:
+            message = f"session failed: {state.end_reason}"
+            return 409, {"error": {"code": state.end_reason or "session_ended", "message": message}}
         return 200, {
             "session_id": session_id,
             "instructions": state.instructions,
@@ -310,6 +327,17 @@ def _session_catalog(names: tuple[str, ...]) -> dict[str, Any]:
         "tool_versions": {spec.name: spec.version for spec in specs},
         "tool_side_effects": {spec.name: str(spec.side_effect) for spec in specs},
     }
+
+
+def _current_digest(tool_versions: dict[str, str]) -> str:
+    """The digest the session's tools have in today's registry ("" if one is gone)."""
+    specs = []
+    for name in tool_versions:
+        declared = _runtime.registry.get(name)
+        if declared is None:
+            return ""
+        specs.append(declared.spec)
+    return ToolCatalog(tools=tuple(specs)).digest
 
 
 def _limits(spec: SessionSpec) -> dict[str, Any]:

@@ -86,10 +86,11 @@ def test_a_call_for_another_response_fails_the_session() -> None:
 
 
 def test_a_second_call_while_one_runs_is_refused_and_answered() -> None:
-    """A parallel call gets a refused output at once and changes nothing else."""
+    """A parallel call gets a refused output at once and leaves the running call alone."""
     running = tools.request_tool(_responding(), _call()).state
     step = tools.request_tool(running, _call("call_2"))
-    assert step.state == running
+    assert step.state.chain.pending == running.chain.pending
+    assert step.state.chain.calls == running.chain.calls
     (output,) = _outputs(step.controls)
     assert (output["call_id"], output["status"], output["error"]["code"]) == (
         "call_2",
@@ -228,3 +229,22 @@ def test_ending_the_session_while_a_tool_runs_stops_it_and_records_why() -> None
     assert [e.code for e in interrupt] == ["ended_by_api"]
     assert any(isinstance(e, CancelTool) for e in step.effects)
     assert step.state.chain.pending is None
+
+
+def test_the_same_call_arriving_twice_is_taken_up_once() -> None:
+    """A second event naming a call id already taken up this turn changes nothing."""
+    running = tools.request_tool(_responding(), _call()).state
+    again = tools.request_tool(running, _call())
+    assert again.state == running and again.controls == () and again.effects == ()
+
+
+def test_an_outcome_held_when_the_caller_moved_on_is_delivered_when_the_response_completes() -> None:
+    """Outcome in, then new input, then response.done: the output goes, then the queued
+    input's response (the seed left this call without an output)."""
+    state = tools.request_tool(_responding(), _call()).state
+    held = tools.tool_finished(state, "call_1", SUCCEEDED).state
+    moved_on = tools.caller_moved_on(held.evolve(queued_input_item_id="item_U2"), "new_input").state
+    step = tools.response_finished(moved_on, _done("resp_1"))
+    assert step is not None
+    assert [type(c) for c in step.controls] == [ItemCreate, ResponseCreate]
+    assert step.state.turn is not None and step.state.turn.context.input_item_id == "item_U2"

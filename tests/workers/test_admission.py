@@ -52,3 +52,39 @@ def test_connect_is_refused_unless_the_session_was_just_created(
     assert replies[1]["body"]["error"]["code"] == "admission_refused"
     with locked_session(session_id) as session:
         assert session.state.phase == "admitting"
+
+
+def test_a_session_whose_tools_changed_before_it_connected_fails(
+    worker_runtime: Any, control_inbox: Any
+) -> None:
+    """A new version of a session's tool between creation and connect fails the session with
+    tool_catalog_changed instead of connecting it."""
+    from pipeline.catalog import ToolSpec
+    from workers import actors
+    from workers.tools.registry import Registry, Tool
+
+    session_id = new_session_id()
+    actors.create_session.fn(
+        request_id="req_c",
+        gateway_id=GATEWAY,
+        session_id=session_id,
+        spec={"instructions": "Hi.", "tools": ["echo"]},
+        now=time.time(),
+    )
+    original = worker_runtime.registry
+    echo = original.get("echo")
+    changed = Registry()
+    changed.register(Tool(spec=echo.spec.model_copy(update={"version": "2"}), fn=echo.fn))
+    assert isinstance(changed.get("echo").spec, ToolSpec)
+    worker_runtime.registry = changed
+    try:
+        actors.begin_admission.fn(
+            request_id="req_b", gateway_id=GATEWAY, session_id=session_id, now=time.time()
+        )
+    finally:
+        worker_runtime.registry = original
+    replies = [item for batch in drain(control_inbox) for item in batch["items"] if item["kind"] == "reply"]
+    assert [(r["request_id"], r["status"]) for r in replies] == [("req_c", 201), ("req_b", 409)]
+    assert replies[1]["body"]["error"]["code"] == "tool_catalog_changed"
+    with locked_session(session_id) as session:
+        assert (session.state.phase, session.state.end_reason) == ("failed", "tool_catalog_changed")

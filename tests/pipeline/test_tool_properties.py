@@ -1,0 +1,115 @@
+"""Tool-call invariants over random event sequences (hypothesis): never two tools running,
+never more than eight run in a turn, every function call answered exactly once."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.state import SessionState
+from pipeline.step import RefuseToolStep, RequestToolStep, RunTool
+from pipeline.tools import MAXIMUM_TOOL_CALLS_PER_TURN
+from pipeline.wire import ItemCreate
+from tests.pipeline import events as ev
+
+PROPERTY_SETTINGS = settings(max_examples=200, deadline=None)
+LOOKUP = {
+    "type": "function",
+    "name": "lookup_order",
+    "description": "Look up an order",
+    "parameters": {"type": "object", "properties": {}},
+}
+_CALLS = st.sampled_from([f"call_{index}" for index in range(12)])
+_RESPONSES = st.sampled_from(["resp_1", "resp_2"])
+
+
+def _function_call(call_id: str, response_id: str, name: str) -> dict[str, Any]:
+    return {
+        "type": "response.function_call_arguments.done",
+        "event_id": ev._event_id(),
+        "response_id": response_id,
+        "item_id": f"item_{call_id}",
+        "output_index": 0,
+        "call_id": call_id,
+        "name": name,
+        "arguments": "{}",
+    }
+
+
+def _tool_finished(call_id: str) -> dict[str, Any]:
+    outcome = {"status": "succeeded", "result": {"ok": True}, "error": None, "elapsed_ms": 1.0}
+    return {"type": "switchboard.tool_finished", "call_id": call_id, "outcome": outcome}
+
+
+EVENT = st.one_of(
+    st.builds(
+        _function_call, _CALLS, _RESPONSES, st.sampled_from(["lookup_order", "lookup_order", "missing"])
+    ),
+    st.builds(_tool_finished, _CALLS),
+    st.builds(ev.response_created, _RESPONSES),
+    st.builds(ev.response_done, _RESPONSES, st.sampled_from(["completed", "completed", "cancelled"])),
+    st.builds(ev.user_final, st.sampled_from(["item_U2", "item_U3"]), st.just("And another thing.")),
+    st.builds(lambda call_id: ev.timer_fired(f"tool_deadline:{call_id}"), _CALLS),
+)
+PREFIX = [
+    *ev.listening(tools=[LOOKUP]),
+    ev.user_final("item_U1", "Where is my order?"),
+    ev.response_created("resp_1"),
+]
+
+
+def _drain(state: SessionState) -> list[dict[str, Any]]:
+    """What ends every open chain: the pending tool's outcome and its response's end."""
+    events: list[dict[str, Any]] = []
+    pending = state.chain.pending
+    if pending is not None and pending.output is None:
+        events.append(_tool_finished(pending.call_id))
+    if state.turn is not None:
+        events.append(ev.response_done(state.turn.response_id or "resp_final"))
+    return events
+
+
+@PROPERTY_SETTINGS
+@given(st.lists(EVENT, max_size=40))
+def test_tool_calls_run_one_at_a_time_at_most_eight_a_turn_and_are_answered_once(
+    tail: list[dict[str, Any]],
+) -> None:
+    """Whatever the order of calls, outcomes, responses and new input: a tool starts only when
+    none runs, no turn runs more than eight, no call is answered twice, and once the open chain
+    is drained every call the host took up has exactly one output."""
+    state = SessionState()
+    answered: Counter[str] = Counter()
+    taken_up: set[str] = set()
+    raws = [*PREFIX, *tail]
+    index = 0
+    drained = False
+    while index < len(raws) or not drained:
+        if index == len(raws):
+            drained = True
+            raws.extend(_drain(state))
+            if index == len(raws):
+                break
+            continue
+        before = state
+        step = ev.step_of(state, raws[index])
+        index += 1
+        state = step.state
+        for effect in step.effects:
+            if isinstance(effect, RunTool):
+                assert before.chain.pending is None or before.chain.pending.output is not None
+            if isinstance(effect, RequestToolStep | RefuseToolStep):
+                taken_up.add(effect.call_id)
+        assert state.chain.calls <= MAXIMUM_TOOL_CALLS_PER_TURN
+        for control in step.controls:
+            if isinstance(control, ItemCreate) and control.item.get("type") == "function_call_output":
+                call_id = control.item["call_id"]
+                answered[call_id] += 1
+                taken_up.add(call_id)
+                assert json.loads(control.item["output"])["call_id"] == call_id
+    assert all(count == 1 for count in answered.values()), answered
+    if not state.is_terminal:
+        assert taken_up == set(answered), (taken_up, answered)
