@@ -4,11 +4,12 @@ output goes back before the response that speaks it."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from simulator.oracle import wire_errors
 from switchboard.client import Client
-from switchboard.stack import Stack
+from switchboard.stack import Stack, wait_until
 from tests.e2e.conftest import set_script, simulator_call
 
 
@@ -148,3 +149,36 @@ def test_a_tool_that_runs_too_long_is_answered_timed_out(services: Any, namespac
     assert (output["status"], output["error"]["code"]) == ("timed_out", "tool_timeout")
     assert [(s["tool"], s["status"]) for s in record["tool_steps"]] == [("wait", "timed_out")]
     assert [c["type"] for c in controls][-1] == "response.create"
+
+
+def test_a_worker_killed_mid_tool_loses_nothing_and_answers_the_call_once(
+    services: Any, namespace: str
+) -> None:
+    """kill -9 of the worker while a tool body runs: the run comes back to a new worker, the
+    call is answered exactly once, and the turn completes."""
+    with Stack(services.database_url, services.redis_url, namespace=f"{namespace}-toolkill") as kill_stack:
+        kill_stack.start(workers=1)
+        set_script(kill_stack, _script([{"name": "wait", "arguments": {"ms": 2000}}], "All done."))
+        kill_client = Client(kill_stack.api_url, kill_stack.api_token)
+        session = kill_client.create_session("Answer briefly.", tools=["wait"])
+        call_id = kill_client.connect(session["id"])["call_id"]
+
+        def tool_running() -> bool:
+            steps = kill_client.session(session["id"])["tool_steps"]
+            return bool(steps) and steps[0]["status"] == "running"
+
+        assert wait_until(tool_running, 30, interval_s=0.05)
+        time.sleep(0.3)
+        kill_stack.workers[0].kill()
+        kill_stack.add_worker()
+        record = kill_client.wait_for_status(session["id"], timeout_s=90)
+        log = simulator_call(kill_stack, call_id)
+
+    controls = [entry["control"] for entry in log["controls"]]
+    outputs = [c for c in controls if c["type"] == "conversation.item.create"]
+    assert len(outputs) == 1
+    assert json.loads(outputs[0]["item"]["output"])["status"] == "succeeded"
+    assert len({c["event_id"] for c in controls}) == len(controls)
+    assert [(s["tool"], s["status"]) for s in record["tool_steps"]] == [("wait", "succeeded")]
+    assert record["status"] == "ended"
+    assert [item["text"] for item in record["transcript"] if item["role"] == "assistant"] == ["All done."]
