@@ -182,3 +182,22 @@ def test_a_worker_killed_mid_tool_loses_nothing_and_answers_the_call_once(
     assert [(s["tool"], s["status"]) for s in record["tool_steps"]] == [("wait", "succeeded")]
     assert record["status"] == "ended"
     assert [item["text"] for item in record["transcript"] if item["role"] == "assistant"] == ["All done."]
+
+
+def test_the_ninth_call_of_a_turn_is_refused_and_the_model_reports(stack: Stack, client: Client) -> None:
+    """Eight calls run; the ninth is refused as a recorded step, and one tool-free response
+    (tool_choice none) follows so the model reports what it has."""
+    calls = [{"name": "echo", "arguments": {"text": f"step {index}"}} for index in range(9)]
+    set_script(stack, _script(calls, "Here is everything so far."))
+    record, controls = _call(client, stack, ["echo"])
+
+    outputs = [json.loads(c["item"]["output"]) for c in controls if c["type"] == "conversation.item.create"]
+    assert [o["status"] for o in outputs] == ["succeeded"] * 8 + ["refused"]
+    assert outputs[-1]["error"]["code"] == "tool_call_limit_reached"
+    creates = [c["response"] for c in controls if c["type"] == "response.create"]
+    assert len(creates) == 10
+    assert creates[-1]["tool_choice"] == "none"
+    assert [s["status"] for s in record["tool_steps"]] == ["succeeded"] * 8 + ["refused"]
+    assert [item["text"] for item in record["transcript"] if item["role"] == "assistant"] == [
+        "Here is everything so far."
+    ]
