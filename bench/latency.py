@@ -14,6 +14,7 @@ import statistics
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -23,6 +24,8 @@ from switchboard.services import resolve_services
 from switchboard.stack import Stack
 
 IDLE_TURNS = 60
+TOOL_IDLE_TURNS = 30
+TOOL_LOAD_TURNS = 4
 LOAD_TURNS = 8
 CALL_TIMEOUT_S = 180.0
 
@@ -83,14 +86,24 @@ def percentiles(samples: list[float]) -> dict[str, Any]:
     }
 
 
-def measure(stack: Stack, script: dict[str, Any], calls: int) -> list[float]:
-    """Run `calls` concurrent scripted calls and return every turn's latency."""
+def measure(
+    stack: Stack,
+    script: dict[str, Any],
+    calls: int,
+    *,
+    tools: tuple[str, ...] = (),
+    latencies: Callable[[dict[str, Any], dict[str, Any]], list[float]] | None = None,
+) -> list[float]:
+    """Run `calls` concurrent scripted calls and return every turn's latency (by default the
+    transcript → response.create latency)."""
     _put_script(stack, script)
     client = Client(stack.api_url, stack.api_token)
 
     def one_call(index: int) -> list[float]:
         time.sleep(index * 0.02)  # a ramp, not a thundering herd
-        session = client.create_session("You are a benchmark agent. Answer in one sentence.")
+        session = client.create_session(
+            "You are a benchmark agent. Answer in one sentence.", tools=list(tools)
+        )
         call_id = client.connect(session["id"])["call_id"]
         # Wait on the simulator, not the API: polling the API from every call would load the
         # workers being measured.
@@ -103,10 +116,60 @@ def measure(stack: Stack, script: dict[str, Any], calls: int) -> list[float]:
                 f"bench: call {session['id']} ended {record['status']} {record['end_reason']}",
                 file=sys.stderr,
             )
-        return turn_latencies_ms(_call_log(stack, call_id))
+        log = _call_log(stack, call_id)
+        if latencies is None:
+            return turn_latencies_ms(log)
+        return latencies(log, client.session(session["id"]))
 
     with ThreadPoolExecutor(max_workers=calls) as pool:
         return [latency for call in pool.map(one_call, range(calls)) for latency in call]
+
+
+def tool_script(turns: int, pace_ms: int) -> dict[str, Any]:
+    """Each turn: the caller asks, the model calls `echo`, then speaks the answer."""
+    model: list[dict[str, Any]] = []
+    for n in range(turns):
+        model += [
+            {"function_call": {"name": "echo", "arguments": {"text": f"lookup {n}"}}},
+            {"say": f"Found {n}."},
+        ]
+    return {
+        "name": "bench-tools",
+        "timing": {
+            "delta_interval_ms": 10,
+            "chars_per_delta": 20,
+            "speech_ms": pace_ms,
+            "response_wait_ms": 30_000,
+        },
+        "caller": [{"say": f"Please look up item {n}.", "after_ms": pace_ms} for n in range(turns)]
+        + [{"hangup": True, "after_ms": 100}],
+        "model": model,
+    }
+
+
+def tool_turnaround_ms(call: dict[str, Any], record: dict[str, Any]) -> list[float]:
+    """Arguments done → the response.create after the call's output, minus the tool's own run
+    time: what Switchboard adds to a function call."""
+    run_ms = {step["call_id"]: step["elapsed_ms"] or 0.0 for step in record["tool_steps"]}
+    asked = {
+        e["event"]["call_id"]: e["t"]
+        for e in call["events"]
+        if e["event"]["type"] == "response.function_call_arguments.done"
+    }
+    turnarounds = []
+    answered_call: str | None = None
+    for entry in call["controls"]:
+        control = entry["control"]
+        if (
+            control["type"] == "conversation.item.create"
+            and control["item"].get("type") == "function_call_output"
+        ):
+            answered_call = control["item"]["call_id"]
+        elif control["type"] == "response.create" and answered_call in asked:
+            assert answered_call is not None
+            turnarounds.append((entry["t"] - asked[answered_call]) * 1000 - run_ms.get(answered_call, 0.0))
+            answered_call = None
+    return turnarounds
 
 
 FLOOR_SAMPLES = 500
@@ -182,6 +245,25 @@ def run_latency_bench(settings: Settings, *, as_json: bool, load_calls: int) -> 
                 log(f"{consumer} consumer: load, {load_calls} concurrent calls of {LOAD_TURNS} turns")
                 load = percentiles(measure(stack, load_script(LOAD_TURNS), load_calls))
                 figures[f"{prefix}load"] = {"calls": load_calls, **load}
+                if consumer == "wake":
+                    log(f"tool turnaround: idle, one call of {TOOL_IDLE_TURNS} turns")
+                    idle_tools = measure(
+                        stack,
+                        tool_script(TOOL_IDLE_TURNS, 250),
+                        1,
+                        tools=("echo",),
+                        latencies=tool_turnaround_ms,
+                    )
+                    figures["tool_idle"] = percentiles(idle_tools)
+                    log(f"tool turnaround: load, {load_calls} concurrent calls of {TOOL_LOAD_TURNS} turns")
+                    loaded_tools = measure(
+                        stack,
+                        tool_script(TOOL_LOAD_TURNS, 1_000),
+                        load_calls,
+                        tools=("echo",),
+                        latencies=tool_turnaround_ms,
+                    )
+                    figures["tool_load"] = {"calls": load_calls, **percentiles(loaded_tools)}
     finally:
         services.stop()
     if as_json:
@@ -199,6 +281,8 @@ def render(figures: dict[str, Any]) -> str:
         "load": "wake-up consumer, {calls} calls",
         "stock_idle": "stock Dramatiq, idle",
         "stock_load": "stock Dramatiq, {calls} calls",
+        "tool_idle": "tool turnaround, idle",
+        "tool_load": "tool turnaround, {calls} calls",
     }
     for key, name in names.items():
         row = figures.get(key)
