@@ -40,6 +40,7 @@ from simulator.script import (
     CallerSays,
     CallScript,
     ModelCalls,
+    ModelCallsInParallel,
     ModelEntry,
     ModelSays,
     ModelWrites,
@@ -747,6 +748,9 @@ class SimulatedCall:
         self._emit({"type": "rate_limits.updated", "rate_limits": RATE_LIMITS})
         if isinstance(response.entry, ModelCalls):
             await self._stream_function_call(response, response.entry)
+        elif isinstance(response.entry, ModelCallsInParallel):
+            for call in response.entry.function_calls:
+                await self._stream_function_call(response, ModelCalls(function_call=call))
         else:
             await self._stream_message(response)
         self._finish(response)

@@ -85,7 +85,13 @@ class ModelCalls(_Strict):
     function_call: FunctionCall
 
 
-ModelEntry = ModelSays | ModelWrites | ModelCalls
+class ModelCallsInParallel(_Strict):
+    """An answer whose output is several function_call items at once (parallel calls)."""
+
+    function_calls: list[FunctionCall] = Field(min_length=2)
+
+
+ModelEntry = ModelSays | ModelWrites | ModelCalls | ModelCallsInParallel
 
 
 class CallScript(_Strict):
@@ -131,4 +137,6 @@ def model_text(entry: ModelEntry) -> str:
         return entry.say
     if isinstance(entry, ModelWrites):
         return entry.text
+    if isinstance(entry, ModelCallsInParallel):
+        return " ".join(json.dumps(call.arguments) for call in entry.function_calls)
     return json.dumps(entry.function_call.arguments)

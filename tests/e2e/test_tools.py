@@ -201,3 +201,28 @@ def test_the_ninth_call_of_a_turn_is_refused_and_the_model_reports(stack: Stack,
     assert [item["text"] for item in record["transcript"] if item["role"] == "assistant"] == [
         "Here is everything so far."
     ]
+
+
+def test_a_parallel_call_is_refused_and_answered_while_the_first_runs(stack: Stack, client: Client) -> None:
+    """Two function calls in one response: the first runs, the second is answered at once with
+    parallel_tool_calls_not_supported; each gets exactly one output."""
+    parallel = {
+        "function_calls": [
+            {"name": "lookup_order", "arguments": {"order_id": "4417"}},
+            {"name": "lookup_order", "arguments": {"order_id": "4418"}},
+        ]
+    }
+    script = _script([], "One at a time, then.")
+    script["model"] = [parallel, *script["model"]]
+    set_script(stack, script)
+    record, controls = _call(client, stack, ["lookup_order"])
+
+    outputs = [json.loads(c["item"]["output"]) for c in controls if c["type"] == "conversation.item.create"]
+    assert sorted(o["status"] for o in outputs) == ["refused", "succeeded"]
+    (refused,) = [o for o in outputs if o["status"] == "refused"]
+    assert refused["error"]["code"] == "parallel_tool_calls_not_supported"
+    assert len({o["call_id"] for o in outputs}) == 2
+    assert [(s["tool"], s["status"]) for s in record["tool_steps"]] == [("lookup_order", "succeeded")]
+    assert [item["text"] for item in record["transcript"] if item["role"] == "assistant"] == [
+        "One at a time, then."
+    ]
