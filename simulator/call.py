@@ -363,6 +363,8 @@ class SimulatedCall:
         for index, step in enumerate(self.script.caller):
             if isinstance(step, CallerSays) and step.during_response:
                 await self._wait_for_answer(answers_before, timing.response_wait_ms)
+            elif isinstance(step, CallerSays) and step.during_tool:
+                await self._wait_for_tool_call(answers_before, timing.response_wait_ms)
             elif index > 0:
                 await self._wait_for_reply(answers_before)
             await asyncio.sleep(step.after_ms / 1000)
@@ -383,6 +385,16 @@ class SimulatedCall:
             await self._wait_until(self._answers_all_finished(started), None)
             latest = self._latest_answer
             if latest is None or not latest.has_called_function:
+                return
+
+    async def _wait_for_tool_call(self, answers_before: int, wait_ms: int) -> None:
+        """Wait until an answer that called a function has finished: the host now runs it."""
+        started = answers_before
+        while await self._wait_for_answer(started, wait_ms):
+            started = self._answers_started
+            await self._wait_until(self._answers_all_finished(started), None)
+            latest = self._latest_answer
+            if latest is not None and latest.has_called_function:
                 return
 
     async def _wait_for_answer(self, answers_before: int, timeout_ms: int) -> bool:

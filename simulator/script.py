@@ -48,6 +48,9 @@ class CallerSays(_Strict):
     say: str = Field(min_length=1)
     after_ms: int = Field(default=0, ge=0)
     during_response: bool = False
+    # Speak `after_ms` after an answer that called a function has finished: while the host
+    # runs the tool (new input during a tool).
+    during_tool: bool = False
 
 
 class CallerHangsUp(_Strict):

@@ -226,3 +226,38 @@ def test_a_parallel_call_is_refused_and_answered_while_the_first_runs(stack: Sta
     assert [item["text"] for item in record["transcript"] if item["role"] == "assistant"] == [
         "One at a time, then."
     ]
+
+
+def test_the_caller_speaking_during_a_tool_cancels_it_and_is_answered_after_its_output(
+    stack: Stack, client: Client
+) -> None:
+    """New input while a tool runs: the tool is cancelled, its call still gets one (cancelled)
+    output, and then the caller's new input is answered."""
+    script = {
+        "name": "speaks-during-tool",
+        "timing": {
+            "delta_interval_ms": 10,
+            "chars_per_delta": 12,
+            "speech_ms": 150,
+            "response_wait_ms": 20000,
+        },
+        "caller": [
+            {"say": "Check order 4417, please.", "after_ms": 150},
+            {"say": "Actually, never mind that.", "after_ms": 100, "during_tool": True},
+            {"hangup": True, "after_ms": 200},
+        ],
+        "model": [{"function_call": {"name": "wait", "arguments": {"ms": 10000}}}, {"say": "No problem."}],
+    }
+    set_script(stack, script)
+    record, controls = _call(client, stack, ["wait"])
+
+    assert [c["type"] for c in controls] == [
+        "session.update",
+        "response.create",
+        "conversation.item.create",
+        "response.create",
+    ]
+    output = json.loads(controls[2]["item"]["output"])
+    assert (output["status"], output["error"]["code"]) == ("cancelled", "cancelled")
+    assert [(s["tool"], s["status"]) for s in record["tool_steps"]] == [("wait", "cancelled")]
+    assert [item["text"] for item in record["transcript"] if item["role"] == "assistant"] == ["No problem."]
