@@ -17,6 +17,7 @@ _QUEUE_OF_TYPE = {
     "session.created": ADMISSION_QUEUE,
     "session.updated": ADMISSION_QUEUE,
     "response.function_call_arguments.done": TOOL_QUEUE,
+    "response.output_item.done": TOOL_QUEUE,
 }
 
 EVENT_ACTOR = {

@@ -17,6 +17,7 @@ from pipeline.wire import (
     CallAttached,
     EndRequested,
     FunctionCallArgumentsDone,
+    FunctionCallItemDone,
     InboundEvent,
     ProviderError,
     ResponseCreated,
@@ -119,6 +120,8 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
             return counted.then(transcript.end_turn(counted.state, event))
         case FunctionCallArgumentsDone():
             return tools.request_tool(state, event)
+        case FunctionCallItemDone():
+            return tools.request_tool(state, event.as_arguments_done())
         case ToolFinished():
             return tools.tool_finished(state, event.call_id, ToolOutcome.model_validate(event.outcome))
         case ProviderError():

@@ -179,6 +179,35 @@ class FunctionCallArgumentsDone(_Inbound):
     arguments: str
 
 
+class FunctionCallItem(_Inbound):
+    type: Literal["function_call"]
+    id: str
+    call_id: str
+    name: str
+    arguments: str
+
+
+class FunctionCallItemDone(_Inbound):
+    """`response.output_item.done` for a function_call item: the same call as
+    `response.function_call_arguments.done`, whichever arrives (taken up once by call id)."""
+
+    type: Literal["response.output_item.done"]
+    event_id: str
+    response_id: str
+    item: FunctionCallItem
+
+    def as_arguments_done(self) -> FunctionCallArgumentsDone:
+        return FunctionCallArgumentsDone(
+            type="response.function_call_arguments.done",
+            event_id=self.event_id,
+            response_id=self.response_id,
+            item_id=self.item.id,
+            call_id=self.item.call_id,
+            name=self.item.name,
+            arguments=self.item.arguments,
+        )
+
+
 class TokenUsage(_Inbound):
     input_tokens: int = 0
     output_tokens: int = 0
@@ -302,6 +331,7 @@ KnownInbound = Annotated[
     | ResponseCreated
     | AssistantTranscriptFinal
     | FunctionCallArgumentsDone
+    | FunctionCallItemDone
     | ResponseDone
     | ProviderError
     | ItemTruncated
@@ -346,7 +376,7 @@ def parse_inbound(raw: dict[str, Any]) -> InboundEvent:
     if not isinstance(event_type, str):
         raise MalformedFrame("event has no string 'type'")
     event_type = ga_type(event_type)
-    if event_type in DURABLE_TYPES or event_type in _HOST_TYPES:
+    if event_type in DURABLE_TYPES or event_type in _HOST_TYPES or _is_function_call_item(raw):
         try:
             return _KNOWN_INBOUND.validate_python({**raw, "type": event_type})  # type: ignore[no-any-return]
         except ValidationError as exc:
@@ -394,6 +424,9 @@ def classify_frame(frame: str | bytes) -> ClassifiedFrame:
     if event_type in DURABLE_TYPES:
         parse_inbound(event)
         return ClassifiedFrame(FrameKind.DURABLE, event_type, event)
+    if _is_function_call_item(event):
+        parse_inbound(event)
+        return ClassifiedFrame(FrameKind.DURABLE, event_type, event)
     if event_type in IGNORED_TYPES:
         return ClassifiedFrame(FrameKind.IGNORED, event_type, event)
     if event_type in _HOST_TYPES or event_type.startswith("switchboard."):
@@ -408,6 +441,15 @@ def _frame_bytes(frame: str | bytes) -> int:
     if isinstance(frame, bytes) or len(frame) <= MAXIMUM_PROVIDER_FRAME_BYTES // 4:
         return len(frame)
     return len(frame.encode())
+
+
+def _is_function_call_item(event: dict[str, Any]) -> bool:
+    item = event.get("item")
+    return (
+        event.get("type") == "response.output_item.done"
+        and isinstance(item, dict)
+        and item.get("type") == "function_call"
+    )
 
 
 def _optional_str(value: Any) -> str | None:

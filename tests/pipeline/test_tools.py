@@ -248,3 +248,40 @@ def test_an_outcome_held_when_the_caller_moved_on_is_delivered_when_the_response
     assert step is not None
     assert [type(c) for c in step.controls] == [ItemCreate, ResponseCreate]
     assert step.state.turn is not None and step.state.turn.context.input_item_id == "item_U2"
+
+
+def _item_done(call_id: str = "call_1", response_id: str = "resp_1") -> dict[str, Any]:
+    return {
+        "type": "response.output_item.done",
+        "event_id": f"ev_item_{call_id}",
+        "response_id": response_id,
+        "output_index": 0,
+        "item": {
+            "id": f"item_{call_id}",
+            "object": "realtime.item",
+            "type": "function_call",
+            "status": "completed",
+            "name": "lookup_order",
+            "call_id": call_id,
+            "arguments": '{"order_id": "4417"}',
+        },
+    }
+
+
+def test_a_function_call_item_done_is_the_same_call_and_is_taken_up_once() -> None:
+    """output_item.done for a function_call requests the call when it comes alone, and changes
+    nothing after function_call_arguments.done named the same call."""
+    from pipeline.wire import FrameKind, classify_frame
+
+    assert classify_frame(json.dumps(_item_done())).kind is FrameKind.DURABLE
+    message = {
+        **_item_done(),
+        "item": {"id": "item_m", "type": "message", "role": "assistant", "content": []},
+    }
+    assert classify_frame(json.dumps(message)).kind is FrameKind.IGNORED
+
+    alone = ev.step_of(_responding(), _item_done())
+    assert [type(e) for e in alone.effects] == [RequestToolStep, RunTool, ScheduleTimer]
+    after_arguments = tools.request_tool(_responding(), _call()).state
+    repeated = ev.step_of(after_arguments, _item_done())
+    assert repeated.effects == () and repeated.controls == ()
