@@ -30,7 +30,7 @@ from pipeline.envelope import CloseCall, OpenSideband, OutboundBatch, Reply, Sen
 from pipeline.errors import BadInput, MalformedRequest, ProviderUnavailable
 from pipeline.limits import API_REPLY_TIMEOUT_MS
 from pipeline.names import control_queue
-from pipeline.wire import FrameKind, classify_frame
+from pipeline.wire import FrameKind, classify_frame, function_call_id
 from switchboard.http import Request, Response, serve_http
 
 logger = logging.getLogger(__name__)
@@ -123,6 +123,11 @@ class Gateway:
             self.live.delta(socket.session_id, role, event["item_id"], event.get("delta", ""))
             return
         if classified.kind is FrameKind.IGNORED:
+            return
+        call_id = function_call_id(event)
+        if call_id is not None and not socket.first_sight_of_call(call_id):
+            # The provider names each function call twice (arguments done, then the item done);
+            # one durable event is enough, and the workers take a call up once anyway.
             return
         self.sink.submit_event(socket.session_id, socket.generation, event, received_at)
         self._project_final(socket.session_id, event)

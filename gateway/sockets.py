@@ -50,6 +50,8 @@ class CallSocket:
         self._connection: ClientConnection | None = None
         self._sent: set[str] = set()
         self._sent_order: deque[str] = deque()
+        self._calls_seen: set[str] = set()
+        self._calls_seen_order: deque[str] = deque()
         self.closing = False
         self.task: asyncio.Task[None] | None = None
 
@@ -98,6 +100,16 @@ class CallSocket:
                     "by_host": self.closing,
                 },
             )
+
+    def first_sight_of_call(self, call_id: str) -> bool:
+        """True the first time this socket sees a function call id."""
+        if call_id in self._calls_seen:
+            return False
+        self._calls_seen.add(call_id)
+        self._calls_seen_order.append(call_id)
+        if len(self._calls_seen_order) > REMEMBERED_CONTROL_IDS:
+            self._calls_seen.discard(self._calls_seen_order.popleft())
+        return True
 
     def has_sent(self, control_id: str) -> bool:
         return control_id in self._sent

@@ -443,6 +443,15 @@ def _frame_bytes(frame: str | bytes) -> int:
     return len(frame.encode())
 
 
+def function_call_id(event: dict[str, Any]) -> str | None:
+    """The call id an event requests a function call with, if it is one."""
+    if event.get("type") == "response.function_call_arguments.done":
+        return _optional_str(event.get("call_id"))
+    if _is_function_call_item(event):
+        return _optional_str(event["item"].get("call_id"))
+    return None
+
+
 def _is_function_call_item(event: dict[str, Any]) -> bool:
     item = event.get("item")
     return (

@@ -247,3 +247,12 @@ def test_an_event_enqueued_while_redis_restarts_is_not_lost() -> None:
         sink.close()
         server.kill()
         server.wait()
+
+
+def test_a_function_call_named_twice_is_queued_once() -> None:
+    """The provider names a call in function_call_arguments.done and again in
+    output_item.done; the socket lets only the first through."""
+    socket = CallSocket("sess_x", "rtc_x", 1, "ws://unused", {}, lambda *_: None, lambda *_: None)
+    assert socket.first_sight_of_call("call_1") is True
+    assert socket.first_sight_of_call("call_1") is False
+    assert socket.first_sight_of_call("call_2") is True
