@@ -17,7 +17,7 @@ answered `unavailable`.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pipeline.admission import fail
 from pipeline.catalog import ToolError, ToolOutcome
@@ -91,61 +91,22 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
             controls=(
                 _output(event.call_id, refusal(event.call_id, "tool_call_limit_reached", LIMIT_REFUSAL)),
             ),
-            effects=(
-                RefuseToolStep(
-                    call_id=event.call_id,
-                    item_id=event.item_id,
-                    response_id=event.response_id,
-                    name=event.name,
-                    arguments=event.arguments,
-                    code="tool_call_limit_reached",
-                    message=LIMIT_REFUSAL,
-                ),
-            ),
+            effects=(_refused_step(event, "tool_call_limit_reached", LIMIT_REFUSAL),),
         )
     if event.name not in state.tool_versions:
         # Answered like a tool that finished at once: the output goes back when the response
         # completes, and the model is asked to go on without it.
         message = f"There is no tool called {event.name} in this call. Answer without it."
         output = _answer(event.call_id, "unavailable", "tool_unavailable", message)
-        call = ToolCall(
-            call_id=event.call_id,
-            item_id=event.item_id,
-            response_id=event.response_id,
-            name=event.name,
-            output=output,
-        )
         return Step(
-            state=state.evolve(
-                chain=chain.model_copy(
-                    update={"pending": call, "calls": chain.calls + 1, "continuation_allowed": True}
-                )
-            ),
-            effects=(
-                RefuseToolStep(
-                    call_id=event.call_id,
-                    item_id=event.item_id,
-                    response_id=event.response_id,
-                    name=event.name,
-                    arguments=event.arguments,
-                    code="tool_unavailable",
-                    message=message,
-                    status="unavailable",
-                ),
-            ),
+            state=state.evolve(chain=_taken_up(chain, event, output)),
+            effects=(_refused_step(event, "tool_unavailable", message, status="unavailable"),),
         )
     deadline = ScheduleTimer(
         name=f"{TOOL_DEADLINE_TIMER}{event.call_id}", delay_ms=MAXIMUM_TOOL_MS + TOOL_DEADLINE_GRACE_MS
     )
-    call = ToolCall(
-        call_id=event.call_id, item_id=event.item_id, response_id=event.response_id, name=event.name
-    )
     return Step(
-        state=state.evolve(
-            chain=chain.model_copy(
-                update={"pending": call, "calls": chain.calls + 1, "continuation_allowed": True}
-            )
-        ),
+        state=state.evolve(chain=_taken_up(chain, event, None)),
         effects=(
             RequestToolStep(
                 call_id=event.call_id,
@@ -157,6 +118,36 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
             RunTool(call_id=event.call_id, name=event.name, arguments=event.arguments),
             deadline,
         ),
+    )
+
+
+def _taken_up(chain: ToolChain, event: FunctionCallArgumentsDone, output: str | None) -> ToolChain:
+    """The chain with this call in flight (its output already known when it runs nothing)."""
+    call = ToolCall(
+        call_id=event.call_id,
+        item_id=event.item_id,
+        response_id=event.response_id,
+        name=event.name,
+        output=output,
+    )
+    return chain.model_copy(update={"pending": call, "calls": chain.calls + 1, "continuation_allowed": True})
+
+
+def _refused_step(
+    event: FunctionCallArgumentsDone,
+    code: str,
+    message: str,
+    status: Literal["refused", "unavailable"] = "refused",
+) -> RefuseToolStep:
+    return RefuseToolStep(
+        call_id=event.call_id,
+        item_id=event.item_id,
+        response_id=event.response_id,
+        name=event.name,
+        arguments=event.arguments,
+        code=code,
+        message=message,
+        status=status,
     )
 
 
