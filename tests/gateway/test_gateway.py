@@ -173,15 +173,16 @@ def test_the_control_consumer_survives_a_redis_restart(tmp_path: Path) -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     url = f"redis://127.0.0.1:{port}/0"
-    server = _start_redis(port)
+    servers = [_start_redis(port)]
     try:
-        asyncio.run(_replies_across_a_restart(url, port, server))
+        asyncio.run(_replies_across_a_restart(url, port, servers))
     finally:
-        server.kill()
-        server.wait()
+        for server in servers:
+            server.kill()
+            server.wait()
 
 
-async def _replies_across_a_restart(url: str, port: int, server: subprocess.Popen[bytes]) -> None:
+async def _replies_across_a_restart(url: str, port: int, servers: list[subprocess.Popen[bytes]]) -> None:
     settings = Settings(gateway_id="gw-restart", gateway_port=0, gateway_ws_port=0)
     broker = make_broker(url, namespace="sbtest-restart")
     gateway = Gateway(
@@ -191,10 +192,10 @@ async def _replies_across_a_restart(url: str, port: int, server: subprocess.Pope
     publisher = ControlPublisher(url)
     try:
         assert await _round_trip(gateway, publisher, "before")
-        server.kill()
-        server.wait()
+        servers[0].kill()
+        servers[0].wait()
         await asyncio.sleep(0.3)
-        _start_redis(port)
+        servers.append(_start_redis(port))
         publisher = ControlPublisher(url)
         assert await _round_trip(gateway, publisher, "after", timeout_s=10)
     finally:
