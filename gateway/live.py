@@ -41,9 +41,6 @@ class LiveHub:
         self._texts.pop((session_id, item_id), None)
         self.publish(session_id, {"type": "transcript.final", "role": role, "item_id": item_id, "text": text})
 
-    def started_at(self, session_id: str, item_id: str) -> bool:
-        return (session_id, item_id) in self._texts
-
     def publish(self, session_id: str, message: dict[str, Any]) -> None:
         subscribers = self._subscribers.get(session_id)
         if not subscribers:

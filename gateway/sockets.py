@@ -111,9 +111,6 @@ class CallSocket:
             self._calls_seen.discard(self._calls_seen_order.popleft())
         return True
 
-    def has_sent(self, control_id: str) -> bool:
-        return control_id in self._sent
-
     async def send(self, control_id: str, control: dict[str, Any]) -> bool:
         """Send a control once; False if it was sent before or the socket is not open."""
         if control_id in self._sent or self._connection is None or self.closing:

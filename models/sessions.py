@@ -260,10 +260,10 @@ class LockedSession:
             if self._apply_next(envelope, applied):
                 return applied
         elif seq == head.applied_seq + 1:
-            self._insert_event(envelope, "pending", None, [])
+            self._insert_event(envelope, "pending", None)
             head.logged_seq = max(head.logged_seq, seq)
         else:
-            if self._insert_event(envelope, "pending", None, []):
+            if self._insert_event(envelope, "pending", None):
                 applied.dispositions.append((seq, "pending"))
             head.logged_seq = max(head.logged_seq, seq)
         self._drain(applied)
@@ -306,7 +306,7 @@ class LockedSession:
         if self._cursor.fetchone() is None:
             # Only a provider event already applied under a lower seq conflicts here: this
             # seq is a duplicate that occupies its slot and applies as nothing.
-            self._insert_event(envelope, "duplicate", order, [], provider_event_id=None)
+            self._insert_event(envelope, "duplicate", order, keep_provider_event_id=False)
             head.applied_seq = head.logged_seq = envelope.seq
             head.applied_count = order
             applied.dispositions.append((envelope.seq, "duplicate"))
@@ -435,12 +435,11 @@ class LockedSession:
         envelope: EventEnvelope,
         disposition: str,
         order: int | None,
-        outbound: list[Outbound],
         *,
-        provider_event_id: str | bool | None = True,
+        keep_provider_event_id: bool = True,
     ) -> bool:
-        row = self._event_row(envelope, disposition, order, outbound)
-        if provider_event_id is None:
+        row = self._event_row(envelope, disposition, order, [])
+        if not keep_provider_event_id:
             row[2] = None
         self._cursor.execute(INSERT_EVENT, row)
         return self._cursor.fetchone() is not None

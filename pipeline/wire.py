@@ -519,13 +519,6 @@ class ItemTruncate(_Control):
     audio_end_ms: int = Field(ge=0)
 
 
-Control = Annotated[
-    SessionUpdate | ResponseCreate | ResponseCancel | ItemCreate | ItemDelete | ItemTruncate,
-    Field(discriminator="type"),
-]
-CONTROL: TypeAdapter[Any] = TypeAdapter(Control)
-
-
 def control_wire(control: _Control) -> dict[str, Any]:
     """The control exactly as it goes onto the sideband."""
     return control.model_dump(mode="json", exclude_none=True)

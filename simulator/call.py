@@ -378,23 +378,25 @@ class SimulatedCall:
 
         An answer that called a function is not over: the host sends the output and asks again.
         """
-        wait_ms = self.script.timing.response_wait_ms
-        started = answers_before
-        while await self._wait_for_answer(started, wait_ms):
-            started = self._answers_started
-            await self._wait_until(self._answers_all_finished(started), None)
-            latest = self._latest_answer
-            if latest is None or not latest.has_called_function:
-                return
+        await self._wait_for_finished_answer(
+            answers_before, self.script.timing.response_wait_ms, called_function=False
+        )
 
     async def _wait_for_tool_call(self, answers_before: int, wait_ms: int) -> None:
         """Wait until an answer that called a function has finished: the host now runs it."""
+        await self._wait_for_finished_answer(answers_before, wait_ms, called_function=True)
+
+    async def _wait_for_finished_answer(
+        self, answers_before: int, wait_ms: int, *, called_function: bool
+    ) -> None:
+        """Wait for answers to start and finish until one finishes that did (or did not) call a
+        function, or none starts within `wait_ms`."""
         started = answers_before
         while await self._wait_for_answer(started, wait_ms):
             started = self._answers_started
             await self._wait_until(self._answers_all_finished(started), None)
             latest = self._latest_answer
-            if latest is not None and latest.has_called_function:
+            if (latest is not None and latest.has_called_function) == called_function:
                 return
 
     async def _wait_for_answer(self, answers_before: int, timeout_ms: int) -> bool:
