@@ -24,11 +24,12 @@ from gateway.live import LiveHub
 from gateway.provider import RealtimeProvider
 from gateway.sink import EventSink
 from gateway.sockets import CallSocket
+from pipeline import compaction
 from pipeline.api import ConnectRequest, EndRequest, SessionSpec
 from pipeline.config import Settings
 from pipeline.envelope import CloseCall, OpenSideband, OutboundBatch, Reply, SendControl
 from pipeline.errors import BadInput, MalformedRequest, ProviderUnavailable
-from pipeline.limits import API_REPLY_TIMEOUT_MS
+from pipeline.limits import API_REPLY_TIMEOUT_MS, COMPACTION_REPLY_TIMEOUT_MS
 from pipeline.names import control_queue
 from pipeline.wire import FrameKind, classify_frame, function_call_id
 from switchboard.http import Request, Response, serve_http
@@ -38,7 +39,9 @@ logger = logging.getLogger(__name__)
 # After a control-queue connection failure, the consumer waits this long before reconnecting.
 CONTROL_QUEUE_RECONNECT_S = 0.5
 
-_SESSION_PATH = re.compile(r"^/v1/sessions/(?P<id>[A-Za-z0-9_\-]{1,64})(?P<action>/connect|/end|/live)?$")
+_SESSION_PATH = re.compile(
+    r"^/v1/sessions/(?P<id>[A-Za-z0-9_\-]{1,64})(?P<action>/connect|/end|/compact|/live)?$"
+)
 _USER_TRANSCRIPT_PREFIX = "conversation.item.input_audio_transcription."
 
 
@@ -118,6 +121,11 @@ class Gateway:
             )
             return
         event = classified.event
+        if socket.is_unspoken(event.get("response_id")):
+            # A maintenance response's text is a compaction summary, not something said.
+            if classified.kind is FrameKind.DURABLE:
+                self.sink.submit_event(socket.session_id, socket.generation, event, received_at)
+            return
         if classified.kind is FrameKind.LIVE:
             role = "user" if classified.type.startswith(_USER_TRANSCRIPT_PREFIX) else "assistant"
             self.live.delta(socket.session_id, role, event["item_id"], event.get("delta", ""))
@@ -129,6 +137,10 @@ class Gateway:
             # The provider names each function call twice (arguments done, then the item done);
             # one durable event is enough, and the workers take a call up once anyway.
             return
+        if classified.type == "response.created" and compaction.is_maintenance_metadata(
+            (event.get("response") or {}).get("metadata")
+        ):
+            socket.mark_unspoken(str(event["response"].get("id")))
         self.sink.submit_event(socket.session_id, socket.generation, event, received_at)
         self._project_final(socket.session_id, event)
 
@@ -261,6 +273,8 @@ class Gateway:
             )
         if action == "/connect":
             return await self._connect(session_id, request)
+        if action == "/compact":
+            return await self._compact(session_id, request)
         return await self._end(session_id, request)
 
     async def _create_session(self, request: Request) -> Response:
@@ -322,15 +336,51 @@ class Gateway:
         self.sink.submit_event(session_id, generation, event, time.time())
         return Response.json(202, {"session_id": session_id, "status": "ending", "reason": end.reason})
 
+    async def _compact(self, session_id: str, request: Request) -> Response:
+        """Force a compaction: answered when its cycle ends (compacted or not, and why), or
+        202 if it is still running when the wait is over (the session record then tells)."""
+        if request.body.strip() not in (b"", b"{}"):
+            return Response.json(422, _error("malformed_request", "compact takes no parameters"))
+        status, body = await self._rpc("describe_session", session_id=session_id)
+        if status != 200:
+            return Response.json(status, body)
+        if body["status"] in ("ended", "failed"):
+            return Response.json(409, _error("session_ended", f"session is {body['status']}"))
+        request_id = uuid.uuid4().hex
+        event = {
+            "type": "switchboard.compaction_requested",
+            "request_id": request_id,
+            "gateway_id": self.gateway_id,
+        }
+        reply = self._expect_reply(request_id)
+        self.sink.submit_event(session_id, int(body["generation"]), event, time.time())
+        answer = await self._await_reply(request_id, reply, COMPACTION_REPLY_TIMEOUT_MS)
+        if answer is None:
+            message = "the compaction is still running; its outcome will be in the session record"
+            return Response.json(202, {"session_id": session_id, "status": "compacting", "message": message})
+        return Response.json(*answer)
+
     async def _rpc(self, actor_name: str, **kwargs: Any) -> tuple[int, dict[str, Any]]:
         request_id = uuid.uuid4().hex
+        reply = self._expect_reply(request_id)
+        self.sink.submit_request(actor_name, request_id=request_id, gateway_id=self.gateway_id, **kwargs)
+        answer = await self._await_reply(request_id, reply, API_REPLY_TIMEOUT_MS)
+        if answer is None:
+            return 503, _error("reply_timeout", f"no worker answered {actor_name} in time")
+        return answer
+
+    def _expect_reply(self, request_id: str) -> asyncio.Future[tuple[int, dict[str, Any]]]:
         future: asyncio.Future[tuple[int, dict[str, Any]]] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
-        self.sink.submit_request(actor_name, request_id=request_id, gateway_id=self.gateway_id, **kwargs)
+        return future
+
+    async def _await_reply(
+        self, request_id: str, future: asyncio.Future[tuple[int, dict[str, Any]]], timeout_ms: int
+    ) -> tuple[int, dict[str, Any]] | None:
         try:
-            return await asyncio.wait_for(future, API_REPLY_TIMEOUT_MS / 1000)
+            return await asyncio.wait_for(future, timeout_ms / 1000)
         except TimeoutError:
-            return 503, _error("reply_timeout", f"no worker answered {actor_name} in time")
+            return None
         finally:
             self._pending.pop(request_id, None)
 

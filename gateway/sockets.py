@@ -21,6 +21,8 @@ logger = logging.getLogger(__name__)
 # Control ids remembered per socket for "send each id once": far more than one call's
 # controls can be in flight or retried at a time.
 REMEMBERED_CONTROL_IDS = 4_096
+# At most one maintenance response runs at a time; a few are remembered for their late frames.
+UNSPOKEN_RESPONSES = 8
 SIDEBAND_OPEN_TIMEOUT_S = 10.0
 
 FrameHandler = Callable[["CallSocket", str | bytes, float], None]
@@ -52,6 +54,9 @@ class CallSocket:
         self._sent_order: deque[str] = deque()
         self._calls_seen: set[str] = set()
         self._calls_seen_order: deque[str] = deque()
+        # Maintenance responses (compaction summaries) seen on this socket: nobody hears them,
+        # so their text stays off the live transcript.
+        self._unspoken: deque[str] = deque(maxlen=UNSPOKEN_RESPONSES)
         self.closing = False
         self.task: asyncio.Task[None] | None = None
 
@@ -110,6 +115,12 @@ class CallSocket:
         if len(self._calls_seen_order) > REMEMBERED_CONTROL_IDS:
             self._calls_seen.discard(self._calls_seen_order.popleft())
         return True
+
+    def mark_unspoken(self, response_id: str) -> None:
+        self._unspoken.append(response_id)
+
+    def is_unspoken(self, response_id: object) -> bool:
+        return isinstance(response_id, str) and response_id in self._unspoken
 
     async def send(self, control_id: str, control: dict[str, Any]) -> bool:
         """Send a control once; False if it was sent before or the socket is not open."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from models import compactions
 from models.db import (
     IncidentRow,
     SessionEventRow,
@@ -72,6 +73,7 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
         "transcript": transcripts,
         "incidents": incidents,
         "tool_steps": _tool_steps(session_id),
+        "compactions": compactions.for_session(session_id),
         "events": _disposition_counts(session_id),
     }
     if with_events:

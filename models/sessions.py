@@ -22,9 +22,10 @@ from typing import Any
 
 import psycopg2
 
+from models import compactions
 from models.db import database, reopen
 from pipeline.catalog import ToolError, ToolOutcome
-from pipeline.envelope import CloseCall, EventEnvelope, OpenSideband, Outbound, SendControl
+from pipeline.envelope import CloseCall, EventEnvelope, OpenSideband, Outbound, Reply, SendControl
 from pipeline.errors import (
     MalformedFrame,
     SessionExists,
@@ -35,14 +36,18 @@ from pipeline.errors import (
 from pipeline.session import apply, is_late
 from pipeline.state import SessionState
 from pipeline.step import (
+    AnswerRequest,
     CancelTool,
+    FinishCompaction,
     InterruptToolStep,
     PersistTranscript,
     RecordIncident,
     RefuseToolStep,
     RequestToolStep,
     RunTool,
+    SaveCompactionSummary,
     ScheduleTimer,
+    StartCompaction,
     Step,
 )
 from pipeline.step import CloseCall as CloseCallEffect
@@ -133,6 +138,8 @@ class Applied:
     # Tool bodies to run on tool_runs, and running ones to stop, once the transaction commits.
     tool_runs: list[RunTool] = field(default_factory=list)
     tool_cancels: list[CancelTool] = field(default_factory=list)
+    # Answers to API requests, each for the gateway that is waiting on it.
+    replies: list[tuple[str, Reply]] = field(default_factory=list)
     # (seq, disposition) of every event this transaction logged or applied, for tests and logs.
     dispositions: list[tuple[int | None, str]] = field(default_factory=list)
 
@@ -231,6 +238,8 @@ class LockedSession:
         self._cursor = cursor
         self._head = head
         self.state = state
+        # Compaction summaries that could not be stored in this transaction: (number, why).
+        self._unsaved_summaries: list[tuple[int, str]] = []
 
     @property
     def owning_gateway(self) -> str:
@@ -258,6 +267,7 @@ class LockedSession:
         if seq == head.applied_seq + 1 and head.logged_seq <= head.applied_seq:
             # The common case: the next event, nothing waiting — one write does it all.
             if self._apply_next(envelope, applied):
+                self._settle_unsaved(applied, envelope.received_at)
                 return applied
         elif seq == head.applied_seq + 1:
             self._insert_event(envelope, "pending", None)
@@ -268,6 +278,7 @@ class LockedSession:
             head.logged_seq = max(head.logged_seq, seq)
         self._drain(applied)
         self._save()
+        self._settle_unsaved(applied, envelope.received_at)
         return applied
 
     def _apply_next(self, envelope: EventEnvelope, applied: Applied) -> bool:
@@ -377,7 +388,18 @@ class LockedSession:
         self._collect(step, applied, outbound)
         self._head.applied_count = order
         self._save()
+        self._settle_unsaved(applied, now)
         return applied
+
+    def _settle_unsaved(self, applied: Applied, now: float) -> None:
+        """A summary that could not be stored abandons its compaction: logged as a host input
+        in the same transaction, so the session's state stays the fold of its log."""
+        while self._unsaved_summaries:
+            number, reason = self._unsaved_summaries.pop(0)
+            event = {"type": "switchboard.compaction_unsaved", "compaction": number, "reason": reason}
+            more = self.apply_host(event, now)
+            for name in ("outbound", "timers", "incidents", "tool_runs", "tool_cancels", "replies"):
+                getattr(applied, name).extend(getattr(more, name))
 
     # ── shared ─────────────────────────────────────────────────────────────────────────
 
@@ -474,6 +496,22 @@ class LockedSession:
                 applied.tool_cancels.append(effect)
             elif isinstance(effect, InterruptToolStep):
                 self._interrupt_tool_step(effect)
+            elif isinstance(effect, StartCompaction):
+                compactions.start(self, effect)
+            elif isinstance(effect, SaveCompactionSummary):
+                failure = compactions.save_summary(self, effect)
+                if failure is not None:
+                    self._unsaved_summaries.append((effect.number, failure))
+            elif isinstance(effect, FinishCompaction):
+                compactions.finish(self, effect)
+            elif isinstance(effect, AnswerRequest):
+                reply = Reply(
+                    id=f"reply_{effect.request_id}",
+                    request_id=effect.request_id,
+                    status=effect.status,
+                    body={"session_id": self.id, **effect.body},
+                )
+                applied.replies.append((effect.gateway_id, reply))
         applied.outbound += outbound
         self.state = step.state
 

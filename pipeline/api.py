@@ -18,6 +18,8 @@ class SessionLimits(BaseModel):
 
     max_output_tokens: int | Literal["inf"] | None = Field(default=None)
     max_session_seconds: int | None = Field(default=None, ge=1, le=3_600)
+    # Compact the call's context once a response reports this many input tokens.
+    compaction_input_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
 
     @field_validator("max_output_tokens")
     @classmethod

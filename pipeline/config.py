@@ -13,7 +13,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline.errors import BadInput
-from pipeline.limits import DEFAULT_MAXIMUM_OUTPUT_TOKENS, MAXIMUM_SESSION_SECONDS
+from pipeline.limits import (
+    DEFAULT_COMPACTION_INPUT_TOKENS,
+    DEFAULT_MAXIMUM_OUTPUT_TOKENS,
+    MAXIMUM_SESSION_SECONDS,
+)
 
 PREFIX = "SWITCHBOARD_"
 
@@ -59,6 +63,7 @@ class Settings(BaseModel):
 
     max_output_tokens: int | Literal["inf"] = DEFAULT_MAXIMUM_OUTPUT_TOKENS
     max_session_seconds: int = Field(default=MAXIMUM_SESSION_SECONDS, ge=1)
+    compaction_input_tokens: int = Field(default=DEFAULT_COMPACTION_INPUT_TOKENS, ge=1)
 
     @field_validator("max_output_tokens")
     @classmethod

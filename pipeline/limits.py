@@ -37,5 +37,20 @@ MAXIMUM_TOOL_MS = 30_000
 # interrupted: its message was lost (a dead worker past recovery, a dead-lettered run).
 TOOL_DEADLINE_GRACE_MS = 15_000
 
+# A session's previous response reporting this many input tokens starts a compaction (the
+# provider's realtime context holds 32k tokens; half of it leaves room and halves the cost).
+DEFAULT_COMPACTION_INPUT_TOKENS = 16_000
+
+# A compaction summary is stored and injected at most this long; the maintenance response is
+# capped at 2,048 output tokens, which is well inside it.
+MAXIMUM_SUMMARY_BYTES = 12_000
+
+# A maintenance response that has not finished this long after it was asked for is abandoned,
+# so a lost or refused response can never hold the compaction cycle forever.
+COMPACTION_DEADLINE_MS = 60_000
+
+# How long the API waits for a forced compaction to finish before answering "still running".
+COMPACTION_REPLY_TIMEOUT_MS = 70_000
+
 # Reconnect attempts for a lost sideband before the session fails (used by the lifecycle work).
 MAXIMUM_RECONNECT_ATTEMPTS = 2

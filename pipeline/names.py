@@ -18,12 +18,15 @@ _QUEUE_OF_TYPE = {
     "session.updated": ADMISSION_QUEUE,
     "response.function_call_arguments.done": TOOL_QUEUE,
     "response.output_item.done": TOOL_QUEUE,
+    "switchboard.compaction_requested": COMPACTION_QUEUE,
+    "conversation.item.deleted": COMPACTION_QUEUE,
 }
 
 EVENT_ACTOR = {
     ADMISSION_QUEUE: "admission_event",
     TRANSCRIPT_QUEUE: "transcript_event",
     TOOL_QUEUE: "tool_event",
+    COMPACTION_QUEUE: "compaction_event",
 }
 
 

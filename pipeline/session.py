@@ -6,7 +6,7 @@ act on nothing: only their transcripts still land.
 
 from __future__ import annotations
 
-from pipeline import admission, tools, transcript
+from pipeline import admission, compaction, tools, transcript
 from pipeline.catalog import ToolOutcome
 from pipeline.state import Limits, Phase, SessionState
 from pipeline.step import PersistTranscript, Step, unchanged
@@ -15,10 +15,13 @@ from pipeline.wire import (
     AdmissionFailed,
     AssistantTranscriptFinal,
     CallAttached,
+    CompactionRequested,
+    CompactionUnsaved,
     EndRequested,
     FunctionCallArgumentsDone,
     FunctionCallItemDone,
     InboundEvent,
+    ItemDeleted,
     ProviderError,
     ResponseCreated,
     ResponseDone,
@@ -41,7 +44,8 @@ def is_late(state: SessionState, generation: int) -> bool:
 
 def apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
     """Decide what one event means for the session."""
-    return tools.interrupted_by_end(state, _apply(state, event, generation))
+    step = _apply(state, event, generation)
+    return compaction.interrupted_by_end(state, tools.interrupted_by_end(state, step))
 
 
 def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
@@ -72,8 +76,16 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
             if state.is_terminal:
                 return unchanged(state)
             return tools.deadline_passed(state, event.name.removeprefix(tools.TOOL_DEADLINE_TIMER))
+        case TimerFired() if event.name.startswith(compaction.DEADLINE_TIMER):
+            number = event.name.removeprefix(compaction.DEADLINE_TIMER)
+            return compaction.deadline_passed(state, int(number) if number.isdigit() else 0)
         case TimerFired():
             return admission.timer_fired(state, event.name)
+        case CompactionRequested():
+            # Answered whatever the session's state, so the API never waits in vain.
+            return compaction.requested(state, event.request_id, event.gateway_id)
+        case CompactionUnsaved():
+            return compaction.summary_unsaved(state, event.compaction, event.reason)
     if is_late(state, generation):
         return record_late(state, event)
     return _decide(state, event)
@@ -98,35 +110,47 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
         case SessionUpdated():
             return admission.session_updated(state, event)
         case UserTranscriptFinal():
-            heard = transcript.hear(state, event)
+            # A real turn never waits behind maintenance: the compaction gives way.
+            superseded = compaction.superseded(state)
+            heard = transcript.hear(compaction.track(superseded.state, event.item_id), event)
             if state.chain.pending is not None:
                 # New input while a tool runs: the tool is cancelled and the input answered
                 # after the tool's output is delivered.
-                return heard.then(tools.caller_moved_on(heard.state, "new_input"))
-            return heard
+                return superseded.then(heard.then(tools.caller_moved_on(heard.state, "new_input")))
+            return superseded.then(heard)
         case UserTranscriptFailed():
             return transcript.transcription_failed(state, event)
         case SpeechStarted():
             return transcript.speech_started(state, event)
+        case ResponseCreated() if compaction.maintenance_number(event.response) is not None:
+            return compaction.maintenance_started(state, event)
         case ResponseCreated():
             return transcript.response_started(state, event)
+        case AssistantTranscriptFinal() if compaction.is_maintenance_text(state, event):
+            return compaction.summary_written(state, event)
         case AssistantTranscriptFinal():
-            return transcript.assistant_said(state, event)
+            return transcript.assistant_said(compaction.track(state, event.item_id), event)
+        case ResponseDone() if compaction.is_maintenance_done(state, event):
+            return compaction.maintenance_finished(state, event)
         case ResponseDone():
             counted = transcript.count_response(state, event)
             chained = tools.response_finished(counted.state, event)
             if chained is not None:
-                return counted.then(chained)
-            return counted.then(transcript.end_turn(counted.state, event))
+                finished = counted.then(chained)
+            else:
+                finished = counted.then(transcript.end_turn(counted.state, event))
+            return finished.then(compaction.after_response(state, finished.state, event))
         case FunctionCallArgumentsDone():
-            return tools.request_tool(state, event)
+            return tools.request_tool(compaction.track(state, event.item_id), event)
         case FunctionCallItemDone():
-            return tools.request_tool(state, event.as_arguments_done())
+            return tools.request_tool(compaction.track(state, event.item.id), event.as_arguments_done())
+        case ItemDeleted():
+            return Step(state=compaction.forget(state, event.item_id))
         case ToolFinished():
             return tools.tool_finished(state, event.call_id, ToolOutcome.model_validate(event.outcome))
         case ProviderError():
             return transcript.provider_error(state, event)
         case _:
-            # Truncations, deletions and unknown kinds are recorded in the log; the lifecycle
+            # Truncations and unknown kinds are recorded in the log; the lifecycle
             # and compaction work decide on them.
             return unchanged(state)

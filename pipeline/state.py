@@ -7,7 +7,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from pipeline.limits import DEFAULT_MAXIMUM_OUTPUT_TOKENS, MAXIMUM_SESSION_SECONDS
+from pipeline.limits import (
+    DEFAULT_COMPACTION_INPUT_TOKENS,
+    DEFAULT_MAXIMUM_OUTPUT_TOKENS,
+    MAXIMUM_SESSION_SECONDS,
+)
 
 
 class Phase(StrEnum):
@@ -44,6 +48,8 @@ class Limits(_Frozen):
 
     max_output_tokens: int | Literal["inf"] = DEFAULT_MAXIMUM_OUTPUT_TOKENS
     max_session_seconds: int = MAXIMUM_SESSION_SECONDS
+    # The previous response's provider-reported input tokens that start a compaction.
+    compaction_input_tokens: int = DEFAULT_COMPACTION_INPUT_TOKENS
 
 
 class ResponseContext(_Frozen):
@@ -92,6 +98,23 @@ class ToolChain(_Frozen):
     response_completed: bool = False
 
 
+class Compaction(_Frozen):
+    """The one compaction cycle in flight: a maintenance response asked for, its summary
+    persisted, then the prune and the summary item."""
+
+    number: int
+    forced: bool
+    trigger_input_tokens: int
+    items_before: int
+    # Set by the maintenance response's response.created (None while it is only asked for).
+    response_id: str | None = None
+    # The maintenance response's final text, once it is persisted: nothing is pruned without it.
+    summary: str | None = None
+    # A forced compaction answers the API request that asked for it when the cycle ends.
+    request_id: str | None = None
+    reply_to: str | None = None
+
+
 class Usage(_Frozen):
     """Provider-reported usage, summed over every `response.done`."""
 
@@ -129,6 +152,15 @@ class SessionState(_Frozen):
     queued_input_item_id: str | None = None
     chain: ToolChain = ToolChain()
     last_response_input_tokens: int = 0
+    compaction: Compaction | None = None
+    # Responses left before another compaction may start (counted down by each response.done).
+    compaction_cooldown: int = 0
+    compactions: int = 0
+    # Provider item ids Switchboard has seen (caller and assistant finals, function calls),
+    # oldest first: compaction deletes only items it can name.
+    known_items: tuple[str, ...] = ()
+    # Maintenance responses seen (most recent few): their text is not the conversation's.
+    maintenance_responses: tuple[str, ...] = ()
     usage: Usage = Usage()
     speech_started_count: int = 0
     end_reason: str | None = None

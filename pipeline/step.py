@@ -102,6 +102,43 @@ class ScheduleTimer(_Effect):
     delay_ms: int
 
 
+class StartCompaction(_Effect):
+    """Record a compaction that started (its maintenance response was asked for)."""
+
+    number: int
+    forced: bool
+    trigger_input_tokens: int
+    items_before: int
+
+
+class SaveCompactionSummary(_Effect):
+    """Persist the maintenance response's final text: the summary, before anything is pruned.
+    If it cannot be stored, the compaction is abandoned (never the call)."""
+
+    number: int
+    response_id: str
+    summary: str
+
+
+class FinishCompaction(_Effect):
+    """Record how a compaction ended: completed (pruned and summarized) or abandoned, and why."""
+
+    number: int
+    status: Literal["completed", "abandoned"]
+    reason: str | None = None
+    items_deleted: int = 0
+    items_after: int = 0
+
+
+class AnswerRequest(_Effect):
+    """Answer the API request a gateway is waiting on."""
+
+    request_id: str
+    gateway_id: str
+    status: int = 200
+    body: dict[str, Any] = Field(default_factory=dict)
+
+
 Effect = (
     PersistTranscript
     | RecordIncident
@@ -113,6 +150,10 @@ Effect = (
     | RunTool
     | CancelTool
     | InterruptToolStep
+    | StartCompaction
+    | SaveCompactionSummary
+    | FinishCompaction
+    | AnswerRequest
 )
 Control = SessionUpdate | ResponseCreate | ResponseCancel | ItemCreate | ItemDelete | ItemTruncate
 

@@ -116,6 +116,7 @@ def count_response(state: SessionState, event: ResponseDone) -> Step:
         if usage
         else state.usage.plus(0, 0, 0),
         last_response_input_tokens=usage.input_tokens if usage else 0,
+        compaction_cooldown=max(state.compaction_cooldown - 1, 0),
     )
     effects: tuple[RecordIncident, ...] = ()
     if event.response.status == "failed":

@@ -143,6 +143,8 @@ class UserTranscriptFailed(_Inbound):
 class ResponseRef(_Inbound):
     id: str
     status: str | None = None
+    # Echoed from our response.create: how a maintenance response is told from a spoken one.
+    metadata: dict[str, str] | None = None
 
 
 class ResponseCreated(_Inbound):
@@ -219,6 +221,7 @@ class ResponseSummary(_Inbound):
     status: str
     status_details: dict[str, Any] | None = None
     usage: TokenUsage | None = None
+    metadata: dict[str, str] | None = None
 
 
 class ResponseDone(_Inbound):
@@ -316,6 +319,22 @@ class ToolFinished(_Inbound):
     outcome: dict[str, Any]
 
 
+class CompactionRequested(_Inbound):
+    """A compaction forced from the API; the answer goes back to the waiting gateway."""
+
+    type: Literal["switchboard.compaction_requested"]
+    request_id: str
+    gateway_id: str
+
+
+class CompactionUnsaved(_Inbound):
+    """The worker could not persist a compaction's summary: the cycle is abandoned."""
+
+    type: Literal["switchboard.compaction_unsaved"]
+    compaction: int
+    reason: str = ""
+
+
 class UnknownEvent(_Inbound):
     """A provider event type Switchboard does not know: recorded in the log, never acted on."""
 
@@ -344,7 +363,9 @@ KnownInbound = Annotated[
     | CallAttached
     | AdmissionFailed
     | TimerFired
-    | ToolFinished,
+    | ToolFinished
+    | CompactionRequested
+    | CompactionUnsaved,
     Field(discriminator="type"),
 ]
 InboundEvent = KnownInbound | UnknownEvent
@@ -360,6 +381,8 @@ _HOST_TYPES = frozenset(
         "switchboard.admission_failed",
         "switchboard.timer_fired",
         "switchboard.tool_finished",
+        "switchboard.compaction_requested",
+        "switchboard.compaction_unsaved",
     }
 )
 
@@ -484,6 +507,9 @@ class ResponseParams(BaseModel):
     tool_choice: str | None = None
     output_modalities: tuple[Literal["audio", "text"], ...] | None = None
     metadata: dict[str, str] | None = None
+    # "none" runs the response out of band: it reads the conversation but writes nothing to it
+    # and does not block a spoken response (PROTOCOL.md §3).
+    conversation: Literal["auto", "none"] | None = None
 
 
 class SessionUpdate(_Control):

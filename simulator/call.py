@@ -191,6 +191,7 @@ class SimulatedCall:
         self._answering: ModelResponse | None = None
         self._answers_started = 0
         self._answers_finished = 0
+        self._out_of_band_started = 0
         self._playing: ModelResponse | None = None
         self._drain: asyncio.Task[None] | None = None
         self._input_audio_bytes = 0
@@ -360,18 +361,27 @@ class SimulatedCall:
     async def _run_caller(self) -> None:
         timing = self.script.timing
         answers_before = self._answers_started
+        out_of_band_before = self._out_of_band_started
         for index, step in enumerate(self.script.caller):
             if isinstance(step, CallerSays) and step.during_response:
                 await self._wait_for_answer(answers_before, timing.response_wait_ms)
             elif isinstance(step, CallerSays) and step.during_tool:
                 await self._wait_for_tool_call(answers_before, timing.response_wait_ms)
+            elif isinstance(step, CallerSays) and step.during_out_of_band:
+                await self._wait_for_out_of_band(out_of_band_before, timing.response_wait_ms)
             elif index > 0:
                 await self._wait_for_reply(answers_before)
             await asyncio.sleep(step.after_ms / 1000)
             if isinstance(step, CallerHangsUp):
                 await self.end(1000)
                 return
+            out_of_band_before = self._out_of_band_started
             answers_before = await self._speak(step.say)
+
+    async def _wait_for_out_of_band(self, started_before: int, wait_ms: int) -> None:
+        """Wait until an out-of-band response (a host's maintenance response) has started since
+        the caller last spoke, or `wait_ms` has passed."""
+        await self._wait_until(lambda: self._out_of_band_started > started_before, wait_ms)
 
     async def _wait_for_reply(self, answers_before: int) -> None:
         """Wait until the host's answer to the last turn is over, or it plainly is not coming.
@@ -720,7 +730,9 @@ class SimulatedCall:
         if is_in_conversation:
             self._answering = response
             self._answers_started += 1
-            self._notify()
+        else:
+            self._out_of_band_started += 1
+        self._notify()
         self._emit({"type": "response.created", "response": self._describe(response, "in_progress")})
         self._spawn(self._stream(response))
 

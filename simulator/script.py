@@ -51,6 +51,9 @@ class CallerSays(_Strict):
     # Speak `after_ms` after an answer that called a function has finished: while the host
     # runs the tool (new input during a tool).
     during_tool: bool = False
+    # Speak `after_ms` after an out-of-band response (a host's maintenance response, such as a
+    # compaction summary) has started since the caller last spoke.
+    during_out_of_band: bool = False
 
 
 class CallerHangsUp(_Strict):

@@ -38,9 +38,14 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("which", choices=["latency"])
     bench.add_argument("--json", action="store_true")
     bench.add_argument("--calls", type=int, default=50, help="concurrent calls under load")
-    sessions = commands.add_parser("sessions", help="read a session's durable record")
-    sessions.add_argument("action", choices=["show"])
+    sessions = commands.add_parser(
+        "sessions", help="read a session's durable record (show) or compact its context (compact)"
+    )
+    sessions.add_argument("action", choices=["show", "compact"])
     sessions.add_argument("session_id")
+    sessions.add_argument(
+        "--api", help="the gateway's API for compact (default: SWITCHBOARD_GATEWAY_HOST and _PORT)"
+    )
     arguments = parser.parse_args(argv)
 
     try:
@@ -72,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         from bench.latency import run_latency_bench
 
         return run_latency_bench(settings, as_json=arguments.json, load_calls=arguments.calls)
+    if arguments.command == "sessions" and arguments.action == "compact":
+        return _compact(settings, arguments.session_id, arguments.api)
     if arguments.command == "sessions":
         services = _services(settings, quiet=True)
         from models.db import connect
@@ -81,6 +88,24 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(session_record(arguments.session_id, with_events=True), indent=2, default=str))
         return 0
     return 2
+
+
+def _compact(settings: Settings, session_id: str, api: str | None) -> int:
+    """Force a compaction through the gateway that holds the call; exit 0 only if it
+    compacted, so a script can tell."""
+    from switchboard.client import ApiError, Client
+
+    client = Client(api or f"http://{settings.gateway_host}:{settings.gateway_port}", settings.api_token)
+    try:
+        status, result = client.compact(session_id)
+    except ApiError as error:
+        print(json.dumps(error.body, indent=2), file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"switchboard: no gateway answered: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=2))
+    return 0 if status == 200 and result.get("compacted") else 1
 
 
 def _services(settings: Settings, *, quiet: bool = False) -> Services:

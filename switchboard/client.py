@@ -34,7 +34,12 @@ class Client:
         self.token = token
 
     def request(
-        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        timeout_s: float = 30,
     ) -> tuple[int, Any]:
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
         request = urllib.request.Request(
@@ -48,7 +53,7 @@ class Client:
             },
         )
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
                 return response.status, _decode(response.read(), response.headers.get("content-type", ""))
         except urllib.error.HTTPError as error:
             return error.code, _decode(error.read(), error.headers.get("content-type", ""))
@@ -74,6 +79,14 @@ class Client:
 
     def end(self, session_id: str, reason: str = "ended_by_api") -> dict[str, Any]:
         return dict(self._ok("POST", f"/v1/sessions/{session_id}/end", {"reason": reason}))
+
+    def compact(self, session_id: str) -> tuple[int, dict[str, Any]]:
+        """Force a compaction and wait for its outcome (200), or for "still running" (202)."""
+        # The gateway waits up to 70 s for the maintenance response; wait a little longer.
+        status, body = self.request("POST", f"/v1/sessions/{session_id}/compact", timeout_s=80)
+        if status >= 400:
+            raise ApiError(status, body)
+        return status, dict(body)
 
     def session(self, session_id: str, *, events: bool = False) -> dict[str, Any]:
         return dict(self._ok("GET", f"/v1/sessions/{session_id}{'?events=1' if events else ''}"))

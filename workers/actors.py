@@ -31,7 +31,13 @@ from pipeline.errors import (
     UnknownTool,
 )
 from pipeline.limits import MAXIMUM_TOOL_MS
-from pipeline.names import ADMISSION_QUEUE, TOOL_QUEUE, TOOL_RUNS_QUEUE, TRANSCRIPT_QUEUE
+from pipeline.names import (
+    ADMISSION_QUEUE,
+    COMPACTION_QUEUE,
+    TOOL_QUEUE,
+    TOOL_RUNS_QUEUE,
+    TRANSCRIPT_QUEUE,
+)
 from workers import runtime
 from workers.tools.runner import run_tool as execute_tool
 
@@ -77,6 +83,14 @@ def transcript_event(envelope: dict[str, Any]) -> None:
 
 @dramatiq.actor(queue_name=TOOL_QUEUE, actor_name="tool_event", throws=_NEVER_RETRIED, **_EVENT_POLICY)
 def tool_event(envelope: dict[str, Any]) -> None:
+    deliver(envelope)
+
+
+@dramatiq.actor(
+    queue_name=COMPACTION_QUEUE, actor_name="compaction_event", throws=_NEVER_RETRIED, **_EVENT_POLICY
+)
+def compaction_event(envelope: dict[str, Any]) -> None:
+    """A forced compaction or a deleted item: numbered like every event of the session."""
     deliver(envelope)
 
 
@@ -273,6 +287,9 @@ def _cancel_key(session_id: str, call_id: str) -> str:
 
 def _publish(session: LockedSession, applied: Applied) -> None:
     _runtime.publisher.publish(session.owning_gateway, session.id, session.state.generation, applied.outbound)
+    for gateway_id, reply in applied.replies:
+        # The gateway that took the API request waits for it; it need not own the session.
+        _runtime.publisher.publish(gateway_id, session.id, session.state.generation, [reply])
 
 
 def _after_commit(session_id: str, applied: Applied) -> None:
@@ -345,4 +362,5 @@ def _limits(spec: SessionSpec) -> dict[str, Any]:
     return {
         "max_output_tokens": spec.limits.max_output_tokens or settings.max_output_tokens,
         "max_session_seconds": spec.limits.max_session_seconds or settings.max_session_seconds,
+        "compaction_input_tokens": spec.limits.compaction_input_tokens or settings.compaction_input_tokens,
     }

@@ -152,7 +152,7 @@ def user_failed(item_id: str) -> dict[str, Any]:
     }
 
 
-def response_created(resp_id: str) -> dict[str, Any]:
+def response_created(resp_id: str, *, metadata: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "type": "response.created",
         "event_id": _event_id(),
@@ -167,7 +167,7 @@ def response_created(resp_id: str) -> dict[str, Any]:
             "max_output_tokens": "inf",
             "audio": {"output": {"format": {"type": "audio/pcm", "rate": 24000}, "voice": "marin"}},
             "usage": None,
-            "metadata": None,
+            "metadata": metadata,
         },
     }
 
@@ -203,6 +203,7 @@ def response_done(
     input_tokens: int = 127,
     output_tokens: int = 148,
     status_details: dict[str, Any] | None = None,
+    metadata: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     return {
         "type": "response.done",
@@ -215,7 +216,7 @@ def response_done(
             "conversation_id": "conv_1",
             "output_modalities": ["audio"],
             "max_output_tokens": "inf",
-            "metadata": None,
+            "metadata": metadata,
             "audio": {"output": {"format": {"type": "audio/pcm", "rate": 24000}, "voice": "marin"}},
             "output": [],
             "usage": {
@@ -245,6 +246,23 @@ def provider_error(code: str = "conversation_already_has_active_response") -> di
             "event_id": "ctl_7_0",
         },
     }
+
+
+def maintenance(number: int) -> dict[str, str]:
+    """The metadata a compaction's maintenance response carries (echoed by the provider)."""
+    return {"switchboard": "compaction", "compaction": str(number)}
+
+
+def compaction_requested(request_id: str = "req_1", gateway_id: str = "gw1") -> dict[str, Any]:
+    return {"type": "switchboard.compaction_requested", "request_id": request_id, "gateway_id": gateway_id}
+
+
+def compaction_unsaved(number: int, reason: str = "InternalError: refused") -> dict[str, Any]:
+    return {"type": "switchboard.compaction_unsaved", "compaction": number, "reason": reason}
+
+
+def item_deleted(item_id: str) -> dict[str, Any]:
+    return {"type": "conversation.item.deleted", "event_id": _event_id(), "item_id": item_id}
 
 
 def unknown(event_type: str = "foo.bar") -> dict[str, Any]:
