@@ -43,6 +43,7 @@ _SESSION_PATH = re.compile(
     r"^/v1/sessions/(?P<id>[A-Za-z0-9_\-]{1,64})(?P<action>/connect|/end|/compact|/live)?$"
 )
 _USER_TRANSCRIPT_PREFIX = "conversation.item.input_audio_transcription."
+_ASSISTANT_AUDIO_DELTA = "response.output_audio_transcript.delta"
 
 
 class Gateway:
@@ -128,6 +129,8 @@ class Gateway:
             return
         if classified.kind is FrameKind.LIVE:
             role = "user" if classified.type.startswith(_USER_TRANSCRIPT_PREFIX) else "assistant"
+            if classified.type == _ASSISTANT_AUDIO_DELTA:
+                socket.heard_delta(event["item_id"], str(event.get("response_id", "")), time.monotonic())
             self.live.delta(socket.session_id, role, event["item_id"], event.get("delta", ""))
             return
         if classified.kind is FrameKind.IGNORED:
@@ -137,6 +140,13 @@ class Gateway:
             # The provider names each function call twice (arguments done, then the item done);
             # one durable event is enough, and the workers take a call up once anyway.
             return
+        if classified.type == "input_audio_buffer.speech_started":
+            # The workers decide on a barge-in; only the gateway knows what was playing. A
+            # provider's own "playback" field is never trusted.
+            event = {key: value for key, value in event.items() if key != "playback"}
+            playback = socket.playback(time.monotonic())
+            if playback is not None:
+                event["playback"] = playback
         if classified.type == "response.created" and compaction.is_maintenance_metadata(
             (event.get("response") or {}).get("metadata")
         ):

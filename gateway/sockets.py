@@ -57,6 +57,10 @@ class CallSocket:
         # Maintenance responses (compaction summaries) seen on this socket: nobody hears them,
         # so their text stays off the live transcript.
         self._unspoken: deque[str] = deque(maxlen=UNSPOKEN_RESPONSES)
+        # The assistant audio item playing now: (item id, response id, monotonic time of its
+        # first transcript delta). The audio reaches the caller as it is generated, so the
+        # time since then approximates how much of it they heard.
+        self._playing: tuple[str, str, float] | None = None
         self.closing = False
         self.task: asyncio.Task[None] | None = None
 
@@ -115,6 +119,22 @@ class CallSocket:
         if len(self._calls_seen_order) > REMEMBERED_CONTROL_IDS:
             self._calls_seen.discard(self._calls_seen_order.popleft())
         return True
+
+    def heard_delta(self, item_id: str, response_id: str, now: float) -> None:
+        """An assistant transcript delta arrived: the first of an item starts its playback."""
+        if self._playing is None or self._playing[0] != item_id:
+            self._playing = (item_id, response_id, now)
+
+    def playback(self, now: float) -> dict[str, Any] | None:
+        """What the caller is hearing now: the playing item and how long it has played."""
+        if self._playing is None:
+            return None
+        item_id, response_id, started = self._playing
+        return {
+            "item_id": item_id,
+            "response_id": response_id,
+            "played_ms": max(int((now - started) * 1000), 0),
+        }
 
     def mark_unspoken(self, response_id: str) -> None:
         self._unspoken.append(response_id)

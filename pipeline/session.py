@@ -121,7 +121,12 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
         case UserTranscriptFailed():
             return transcript.transcription_failed(state, event)
         case SpeechStarted():
-            return transcript.speech_started(state, event)
+            barged = transcript.speech_started(state, event)
+            if state.chain.pending is not None:
+                # The caller talked over a tool: it is cancelled, its output still delivered,
+                # and what they say is answered instead.
+                return barged.then(tools.caller_moved_on(barged.state, "barge_in"))
+            return barged
         case ResponseCreated() if compaction.maintenance_number(event.response) is not None:
             return compaction.maintenance_started(state, event)
         case ResponseCreated():

@@ -8,7 +8,9 @@ from pipeline.state import LIVE_PHASES, Phase, ResponseContext, SessionState, To
 from pipeline.step import PersistTranscript, RecordIncident, Step, unchanged
 from pipeline.wire import (
     AssistantTranscriptFinal,
+    ItemTruncate,
     ProviderError,
+    ResponseCancel,
     ResponseCreate,
     ResponseCreated,
     ResponseDone,
@@ -74,9 +76,27 @@ def transcription_failed(state: SessionState, event: UserTranscriptFailed) -> St
 
 
 def speech_started(state: SessionState, event: SpeechStarted) -> Step:
-    """The caller began to speak; recorded (barge-in acts on it in the lifecycle work)."""
-    del event
-    return Step(state=state.evolve(speech_started_count=state.speech_started_count + 1))
+    """The caller began to speak. If they talk over a response that is still running, that is
+    a barge-in: the assistant item is cut where the caller stopped hearing it (so the provider's
+    conversation never keeps speech nobody heard), then the response is cancelled. Nothing is cut
+    when none of the response had played."""
+    counted = state.evolve(speech_started_count=state.speech_started_count + 1)
+    turn = counted.turn
+    running = (
+        counted.phase is Phase.RESPONDING
+        and turn is not None
+        and turn.response_id is not None
+        and not counted.chain.response_completed
+    )
+    if not running:
+        return Step(state=counted)
+    assert turn is not None and turn.response_id is not None
+    controls: list[ItemTruncate | ResponseCancel] = []
+    playback = event.playback
+    if playback is not None and playback.response_id == turn.response_id:
+        controls.append(ItemTruncate(item_id=playback.item_id, audio_end_ms=max(playback.played_ms, 0)))
+    controls.append(ResponseCancel(response_id=turn.response_id))
+    return Step(state=counted, controls=tuple(controls))
 
 
 def response_started(state: SessionState, event: ResponseCreated) -> Step:

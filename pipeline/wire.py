@@ -118,11 +118,22 @@ class SessionUpdated(_Inbound):
     session: dict[str, Any]
 
 
+class Playback(_Inbound):
+    """What the caller was hearing when they started to speak, measured by the gateway: the
+    assistant audio item and how long it had played (since its first transcript delta)."""
+
+    item_id: str
+    response_id: str
+    played_ms: int
+
+
 class SpeechStarted(_Inbound):
     type: Literal["input_audio_buffer.speech_started"]
     event_id: str
     item_id: str
     audio_start_ms: int
+    # Added by the gateway (never taken from the provider): None when nothing was playing.
+    playback: Playback | None = None
 
 
 class UserTranscriptFinal(_Inbound):

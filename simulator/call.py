@@ -841,6 +841,13 @@ class SimulatedCall:
                 break
             said += delta
             self._emit({"type": delta_type, **where, "delta": delta})
+            if response.is_audio and item["id"] not in self.conversation.truncated:
+                # The audio generated so far is in the conversation already: a client may cut
+                # it (barge-in) before the response is done.
+                item["content"] = [{"type": "output_audio", "transcript": said}]
+                self.conversation.audio_ms[item["id"]] = (
+                    len(said.split()) * self.script.timing.audio_ms_per_word
+                )
             if response.is_audio and self.script.emit_audio_deltas:
                 self._emit({"type": "response.output_audio.delta", **where, "delta": SILENT_AUDIO_DELTA})
         if response.is_audio:
@@ -850,10 +857,13 @@ class SimulatedCall:
             self._emit({"type": "response.output_text.done", **where, "text": said})
         self._emit({"type": "response.content_part.done", **where, "part": {"type": part_type, key: said}})
         content_type = "output_audio" if response.is_audio else "output_text"
-        item["content"] = [{"type": content_type, key: said}]
+        if item["id"] not in self.conversation.truncated:
+            item["content"] = [{"type": content_type, key: said}]
+            if response.is_audio:
+                self.conversation.audio_ms[item["id"]] = (
+                    len(said.split()) * self.script.timing.audio_ms_per_word
+                )
         item["status"] = "completed" if said == model_text(response.entry) else "incomplete"
-        if response.is_audio:
-            self.conversation.audio_ms[item["id"]] = len(said.split()) * self.script.timing.audio_ms_per_word
         self._complete_output_item(response, item, previous)
 
     async def _stream_function_call(self, response: ModelResponse, entry: ModelCalls) -> None:

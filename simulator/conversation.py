@@ -109,6 +109,8 @@ class Conversation:
     def __init__(self) -> None:
         self.items: list[dict[str, Any]] = []
         self.audio_ms: dict[str, int] = {}
+        # Items a client cut: what is left of them stays, even if their response streams on.
+        self.truncated: set[str] = set()
 
     def last_id(self) -> str | None:
         """The id of the newest item, the `previous_item_id` of anything appended now."""
@@ -181,6 +183,7 @@ class Conversation:
         heard = math.floor(len(words) * audio_end_ms / audio_ms) if audio_ms else 0
         part["transcript"] = " ".join(words[:heard])
         self.audio_ms[item_id] = audio_end_ms
+        self.truncated.add(item_id)
 
     def chars(self) -> int:
         """How much text the conversation holds, which drives the input token count."""

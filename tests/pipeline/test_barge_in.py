@@ -1,0 +1,109 @@
+"""Barge-in: the caller talks over a running response — cut what they did not hear, then cancel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.state import Phase, SessionState
+from pipeline.step import CancelTool
+from pipeline.wire import ItemTruncate, ResponseCancel, ResponseCreate, control_wire
+from simulator.oracle import wire_errors
+from tests.pipeline import events as ev
+
+LOOKUP = {"type": "function", "name": "lookup_order", "parameters": {"type": "object"}}
+
+
+def _speaking(response_id: str = "resp_1") -> SessionState:
+    return ev.state_after(
+        [*ev.listening(), ev.user_final("item_U1", "Hours?"), ev.response_created(response_id)]
+    )
+
+
+def _speech(item_id: str = "item_U2", playback: dict[str, Any] | None = None) -> dict[str, Any]:
+    raw = ev.speech_started(item_id)
+    if playback is not None:
+        raw["playback"] = playback
+    return raw
+
+
+def test_talking_over_a_response_cuts_it_where_the_caller_stopped_hearing_then_cancels() -> None:
+    step = ev.step_of(
+        _speaking(), _speech(playback={"item_id": "item_A1", "response_id": "resp_1", "played_ms": 1840})
+    )
+
+    truncate, cancel = step.controls
+    assert truncate == ItemTruncate(item_id="item_A1", content_index=0, audio_end_ms=1840)
+    assert cancel == ResponseCancel(response_id="resp_1")
+    for control in step.controls:
+        wire = control_wire(control.model_copy(update={"event_id": "ctl_9_0"}))
+        assert wire_errors(wire, direction="client") == []
+    assert step.state.speech_started_count == 1
+
+
+def test_nothing_is_cut_when_nothing_of_the_response_had_played() -> None:
+    """No playback (no transcript delta yet), or playback of an older response: cancel only."""
+    for playback in (None, {"item_id": "item_A0", "response_id": "resp_0", "played_ms": 5000}):
+        step = ev.step_of(_speaking(), _speech(playback=playback))
+        assert step.controls == (ResponseCancel(response_id="resp_1"),)
+
+
+def test_a_negative_playback_position_is_clamped_to_zero() -> None:
+    step = ev.step_of(
+        _speaking(), _speech(playback={"item_id": "item_A1", "response_id": "resp_1", "played_ms": -30})
+    )
+    assert step.controls[0] == ItemTruncate(item_id="item_A1", audio_end_ms=0)
+
+
+def test_speech_while_listening_or_before_the_response_started_sends_nothing() -> None:
+    listening = ev.state_after(ev.listening())
+    asked = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hours?")])
+    for state in (listening, asked):
+        step = ev.step_of(
+            state, _speech(playback={"item_id": "item_A1", "response_id": "resp_1", "played_ms": 10})
+        )
+        assert step.controls == ()
+        assert step.state == state.evolve(speech_started_count=1)
+
+
+def test_after_a_barge_in_the_cancelled_response_ends_the_turn_and_the_caller_is_answered() -> None:
+    state = ev.step_of(_speaking(), _speech(playback=None)).state
+    state = ev.step_of(state, ev.user_final("item_U2", "Sorry, one more thing")).state
+    assert state.queued_input_item_id == "item_U2"
+
+    step = ev.step_of(state, ev.response_done("resp_1", "cancelled"))
+
+    [create] = step.controls
+    assert isinstance(create, ResponseCreate)
+    assert step.state.phase is Phase.RESPONDING and step.state.turn is not None
+    assert step.state.turn.context.input_item_id == "item_U2"
+
+
+def test_talking_over_a_running_tool_cancels_it_and_not_a_finished_response() -> None:
+    """The response that called the tool has completed: only the tool is stopped."""
+    state = ev.state_after(
+        [
+            *ev.listening(tools=[LOOKUP]),
+            ev.user_final("item_U1", "Where is 4417?"),
+            ev.response_created("resp_1"),
+            {
+                "type": "response.function_call_arguments.done",
+                "event_id": "ev_fc",
+                "response_id": "resp_1",
+                "item_id": "item_F1",
+                "output_index": 0,
+                "call_id": "call_1",
+                "name": "lookup_order",
+                "arguments": "{}",
+            },
+            ev.response_done("resp_1"),
+        ]
+    )
+    assert state.chain.pending is not None and state.chain.response_completed
+
+    step = ev.step_of(
+        state, _speech(playback={"item_id": "item_A1", "response_id": "resp_1", "played_ms": 10})
+    )
+
+    assert step.controls == ()
+    assert step.effects == (CancelTool(call_id="call_1", reason="barge_in"),)
+    assert step.state.chain.continuation_allowed is False
