@@ -25,11 +25,11 @@ from gateway.provider import RealtimeProvider
 from gateway.sink import EventSink
 from gateway.sockets import CallSocket
 from pipeline import compaction
-from pipeline.api import ConnectRequest, EndRequest, SessionSpec
+from pipeline.api import ConnectRequest, EndRequest, SessionSpec, TypedText
 from pipeline.config import Settings
 from pipeline.envelope import CloseCall, OpenSideband, OutboundBatch, Reply, SendControl
 from pipeline.errors import BadInput, MalformedRequest, ProviderUnavailable
-from pipeline.limits import API_REPLY_TIMEOUT_MS, COMPACTION_REPLY_TIMEOUT_MS
+from pipeline.limits import API_REPLY_TIMEOUT_MS, COMPACTION_REPLY_TIMEOUT_MS, TYPED_MESSAGES_PER_MINUTE
 from pipeline.names import control_queue
 from pipeline.wire import FrameKind, classify_frame, function_call_id
 from switchboard.http import Request, Response, serve_http
@@ -40,10 +40,11 @@ logger = logging.getLogger(__name__)
 CONTROL_QUEUE_RECONNECT_S = 0.5
 
 _SESSION_PATH = re.compile(
-    r"^/v1/sessions/(?P<id>[A-Za-z0-9_\-]{1,64})(?P<action>/connect|/end|/compact|/live)?$"
+    r"^/v1/sessions/(?P<id>[A-Za-z0-9_\-]{1,64})(?P<action>/connect|/end|/compact|/say|/interrupt|/live)?$"
 )
 _USER_TRANSCRIPT_PREFIX = "conversation.item.input_audio_transcription."
 _ASSISTANT_AUDIO_DELTA = "response.output_audio_transcript.delta"
+_LIVE_STATUSES = ("connected", "listening", "responding")
 
 
 class Gateway:
@@ -285,6 +286,10 @@ class Gateway:
             return await self._connect(session_id, request)
         if action == "/compact":
             return await self._compact(session_id, request)
+        if action == "/say":
+            return await self._say(session_id, request)
+        if action == "/interrupt":
+            return await self._interrupt(session_id, request)
         return await self._end(session_id, request)
 
     async def _create_session(self, request: Request) -> Response:
@@ -345,6 +350,50 @@ class Gateway:
         generation = int(body["generation"])
         self.sink.submit_event(session_id, generation, event, time.time())
         return Response.json(202, {"session_id": session_id, "status": "ending", "reason": end.reason})
+
+    async def _live_session(self, session_id: str) -> tuple[dict[str, Any] | None, Response | None]:
+        """The session's record if its call is live, else the answer that says why not."""
+        status, body = await self._rpc("describe_session", session_id=session_id)
+        if status != 200:
+            return None, Response.json(status, body)
+        if body["status"] not in _LIVE_STATUSES:
+            return None, Response.json(409, _error("session_not_live", f"session is {body['status']}"))
+        return body, None
+
+    async def _say(self, session_id: str, request: Request) -> Response:
+        """Typed text into a live call: answered like speech. Trimmed, non-empty, bounded, and
+        at most TYPED_MESSAGES_PER_MINUTE a minute per session."""
+        try:
+            typed = TypedText.model_validate(_json_body(request))
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        record, refusal = await self._live_session(session_id)
+        if record is None:
+            assert refusal is not None
+            return refusal
+        if not await asyncio.wrap_future(self.sink.within_rate(session_id, "say", TYPED_MESSAGES_PER_MINUTE)):
+            message = f"at most {TYPED_MESSAGES_PER_MINUTE} typed messages a minute per session"
+            return Response.json(429, _error("rate_limited", message), {"Retry-After": "60"})
+        item_id = f"item_typed_{uuid.uuid4().hex[:16]}"
+        event = {"type": "switchboard.text_injected", "item_id": item_id, "text": typed.text}
+        self.sink.submit_event(session_id, int(record["generation"]), event, time.time())
+        return Response.json(202, {"session_id": session_id, "item_id": item_id, "status": "queued"})
+
+    async def _interrupt(self, session_id: str, request: Request) -> Response:
+        """Stop the response that is playing, as if the caller had talked over it."""
+        if request.body.strip() not in (b"", b"{}"):
+            return Response.json(422, _error("malformed_request", "interrupt takes no parameters"))
+        record, refusal = await self._live_session(session_id)
+        if record is None:
+            assert refusal is not None
+            return refusal
+        event: dict[str, Any] = {"type": "switchboard.interrupt_requested"}
+        socket = self.sockets.get(session_id)
+        if socket is not None:
+            # Only the gateway holding the sideband knows what is playing.
+            event["playback"] = socket.playback(time.monotonic())
+        self.sink.submit_event(session_id, int(record["generation"]), event, time.time())
+        return Response.json(202, {"session_id": session_id, "status": "interrupting"})
 
     async def _compact(self, session_id: str, request: Request) -> Response:
         """Force a compaction: answered when its cycle ends (compacted or not, and why), or

@@ -64,6 +64,20 @@ class EventSink:
             {"session_id": session_id, "code": code, "summary": summary, "context": context},
         ).add_done_callback(_log_failure)
 
+    def within_rate(self, session_id: str, kind: str, per_minute: int) -> Future[bool]:
+        """Count one use of `kind` for the session in the current minute (shared by every
+        gateway through Redis); answers whether it is within `per_minute`."""
+
+        def count() -> bool:
+            key = f"{self._namespace}:rate:{kind}:{session_id}:{int(time.time() // 60)}"
+            pipeline = self._redis.pipeline()
+            pipeline.incr(key)
+            pipeline.expire(key, 120)
+            used, _ = pipeline.execute()
+            return int(used) <= per_minute
+
+        return self._executor.submit(count)
+
     def forget(self, session_id: str) -> None:
         self._executor.submit(self._issued.pop, session_id, None)
 

@@ -75,9 +75,14 @@ def end(state: SessionState, event: EndRequested) -> Step:
     """An end request closes the call; ending an ended session changes nothing."""
     if state.is_terminal:
         return unchanged(state)
+    return finish(state, event.reason)
+
+
+def finish(state: SessionState, reason: str) -> Step:
+    """End the session normally: the sideband is closed and the provider call hung up."""
     return Step(
-        state=state.evolve(phase=Phase.ENDED, end_reason=event.reason, turn=None),
-        effects=(CloseCall(reason=event.reason, hangup=state.call_id is not None),),
+        state=state.evolve(phase=Phase.ENDED, end_reason=reason, turn=None),
+        effects=(CloseCall(reason=reason, hangup=state.call_id is not None),),
     )
 
 
@@ -100,10 +105,7 @@ def timer_fired(state: SessionState, name: str) -> Step:
     if name == ADMISSION_TIMER and state.phase in (Phase.CREATED, Phase.ADMITTING):
         return fail(state, "admission_timeout", "the call did not connect within the admission timeout")
     if name == CEILING_TIMER and state.phase in LIVE_PHASES:
-        return Step(
-            state=state.evolve(phase=Phase.ENDED, end_reason="session_timeout", turn=None),
-            effects=(CloseCall(reason="session_timeout", hangup=state.call_id is not None),),
-        )
+        return finish(state, "session_timeout")
     return unchanged(state)
 
 

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from pipeline.limits import MAXIMUM_INSTRUCTIONS_BYTES
+from pipeline.limits import MAXIMUM_INSTRUCTIONS_BYTES, MAXIMUM_TYPED_TEXT_BYTES
 
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
@@ -20,6 +20,8 @@ class SessionLimits(BaseModel):
     max_session_seconds: int | None = Field(default=None, ge=1, le=3_600)
     # Compact the call's context once a response reports this many input tokens.
     compaction_input_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+    # End the session once its responses have used this many total tokens.
+    usage_budget_tokens: int | None = Field(default=None, ge=1)
 
     @field_validator("max_output_tokens")
     @classmethod
@@ -70,3 +72,21 @@ class EndRequest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     reason: str = Field(default="ended_by_api", min_length=1, max_length=128)
+
+
+class TypedText(BaseModel):
+    """`POST /v1/sessions/{id}/say`: text typed into a live call, trimmed and bounded."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    text: str
+
+    @field_validator("text")
+    @classmethod
+    def _trimmed_and_bounded(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("text is empty")
+        if len(value.encode()) > MAXIMUM_TYPED_TEXT_BYTES:
+            raise ValueError(f"text exceeds {MAXIMUM_TYPED_TEXT_BYTES} bytes")
+        return value

@@ -240,14 +240,9 @@ def summary_written(state: SessionState, event: AssistantTranscriptFinal) -> Ste
 
 def maintenance_finished(state: SessionState, event: ResponseDone) -> Step:
     """The maintenance response ended: prune and summarize if it completed with a persisted
-    summary; otherwise abandon. Its usage counts toward the session's, but it is not a spoken
-    response: it neither feeds the trigger nor counts down the cooldown."""
-    usage = event.response.usage
-    counted = state.evolve(
-        usage=state.usage.plus(usage.input_tokens, usage.output_tokens, usage.total_tokens)
-        if usage
-        else state.usage.plus(0, 0, 0)
-    )
+    summary; otherwise abandon. (Its usage is counted by the caller: it is not a spoken
+    response, so it neither feeds the trigger nor counts down the cooldown.)"""
+    counted = state
     compaction = counted.compaction
     number = maintenance_number(event.response)
     is_current = compaction is not None and (

@@ -16,6 +16,7 @@ from pipeline.errors import BadInput
 from pipeline.limits import (
     DEFAULT_COMPACTION_INPUT_TOKENS,
     DEFAULT_MAXIMUM_OUTPUT_TOKENS,
+    DEFAULT_USAGE_BUDGET_TOKENS,
     MAXIMUM_SESSION_SECONDS,
 )
 
@@ -64,6 +65,7 @@ class Settings(BaseModel):
     max_output_tokens: int | Literal["inf"] = DEFAULT_MAXIMUM_OUTPUT_TOKENS
     max_session_seconds: int = Field(default=MAXIMUM_SESSION_SECONDS, ge=1)
     compaction_input_tokens: int = Field(default=DEFAULT_COMPACTION_INPUT_TOKENS, ge=1)
+    usage_budget_tokens: int = Field(default=DEFAULT_USAGE_BUDGET_TOKENS, ge=1)
 
     @field_validator("max_output_tokens")
     @classmethod

@@ -52,5 +52,14 @@ COMPACTION_DEADLINE_MS = 60_000
 # How long the API waits for a forced compaction to finish before answering "still running".
 COMPACTION_REPLY_TIMEOUT_MS = 70_000
 
+# A session's usage budget in provider-reported total tokens: a 60-minute call whose responses
+# each re-read a compacted context of about 16k tokens stays well inside it.
+DEFAULT_USAGE_BUDGET_TOKENS = 2_000_000
+
+# Typed text injected into a live call: bounded like a chat message, and limited per minute per
+# session so an API client cannot flood the model.
+MAXIMUM_TYPED_TEXT_BYTES = 4_000
+TYPED_MESSAGES_PER_MINUTE = 12
+
 # Reconnect attempts for a lost sideband before the session fails (used by the lifecycle work).
 MAXIMUM_RECONNECT_ATTEMPTS = 2

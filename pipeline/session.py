@@ -6,7 +6,7 @@ act on nothing: only their transcripts still land.
 
 from __future__ import annotations
 
-from pipeline import admission, compaction, tools, transcript
+from pipeline import admission, budget, compaction, tools, transcript
 from pipeline.catalog import ToolOutcome
 from pipeline.state import Limits, Phase, SessionState
 from pipeline.step import PersistTranscript, Step, unchanged
@@ -21,6 +21,7 @@ from pipeline.wire import (
     FunctionCallArgumentsDone,
     FunctionCallItemDone,
     InboundEvent,
+    InterruptRequested,
     ItemDeleted,
     ProviderError,
     ResponseCreated,
@@ -30,6 +31,7 @@ from pipeline.wire import (
     SidebandClosed,
     SidebandConnected,
     SpeechStarted,
+    TextInjected,
     TimerFired,
     ToolFinished,
     UserTranscriptFailed,
@@ -101,6 +103,29 @@ def record_late(state: SessionState, event: InboundEvent) -> Step:
     return unchanged(state)
 
 
+def _response_done(state: SessionState, event: ResponseDone) -> Step:
+    """Every response's usage counts against the budget, which may end the session here; a
+    maintenance response then finishes its compaction, a spoken one its turn (or tool chain),
+    and a completed turn may start a compaction."""
+    maintenance = compaction.is_maintenance_done(state, event)
+    if maintenance:
+        counted = Step(state=transcript.count_usage(state, event))
+    else:
+        counted = transcript.count_response(state, event)
+    exhausted = budget.exhausted(counted.state)
+    if exhausted is not None:
+        return counted.then(exhausted)
+    warned = counted.then(budget.warn(counted.state))
+    if maintenance:
+        return warned.then(compaction.maintenance_finished(warned.state, event))
+    chained = tools.response_finished(warned.state, event)
+    if chained is not None:
+        finished = warned.then(chained)
+    else:
+        finished = warned.then(transcript.end_turn(warned.state, event))
+    return finished.then(compaction.after_response(state, finished.state, event))
+
+
 def _decide(state: SessionState, event: InboundEvent) -> Step:
     match event:
         case SidebandConnected():
@@ -118,6 +143,17 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
                 # after the tool's output is delivered.
                 return superseded.then(heard.then(tools.caller_moved_on(heard.state, "new_input")))
             return superseded.then(heard)
+        case TextInjected():
+            superseded = compaction.superseded(state)
+            typed = transcript.typed(superseded.state, event)
+            if state.chain.pending is not None:
+                return superseded.then(typed.then(tools.caller_moved_on(typed.state, "new_input")))
+            return superseded.then(typed)
+        case InterruptRequested():
+            interrupted = transcript.barge_in(state, event.playback)
+            if state.chain.pending is not None:
+                return interrupted.then(tools.caller_moved_on(interrupted.state, "interrupted"))
+            return interrupted
         case UserTranscriptFailed():
             return transcript.transcription_failed(state, event)
         case SpeechStarted():
@@ -135,16 +171,8 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
             return compaction.summary_written(state, event)
         case AssistantTranscriptFinal():
             return transcript.assistant_said(compaction.track(state, event.item_id), event)
-        case ResponseDone() if compaction.is_maintenance_done(state, event):
-            return compaction.maintenance_finished(state, event)
         case ResponseDone():
-            counted = transcript.count_response(state, event)
-            chained = tools.response_finished(counted.state, event)
-            if chained is not None:
-                finished = counted.then(chained)
-            else:
-                finished = counted.then(transcript.end_turn(counted.state, event))
-            return finished.then(compaction.after_response(state, finished.state, event))
+            return _response_done(state, event)
         case FunctionCallArgumentsDone():
             return tools.request_tool(compaction.track(state, event.item_id), event)
         case FunctionCallItemDone():

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from pipeline.limits import (
     DEFAULT_COMPACTION_INPUT_TOKENS,
     DEFAULT_MAXIMUM_OUTPUT_TOKENS,
+    DEFAULT_USAGE_BUDGET_TOKENS,
     MAXIMUM_SESSION_SECONDS,
 )
 
@@ -50,6 +51,8 @@ class Limits(_Frozen):
     max_session_seconds: int = MAXIMUM_SESSION_SECONDS
     # The previous response's provider-reported input tokens that start a compaction.
     compaction_input_tokens: int = DEFAULT_COMPACTION_INPUT_TOKENS
+    # Provider-reported total tokens the session may use: a notice at 80 %, the end at 100 %.
+    usage_budget_tokens: int = DEFAULT_USAGE_BUDGET_TOKENS
 
 
 class ResponseContext(_Frozen):
@@ -162,6 +165,7 @@ class SessionState(_Frozen):
     # Maintenance responses seen (most recent few): their text is not the conversation's.
     maintenance_responses: tuple[str, ...] = ()
     usage: Usage = Usage()
+    budget_warning_sent: bool = False
     speech_started_count: int = 0
     end_reason: str | None = None
 

@@ -8,7 +8,9 @@ from pipeline.state import LIVE_PHASES, Phase, ResponseContext, SessionState, To
 from pipeline.step import PersistTranscript, RecordIncident, Step, unchanged
 from pipeline.wire import (
     AssistantTranscriptFinal,
+    ItemCreate,
     ItemTruncate,
+    Playback,
     ProviderError,
     ResponseCancel,
     ResponseCreate,
@@ -16,6 +18,7 @@ from pipeline.wire import (
     ResponseDone,
     ResponseParams,
     SpeechStarted,
+    TextInjected,
     UserTranscriptFailed,
     UserTranscriptFinal,
 )
@@ -33,6 +36,27 @@ def hear(state: SessionState, event: UserTranscriptFinal) -> Step:
     if state.turn is not None:
         return persisted.then(Step(state=state.evolve(queued_input_item_id=event.item_id)))
     return persisted.then(begin_response(state, event.item_id))
+
+
+def typed(state: SessionState, event: TextInjected) -> Step:
+    """Typed text from the API: added to the conversation as a user message and answered like
+    speech (or after the response that is owed)."""
+    text = bounded(event.text)
+    persisted = Step(state=state, effects=(PersistTranscript(role="user", text=text, item_id=event.item_id),))
+    if state.phase not in LIVE_PHASES:
+        return persisted
+    message = ItemCreate(
+        item={
+            "id": event.item_id,
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": text}],
+        }
+    )
+    added = persisted.then(Step(state=state, controls=(message,)))
+    if state.turn is not None:
+        return added.then(Step(state=state.evolve(queued_input_item_id=event.item_id)))
+    return added.then(begin_response(state, event.item_id))
 
 
 def begin_response(state: SessionState, input_item_id: str) -> Step:
@@ -81,6 +105,13 @@ def speech_started(state: SessionState, event: SpeechStarted) -> Step:
     conversation never keeps speech nobody heard), then the response is cancelled. Nothing is cut
     when none of the response had played."""
     counted = state.evolve(speech_started_count=state.speech_started_count + 1)
+    return barge_in(counted, event.playback)
+
+
+def barge_in(state: SessionState, playback: Playback | None) -> Step:
+    """Stop the running response: cut its item at the playback position (when some of it
+    played), then cancel it. Nothing happens when no response is running."""
+    counted = state
     turn = counted.turn
     running = (
         counted.phase is Phase.RESPONDING
@@ -92,7 +123,6 @@ def speech_started(state: SessionState, event: SpeechStarted) -> Step:
         return Step(state=counted)
     assert turn is not None and turn.response_id is not None
     controls: list[ItemTruncate | ResponseCancel] = []
-    playback = event.playback
     if playback is not None and playback.response_id == turn.response_id:
         controls.append(ItemTruncate(item_id=playback.item_id, audio_end_ms=max(playback.played_ms, 0)))
     controls.append(ResponseCancel(response_id=turn.response_id))
@@ -131,10 +161,7 @@ def response_finished(state: SessionState, event: ResponseDone) -> Step:
 def count_response(state: SessionState, event: ResponseDone) -> Step:
     """Every response's usage counts, whoever asked for it; a failed one is a warning."""
     usage = event.response.usage
-    counted = state.evolve(
-        usage=state.usage.plus(usage.input_tokens, usage.output_tokens, usage.total_tokens)
-        if usage
-        else state.usage.plus(0, 0, 0),
+    counted = count_usage(state, event).evolve(
         last_response_input_tokens=usage.input_tokens if usage else 0,
         compaction_cooldown=max(state.compaction_cooldown - 1, 0),
     )
@@ -149,6 +176,14 @@ def count_response(state: SessionState, event: ResponseDone) -> Step:
             ),
         )
     return Step(state=counted, effects=effects)
+
+
+def count_usage(state: SessionState, event: ResponseDone) -> SessionState:
+    """Add a response's provider-reported usage to the session's."""
+    usage = event.response.usage
+    if usage is None:
+        return state.evolve(usage=state.usage.plus(0, 0, 0))
+    return state.evolve(usage=state.usage.plus(usage.input_tokens, usage.output_tokens, usage.total_tokens))
 
 
 def end_turn(state: SessionState, event: ResponseDone) -> Step:

@@ -346,6 +346,22 @@ class CompactionUnsaved(_Inbound):
     reason: str = ""
 
 
+class TextInjected(_Inbound):
+    """Typed text from the API, spoken to the model as a user message (checked and bounded by
+    the gateway; the item id is Switchboard's own)."""
+
+    type: Literal["switchboard.text_injected"]
+    item_id: str
+    text: str
+
+
+class InterruptRequested(_Inbound):
+    """The API asks to stop the response that is playing, as a barge-in would."""
+
+    type: Literal["switchboard.interrupt_requested"]
+    playback: Playback | None = None
+
+
 class UnknownEvent(_Inbound):
     """A provider event type Switchboard does not know: recorded in the log, never acted on."""
 
@@ -376,7 +392,9 @@ KnownInbound = Annotated[
     | TimerFired
     | ToolFinished
     | CompactionRequested
-    | CompactionUnsaved,
+    | CompactionUnsaved
+    | TextInjected
+    | InterruptRequested,
     Field(discriminator="type"),
 ]
 InboundEvent = KnownInbound | UnknownEvent
@@ -394,6 +412,8 @@ _HOST_TYPES = frozenset(
         "switchboard.tool_finished",
         "switchboard.compaction_requested",
         "switchboard.compaction_unsaved",
+        "switchboard.text_injected",
+        "switchboard.interrupt_requested",
     }
 )
 

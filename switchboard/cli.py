@@ -39,12 +39,16 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--json", action="store_true")
     bench.add_argument("--calls", type=int, default=50, help="concurrent calls under load")
     sessions = commands.add_parser(
-        "sessions", help="read a session's durable record (show) or compact its context (compact)"
+        "sessions",
+        help="a session's durable record (show), or act on its live call through the gateway: "
+        "end, interrupt, say --text, compact",
     )
-    sessions.add_argument("action", choices=["show", "compact"])
+    sessions.add_argument("action", choices=["show", "end", "interrupt", "say", "compact"])
     sessions.add_argument("session_id")
+    sessions.add_argument("--text", help="for say: the text to type into the call")
+    sessions.add_argument("--reason", default="ended_by_api", help="for end: the reason recorded")
     sessions.add_argument(
-        "--api", help="the gateway's API for compact (default: SWITCHBOARD_GATEWAY_HOST and _PORT)"
+        "--api", help="the gateway's API (default: http://SWITCHBOARD_GATEWAY_HOST:SWITCHBOARD_GATEWAY_PORT)"
     )
     arguments = parser.parse_args(argv)
 
@@ -77,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         from bench.latency import run_latency_bench
 
         return run_latency_bench(settings, as_json=arguments.json, load_calls=arguments.calls)
-    if arguments.command == "sessions" and arguments.action == "compact":
-        return _compact(settings, arguments.session_id, arguments.api)
+    if arguments.command == "sessions" and arguments.action != "show":
+        return _act_on_session(settings, arguments)
     if arguments.command == "sessions":
         services = _services(settings, quiet=True)
         from models.db import connect
@@ -90,22 +94,36 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
-def _compact(settings: Settings, session_id: str, api: str | None) -> int:
-    """Force a compaction through the gateway that holds the call; exit 0 only if it
+def _act_on_session(settings: Settings, arguments: argparse.Namespace) -> int:
+    """End, interrupt, type into or compact a live call through a gateway's API. Exit 1 when
+    the gateway refuses (its typed error is printed), and for compact when nothing was
     compacted, so a script can tell."""
     from switchboard.client import ApiError, Client
 
-    client = Client(api or f"http://{settings.gateway_host}:{settings.gateway_port}", settings.api_token)
+    api = arguments.api or f"http://{settings.gateway_host}:{settings.gateway_port}"
+    client = Client(api, settings.api_token)
+    session_id = arguments.session_id
+    if arguments.action == "say" and not (arguments.text or "").strip():
+        print("switchboard: say needs --text", file=sys.stderr)
+        return 2
     try:
-        status, result = client.compact(session_id)
+        if arguments.action == "compact":
+            status, result = client.compact(session_id)
+            succeeded = status == 200 and bool(result.get("compacted"))
+        elif arguments.action == "say":
+            result, succeeded = client.say(session_id, arguments.text), True
+        elif arguments.action == "interrupt":
+            result, succeeded = client.interrupt(session_id), True
+        else:
+            result, succeeded = client.end(session_id, arguments.reason), True
     except ApiError as error:
         print(json.dumps(error.body, indent=2), file=sys.stderr)
         return 1
     except OSError as error:
-        print(f"switchboard: no gateway answered: {error}", file=sys.stderr)
+        print(f"switchboard: no gateway answered at {api}: {error}", file=sys.stderr)
         return 1
     print(json.dumps(result, indent=2))
-    return 0 if status == 200 and result.get("compacted") else 1
+    return 0 if succeeded else 1
 
 
 def _services(settings: Settings, *, quiet: bool = False) -> Services:

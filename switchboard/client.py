@@ -80,6 +80,12 @@ class Client:
     def end(self, session_id: str, reason: str = "ended_by_api") -> dict[str, Any]:
         return dict(self._ok("POST", f"/v1/sessions/{session_id}/end", {"reason": reason}))
 
+    def say(self, session_id: str, text: str) -> dict[str, Any]:
+        return dict(self._ok("POST", f"/v1/sessions/{session_id}/say", {"text": text}))
+
+    def interrupt(self, session_id: str) -> dict[str, Any]:
+        return dict(self._ok("POST", f"/v1/sessions/{session_id}/interrupt"))
+
     def compact(self, session_id: str) -> tuple[int, dict[str, Any]]:
         """Force a compaction and wait for its outcome (200), or for "still running" (202)."""
         # The gateway waits up to 70 s for the maintenance response; wait a little longer.

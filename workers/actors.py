@@ -363,4 +363,5 @@ def _limits(spec: SessionSpec) -> dict[str, Any]:
         "max_output_tokens": spec.limits.max_output_tokens or settings.max_output_tokens,
         "max_session_seconds": spec.limits.max_session_seconds or settings.max_session_seconds,
         "compaction_input_tokens": spec.limits.compaction_input_tokens or settings.compaction_input_tokens,
+        "usage_budget_tokens": spec.limits.usage_budget_tokens or settings.usage_budget_tokens,
     }
