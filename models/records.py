@@ -90,6 +90,7 @@ def event_log(session_id: str) -> list[dict[str, Any]]:
             "disposition": event.disposition,
             "applied_order": event.applied_order,
             "generation": event.generation,
+            "received_at": event.received_at,
             "payload": event.payload,
             "controls": event.controls,
         }

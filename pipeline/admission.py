@@ -5,13 +5,27 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.errors import AdmissionRefused, SessionEnded
-from pipeline.limits import ADMISSION_TIMEOUT_MS
-from pipeline.state import LIVE_PHASES, Phase, SessionState
+from pipeline.limits import (
+    ADMISSION_TIMEOUT_MS,
+    MAXIMUM_RECONNECT_ATTEMPTS,
+    MAXIMUM_RECONNECT_DELAY_MS,
+    RECONNECT_BACKOFF_MS,
+)
+from pipeline.state import LIVE_PHASES, Phase, SessionState, ToolChain
 from pipeline.step import CloseCall, OpenSideband, RecordIncident, ScheduleTimer, Step, unchanged
-from pipeline.wire import EndRequested, SessionUpdate, SessionUpdated, SidebandClosed, SidebandConnected
+from pipeline.wire import (
+    EndRequested,
+    ResponseCancel,
+    SessionUpdate,
+    SessionUpdated,
+    SidebandClosed,
+    SidebandConnected,
+)
 
 ADMISSION_TIMER = "admission_timeout"
 CEILING_TIMER = "session_ceiling"
+# Timers named with this prefix and a generation re-open a lost sideband as that generation.
+RECONNECT_TIMER = "sideband_reconnect:"
 
 # Transcription model for the caller's audio: user transcript finals are what drive a turn.
 TRANSCRIPTION_MODEL = "gpt-4o-transcribe"
@@ -52,9 +66,14 @@ def fail_admission(state: SessionState, code: str, detail: str) -> Step:
 
 
 def sideband_connected(state: SessionState, event: SidebandConnected) -> Step:
-    """The sideband is up: configure the session so that Switchboard drives every response."""
+    """The sideband is up: configure the session so that Switchboard drives every response.
+    A re-opened sideband of a live call needs no configuration (the provider kept it)."""
     if state.is_terminal:
         return unchanged(state)
+    if state.sideband_down:
+        state = state.evolve(sideband_down=False, reconnect_attempts=0)
+        if state.phase in LIVE_PHASES:
+            return _reconnected(state)
     if state.phase in (Phase.CREATED, Phase.ADMITTING):
         return Step(
             state=state.evolve(phase=Phase.CONNECTED, call_id=event.call_id),
@@ -87,7 +106,9 @@ def finish(state: SessionState, reason: str) -> Step:
 
 
 def sideband_closed(state: SessionState, event: SidebandClosed) -> Step:
-    """The provider closed the sideband: a normal close ends the call, anything else fails it."""
+    """The provider closed the sideband: a normal close ends the call. Anything else is a lost
+    sideband: recorded, then re-opened on the same call after a backoff, as a new generation
+    (events and controls of the old one are fenced off)."""
     if state.is_terminal or event.by_host:
         return unchanged(state)
     if event.code == 1000:
@@ -95,7 +116,59 @@ def sideband_closed(state: SessionState, event: SidebandClosed) -> Step:
             state=state.evolve(phase=Phase.ENDED, end_reason="provider_call_ended", turn=None),
             effects=(CloseCall(reason="provider_call_ended", hangup=False),),
         )
-    return fail(state, "sideband_lost", f"sideband closed with code {event.code} {event.reason}".strip())
+    detail = f"sideband closed with code {event.code} {event.reason}".strip()
+    if state.call_id is None:
+        return fail(state, "sideband_lost", detail)
+    delay_ms = min(RECONNECT_BACKOFF_MS * (state.reconnect_attempts + 1), MAXIMUM_RECONNECT_DELAY_MS)
+    generation = state.generation + 1
+    incident = RecordIncident(
+        code="sideband_lost",
+        summary=detail,
+        severity="warning",
+        context={
+            "phase": str(state.phase),
+            "generation": state.generation,
+            "attempts": state.reconnect_attempts,
+        },
+    )
+    return Step(
+        state=state.evolve(sideband_down=True, generation=generation),
+        effects=(incident, ScheduleTimer(name=f"{RECONNECT_TIMER}{generation}", delay_ms=delay_ms)),
+    )
+
+
+def reconnect_due(state: SessionState, generation: int) -> Step:
+    """The backoff is over: re-open the sideband, or fail once the attempts are spent."""
+    if state.is_terminal or not state.sideband_down or generation != state.generation:
+        return unchanged(state)
+    if state.reconnect_attempts >= MAXIMUM_RECONNECT_ATTEMPTS:
+        return fail(
+            state,
+            "sideband_reconnect_exhausted",
+            f"the sideband could not be re-opened in {MAXIMUM_RECONNECT_ATTEMPTS} attempts",
+        )
+    assert state.call_id is not None
+    return Step(
+        state=state.evolve(reconnect_attempts=state.reconnect_attempts + 1),
+        effects=(OpenSideband(call_id=state.call_id),),
+    )
+
+
+def _reconnected(state: SessionState) -> Step:
+    """The sideband is back. Whatever the provider said meanwhile is gone, so a response that
+    was running may have ended unseen: it is cancelled (harmless if it is over) and the turn
+    released, so the session never waits for a response.done that will not come. A tool that
+    runs still gets its output when it finishes, without driving a response."""
+    turn = state.turn
+    if turn is None:
+        return Step(state=state)
+    controls = (ResponseCancel(response_id=turn.response_id),) if turn.response_id else ()
+    chain = state.chain
+    if chain.pending is not None:
+        moved_on = chain.model_copy(update={"response_completed": True, "continuation_allowed": False})
+        return Step(state=state.evolve(chain=moved_on), controls=controls)
+    released = state.evolve(phase=Phase.LISTENING, turn=None, chain=ToolChain())
+    return Step(state=released, controls=controls)
 
 
 def timer_fired(state: SessionState, name: str) -> Step:

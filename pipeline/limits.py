@@ -61,5 +61,8 @@ DEFAULT_USAGE_BUDGET_TOKENS = 2_000_000
 MAXIMUM_TYPED_TEXT_BYTES = 4_000
 TYPED_MESSAGES_PER_MINUTE = 12
 
-# Reconnect attempts for a lost sideband before the session fails (used by the lifecycle work).
+# A lost sideband is re-opened on the same call at most this many times, after 250 ms × the
+# attempt (at most 1 s); then the session fails sideband_reconnect_exhausted.
 MAXIMUM_RECONNECT_ATTEMPTS = 2
+RECONNECT_BACKOFF_MS = 250
+MAXIMUM_RECONNECT_DELAY_MS = 1_000

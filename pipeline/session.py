@@ -78,6 +78,9 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
             if state.is_terminal:
                 return unchanged(state)
             return tools.deadline_passed(state, event.name.removeprefix(tools.TOOL_DEADLINE_TIMER))
+        case TimerFired() if event.name.startswith(admission.RECONNECT_TIMER):
+            generation_text = event.name.removeprefix(admission.RECONNECT_TIMER)
+            return admission.reconnect_due(state, int(generation_text) if generation_text.isdigit() else 0)
         case TimerFired() if event.name.startswith(compaction.DEADLINE_TIMER):
             number = event.name.removeprefix(compaction.DEADLINE_TIMER)
             return compaction.deadline_passed(state, int(number) if number.isdigit() else 0)

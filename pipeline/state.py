@@ -150,6 +150,9 @@ class SessionState(_Frozen):
     tool_versions: dict[str, str] = {}
     tool_side_effects: dict[str, str] = {}
     call_id: str | None = None
+    # The sideband was lost and is being re-opened (each attempt is a new generation).
+    sideband_down: bool = False
+    reconnect_attempts: int = 0
     turn: Turn | None = None
     # The caller spoke while a response was owed: one response is begun for it afterwards.
     queued_input_item_id: str | None = None

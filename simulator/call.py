@@ -192,6 +192,8 @@ class SimulatedCall:
         self._answers_started = 0
         self._answers_finished = 0
         self._out_of_band_started = 0
+        # A fault: sideband handshakes for this call are refused (see the server's drop).
+        self.refuses_sideband = False
         self._playing: ModelResponse | None = None
         self._drain: asyncio.Task[None] | None = None
         self._input_audio_bytes = 0

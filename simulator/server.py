@@ -12,7 +12,8 @@ Control API, on the same port, no auth:
     GET  /_sim/calls                         {"calls": [call ids]}
     GET  /_sim/calls/{id}                    the call log (see CallLog)
     GET  /_sim/calls/{id}/status             {"call_id", "status"}: cheap to poll
-    POST /_sim/calls/{id}/drop?code=1011     close the sideband without ending the call (a fault)
+    POST /_sim/calls/{id}/drop?code=1011     close the sideband without ending the call (a fault);
+                                             &refuse=1 also refuses every later sideband of it
     POST /_sim/calls/{id}/inject             {"frames": [raw text, ...]} sent verbatim (a fault)
 Sideband (§1.3), on the WebSocket port: GET /v1/realtime?call_id=… with Bearer auth.
 """
@@ -249,8 +250,11 @@ class Simulator:
             code = request.query.get("code", "1011")
             if not code.isdigit():
                 return _error(400, "code must be a close code", "invalid_value")
+            # refuse=1: later sideband handshakes for this call are refused (a provider that
+            # will not let the host re-attach).
+            call.refuses_sideband = request.query.get("refuse") == "1"
             await call.drop_sideband(int(code))
-            return Response.json(200, {"dropped": call.call_id})
+            return Response.json(200, {"dropped": call.call_id, "refusing": call.refuses_sideband})
         if parts[2:] == ["inject"] and request.method == "POST":
             try:
                 frames = request.json()["frames"]
@@ -280,6 +284,8 @@ class Simulator:
         call = self._calls.get(call_id)
         if call is None or call.has_ended:
             return connection.respond(404, f"Call '{call_id}' not found\n")
+        if call.refuses_sideband:
+            return connection.respond(403, f"Call '{call_id}' refuses a new sideband\n")
         return None
 
     async def _serve_sideband(self, socket: ServerConnection) -> None:

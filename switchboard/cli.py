@@ -50,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     sessions.add_argument(
         "--api", help="the gateway's API (default: http://SWITCHBOARD_GATEWAY_HOST:SWITCHBOARD_GATEWAY_PORT)"
     )
+    dlq = commands.add_parser("dlq", help="dead letters: list, show, replay or purge them")
+    dlq.add_argument("action", choices=["list", "show", "replay", "purge"])
+    dlq.add_argument("ids", nargs="*", help="message ids (a unique prefix is enough)")
+    dlq.add_argument("--all", action="store_true", help="replay or purge every dead letter")
+    dlq.add_argument("--json", action="store_true")
     arguments = parser.parse_args(argv)
 
     try:
@@ -81,6 +86,13 @@ def main(argv: list[str] | None = None) -> int:
         from bench.latency import run_latency_bench
 
         return run_latency_bench(settings, as_json=arguments.json, load_calls=arguments.calls)
+    if arguments.command == "dlq":
+        from switchboard.dlq import run_dlq
+
+        services = _services(settings, quiet=True)
+        return run_dlq(
+            settings, services, arguments.action, arguments.ids, every=arguments.all, as_json=arguments.json
+        )
     if arguments.command == "sessions" and arguments.action != "show":
         return _act_on_session(settings, arguments)
     if arguments.command == "sessions":

@@ -52,6 +52,52 @@ class ReconnectAfterDatabaseLoss(dramatiq.Middleware):
             self._close()
 
 
+class ReportDeadLetters(dramatiq.Middleware):
+    """One Sentry event per message that will not be retried again (dead-lettered), tagged with
+    its session and actor: a failed attempt that a retry may still fix is not a report.
+    Its after-hook must run after Retries', which decides that: Dramatiq runs after-hooks in
+    reverse order, so it is added before Retries."""
+
+    def after_process_message(
+        self,
+        broker: dramatiq.Broker,
+        message: dramatiq.MessageProxy,
+        *,
+        result: Any = None,
+        exception: BaseException | None = None,
+    ) -> None:
+        if exception is None or not message.failed:
+            return
+        with sentry_sdk.new_scope() as scope:
+            session_id = _session_of(message)
+            if session_id is not None:
+                scope.set_tag("session_id", session_id)
+            scope.set_tag("actor", message.actor_name)
+            scope.set_tag("dead_letter", "true")
+            scope.set_context(
+                "dead_letter",
+                {
+                    "message_id": message.message_id,
+                    "queue": message.queue_name,
+                    "retries": message.options.get("retries", 0),
+                },
+            )
+            scope.fingerprint = ["dead_letter", message.actor_name, type(exception).__name__]
+            # A new exception chained to the failure: Sentry drops a second capture of the same
+            # exception object (its Dramatiq middleware saw it on every attempt).
+            retries = message.options.get("retries", 0)
+            try:
+                raise DeadLettered(
+                    f"{message.actor_name} dead-lettered after {retries} retries: {exception!r}"
+                ) from exception
+            except DeadLettered as report:
+                sentry_sdk.capture_exception(report)
+
+
+class DeadLettered(Exception):
+    """A message that failed for good: it is in the dead-letter queue (`switchboard dlq`)."""
+
+
 def _session_of(message: dramatiq.MessageProxy) -> str | None:
     if "session_id" in message.kwargs:
         return str(message.kwargs["session_id"])

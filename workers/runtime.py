@@ -11,13 +11,14 @@ from dataclasses import dataclass
 
 import dramatiq
 import dramatiq.brokers.redis
+from dramatiq.middleware import Retries
 
 from models.db import connect, database, reopen
 from pipeline.config import Settings, kombu_url_for, settings_from
 from pipeline.names import TOOL_RUNS_QUEUE
 from workers.broker import make_broker
 from workers.emit import ControlPublisher
-from workers.middleware import ReconnectAfterDatabaseLoss, SessionTag, WarmConnections
+from workers.middleware import ReconnectAfterDatabaseLoss, ReportDeadLetters, SessionTag, WarmConnections
 from workers.tools.registry import Registry, load_registry
 
 
@@ -56,6 +57,8 @@ def configure(settings: Settings, database_url: str, redis_url: str, kombu_url: 
     broker.add_middleware(SessionTag())
     broker.add_middleware(WarmConnections(warm))
     broker.add_middleware(ReconnectAfterDatabaseLoss(reopen))
+    # Dramatiq runs after-hooks in reverse order: placed before Retries, it sees its verdict.
+    broker.add_middleware(ReportDeadLetters(), before=Retries)
     # Declared up front so a tool_runs worker can start before the tools work adds its actors.
     broker.declare_queue(TOOL_RUNS_QUEUE)
     dramatiq.set_broker(broker)

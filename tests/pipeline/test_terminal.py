@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.admission import ADMISSION_TIMER, CEILING_TIMER
 from pipeline.state import Phase, SessionState
-from pipeline.step import CloseCall, PersistTranscript, RecordIncident
+from pipeline.step import CloseCall, PersistTranscript, RecordIncident, ScheduleTimer
 from tests.pipeline import events as ev
 
 
@@ -24,7 +24,7 @@ def _ended() -> SessionState:
 
 
 def _failed() -> SessionState:
-    return ev.state_after([*ev.listening(), ev.sideband_closed(1011, "internal error")])
+    return ev.state_after([*ev.listening(), ev.admission_failed("provider_error", "the call dropped")])
 
 
 def test_end_requested_ends_the_session_and_hangs_up() -> None:
@@ -157,20 +157,19 @@ def test_a_normal_sideband_close_ends_the_session() -> None:
 
 
 @pytest.mark.parametrize("code", [1006, 1011, 4000, None])
-def test_an_abnormal_sideband_close_fails_the_session(code: int | None) -> None:
-    """The sideband closing with anything but 1000 fails the session as sideband_lost."""
+def test_an_abnormal_sideband_close_is_recorded_and_reconnected(code: int | None) -> None:
+    """The sideband closing with anything but 1000 is a warning incident and a reconnect
+    timer, under a new generation that fences off the old sideband."""
     before = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi")])
 
     step = ev.step_of(before, ev.sideband_closed(code, "going away"))
 
-    assert step.state.phase is Phase.FAILED
-    assert step.state.end_reason == "sideband_lost"
-    assert step.state.turn is None
+    assert step.state.phase is Phase.RESPONDING
+    assert step.state.sideband_down and step.state.generation == before.generation + 1
     assert step.controls == ()
     (incident,) = [e for e in step.effects if isinstance(e, RecordIncident)]
-    assert incident.code == "sideband_lost"
-    assert incident.context == {"phase": "responding"}
-    assert CloseCall(reason="sideband_lost", hangup=True) in step.effects
+    assert (incident.code, incident.severity) == ("sideband_lost", "warning")
+    assert ScheduleTimer(name="sideband_reconnect:2", delay_ms=250) in step.effects
 
 
 @pytest.mark.parametrize("code", [1000, 1006])

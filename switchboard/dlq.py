@@ -1,0 +1,83 @@
+"""`switchboard dlq list | show ID | replay ID… | --all | purge ID… | --all`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+from pipeline.config import Settings
+from switchboard.services import Services
+from workers.dead_letters import DeadLetter, DeadLetters
+
+
+def run_dlq(
+    settings: Settings, services: Services, action: str, ids: list[str], *, every: bool, as_json: bool
+) -> int:
+    from workers.broker import make_broker
+
+    broker = make_broker(services.redis_url, namespace=settings.broker_namespace)
+    letters = DeadLetters(broker)
+    now_ms = int(time.time() * 1000)
+    try:
+        if action == "list":
+            return _list(letters.list(), now_ms, as_json)
+        if action == "show":
+            if len(ids) != 1:
+                print("switchboard dlq show: give one message id", file=sys.stderr)
+                return 2
+            letter = letters.find(ids[0])
+            if letter is None:
+                print(f"switchboard dlq: no dead letter {ids[0]!r}", file=sys.stderr)
+                return 1
+            print(json.dumps(letter.detail(now_ms), indent=2, default=str))
+            return 0
+        if not ids and not every:
+            print(f"switchboard dlq {action}: give message ids, or --all", file=sys.stderr)
+            return 2
+        chosen: list[DeadLetter | str] = (
+            list(letters.list()) if every else [letters.find(i) or i for i in ids]
+        )
+        return _act(letters, action, chosen, as_json)
+    finally:
+        broker.close()
+
+
+def _list(letters: list[DeadLetter], now_ms: int, as_json: bool) -> int:
+    rows = [letter.summary(now_ms) for letter in letters]
+    if as_json:
+        print(json.dumps(rows))
+        return 0
+    if not rows:
+        print("no dead letters")
+        return 0
+    print(f"{'id':36}  {'queue':10}  {'actor':17}  {'session':40}  {'seq':>5}  {'age s':>8}  error")
+    for row in rows:
+        print(
+            f"{row['id']:36}  {row['queue']:10}  {row['actor']:17}  {row['session_id'] or '-':40}  "
+            f"{row['seq'] if row['seq'] is not None else '-':>5}  {row['age_s']:>8}  {row['error']}"
+        )
+    return 0
+
+
+def _act(letters: DeadLetters, action: str, chosen: list[DeadLetter | str], as_json: bool) -> int:
+    results: list[dict[str, Any]] = []
+    for letter in chosen:
+        if isinstance(letter, str):
+            results.append(
+                {"id": letter, "done": False, "why": "no such dead letter (replayed or purged already?)"}
+            )
+            continue
+        done = letters.replay(letter) if action == "replay" else letters.purge(letter)
+        why = None if done else "no longer a dead letter (replayed or purged meanwhile)"
+        results.append({"id": letter.id, "session_id": letter.session_id, "done": done, "why": why})
+    if as_json:
+        print(json.dumps(results))
+    else:
+        verb = "replayed" if action == "replay" else "purged"
+        for result in results:
+            print(f"{verb} {result['id']}" if result["done"] else f"{result['id']}: {result['why']}")
+        if not results:
+            print(f"nothing to {action}")
+    return 0 if all(result["done"] for result in results) else 1

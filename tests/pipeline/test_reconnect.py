@@ -1,0 +1,76 @@
+"""A lost sideband: recorded, re-opened on the same call twice with backoff, then failed; the
+generation fences off the old sideband's events and controls."""
+
+from __future__ import annotations
+
+from pipeline.state import Phase, SessionState
+from pipeline.step import CloseCall, OpenSideband, RecordIncident, ScheduleTimer
+from pipeline.wire import ResponseCancel
+from tests.pipeline import events as ev
+
+
+def _lost(state: SessionState) -> SessionState:
+    return ev.step_of(state, ev.sideband_closed(1011, "dropped")).state
+
+
+def test_the_sideband_is_reopened_after_the_backoff_and_the_call_goes_on() -> None:
+    state = _lost(ev.state_after(ev.listening()))
+    assert state.generation == 2
+
+    reopen = ev.step_of(state, ev.timer_fired("sideband_reconnect:2"))
+    assert reopen.effects == (OpenSideband(call_id=ev.CALL_ID),)
+    assert reopen.state.reconnect_attempts == 1
+
+    back = ev.step_of(reopen.state, ev.sideband_connected(), generation=2)
+    assert not back.state.sideband_down and back.state.reconnect_attempts == 0
+    assert back.controls == ()  # the provider kept the session's configuration
+    heard = ev.step_of(back.state, ev.user_final("item_U1", "Hello again"), generation=2)
+    assert len(heard.controls) == 1
+
+
+def test_the_old_generations_events_are_late_after_a_loss() -> None:
+    state = _lost(ev.state_after(ev.listening()))
+    step = ev.step_of(state, ev.user_final("item_U1", "Hello"), generation=1)
+    assert step.controls == () and step.state == state
+
+
+def test_a_stale_reconnect_timer_does_nothing() -> None:
+    state = _lost(ev.state_after(ev.listening()))
+    assert ev.step_of(state, ev.timer_fired("sideband_reconnect:1")).state == state
+
+
+def test_the_backoff_grows_and_two_failed_attempts_fail_the_session() -> None:
+    """250 ms, then 500 ms; the third timer finds both attempts spent."""
+    state = ev.state_after(ev.listening())
+    delays = []
+    for attempt in range(3):
+        lost = ev.step_of(state, ev.sideband_closed(None, "open failed"), generation=state.generation)
+        [timer] = [e for e in lost.effects if isinstance(e, ScheduleTimer)]
+        delays.append(timer.delay_ms)
+        fired = ev.step_of(lost.state, ev.timer_fired(timer.name))
+        state = fired.state
+        if attempt < 2:
+            assert fired.effects == (OpenSideband(call_id=ev.CALL_ID),)
+    assert delays == [250, 500, 750]
+    assert (state.phase, state.end_reason) == (Phase.FAILED, "sideband_reconnect_exhausted")
+    assert CloseCall(reason="sideband_reconnect_exhausted", hangup=True) in fired.effects
+    assert [e.code for e in fired.effects if isinstance(e, RecordIncident)] == [
+        "sideband_reconnect_exhausted"
+    ]
+
+
+def test_a_response_running_at_the_loss_is_cancelled_and_the_turn_released_on_reconnect() -> None:
+    state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
+    state = _lost(state)
+    state = ev.step_of(state, ev.timer_fired("sideband_reconnect:2")).state
+
+    back = ev.step_of(state, ev.sideband_connected(), generation=2)
+
+    assert back.controls == (ResponseCancel(response_id="resp_1"),)
+    assert back.state.phase is Phase.LISTENING and back.state.turn is None
+
+
+def test_a_loss_before_any_call_fails_at_once() -> None:
+    state = ev.state_after([ev.session_created(), ev.admission_begun()])
+    step = ev.step_of(state, ev.sideband_closed(1006))
+    assert (step.state.phase, step.state.end_reason) == (Phase.FAILED, "sideband_lost")
