@@ -210,6 +210,8 @@ class Gateway:
                 logger.exception("outbound batch failed")
 
     async def _carry_out(self, batch: OutboundBatch) -> None:
+        if batch.applied_seq is not None:
+            self.sink.applied(batch.session_id, batch.applied_seq)
         for item in batch.items:
             if isinstance(item, Reply):
                 future = self._pending.pop(item.request_id, None)

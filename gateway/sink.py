@@ -2,14 +2,25 @@
 
 Dramatiq's `send` and Redis `INCR` are blocking calls (~0.5 ms each); they run on one
 dedicated thread, which also keeps every session's events in the order they were submitted.
+
+Redis here keeps nothing on disk, so a Redis restart loses the events that sat in the queues
+unfetched. The sink holds each event it enqueued until a control batch reports its session
+applied that far (or 30 s pass), and watches a marker key it wrote: when the marker is gone,
+Redis lost its data, and every held event is enqueued again with its seq. The workers apply a
+seq once, so a copy of an event that was applied changes nothing.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 import time
+import uuid
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import dramatiq
@@ -27,6 +38,20 @@ T = TypeVar("T")
 ENQUEUE_PATIENCE_S = 10.0
 ENQUEUE_FIRST_RETRY_S = 0.05
 ENQUEUE_MAXIMUM_RETRY_S = 1.0
+# Enqueued events are held for retransmission this long (an event not applied by then is
+# stuck behind something a retransmission cannot fix), and at most this many per session.
+RETRANSMIT_WINDOW_S = 30.0
+RETRANSMIT_MAXIMUM_PER_SESSION = 1_024
+# How often the sink checks that Redis still has its marker (i.e. did not restart empty).
+MARKER_CHECK_S = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    seq: int
+    queue: str
+    message: dict[str, Any]
+    enqueued_at: float
 
 
 class EventSink:
@@ -39,6 +64,15 @@ class EventSink:
         # The highest seq this gateway issued per session: if Redis lost its counters (a
         # restart without persistence), numbering resumes above it instead of reusing seqs.
         self._issued: dict[str, int] = {}
+        # Touched only on the sink thread: events enqueued and not yet known applied.
+        self._held: dict[str, deque[_Held]] = {}
+        self._marker_key = f"{namespace}:gateway-marker:{gateway_id}"
+        self._marker = uuid.uuid4().hex
+        self.retransmitted = 0
+        self._executor.submit(self._set_marker).add_done_callback(_log_failure)
+        self._closing = threading.Event()
+        self._watcher = threading.Thread(target=self._watch_marker, name="sink-marker", daemon=True)
+        self._watcher.start()
 
     def submit_event(
         self, session_id: str, generation: int, event: dict[str, Any], received_at: float
@@ -78,17 +112,63 @@ class EventSink:
 
         return self._executor.submit(count)
 
+    def applied(self, session_id: str, applied_seq: int) -> None:
+        """A worker applied the session's events up to `applied_seq`: stop holding them."""
+        self._executor.submit(self._release, session_id, applied_seq)
+
     def forget(self, session_id: str) -> None:
-        self._executor.submit(self._issued.pop, session_id, None)
+        self._executor.submit(self._forget, session_id)
 
     def close(self) -> None:
+        self._closing.set()
         self._executor.shutdown(wait=True)
         self._redis.close()
+
+    # ── on the sink thread ─────────────────────────────────────────────────────────────
+
+    def _forget(self, session_id: str) -> None:
+        self._issued.pop(session_id, None)
+        self._held.pop(session_id, None)
+
+    def _release(self, session_id: str, applied_seq: int) -> None:
+        held = self._held.get(session_id)
+        while held and held[0].seq <= applied_seq:
+            held.popleft()
+
+    def _set_marker(self) -> None:
+        _patiently(lambda: self._redis.set(self._marker_key, self._marker))
+
+    def _check_marker(self) -> None:
+        """Retransmit what is held if Redis came back without the marker (it lost its data)."""
+        if self._redis.get(self._marker_key) == self._marker.encode():
+            return
+        self._redis.set(self._marker_key, self._marker)
+        horizon = time.monotonic() - RETRANSMIT_WINDOW_S
+        count = 0
+        for held in self._held.values():
+            while held and held[0].enqueued_at < horizon:
+                held.popleft()
+            for event in held:
+                _patiently(
+                    functools.partial(self._enqueue, event.queue, EVENT_ACTOR[event.queue], event.message)
+                )
+                count += 1
+        self.retransmitted += count
+        logger.warning("Redis lost its data (restarted empty): retransmitted %d held events", count)
+
+    def _watch_marker(self) -> None:
+        while not self._closing.wait(MARKER_CHECK_S):
+            if not self._held:
+                continue
+            try:
+                self._executor.submit(self._check_marker).add_done_callback(_log_failure)
+            except RuntimeError:  # the executor shut down while closing
+                return
 
     def _enqueue_event(
         self, session_id: str, generation: int, event: dict[str, Any], received_at: float
     ) -> int:
-        seq = _patiently(lambda: self._next_seq(session_id))
+        seq = _patiently(lambda: self._next_seq(session_id), on_recovery=self._check_marker)
         envelope = EventEnvelope(
             session_id=session_id,
             seq=seq,
@@ -102,6 +182,8 @@ class EventSink:
         # Retried with the same seq: if a lost reply hid a stored message, the copy is a
         # redelivered seq, which the workers apply once.
         _patiently(lambda: self._enqueue(queue, EVENT_ACTOR[queue], message))
+        held = self._held.setdefault(session_id, deque(maxlen=RETRANSMIT_MAXIMUM_PER_SESSION))
+        held.append(_Held(seq, queue, message, time.monotonic()))
         return seq
 
     def _next_seq(self, session_id: str) -> int:
@@ -126,21 +208,32 @@ class EventSink:
         self._broker.enqueue(message)
 
 
-def _patiently(work: Callable[[], T]) -> T:
+def _patiently(work: Callable[[], T], on_recovery: Callable[[], None] | None = None) -> T:
     """Run a Redis operation, retrying with backoff through a short outage (a restart), so a
     durable event is not dropped the moment Redis blinks. Later events wait behind it on the
-    sink thread, which keeps the session's order."""
+    sink thread, which keeps the session's order. `on_recovery` runs once Redis answers again
+    after an outage, before the work's result is used."""
     deadline = time.monotonic() + ENQUEUE_PATIENCE_S
     delay = ENQUEUE_FIRST_RETRY_S
+    failed = False
     while True:
         try:
-            return work()
+            result = work()
+            break
         except redis.RedisError:
+            failed = True
             if time.monotonic() >= deadline:
                 raise
             logger.warning("Redis unavailable while enqueueing; retrying in %.2f s", delay)
             time.sleep(delay)
             delay = min(delay * 2, ENQUEUE_MAXIMUM_RETRY_S)
+    if failed and on_recovery is not None:
+        # Outside the retry: a failure here must not repeat `work` (an INCR would skip a seq).
+        try:
+            on_recovery()
+        except redis.RedisError as error:
+            logger.warning("recovery check failed (the marker watcher retries): %r", error)
+    return result
 
 
 def _log_failure(future: Future[Any]) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import psycopg2
 
-from models import compactions
+from models import compactions, timers
 from models.db import database, reopen
 from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.envelope import CloseCall, EventEnvelope, OpenSideband, Outbound, Reply, SendControl
@@ -391,6 +391,12 @@ class LockedSession:
         self._settle_unsaved(applied, now)
         return applied
 
+    def fire_timer(self, name: str, now: float) -> Applied:
+        """A timer fired (its delayed message, or the sweeper): it is no longer pending, and the
+        transition checks it against the state it finds."""
+        timers.fired(self, name)
+        return self.apply_host({"type": "switchboard.timer_fired", "name": name}, now)
+
     def _settle_unsaved(self, applied: Applied, now: float) -> None:
         """A summary that could not be stored abandons its compaction: logged as a host input
         in the same transaction, so the session's state stays the fold of its log."""
@@ -487,6 +493,7 @@ class LockedSession:
             if isinstance(effect, RecordIncident):
                 applied.incidents.append(effect)
             elif isinstance(effect, ScheduleTimer):
+                timers.schedule(self, effect.name, effect.delay_ms)
                 applied.timers.append(effect)
             elif isinstance(effect, RequestToolStep | RefuseToolStep):
                 self._record_tool_step(step.state, effect)

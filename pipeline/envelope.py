@@ -77,3 +77,6 @@ class OutboundBatch(BaseModel):
     session_id: str
     generation: int
     items: tuple[Outbound, ...]
+    # The session's applied seq when the batch was published: the gateway stops holding the
+    # events up to it for retransmission.
+    applied_seq: int | None = None

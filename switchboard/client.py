@@ -104,7 +104,13 @@ class Client:
         # Each look is a worker round trip: start quick, then back off to a second.
         interval = 0.05
         while True:
-            record = self.session(session_id)
+            try:
+                record = self.session(session_id)
+            except ApiError as error:
+                # 503: the read was lost (a Redis restart) or no worker answered in time; ask again.
+                if error.status != 503 or time.monotonic() > deadline:
+                    raise
+                continue
             if record["status"] in statuses or time.monotonic() > deadline:
                 return record
             time.sleep(interval)

@@ -8,6 +8,7 @@ take the server down, and a handler that raises answers 500 while the connection
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -20,6 +21,9 @@ logger = logging.getLogger(__name__)
 
 # A request body beyond this is refused with 413: SDP offers and session configs are a few KiB.
 MAXIMUM_BODY_BYTES = 1024 * 1024
+# A refused body is still read (and dropped) up to this much, for at most this long.
+MAXIMUM_DISCARD_BYTES = 16 * 1024 * 1024
+DISCARD_TIMEOUT_S = 5.0
 # The request line plus headers; asyncio's default stream limit (64 KiB) would say the same.
 MAXIMUM_HEAD_BYTES = 64 * 1024
 # A client that starts a request must finish its head and body within this.
@@ -72,9 +76,12 @@ Handler = Callable[[Request], Awaitable[Response]]
 class BadRequest(Exception):
     """The client sent something that is not a request we serve; `status` says how to answer."""
 
-    def __init__(self, status: HTTPStatus, reason: str) -> None:
+    def __init__(self, status: HTTPStatus, reason: str, unread_body: int = 0) -> None:
         super().__init__(reason)
         self.status = status
+        # Body bytes the client is still sending: read and dropped after the answer, so the
+        # client can finish writing and read it (closing at once would break its pipe).
+        self.unread_body = unread_body
 
 
 async def serve_http(handler: Handler, host: str, port: int) -> asyncio.Server:
@@ -110,6 +117,8 @@ async def _serve_connection(
             )
         except BadRequest as refused:
             await _write(writer, _refusal(refused.status, str(refused)), keep_alive=False)
+            if refused.unread_body:
+                await _discard(reader, refused.unread_body)
             return
         response = await _answer(handler, request)
         await _write(writer, response, keep_alive=keep_alive, head_only=request.method == "HEAD")
@@ -180,8 +189,21 @@ async def _read_body(reader: asyncio.StreamReader, declared_length: str) -> byte
         raise BadRequest(HTTPStatus.BAD_REQUEST, "malformed Content-Length")
     length = int(declared_length)
     if length > MAXIMUM_BODY_BYTES:
-        raise BadRequest(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "body too large")
+        raise BadRequest(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "body too large", unread_body=length)
     return await reader.readexactly(length)
+
+
+async def _discard(reader: asyncio.StreamReader, length: int) -> None:
+    """Read and drop up to `length` bytes (at most MAXIMUM_DISCARD_BYTES, for a little while)."""
+    remaining = min(length, MAXIMUM_DISCARD_BYTES)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DISCARD_TIMEOUT_S
+    with contextlib.suppress(TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+        while remaining > 0 and loop.time() < deadline:
+            chunk = await asyncio.wait_for(reader.read(min(remaining, 65_536)), deadline - loop.time())
+            if not chunk:
+                return
+            remaining -= len(chunk)
 
 
 async def _write(

@@ -16,7 +16,7 @@ import dramatiq
 import sentry_sdk
 from pydantic import ValidationError
 
-from models import tool_steps
+from models import timers, tool_steps
 from models.records import session_record
 from models.sessions import Applied, LockedSession, locked_session, new_session
 from pipeline.api import SessionSpec
@@ -39,6 +39,7 @@ from pipeline.names import (
     TRANSCRIPT_QUEUE,
 )
 from workers import runtime
+from workers.middleware import TimerSweeper
 from workers.tools.runner import run_tool as execute_tool
 
 _runtime = runtime.current()
@@ -199,7 +200,7 @@ def admission_failed(
 def session_timer(session_id: str, name: str) -> None:
     """A delayed message: the timer is checked against the state it finds, under the lock."""
     with locked_session(session_id) as session:
-        applied = session.apply_host({"type": "switchboard.timer_fired", "name": name}, time.time())
+        applied = session.fire_timer(name, time.time())
         _publish(session, applied)
     _after_commit(session_id, applied)
 
@@ -222,6 +223,24 @@ def record_incident(session_id: str | None, code: str, summary: str, context: di
         summary=summary,
         context={**context, "session_id": session_id},
     )
+
+
+# A timer's delayed message lives only in Redis; one overdue by this much was lost (a Redis
+# restart), and the sweeper in every worker process fires it from its durable row.
+TIMER_SWEEP_INTERVAL_S = 2.0
+TIMER_GRACE_MS = 5_000
+TIMER_LEASE_MS = 30_000
+
+
+def sweep_timers() -> int:
+    """Fire the timers whose delayed message is overdue; answers how many."""
+    overdue = timers.claim_overdue(TIMER_GRACE_MS, TIMER_LEASE_MS)
+    for session_id, name in overdue:
+        session_timer.send(session_id=session_id, name=name)
+    return len(overdue)
+
+
+_runtime.broker.add_middleware(TimerSweeper(sweep_timers, TIMER_SWEEP_INTERVAL_S))
 
 
 # ── tool bodies: run on tool_runs, outside the row lock ────────────────────────────────
@@ -286,7 +305,9 @@ def _cancel_key(session_id: str, call_id: str) -> str:
 
 
 def _publish(session: LockedSession, applied: Applied) -> None:
-    _runtime.publisher.publish(session.owning_gateway, session.id, session.state.generation, applied.outbound)
+    _runtime.publisher.publish(
+        session.owning_gateway, session.id, session.state.generation, applied.outbound, session.applied_seq
+    )
     for gateway_id, reply in applied.replies:
         # The gateway that took the API request waits for it; it need not own the session.
         _runtime.publisher.publish(gateway_id, session.id, session.state.generation, [reply])

@@ -44,10 +44,19 @@ class ControlPublisher:
         self._url = url
         self._local = threading.local()
 
-    def publish(self, gateway_id: str, session_id: str, generation: int, items: Sequence[Outbound]) -> None:
+    def publish(
+        self,
+        gateway_id: str,
+        session_id: str,
+        generation: int,
+        items: Sequence[Outbound],
+        applied_seq: int | None = None,
+    ) -> None:
         if not items:
             return
-        batch = OutboundBatch(session_id=session_id, generation=generation, items=tuple(items))
+        batch = OutboundBatch(
+            session_id=session_id, generation=generation, items=tuple(items), applied_seq=applied_seq
+        )
         # The anonymous exchange delivers straight to the list named by the routing key, so
         # nothing is declared here: the gateway declares its own queue when it starts.
         self._producer().publish(

@@ -3,13 +3,17 @@ connections when they start, not on the first event of a call."""
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import dramatiq
 import sentry_sdk
 
-from models.db import is_connection_lost
+from models.db import database, is_connection_lost
+
+logger = logging.getLogger(__name__)
 
 
 class SessionTag(dramatiq.Middleware):
@@ -50,6 +54,35 @@ class ReconnectAfterDatabaseLoss(dramatiq.Middleware):
     ) -> None:
         if exception is not None and is_connection_lost(exception):
             self._close()
+
+
+class TimerSweeper(dramatiq.Middleware):
+    """A thread per worker process that periodically fires timers whose delayed message was
+    lost. Several processes may sweep at once: each claims its timers with SKIP LOCKED."""
+
+    def __init__(self, sweep: Callable[[], int], interval_s: float) -> None:
+        self._sweep = sweep
+        self._interval_s = interval_s
+        self._stopping = threading.Event()
+
+    def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        self._stopping.clear()
+        threading.Thread(target=self._run, name="timer-sweeper", daemon=True).start()
+
+    def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        self._stopping.set()
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self._interval_s):
+            try:
+                fired = self._sweep()
+            except Exception as error:  # a database or Redis outage: the next sweep retries
+                logger.exception("timer sweep failed; the next sweep retries")
+                if is_connection_lost(error):
+                    database.close()
+                continue
+            if fired:
+                logger.warning("fired %d timers whose delayed message was lost", fired)
 
 
 class ReportDeadLetters(dramatiq.Middleware):

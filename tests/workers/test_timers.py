@@ -1,0 +1,56 @@
+"""Durable timers on real PostgreSQL: written with the transition that schedules them, gone
+when they fire, and fired by the sweeper when their delayed message was lost."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from models.db import database
+from models.sessions import new_session
+from models.timers import claim_overdue
+from tests.pipeline import events as ev
+from tests.support.calls import GATEWAY, new_session_id
+
+
+def _timers(session_id: str) -> list[tuple[str, float]]:
+    cursor = database.execute_sql(
+        "SELECT name, extract(epoch FROM due_at - now()) FROM session_timers WHERE session_id = %s",
+        (session_id,),
+    )
+    return [(name, float(seconds)) for name, seconds in cursor.fetchall()]
+
+
+def test_a_lost_timer_is_fired_by_the_sweeper_once(worker_runtime: Any, control_inbox: Any) -> None:
+    from workers.actors import TIMER_GRACE_MS, TIMER_LEASE_MS, session_timer
+
+    session_id = new_session_id()
+    with new_session(session_id, GATEWAY) as session:
+        session.apply_host(ev.session_created(), time.time())
+    [(name, due_in)] = _timers(session_id)
+    assert name == "admission_timeout" and 29 < due_in <= 30
+
+    # Its delayed message is lost (a Redis restart) and its time has come.
+    database.execute_sql(
+        "UPDATE session_timers SET due_at = now() - interval '10 seconds' WHERE session_id = %s",
+        (session_id,),
+    )
+    claimed = [pair for pair in claim_overdue(TIMER_GRACE_MS, TIMER_LEASE_MS) if pair[0] == session_id]
+    assert claimed == [(session_id, "admission_timeout")]
+    assert [pair for pair in claim_overdue(TIMER_GRACE_MS, TIMER_LEASE_MS) if pair[0] == session_id] == []
+
+    session_timer(session_id=session_id, name="admission_timeout")  # what the sweeper enqueued
+
+    cursor = database.execute_sql("SELECT status, end_reason FROM sessions WHERE id = %s", (session_id,))
+    assert cursor.fetchone() == ("failed", "admission_timeout")
+    assert _timers(session_id) == []
+
+
+def test_a_timer_that_fires_on_time_leaves_nothing_to_sweep(worker_runtime: Any, control_inbox: Any) -> None:
+    from workers.actors import session_timer
+
+    session_id = new_session_id()
+    with new_session(session_id, GATEWAY) as session:
+        session.apply_host(ev.session_created(), time.time())
+    session_timer(session_id=session_id, name="admission_timeout")
+    assert _timers(session_id) == []
