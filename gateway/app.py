@@ -31,7 +31,7 @@ from pipeline.envelope import CloseCall, OpenSideband, OutboundBatch, Reply, Sen
 from pipeline.errors import BadInput, MalformedRequest, ProviderUnavailable
 from pipeline.limits import API_REPLY_TIMEOUT_MS, COMPACTION_REPLY_TIMEOUT_MS, TYPED_MESSAGES_PER_MINUTE
 from pipeline.names import control_queue
-from pipeline.wire import FrameKind, classify_frame, function_call_id
+from pipeline.wire import FrameKind, classify_frame, function_call_id, holds_unstorable
 from switchboard.http import Request, Response, serve_http
 
 logger = logging.getLogger(__name__)
@@ -488,9 +488,12 @@ def _invalid(error: Exception) -> Response:
 
 def _json_body(request: Request) -> Any:
     try:
-        return json.loads(request.body or b"null")
+        body = json.loads(request.body or b"null")
     except ValueError as error:
         raise MalformedRequest(f"body is not JSON: {error}") from error
+    if holds_unstorable(body):
+        raise MalformedRequest("body holds U+0000 or a lone surrogate, which cannot be stored")
+    return body
 
 
 def _sdp_offer(request: Request) -> str:

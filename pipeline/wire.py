@@ -10,6 +10,7 @@ because the provider rejects them.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -475,6 +476,9 @@ def classify_frame(frame: str | bytes) -> ClassifiedFrame:
         if not isinstance(event.get("item_id"), str) or not isinstance(event.get("delta", ""), str):
             raise MalformedFrame(f"{event_type}: needs a string item_id and delta")
         return ClassifiedFrame(FrameKind.LIVE, event_type, event)
+    if event_type not in IGNORED_TYPES and _holds_unstorable(frame, event):
+        # Such an event could never be logged: PostgreSQL refuses it on every attempt.
+        raise MalformedFrame(f"{event_type}: a string holds U+0000 or a lone surrogate")
     if event_type in DURABLE_TYPES:
         parse_inbound(event)
         return ClassifiedFrame(FrameKind.DURABLE, event_type, event)
@@ -487,6 +491,31 @@ def classify_frame(frame: str | bytes) -> ClassifiedFrame:
         # A provider must never be able to speak for the host.
         raise MalformedFrame(f"{event_type} is reserved for the gateway")
     return ClassifiedFrame(FrameKind.UNKNOWN, event_type, event)
+
+
+def _holds_unstorable(frame: str | bytes, event: Any) -> bool:
+    # JSON can carry NUL or a lone surrogate only as an escape; this test is cheap and rarely
+    # true, so only then are the decoded strings searched.
+    text = frame.decode(errors="replace") if isinstance(frame, bytes) else frame
+    if "\\u0000" not in text and not _SURROGATE_ESCAPE.search(text):
+        return False
+    return holds_unstorable(event)
+
+
+def holds_unstorable(value: Any) -> bool:
+    """Whether a decoded JSON value holds a string PostgreSQL cannot store: one with U+0000
+    (text and jsonb refuse it) or a lone surrogate (not encodable as UTF-8)."""
+    if isinstance(value, str):
+        return "\x00" in value or _SURROGATE.search(value) is not None
+    if isinstance(value, dict):
+        return any(holds_unstorable(key) or holds_unstorable(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(holds_unstorable(item) for item in value)
+    return False
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _frame_bytes(frame: str | bytes) -> int:

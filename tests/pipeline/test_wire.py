@@ -362,3 +362,29 @@ def test_the_scenarios_reach_the_phases_they_claim() -> None:
     """The oracle scenarios run through admission and turns to the end."""
     assert ev.state_after(SCENARIOS["admission"]).phase is Phase.LISTENING
     assert ev.state_after(SCENARIOS["turns"]).phase is Phase.ENDED
+
+
+def test_a_frame_postgresql_could_not_store_is_refused() -> None:
+    """U+0000 and lone surrogates cannot be stored (jsonb and UTF-8 refuse them): such an event
+    would fail on every retry, so it is refused up front. Escaped text that only looks like them,
+    and a proper surrogate pair, pass."""
+    import json as _json
+
+    from pipeline.errors import MalformedFrame
+    from pipeline.wire import FrameKind, classify_frame
+
+    final = {
+        "type": "conversation.item.input_audio_transcription.completed",
+        "event_id": "e1",
+        "item_id": "i1",
+        "content_index": 0,
+    }
+    for transcript in ("nul \x00 here", "lone \ud800 surrogate"):
+        try:
+            classify_frame(_json.dumps({**final, "transcript": transcript}))
+        except MalformedFrame as refused:
+            assert "U+0000 or a lone surrogate" in str(refused)
+        else:
+            raise AssertionError(f"{transcript!r} was accepted")
+    for transcript in ("a literal \\u0000 in text", "a smile \U0001f600"):
+        assert classify_frame(_json.dumps({**final, "transcript": transcript})).kind is FrameKind.DURABLE
