@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import logging
@@ -13,6 +14,7 @@ import uuid
 from typing import Any
 
 import dramatiq
+import redis
 from kombu import Connection, Exchange, Queue  # type: ignore[attr-defined]
 from pydantic import ValidationError
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -29,7 +31,13 @@ from pipeline.api import ConnectRequest, EndRequest, SessionSpec, TypedText
 from pipeline.config import Settings
 from pipeline.envelope import CloseCall, OpenSideband, OutboundBatch, Reply, SendControl
 from pipeline.errors import BadInput, MalformedRequest, ProviderUnavailable
-from pipeline.limits import API_REPLY_TIMEOUT_MS, COMPACTION_REPLY_TIMEOUT_MS, TYPED_MESSAGES_PER_MINUTE
+from pipeline.limits import (
+    API_REPLY_TIMEOUT_MS,
+    COMPACTION_REPLY_TIMEOUT_MS,
+    GATEWAY_DEAD_AFTER_MS,
+    GATEWAY_HEARTBEAT_MS,
+    TYPED_MESSAGES_PER_MINUTE,
+)
 from pipeline.names import control_queue
 from pipeline.wire import FrameKind, classify_frame, function_call_id, holds_unstorable
 from switchboard.http import Request, Response, serve_http
@@ -38,6 +46,8 @@ logger = logging.getLogger(__name__)
 
 # After a control-queue connection failure, the consumer waits this long before reconnecting.
 CONTROL_QUEUE_RECONNECT_S = 0.5
+# A gateway's claim on a dead peer's sessions lapses after this, so a failed takeover is retried.
+TAKEOVER_CLAIM_MS = 30_000
 
 _SESSION_PATH = re.compile(
     r"^/v1/sessions/(?P<id>[A-Za-z0-9_\-]{1,64})(?P<action>/connect|/end|/compact|/say|/interrupt|/live)?$"
@@ -61,6 +71,7 @@ class Gateway:
         self.provider = provider
         self._kombu_url = kombu_url
         self.sink = EventSink(redis_url, broker, self.gateway_id, settings.broker_namespace)
+        self._redis = redis.Redis.from_url(redis_url)
         self.live = LiveHub()
         self.sockets: dict[str, CallSocket] = {}
         self._pending: dict[str, asyncio.Future[tuple[int, dict[str, Any]]]] = {}
@@ -95,9 +106,13 @@ class Gateway:
         self._consumer.start()
         await asyncio.to_thread(ready.wait, 10)
         self._tasks.append(loop.create_task(self._dispatch_outbound(), name="outbound"))
+        self._tasks.append(loop.create_task(self._keep_alive(), name="keep-alive"))
 
     async def stop(self) -> None:
         self._stopping.set()
+        # A stopping gateway is as good as dead to its peers: one takes its calls over at once.
+        with contextlib.suppress(redis.RedisError):
+            await asyncio.to_thread(self._redis.delete, self._alive_key(self.gateway_id))
         for socket in list(self.sockets.values()):
             await socket.close()
         for task in self._tasks:
@@ -109,6 +124,69 @@ class Gateway:
         if self._consumer is not None:
             await asyncio.to_thread(self._consumer.join, 5)
         self.sink.close()
+        self._redis.close()
+
+    # ── liveness and takeover ──────────────────────────────────────────────────────────
+
+    async def _keep_alive(self) -> None:
+        """Renew this gateway's liveness key; take over the sessions of a gateway whose key
+        expired (and, once at start, those this gateway's id held in a previous life)."""
+        first = True
+        while True:
+            try:
+                dead = await asyncio.to_thread(self._beat_and_look)
+                if first:
+                    dead = [self.gateway_id, *dead]
+                    first = False
+                for gateway_id in dead:
+                    await self._take_over(gateway_id)
+            except redis.RedisError as error:
+                logger.warning("gateway heartbeat failed: %r", error)
+            await asyncio.sleep(GATEWAY_HEARTBEAT_MS / 1000)
+
+    def _beat_and_look(self) -> list[str]:
+        """One heartbeat; answers the gateways found dead that this one claimed to take over."""
+        registry = f"{self.settings.broker_namespace}:gateways"
+        beat = self._redis.pipeline()
+        beat.set(self._alive_key(self.gateway_id), "1", px=GATEWAY_DEAD_AFTER_MS)
+        beat.sadd(registry, self.gateway_id)
+        beat.smembers(registry)
+        *_, members = beat.execute()
+        claimed = []
+        for member in members:
+            gateway_id = member.decode()
+            if gateway_id == self.gateway_id or self._redis.exists(self._alive_key(gateway_id)):
+                continue
+            # One live gateway wins each dead one; the claim lapses if its takeover fails.
+            claim = f"{self.settings.broker_namespace}:gateway-takeover:{gateway_id}"
+            if self._redis.set(claim, self.gateway_id, nx=True, px=TAKEOVER_CLAIM_MS):
+                claimed.append(gateway_id)
+        return claimed
+
+    async def _take_over(self, dead_gateway: str) -> None:
+        request_id = uuid.uuid4().hex
+        reply = self._expect_reply(request_id)
+        self.sink.submit_request(
+            "take_over",
+            request_id=request_id,
+            gateway_id=self.gateway_id,
+            dead_gateway=dead_gateway,
+            now=time.time(),
+        )
+        answer = await self._await_reply(request_id, reply, TAKEOVER_CLAIM_MS)
+        if answer is None or answer[0] != 200:
+            logger.warning("takeover of %s's sessions failed: %s", dead_gateway, answer)
+            return
+        sessions = answer[1]["sessions"]
+        if dead_gateway != self.gateway_id:
+            await asyncio.to_thread(
+                self._redis.srem, f"{self.settings.broker_namespace}:gateways", dead_gateway
+            )
+        if sessions or dead_gateway != self.gateway_id:
+            logger.warning("took over %d sessions of gateway %s", len(sessions), dead_gateway)
+
+    def _alive_key(self, gateway_id: str) -> str:
+        return f"{self.settings.broker_namespace}:gateway-alive:{gateway_id}"
 
     # ── provider frames ────────────────────────────────────────────────────────────────
 

@@ -125,6 +125,21 @@ def _write_sql(transcripts: int, incidents: int) -> str:
     return "\n".join(parts)
 
 
+TAKE_OVER = "UPDATE sessions SET owning_gateway = %s WHERE id = %s"
+
+# The sessions a gateway holds a sideband for, or will: a takeover moves all of them.
+OWNED_UNFINISHED = """
+SELECT id FROM sessions
+ WHERE owning_gateway = %s AND status IN ('created', 'admitting', 'connected', 'listening', 'responding')
+ ORDER BY created_at
+"""
+
+
+def sessions_owned_by(gateway_id: str) -> list[str]:
+    """The unfinished sessions a gateway owns (read without locks: each is locked to move)."""
+    return [str(row[0]) for row in database.execute_sql(OWNED_UNFINISHED, (gateway_id,)).fetchall()]
+
+
 # ── results ─────────────────────────────────────────────────────────────────────────────
 
 
@@ -390,6 +405,13 @@ class LockedSession:
         self._save()
         self._settle_unsaved(applied, now)
         return applied
+
+    def take_over(self, gateway_id: str, now: float) -> Applied:
+        """The owning gateway died: `gateway_id` owns the session from now on (its controls go
+        there), and the session re-opens its sideband through it."""
+        self._cursor.execute(TAKE_OVER, (gateway_id, self.id))
+        self._head.owning_gateway = gateway_id
+        return self.apply_host({"type": "switchboard.gateway_lost", "gateway_id": gateway_id}, now)
 
     def fire_timer(self, name: str, now: float) -> Applied:
         """A timer fired (its delayed message, or the sweeper): it is no longer pending, and the

@@ -13,6 +13,7 @@ from pipeline.limits import (
 )
 from pipeline.state import LIVE_PHASES, Phase, SessionState, ToolChain
 from pipeline.step import CloseCall, OpenSideband, RecordIncident, ScheduleTimer, Step, unchanged
+from pipeline.transcript import response_create
 from pipeline.wire import (
     EndRequested,
     ResponseCancel,
@@ -155,20 +156,44 @@ def reconnect_due(state: SessionState, generation: int) -> Step:
 
 
 def _reconnected(state: SessionState) -> Step:
-    """The sideband is back. Whatever the provider said meanwhile is gone, so a response that
-    was running may have ended unseen: it is cancelled (harmless if it is over) and the turn
-    released, so the session never waits for a response.done that will not come. A tool that
-    runs still gets its output when it finishes, without driving a response."""
+    """The sideband is back. Whatever the provider said meanwhile is gone, and so may be a
+    control sent while no sideband listened. A response the caller is owed is asked for again
+    (a running one is cancelled first; if the provider still holds it active, the request is
+    refused and repeated when that response ends), so the session never waits for a
+    response.done nobody will see. A tool that runs still gets its output when it finishes,
+    without driving a response."""
     turn = state.turn
     if turn is None:
         return Step(state=state)
-    controls = (ResponseCancel(response_id=turn.response_id),) if turn.response_id else ()
+    cancel = (ResponseCancel(response_id=turn.response_id),) if turn.response_id else ()
     chain = state.chain
     if chain.pending is not None:
         moved_on = chain.model_copy(update={"response_completed": True, "continuation_allowed": False})
-        return Step(state=state.evolve(chain=moved_on), controls=controls)
-    released = state.evolve(phase=Phase.LISTENING, turn=None, chain=ToolChain())
-    return Step(state=released, controls=controls)
+        return Step(state=state.evolve(chain=moved_on), controls=cancel)
+    again = turn.model_copy(update={"response_id": None, "refused": False})
+    return Step(
+        state=state.evolve(turn=again, chain=ToolChain()),
+        controls=(*cancel, response_create(turn.context)),
+    )
+
+
+def taken_over(state: SessionState, gateway_id: str) -> Step:
+    """The gateway holding the sideband died and `gateway_id` took the session over: it opens
+    the sideband again on the same call, as a new generation, at once. If the provider refuses,
+    the usual reconnect attempts follow, then the failure (with a hangup)."""
+    if state.is_terminal or state.call_id is None:
+        return unchanged(state)
+    generation = state.generation + 1
+    incident = RecordIncident(
+        code="gateway_lost",
+        summary=f"the gateway holding the sideband died; {gateway_id} took the session over",
+        severity="warning",
+        context={"phase": str(state.phase), "generation": state.generation, "gateway": gateway_id},
+    )
+    return Step(
+        state=state.evolve(generation=generation, sideband_down=True, reconnect_attempts=1),
+        effects=(incident, OpenSideband(call_id=state.call_id)),
+    )
 
 
 def timer_fired(state: SessionState, name: str) -> Step:

@@ -66,3 +66,8 @@ TYPED_MESSAGES_PER_MINUTE = 12
 MAXIMUM_RECONNECT_ATTEMPTS = 2
 RECONNECT_BACKOFF_MS = 250
 MAXIMUM_RECONNECT_DELAY_MS = 1_000
+
+# Each gateway renews a liveness key this often; one whose key is older than the next limit is
+# dead, and a live gateway takes its sessions over (re-opening their sidebands by call id).
+GATEWAY_HEARTBEAT_MS = 1_000
+GATEWAY_DEAD_AFTER_MS = 3_000

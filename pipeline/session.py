@@ -20,6 +20,7 @@ from pipeline.wire import (
     EndRequested,
     FunctionCallArgumentsDone,
     FunctionCallItemDone,
+    GatewayLost,
     InboundEvent,
     InterruptRequested,
     ItemDeleted,
@@ -86,6 +87,8 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
             return compaction.deadline_passed(state, int(number) if number.isdigit() else 0)
         case TimerFired():
             return admission.timer_fired(state, event.name)
+        case GatewayLost():
+            return admission.taken_over(state, event.gateway_id)
         case CompactionRequested():
             # Answered whatever the session's state, so the API never waits in vain.
             return compaction.requested(state, event.request_id, event.gateway_id)

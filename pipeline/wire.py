@@ -363,6 +363,13 @@ class InterruptRequested(_Inbound):
     playback: Playback | None = None
 
 
+class GatewayLost(_Inbound):
+    """The gateway holding the session's sideband died; `gateway_id` took the session over."""
+
+    type: Literal["switchboard.gateway_lost"]
+    gateway_id: str
+
+
 class UnknownEvent(_Inbound):
     """A provider event type Switchboard does not know: recorded in the log, never acted on."""
 
@@ -395,7 +402,8 @@ KnownInbound = Annotated[
     | CompactionRequested
     | CompactionUnsaved
     | TextInjected
-    | InterruptRequested,
+    | InterruptRequested
+    | GatewayLost,
     Field(discriminator="type"),
 ]
 InboundEvent = KnownInbound | UnknownEvent
@@ -415,6 +423,7 @@ _HOST_TYPES = frozenset(
         "switchboard.compaction_unsaved",
         "switchboard.text_injected",
         "switchboard.interrupt_requested",
+        "switchboard.gateway_lost",
     }
 )
 

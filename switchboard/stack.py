@@ -77,6 +77,7 @@ class Stack:
         self._echo = echo
         self.simulator: Process | None = None
         self.gateway: Process | None = None
+        self.extra_gateways: list[Process] = []
         self.workers: list[Process] = []
 
     @property
@@ -109,6 +110,18 @@ class Stack:
         )
         return self
 
+    def add_gateway(self, gateway_id: str | None = None) -> Process:
+        """Another gateway beside the first, with its own id (its own control queue)."""
+        name = gateway_id or f"gw-{uuid.uuid4().hex[:8]}"
+        env = {**self.env, "SWITCHBOARD_GATEWAY_ID": name}
+        process = self._spawn(
+            f"gateway.{name}",
+            [sys.executable, "-m", "switchboard", "gateway", "--port", "0", "--ws-port", "0"],
+            env=env,
+        )
+        self.extra_gateways.append(process)
+        return process
+
     def add_worker(self, *extra: str) -> Process:
         worker = self._spawn(
             f"worker.{len(self.workers) + 1}", [sys.executable, "-m", "switchboard", "worker", *extra]
@@ -117,7 +130,7 @@ class Stack:
         return worker
 
     def stop(self) -> None:
-        for process in [self.gateway, *self.workers, self.simulator]:
+        for process in [self.gateway, *self.extra_gateways, *self.workers, self.simulator]:
             if process is not None:
                 process.stop()
 
@@ -127,10 +140,10 @@ class Stack:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _spawn(self, name: str, command: list[str]) -> Process:
+    def _spawn(self, name: str, command: list[str], env: dict[str, str] | None = None) -> Process:
         popen = subprocess.Popen(
             command,
-            env=self.env,
+            env=env or self.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

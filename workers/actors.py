@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from models import timers, tool_steps
 from models.records import session_record
-from models.sessions import Applied, LockedSession, locked_session, new_session
+from models.sessions import Applied, LockedSession, locked_session, new_session, sessions_owned_by
 from pipeline.api import SessionSpec
 from pipeline.catalog import ToolCatalog, ToolError, ToolOutcome
 from pipeline.envelope import EventEnvelope, Reply
@@ -203,6 +203,26 @@ def session_timer(session_id: str, name: str) -> None:
         applied = session.fire_timer(name, time.time())
         _publish(session, applied)
     _after_commit(session_id, applied)
+
+
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="take_over", **_REQUEST_POLICY)
+def take_over(request_id: str, gateway_id: str, dead_gateway: str, now: float) -> None:
+    """A gateway died: the asking gateway takes its unfinished sessions over, one locked row at
+    a time, and each re-opens its sideband through it."""
+
+    def claim() -> tuple[int, dict[str, Any]]:
+        claimed = []
+        for session_id in sessions_owned_by(dead_gateway):
+            with locked_session(session_id) as session:
+                if session.owning_gateway != dead_gateway:
+                    continue  # finished or moved meanwhile
+                applied = session.take_over(gateway_id, now)
+                _publish(session, applied)
+            _after_commit(session_id, applied)
+            claimed.append(session_id)
+        return 200, {"dead_gateway": dead_gateway, "gateway": gateway_id, "sessions": claimed}
+
+    _answer(request_id, gateway_id, claim)
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="describe_session", **_REQUEST_POLICY)

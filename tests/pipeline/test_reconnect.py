@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pipeline.state import Phase, SessionState
 from pipeline.step import CloseCall, OpenSideband, RecordIncident, ScheduleTimer
-from pipeline.wire import ResponseCancel
+from pipeline.wire import ResponseCancel, ResponseCreate
 from tests.pipeline import events as ev
 
 
@@ -59,15 +59,42 @@ def test_the_backoff_grows_and_two_failed_attempts_fail_the_session() -> None:
     ]
 
 
-def test_a_response_running_at_the_loss_is_cancelled_and_the_turn_released_on_reconnect() -> None:
+def test_a_response_running_at_the_loss_is_cancelled_and_asked_again_on_reconnect() -> None:
+    """What the provider said while no sideband listened is gone: the caller's response is
+    asked for again (the running one cancelled first), so the turn never waits for a
+    response.done nobody saw."""
     state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
     state = _lost(state)
     state = ev.step_of(state, ev.timer_fired("sideband_reconnect:2")).state
 
     back = ev.step_of(state, ev.sideband_connected(), generation=2)
 
-    assert back.controls == (ResponseCancel(response_id="resp_1"),)
-    assert back.state.phase is Phase.LISTENING and back.state.turn is None
+    cancel, create = back.controls
+    assert cancel == ResponseCancel(response_id="resp_1")
+    assert isinstance(create, ResponseCreate)
+    assert back.state.phase is Phase.RESPONDING
+    assert back.state.turn is not None and back.state.turn.response_id is None
+    # The new response starts and ends as usual.
+    started = ev.step_of(back.state, ev.response_created("resp_2"), generation=2)
+    done = ev.step_of(started.state, ev.response_done("resp_2"), generation=2)
+    assert done.state.phase is Phase.LISTENING
+
+
+def test_a_takeover_reopens_the_sideband_at_once_as_a_new_generation() -> None:
+    state = ev.state_after(ev.listening())
+    step = ev.step_of(state, {"type": "switchboard.gateway_lost", "gateway_id": "gw2"})
+    assert step.state.generation == state.generation + 1 and step.state.sideband_down
+    assert OpenSideband(call_id=ev.CALL_ID) in step.effects
+    [incident] = [e for e in step.effects if isinstance(e, RecordIncident)]
+    assert (incident.code, incident.severity) == ("gateway_lost", "warning")
+    # A provider that refuses the new sideband: one more attempt, then the failure and hangup.
+    refused = ev.step_of(step.state, ev.sideband_closed(None, "open failed"), generation=2)
+    fired = ev.step_of(refused.state, ev.timer_fired("sideband_reconnect:3"))
+    assert fired.effects == (OpenSideband(call_id=ev.CALL_ID),)
+    again = ev.step_of(fired.state, ev.sideband_closed(None, "open failed"), generation=3)
+    final = ev.step_of(again.state, ev.timer_fired("sideband_reconnect:4"))
+    assert (final.state.phase, final.state.end_reason) == (Phase.FAILED, "sideband_reconnect_exhausted")
+    assert CloseCall(reason="sideband_reconnect_exhausted", hangup=True) in final.effects
 
 
 def test_a_loss_before_any_call_fails_at_once() -> None:
