@@ -70,6 +70,7 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
         "logged_seq": row.logged_seq,
         "created_at": row.created_at.isoformat(),
         "ended_at": row.ended_at.isoformat() if row.ended_at else None,
+        "why": _why(row.status, row.end_reason, incidents),
         "transcript": transcripts,
         "incidents": incidents,
         "tool_steps": _tool_steps(session_id),
@@ -79,6 +80,23 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
     if with_events:
         record["log"] = event_log(session_id)
     return record
+
+
+def _why(status: str, end_reason: str | None, incidents: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """For a failed session, the answer to "why did it fail?": the failure's code, its
+    incident's summary and context, and the warnings that came before it."""
+    if status != "failed":
+        return None
+    failure = next(
+        (i for i in reversed(incidents) if i["code"] == end_reason and i["severity"] == "error"), None
+    )
+    return {
+        "code": end_reason,
+        "summary": failure["summary"] if failure else None,
+        "context": failure["context"] if failure else None,
+        "at": failure["at"] if failure else None,
+        "warnings_before": [i["code"] for i in incidents if i["severity"] == "warning"],
+    }
 
 
 def event_log(session_id: str) -> list[dict[str, Any]]:

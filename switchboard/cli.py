@@ -101,7 +101,12 @@ def main(argv: list[str] | None = None) -> int:
         from models.records import session_record
 
         connect(services.database_url)
-        print(json.dumps(session_record(arguments.session_id, with_events=True), indent=2, default=str))
+        record = session_record(arguments.session_id, with_events=True)
+        print(json.dumps(record, indent=2, default=str))
+        why = record["why"]
+        if why is not None:
+            # The question people come here with, answered last so it is what they see.
+            print(f"\nfailed: {why['code']}: {why['summary']}", file=sys.stderr)
         return 0
     return 2
 

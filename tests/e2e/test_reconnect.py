@@ -4,6 +4,8 @@ goes on; a provider that refuses the re-attach fails the session cleanly, with a
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import urllib.request
 from typing import Any
@@ -108,6 +110,20 @@ def test_a_provider_that_refuses_the_reattach_fails_the_session_cleanly(stack: S
     assert (record["status"], record["end_reason"]) == ("failed", "sideband_reconnect_exhausted")
     codes = [i["code"] for i in record["incidents"]]
     assert codes.count("sideband_lost") == 3 and codes[-1] == "sideband_reconnect_exhausted"
+    # "Why did that session fail?", answered from the record, and by the CLI.
+    why = record["why"]
+    assert why["code"] == "sideband_reconnect_exhausted" and "2 attempts" in why["summary"]
+    assert why["warnings_before"] == ["sideband_lost"] * 3
+    shown = subprocess.run(
+        [sys.executable, "-m", "switchboard", "sessions", "show", session["id"]],
+        env=stack.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(shown.stdout)["why"] == why
+    assert "failed: sideband_reconnect_exhausted: the sideband could not be re-opened" in shown.stderr
     deadline = time.monotonic() + 10
     while simulator_call(stack, call_id)["status"] != "ended" and time.monotonic() < deadline:
         time.sleep(0.05)
