@@ -25,7 +25,11 @@ lint: $(INSTALLED)
 	$(VENV)/bin/mypy pipeline models workers gateway simulator switchboard bench
 
 bench: $(INSTALLED)
+	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) -m switchboard bench latency
+	mkdir -p .switchboard
+	$(PY) -m switchboard bench capacity --json > .switchboard/capacity.json
+	$(PY) -m bench.plot .switchboard/capacity.json docs/capacity.png
 
 clean:
 	rm -rf $(VENV) .switchboard

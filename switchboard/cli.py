@@ -35,9 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     replay.add_argument("--json", action="store_true", help="print controls and a summary as JSON lines")
     replay.add_argument("--speed", type=float, default=1.0, help="playback speed (1 = recorded timing)")
     bench = commands.add_parser("bench", help="benchmarks")
-    bench.add_argument("which", choices=["latency"])
+    bench.add_argument("which", choices=["latency", "capacity"])
     bench.add_argument("--json", action="store_true")
-    bench.add_argument("--calls", type=int, default=50, help="concurrent calls under load")
+    bench.add_argument("--calls", type=int, default=50, help="latency: concurrent calls under load")
+    bench.add_argument(
+        "--max-calls", type=int, default=800, help="capacity: the highest level of concurrent calls to try"
+    )
     sessions = commands.add_parser(
         "sessions",
         help="a session's durable record (show), or act on its live call through the gateway: "
@@ -82,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         from switchboard.replay import run_replay
 
         return run_replay(settings, arguments.file, as_json=arguments.json, speed=arguments.speed)
+    if arguments.command == "bench" and arguments.which == "capacity":
+        from bench.capacity import run_capacity_bench
+
+        return run_capacity_bench(settings, as_json=arguments.json, max_calls=arguments.max_calls)
     if arguments.command == "bench":
         from bench.latency import run_latency_bench
 

@@ -1,0 +1,285 @@
+"""`switchboard bench capacity`: how many calls, at what latency, for what CPU and memory.
+
+Full simulated calls with a realistic event mix — the caller speaks about a second a turn, the
+model's answer streams its transcript in small deltas, and every other turn calls a tool — at
+10, 50, 100, 200, … concurrent calls, until the turn latency's p99 passes 50 ms. For each level:
+event → control latency (the caller's final transcript leaving the simulator → the
+`response.create` arriving back), durable events per second, events lost (every durable event
+the simulator sent must be in its session's log), and CPU seconds and peak RSS per process.
+Then: how many calls one gateway process holds at once, and its memory per call.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from bench.latency import _call_log, _call_status, _put_script, percentiles
+from pipeline.wire import DURABLE_TYPES
+from switchboard.client import Client
+from switchboard.stack import Process, Stack
+
+LEVELS = (10, 50, 100, 200, 400, 800)
+P99_LIMIT_MS = 50.0
+TURNS = 4
+MINIMUM_SAMPLES = 200
+CALL_TIMEOUT_S = 240.0
+HELD_CALLS = 500
+# Throughput with one and two worker processes is compared at this many concurrent calls.
+SCALING_CALLS = 100
+
+
+def mix_script(turns: int = TURNS) -> dict[str, Any]:
+    """About 40 transcript deltas a turn (caller and answer), a tool call every other turn."""
+    model: list[dict[str, Any]] = []
+    for n in range(turns):
+        if n % 2:
+            model.append({"function_call": {"name": "echo", "arguments": {"text": f"order {4400 + n}"}}})
+        model.append({"say": f"Order {4400 + n} left the warehouse on Monday and should arrive by Friday."})
+    return {
+        "name": "bench-mix",
+        "timing": {
+            "delta_interval_ms": 40,
+            "chars_per_delta": 4,
+            "speech_ms": 1_000,
+            "response_wait_ms": 60_000,
+        },
+        "caller": [
+            {"say": f"Hello, could you tell me where order {4400 + n} is right now?", "after_ms": 800}
+            for n in range(turns)
+        ]
+        + [{"hangup": True, "after_ms": 300}],
+        "model": model,
+    }
+
+
+def answer_latencies_ms(call: dict[str, Any]) -> list[float]:
+    """Per caller final, the time to the first response.create after it (a tool turn has a
+    second one, the continuation, which is not the answer to the caller)."""
+    finals = [e["t"] for e in call["events"] if e["event"]["type"].endswith("transcription.completed")]
+    creates = sorted(c["t"] for c in call["controls"] if c["control"]["type"] == "response.create")
+    latencies = []
+    for final in finals:
+        after = next((t for t in creates if t >= final), None)
+        if after is not None:
+            latencies.append((after - final) * 1000)
+    return latencies
+
+
+@dataclass
+class Usage:
+    """CPU seconds and peak RSS of each process of a stack while something runs."""
+
+    processes: dict[str, psutil.Process]
+    cpu_start: dict[str, float] = field(default_factory=dict)
+    peak_rss: dict[str, int] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    @classmethod
+    def of(cls, stack: Stack) -> Usage:
+        named: list[Process] = [p for p in (stack.gateway, stack.simulator, *stack.workers) if p is not None]
+        return cls({p.name: psutil.Process(p.popen.pid) for p in named})
+
+    def __enter__(self) -> Usage:
+        for name, process in self.processes.items():
+            times = process.cpu_times()
+            self.cpu_start[name] = times.user + times.system
+            self.peak_rss[name] = process.memory_info().rss
+        threading.Thread(target=self._sample, daemon=True).start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.25):
+            for name, process in self.processes.items():
+                try:
+                    self.peak_rss[name] = max(self.peak_rss[name], process.memory_info().rss)
+                except psutil.Error:
+                    pass
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self.cpu_s = {}
+        for name, process in self.processes.items():
+            times = process.cpu_times()
+            self.cpu_s[name] = round(times.user + times.system - self.cpu_start[name], 2)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            name: {"cpu_s": self.cpu_s.get(name), "peak_rss_mb": round(self.peak_rss[name] / 2**20, 1)}
+            for name in self.processes
+        }
+
+
+def turns_for(calls: int) -> int:
+    """Enough turns that every level has about 200 samples: a p99 of 40 samples is their
+    maximum, one stall."""
+    return max(TURNS, MINIMUM_SAMPLES // calls)
+
+
+def run_level(stack: Stack, calls: int) -> dict[str, Any]:
+    """`calls` concurrent calls of the mix; latency, events per second, loss, CPU and RSS."""
+    _put_script(stack, mix_script(turns_for(calls)))
+    client = Client(stack.api_url, stack.api_token)
+    lost = [0]
+    durable = [0]
+    spans: list[tuple[float, float]] = []
+    lock = threading.Lock()
+
+    def one_call(index: int) -> list[float]:
+        time.sleep(index * (2.0 / calls))  # spread the starts over two seconds
+        session = client.create_session("You are a benchmark agent.", tools=["echo"])
+        call_id = client.connect(session["id"])["call_id"]
+        deadline = time.monotonic() + CALL_TIMEOUT_S
+        while _call_status(stack, call_id) != "ended" and time.monotonic() < deadline:
+            time.sleep(0.5)
+        client.wait_for_status(session["id"], timeout_s=30)
+        log = _call_log(stack, call_id)
+        record = client.session(session["id"], events=True)
+        logged = {event["payload"].get("event_id") for event in record["log"]}
+        sent = [e for e in log["events"] if e["event"]["type"] in DURABLE_TYPES]
+        with lock:
+            lost[0] += sum(e["event"]["event_id"] not in logged for e in sent)
+            durable[0] += len(record["log"])
+            if log["events"]:
+                spans.append((log["events"][0]["t"], log["events"][-1]["t"]))
+        return answer_latencies_ms(log)
+
+    with Usage.of(stack) as usage, ThreadPoolExecutor(max_workers=min(calls, 200)) as pool:
+        latencies = [latency for call in pool.map(one_call, range(calls)) for latency in call]
+    seconds = max(end for _, end in spans) - min(start for start, _ in spans)
+    return {
+        "calls": calls,
+        "turns": turns_for(calls),
+        **percentiles(latencies),
+        "durable_events": durable[0],
+        "durable_events_per_s": round(durable[0] / seconds, 1),
+        "lost_events": lost[0],
+        "processes": usage.summary(),
+    }
+
+
+def held_calls(stack: Stack, calls: int = HELD_CALLS) -> dict[str, Any]:
+    """Open `calls` quiet calls on one gateway; its memory per held call."""
+    _put_script(stack, {"name": "quiet", "caller": [{"hangup": True, "after_ms": 600_000}], "model": []})
+    client = Client(stack.api_url, stack.api_token)
+    assert stack.gateway is not None
+    gateway = psutil.Process(stack.gateway.popen.pid)
+    before = gateway.memory_info().rss
+
+    def open_call(_: int) -> str:
+        session = client.create_session("Quiet.")
+        client.connect(session["id"])
+        return str(session["id"])
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        sessions = list(pool.map(open_call, range(calls)))
+    listening = 0
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        listening = sum(client.session(s)["status"] == "listening" for s in sessions[-20:])
+        if listening == 20:
+            break
+        time.sleep(1)
+    settled = time.monotonic() - started
+    after = gateway.memory_info().rss
+    statuses = [client.session(s)["status"] for s in sessions]
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(client.end, sessions))
+    return {
+        "calls": calls,
+        "listening": statuses.count("listening"),
+        "opened_in_s": round(settled, 1),
+        "gateway_rss_mb_before": round(before / 2**20, 1),
+        "gateway_rss_mb_held": round(after / 2**20, 1),
+        "kib_per_call": round((after - before) / calls / 1024, 1),
+    }
+
+
+def run_capacity(stack_factory: Any, *, max_calls: int, log: Any) -> dict[str, Any]:
+    figures: dict[str, Any] = {"levels": []}
+    for calls in [level for level in LEVELS if level <= max_calls]:
+        log(f"capacity: {calls} concurrent calls of {turns_for(calls)} turns (tools every other turn)")
+        with stack_factory() as stack:
+            stack.start(workers=1)
+            level = run_level(stack, calls)
+        figures["levels"].append(level)
+        log(
+            f"capacity: {calls} calls → p50 {level['p50_ms']} p99 {level['p99_ms']} ms, "
+            f"lost {level['lost_events']}"
+        )
+        if level["p99_ms"] is not None and level["p99_ms"] > P99_LIMIT_MS:
+            break
+    figures["scaling"] = []
+    for workers in (1, 2):
+        log(f"scaling: {SCALING_CALLS} calls with {workers} worker process(es)")
+        with stack_factory() as stack:
+            stack.start(workers=workers)
+            level = run_level(stack, SCALING_CALLS)
+        figures["scaling"].append({"workers": workers, **level})
+    log(f"capacity: {HELD_CALLS} quiet calls held by one gateway")
+    with stack_factory() as stack:
+        stack.start(workers=1)
+        figures["held"] = held_calls(stack)
+    return figures
+
+
+def render(figures: dict[str, Any]) -> str:
+    lines = ["capacity: the realistic mix (4 turns, ~40 deltas a turn, a tool every other turn)", ""]
+    lines.append(
+        f"{'calls':>6}{'p50':>8}{'p95':>8}{'p99':>8}{'events/s':>10}{'lost':>6}"
+        "  cpu s (gateway/worker/simulator)"
+    )
+    for level in figures["levels"]:
+        cpu = level["processes"]
+        split = "/".join(
+            str(next((v["cpu_s"] for k, v in cpu.items() if k.startswith(prefix)), "-"))
+            for prefix in ("gateway", "worker", "simulator")
+        )
+        lines.append(
+            f"{level['calls']:>6}{level['p50_ms']:>8}{level['p95_ms']:>8}{level['p99_ms']:>8}"
+            f"{level['durable_events_per_s']:>10}{level['lost_events']:>6}  {split}"
+        )
+    for row in figures.get("scaling", []):
+        lines.append(
+            f"{row['workers']} worker process(es), {row['calls']} calls: "
+            f"{row['durable_events_per_s']} durable events/s, "
+            f"p50 {row['p50_ms']} p99 {row['p99_ms']} ms, lost {row['lost_events']}"
+        )
+    held = figures.get("held")
+    if held:
+        lines += [
+            "",
+            f"one gateway held {held['listening']}/{held['calls']} calls listening; "
+            f"RSS {held['gateway_rss_mb_before']} → {held['gateway_rss_mb_held']} MB "
+            f"({held['kib_per_call']} KiB a call)",
+        ]
+    return "\n".join(lines)
+
+
+def run_capacity_bench(settings: Any, *, as_json: bool, max_calls: int) -> int:
+    import json
+
+    from models.db import connect
+    from models.migrate import migrate
+    from switchboard.services import resolve_services
+
+    log = lambda message: print(f"bench: {message}", file=sys.stderr, flush=True)  # noqa: E731
+    services = resolve_services(settings.database_url, settings.redis_url, settings.data_dir, log=log)
+    try:
+        migrate(connect(services.database_url))
+
+        def stack_factory() -> Stack:
+            return Stack(services.database_url, services.redis_url, simulator_args=("--lenient",))
+
+        figures = run_capacity(stack_factory, max_calls=max_calls, log=log)
+    finally:
+        services.stop()
+    print(json.dumps(figures) if as_json else render(figures))
+    return 0

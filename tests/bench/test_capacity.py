@@ -1,0 +1,52 @@
+"""The capacity benchmark's own arithmetic: what counts as the answer to a caller's turn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.capacity import answer_latencies_ms, render
+
+
+def _event(kind: str, t: float) -> dict[str, Any]:
+    return {"t": t, "event": {"type": kind}}
+
+
+def _control(kind: str, t: float) -> dict[str, Any]:
+    return {"t": t, "control": {"type": kind}}
+
+
+def test_a_tool_turns_continuation_is_not_taken_for_the_next_turns_answer() -> None:
+    final = "conversation.item.input_audio_transcription.completed"
+    call = {
+        "events": [_event(final, 1.000), _event(final, 5.000)],
+        "controls": [
+            _control("session.update", 0.5),
+            _control("response.create", 1.006),  # the answer to turn 1 (it calls a tool)
+            _control("conversation.item.create", 2.0),
+            _control("response.create", 2.010),  # the continuation after the tool's output
+            _control("response.create", 5.004),  # the answer to turn 2
+        ],
+    }
+    assert [round(ms, 3) for ms in answer_latencies_ms(call)] == [6.0, 4.0]
+
+
+def test_render_shows_each_level_and_the_held_calls() -> None:
+    level = {
+        "calls": 10,
+        "p50_ms": 5.1,
+        "p95_ms": 8.0,
+        "p99_ms": 9.9,
+        "durable_events_per_s": 23.4,
+        "lost_events": 0,
+        "processes": {"gateway": {"cpu_s": 1.0}, "worker.1": {"cpu_s": 1.2}, "simulator": {"cpu_s": 1.1}},
+    }
+    held = {
+        "calls": 500,
+        "listening": 500,
+        "gateway_rss_mb_before": 57.7,
+        "gateway_rss_mb_held": 86.0,
+        "kib_per_call": 58.0,
+    }
+    text = render({"levels": [level], "held": held})
+    assert "    10     5.1     8.0     9.9      23.4     0  1.0/1.2/1.1" in text
+    assert "one gateway held 500/500 calls listening" in text and "58.0 KiB a call" in text
