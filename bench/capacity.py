@@ -59,6 +59,30 @@ def mix_script(turns: int = TURNS) -> dict[str, Any]:
     }
 
 
+def answer_segments_ms(call: dict[str, Any], log: list[dict[str, Any]]) -> list[tuple[float, float, float]]:
+    """Per caller final, where its time went: simulator → gateway (the gateway's received_at),
+    gateway → applied (queue, fetch, row lock; the log's applied_at), applied → the answer's
+    response.create at the simulator (publish, control queue, socket)."""
+    logged = {entry["payload"].get("event_id"): entry for entry in log}
+    creates = sorted(c["t"] for c in call["controls"] if c["control"]["type"] == "response.create")
+    segments = []
+    for event in call["events"]:
+        if not event["event"]["type"].endswith("transcription.completed"):
+            continue
+        entry = logged.get(event["event"].get("event_id"))
+        answer = next((t for t in creates if t >= event["t"]), None)
+        if entry is None or answer is None or entry.get("applied_at") is None:
+            continue
+        segments.append(
+            (
+                (entry["received_at"] - event["t"]) * 1000,
+                (entry["applied_at"] - entry["received_at"]) * 1000,
+                (answer - entry["applied_at"]) * 1000,
+            )
+        )
+    return segments
+
+
 def answer_latencies_ms(call: dict[str, Any]) -> list[float]:
     """Per caller final, the time to the first response.create after it (a tool turn has a
     second one, the continuation, which is not the answer to the caller)."""
@@ -128,6 +152,7 @@ def run_level(stack: Stack, calls: int) -> dict[str, Any]:
     client = Client(stack.api_url, stack.api_token)
     lost = [0]
     durable = [0]
+    segments: list[tuple[float, float, float]] = []
     spans: list[tuple[float, float]] = []
     lock = threading.Lock()
 
@@ -144,6 +169,7 @@ def run_level(stack: Stack, calls: int) -> dict[str, Any]:
         logged = {event["payload"].get("event_id") for event in record["log"]}
         sent = [e for e in log["events"] if e["event"]["type"] in DURABLE_TYPES]
         with lock:
+            segments.extend(answer_segments_ms(log, record["log"]))
             lost[0] += sum(e["event"]["event_id"] not in logged for e in sent)
             durable[0] += len(record["log"])
             if log["events"]:
@@ -160,6 +186,14 @@ def run_level(stack: Stack, calls: int) -> dict[str, Any]:
         "durable_events": durable[0],
         "durable_events_per_s": round(durable[0] / seconds, 1),
         "lost_events": lost[0],
+        # Where a turn's time goes (median and p99 of each segment), the profile of every run.
+        "segments_ms": {
+            name: {
+                "p50": percentiles([segment[index] for segment in segments])["p50_ms"],
+                "p99": percentiles([segment[index] for segment in segments])["p99_ms"],
+            }
+            for index, name in enumerate(("simulator_to_gateway", "gateway_to_applied", "applied_to_control"))
+        },
         "processes": usage.summary(),
     }
 
@@ -246,6 +280,15 @@ def render(figures: dict[str, Any]) -> str:
             f"{level['calls']:>6}{level['p50_ms']:>8}{level['p95_ms']:>8}{level['p99_ms']:>8}"
             f"{level['durable_events_per_s']:>10}{level['lost_events']:>6}  {split}"
         )
+    for level in figures["levels"]:
+        parts = level.get("segments_ms")
+        if parts:
+            lines.append(
+                f"{level['calls']:>6} calls, where a turn's time goes (p50 / p99 ms): "
+                + ", ".join(
+                    f"{name.replace('_', ' ')} {part['p50']} / {part['p99']}" for name, part in parts.items()
+                )
+            )
     for row in figures.get("scaling", []):
         lines.append(
             f"{row['workers']} worker process(es), {row['calls']} calls: "

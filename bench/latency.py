@@ -255,6 +255,7 @@ def run_latency_bench(settings: Settings, *, as_json: bool, load_calls: int) -> 
                         latencies=tool_turnaround_ms,
                     )
                     figures["tool_idle"] = percentiles(idle_tools)
+                    figures.update(_peer_figures(stack, figures["tool_idle"], log))
                     log(f"tool turnaround: load, {load_calls} concurrent calls of {TOOL_LOAD_TURNS} turns")
                     loaded_tools = measure(
                         stack,
@@ -273,6 +274,24 @@ def run_latency_bench(settings: Settings, *, as_json: bool, load_calls: int) -> 
     return 0
 
 
+def _peer_figures(stack: Stack, tool_idle: dict[str, Any], log: Callable[[str], None]) -> dict[str, Any]:
+    """The same tool scenario driven by the OpenAI Agents SDK's RealtimeSession, in process and
+    without durability, on the same simulator: Switchboard's turnaround as a ratio to it."""
+    from bench import peer
+
+    if not peer.available():
+        return {"peer_tool_idle": {"skipped": "openai-agents is not installed: pip install -e '.[bench]'"}}
+    log(f"peer: the OpenAI Agents SDK's RealtimeSession, one call of {TOOL_IDLE_TURNS} tool turns")
+    assert stack.simulator is not None
+    peer_ms = peer.measure_peer(
+        stack.simulator_url, stack.simulator.ready["ws"], tool_script(TOOL_IDLE_TURNS, 250)
+    )
+    figures: dict[str, Any] = {"peer_tool_idle": percentiles(peer_ms)}
+    if peer_ms and tool_idle.get("p50_ms"):
+        figures["tool_vs_peer_p50"] = round(tool_idle["p50_ms"] / figures["peer_tool_idle"]["p50_ms"], 2)
+    return figures
+
+
 def render(figures: dict[str, Any]) -> str:
     lines = ["event → control latency (ms): transcript final → response.create", ""]
     lines.append(f"{'':34}{'n':>6}{'p50':>9}{'p95':>9}{'p99':>9}")
@@ -283,12 +302,17 @@ def render(figures: dict[str, Any]) -> str:
         "stock_load": "stock Dramatiq, {calls} calls",
         "tool_idle": "tool turnaround, idle",
         "tool_load": "tool turnaround, {calls} calls",
+        "peer_tool_idle": "peer (Agents SDK), tool turnaround",
     }
     for key, name in names.items():
         row = figures.get(key)
-        if row:
+        if row and "skipped" in row:
+            lines.append(f"{name:34}skipped: {row['skipped']}")
+        elif row:
             label = name.format(calls=row.get("calls"))
             lines.append(f"{label:34}{row['n']:>6}{row['p50_ms']:>9}{row['p95_ms']:>9}{row['p99_ms']:>9}")
+    if figures.get("tool_vs_peer_p50"):
+        lines.append(f"Switchboard's tool turnaround ÷ the peer's (p50): {figures['tool_vs_peer_p50']}×")
     floor = figures.get("floor")
     if floor:
         lines += ["", "floor, measured in the same run (ms):"]

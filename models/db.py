@@ -110,6 +110,7 @@ class SessionEventRow(_Table):
     payload = BinaryJSONField()
     generation = IntegerField()
     received_at = DoubleField()
+    applied_at = DoubleField(null=True)
     disposition = CharField(max_length=16)
     # Position in the fold (1-based); NULL while pending.
     applied_order = BigIntegerField(null=True)

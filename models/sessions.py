@@ -72,9 +72,11 @@ ON CONFLICT DO NOTHING RETURNING id
 
 _EVENT_COLUMNS = (
     "session_id, seq, provider_event_id, kind, payload, generation, received_at, disposition,"
-    " applied_order, controls"
+    " applied_order, controls, applied_at"
 )
-_EVENT_VALUES = "%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s::jsonb"
+# applied_at: the database's clock (seconds since the epoch) when the row was written; a
+# pending event's is set again when it is applied.
+_EVENT_VALUES = "%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s::jsonb, extract(epoch FROM clock_timestamp())"
 
 INSERT_EVENT = f"""
 INSERT INTO session_events ({_EVENT_COLUMNS}) VALUES ({_EVENT_VALUES})
@@ -82,7 +84,8 @@ ON CONFLICT DO NOTHING RETURNING id
 """
 
 UPDATE_EVENT = """
-UPDATE session_events SET disposition = %s, applied_order = %s, controls = %s::jsonb
+UPDATE session_events SET disposition = %s, applied_order = %s, controls = %s::jsonb,
+    applied_at = extract(epoch FROM clock_timestamp())
  WHERE session_id = %s AND seq = %s
 """
 

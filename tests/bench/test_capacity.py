@@ -50,3 +50,16 @@ def test_render_shows_each_level_and_the_held_calls() -> None:
     text = render({"levels": [level], "held": held})
     assert "    10     5.1     8.0     9.9      23.4     0  1.0/1.2/1.1" in text
     assert "one gateway held 500/500 calls listening" in text and "58.0 KiB a call" in text
+
+
+def test_a_turns_time_is_split_at_the_gateway_and_at_the_apply() -> None:
+    from bench.capacity import answer_segments_ms
+
+    final = "conversation.item.input_audio_transcription.completed"
+    call = {
+        "events": [{"t": 10.000, "event": {"type": final, "event_id": "ev_1"}}],
+        "controls": [_control("response.create", 10.012)],
+    }
+    log = [{"payload": {"event_id": "ev_1"}, "received_at": 10.001, "applied_at": 10.005}]
+    [(to_gateway, to_applied, to_control)] = answer_segments_ms(call, log)
+    assert (round(to_gateway, 3), round(to_applied, 3), round(to_control, 3)) == (1.0, 4.0, 7.0)
