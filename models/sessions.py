@@ -130,6 +130,19 @@ def _write_sql(transcripts: int, incidents: int) -> str:
 
 TAKE_OVER = "UPDATE sessions SET owning_gateway = %s WHERE id = %s"
 
+# A seq missing this long, with events waiting behind it, is declared lost. Longer than any
+# redelivery (a dead worker's messages come back in about 3.5 s; a Redis restart's re-sends in
+# about one) and than the event retries (about 6 s).
+GAP_TIMEOUT_MS = 20_000
+GAP_TIMER = "seq_gap:"
+SEQ_LOGGED = "SELECT 1 FROM session_events WHERE session_id = %s AND seq = %s"
+LOST_EVENT = "SELECT 1 FROM session_events WHERE session_id = %s AND seq = %s AND disposition = 'lost'"
+REPLACE_LOST = """
+UPDATE session_events SET disposition = %s, applied_order = %s, controls = %s::jsonb, payload = %s::jsonb,
+    kind = %s, provider_event_id = %s, applied_at = extract(epoch FROM clock_timestamp())
+ WHERE session_id = %s AND seq = %s AND disposition = 'lost'
+"""
+
 # The sessions a gateway holds a sideband for, or will: a takeover moves all of them.
 OWNED_UNFINISHED = """
 SELECT id FROM sessions
@@ -281,6 +294,8 @@ class LockedSession:
         head = self._head
         seq = envelope.seq
         if seq <= head.applied_seq:
+            # A redelivered seq changes nothing — unless its gap timed out: it lands now.
+            self._apply_lost(envelope, applied)
             return applied
         if seq == head.applied_seq + 1 and head.logged_seq <= head.applied_seq:
             # The common case: the next event, nothing waiting — one write does it all.
@@ -294,6 +309,7 @@ class LockedSession:
             if self._insert_event(envelope, "pending", None):
                 applied.dispositions.append((seq, "pending"))
             head.logged_seq = max(head.logged_seq, seq)
+            self._watch_gap(applied)
         self._drain(applied)
         self._save()
         self._settle_unsaved(applied, envelope.received_at)
@@ -420,7 +436,92 @@ class LockedSession:
         """A timer fired (its delayed message, or the sweeper): it is no longer pending, and the
         transition checks it against the state it finds."""
         timers.fired(self, name)
+        if name.startswith(GAP_TIMER):
+            return self._skip_gap(int(name.removeprefix(GAP_TIMER)), now)
         return self.apply_host({"type": "switchboard.timer_fired", "name": name}, now)
+
+    # ── gaps: a seq that never arrives ─────────────────────────────────────────────────
+
+    def _watch_gap(self, applied: Applied) -> None:
+        """Events wait behind a missing seq: if it has not come within the gap timeout, it is
+        declared lost (the gateway died between numbering and enqueueing it, say)."""
+        missing = self._head.applied_seq + 1
+        name = f"{GAP_TIMER}{missing}"
+        if timers.schedule_once(self, name, GAP_TIMEOUT_MS):
+            applied.timers.append(ScheduleTimer(name=name, delay_ms=GAP_TIMEOUT_MS))
+
+    def _skip_gap(self, missing: int, now: float) -> Applied:
+        applied = Applied()
+        head = self._head
+        if head.applied_seq + 1 != missing:
+            return applied  # it arrived (or an earlier gap is still open)
+        self._cursor.execute(SEQ_LOGGED, (self.id, missing))
+        if self._cursor.fetchone() is None:
+            order = head.applied_count + 1
+            marker = {"type": "switchboard.seq_lost", "seq": missing}
+            self._cursor.execute(
+                INSERT_EVENT,
+                (
+                    self.id,
+                    missing,
+                    None,
+                    marker["type"],
+                    json.dumps(marker),
+                    head.generation,
+                    now,
+                    "lost",
+                    order,
+                    "[]",
+                ),
+            )
+            incident = RecordIncident(
+                code="event_lost",
+                summary=f"seq {missing} never came in {GAP_TIMEOUT_MS // 1000} s; the events after it go on",
+                severity="warning",
+                context={"seq": missing},
+            )
+            self._persist_effects(Step(state=self.state, effects=(incident,)), missing, late=False)
+            applied.incidents.append(incident)
+            applied.dispositions.append((missing, "lost"))
+            head.applied_seq = missing
+            head.applied_count = order
+            head.logged_seq = max(head.logged_seq, missing)
+        self._drain(applied)
+        if head.logged_seq > head.applied_seq:
+            self._watch_gap(applied)
+        self._save()
+        return applied
+
+    def _apply_lost(self, envelope: EventEnvelope, applied: Applied) -> None:
+        """A seq declared lost arrived after all: it is recorded now, at the end of the log, as
+        arrived late — its transcript lands, but nothing acts on an event the call has moved
+        past (a stale speech_started would cancel today's answer)."""
+        self._cursor.execute(LOST_EVENT, (self.id, envelope.seq))
+        if self._cursor.fetchone() is None:
+            return
+        order = self._head.applied_count + 1
+        wrapped = {"type": "switchboard.arrived_late", "event": envelope.event}
+        step, decided = self._decide(wrapped, envelope.generation)
+        outbound = self._outbound(step, f"ctl_{envelope.seq}") if decided == "applied" else []
+        controls = json.dumps([item.model_dump(mode="json") for item in outbound])
+        self._cursor.execute(
+            REPLACE_LOST,
+            (
+                decided,
+                order,
+                controls,
+                json.dumps(wrapped),
+                wrapped["type"],
+                _provider_event_id(envelope.event),
+                self.id,
+                envelope.seq,
+            ),
+        )
+        self._persist_effects(step, envelope.seq, late=True)
+        self._collect(step, applied, outbound)
+        applied.dispositions.append((envelope.seq, decided))
+        self._head.applied_count = order
+        self._save()
 
     def _settle_unsaved(self, applied: Applied, now: float) -> None:
         """A summary that could not be stored abandons its compaction: logged as a host input

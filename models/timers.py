@@ -16,6 +16,12 @@ VALUES (%s, %s, now() + %s * interval '1 millisecond')
 ON CONFLICT (session_id, name) DO UPDATE SET due_at = EXCLUDED.due_at
 """
 
+SCHEDULE_ONCE = """
+INSERT INTO session_timers (session_id, name, due_at)
+VALUES (%s, %s, now() + %s * interval '1 millisecond')
+ON CONFLICT (session_id, name) DO NOTHING RETURNING 1
+"""
+
 FIRED = "DELETE FROM session_timers WHERE session_id = %s AND name = %s"
 
 # Claims overdue timers for one sweep: each is pushed a lease into the future, so one sweeper
@@ -32,6 +38,11 @@ RETURNING session_id, name
 
 def schedule(session: LockedSession, name: str, delay_ms: int) -> None:
     session.execute(SCHEDULE, (session.id, name, delay_ms))
+
+
+def schedule_once(session: LockedSession, name: str, delay_ms: int) -> bool:
+    """Schedule a timer unless it is already pending; answers whether it was scheduled now."""
+    return session.execute(SCHEDULE_ONCE, (session.id, name, delay_ms)).fetchone() is not None
 
 
 def fired(session: LockedSession, name: str) -> None:

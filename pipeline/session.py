@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from pipeline import admission, budget, compaction, tools, transcript
 from pipeline.catalog import ToolOutcome
+from pipeline.errors import MalformedFrame
 from pipeline.state import Limits, Phase, SessionState
 from pipeline.step import PersistTranscript, Step, unchanged
 from pipeline.wire import (
     AdmissionBegun,
     AdmissionFailed,
+    ArrivedLate,
     AssistantTranscriptFinal,
     CallAttached,
     CompactionRequested,
@@ -37,6 +39,7 @@ from pipeline.wire import (
     ToolFinished,
     UserTranscriptFailed,
     UserTranscriptFinal,
+    parse_inbound,
 )
 
 
@@ -87,6 +90,11 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
             return compaction.deadline_passed(state, int(number) if number.isdigit() else 0)
         case TimerFired():
             return admission.timer_fired(state, event.name)
+        case ArrivedLate():
+            try:
+                return record_late(state, parse_inbound(event.event))
+            except MalformedFrame:
+                return unchanged(state)
         case GatewayLost():
             return admission.taken_over(state, event.gateway_id)
         case CompactionRequested():

@@ -370,6 +370,14 @@ class GatewayLost(_Inbound):
     gateway_id: str
 
 
+class ArrivedLate(_Inbound):
+    """A numbered event that came after its seq was declared lost: recorded (its transcript
+    lands), never acted on — the call has moved on."""
+
+    type: Literal["switchboard.arrived_late"]
+    event: dict[str, Any]
+
+
 class UnknownEvent(_Inbound):
     """A provider event type Switchboard does not know: recorded in the log, never acted on."""
 
@@ -403,7 +411,8 @@ KnownInbound = Annotated[
     | CompactionUnsaved
     | TextInjected
     | InterruptRequested
-    | GatewayLost,
+    | GatewayLost
+    | ArrivedLate,
     Field(discriminator="type"),
 ]
 InboundEvent = KnownInbound | UnknownEvent
@@ -424,6 +433,7 @@ _HOST_TYPES = frozenset(
         "switchboard.text_injected",
         "switchboard.interrupt_requested",
         "switchboard.gateway_lost",
+        "switchboard.arrived_late",
     }
 )
 
