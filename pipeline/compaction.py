@@ -242,23 +242,21 @@ def maintenance_finished(state: SessionState, event: ResponseDone) -> Step:
     """The maintenance response ended: prune and summarize if it completed with a persisted
     summary; otherwise abandon. (Its usage is counted by the caller: it is not a spoken
     response, so it neither feeds the trigger nor counts down the cooldown.)"""
-    counted = state
-    compaction = counted.compaction
+    compaction = state.compaction
     number = maintenance_number(event.response)
     is_current = compaction is not None and (
         compaction.response_id == event.response.id
         or (compaction.response_id is None and number == compaction.number)
     )
     if compaction is None or not is_current:
-        return Step(state=counted)
+        return Step(state=state)
     status = event.response.status
     if status == "completed" and compaction.summary:
-        return _complete(counted, compaction)
+        return _complete(state, compaction)
     if status == "completed":
-        return abandon(counted, "empty_summary")
-    return abandon(
-        counted, f"maintenance_{status}" if f"maintenance_{status}" in REASONS else "maintenance_failed"
-    )
+        return abandon(state, "empty_summary")
+    reason = f"maintenance_{status}"
+    return abandon(state, reason if reason in REASONS else "maintenance_failed")
 
 
 def _complete(state: SessionState, compaction: Compaction) -> Step:

@@ -6,6 +6,8 @@ act on nothing: only their transcripts still land.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pipeline import admission, budget, compaction, tools, transcript
 from pipeline.catalog import ToolOutcome
 from pipeline.errors import MalformedFrame
@@ -117,6 +119,21 @@ def record_late(state: SessionState, event: InboundEvent) -> Step:
     return unchanged(state)
 
 
+def _caller_input(state: SessionState, answer: Callable[[SessionState], Step]) -> Step:
+    """New input from the caller, spoken or typed. A real turn never waits behind maintenance,
+    so a compaction gives way; a tool that runs is cancelled, its output delivered, and the
+    input answered after it."""
+    superseded = compaction.superseded(state)
+    return _tool_stopped(state, superseded.then(answer(superseded.state)), "new_input")
+
+
+def _tool_stopped(before: SessionState, step: Step, reason: str) -> Step:
+    """The caller moved on: a tool running before this step is cancelled."""
+    if before.chain.pending is None:
+        return step
+    return step.then(tools.caller_moved_on(step.state, reason))
+
+
 def _response_done(state: SessionState, event: ResponseDone) -> Step:
     """Every response's usage counts against the budget, which may end the session here; a
     maintenance response then finishes its compaction, a spoken one its turn (or tool chain),
@@ -149,34 +166,19 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
         case SessionUpdated():
             return admission.session_updated(state, event)
         case UserTranscriptFinal():
-            # A real turn never waits behind maintenance: the compaction gives way.
-            superseded = compaction.superseded(state)
-            heard = transcript.hear(compaction.track(superseded.state, event.item_id), event)
-            if state.chain.pending is not None:
-                # New input while a tool runs: the tool is cancelled and the input answered
-                # after the tool's output is delivered.
-                return superseded.then(heard.then(tools.caller_moved_on(heard.state, "new_input")))
-            return superseded.then(heard)
+            return _caller_input(
+                state, lambda now: transcript.hear(compaction.track(now, event.item_id), event)
+            )
         case TextInjected():
-            superseded = compaction.superseded(state)
-            typed = transcript.typed(superseded.state, event)
-            if state.chain.pending is not None:
-                return superseded.then(typed.then(tools.caller_moved_on(typed.state, "new_input")))
-            return superseded.then(typed)
+            return _caller_input(state, lambda now: transcript.typed(now, event))
         case InterruptRequested():
-            interrupted = transcript.barge_in(state, event.playback)
-            if state.chain.pending is not None:
-                return interrupted.then(tools.caller_moved_on(interrupted.state, "interrupted"))
-            return interrupted
+            return _tool_stopped(state, transcript.barge_in(state, event.playback), "interrupted")
         case UserTranscriptFailed():
             return transcript.transcription_failed(state, event)
         case SpeechStarted():
-            barged = transcript.speech_started(state, event)
-            if state.chain.pending is not None:
-                # The caller talked over a tool: it is cancelled, its output still delivered,
-                # and what they say is answered instead.
-                return barged.then(tools.caller_moved_on(barged.state, "barge_in"))
-            return barged
+            # Talking over a running tool cancels it (its output is still delivered) and what
+            # the caller says is answered instead.
+            return _tool_stopped(state, transcript.speech_started(state, event), "barge_in")
         case ResponseCreated() if compaction.maintenance_number(event.response) is not None:
             return compaction.maintenance_started(state, event)
         case ResponseCreated():

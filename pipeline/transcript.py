@@ -31,32 +31,35 @@ def hear(state: SessionState, event: UserTranscriptFinal) -> Step:
         state=state,
         effects=(PersistTranscript(role="user", text=bounded(event.transcript), item_id=event.item_id),),
     )
-    if state.phase not in LIVE_PHASES:
-        return persisted
-    if state.turn is not None:
-        return persisted.then(Step(state=state.evolve(queued_input_item_id=event.item_id)))
-    return persisted.then(begin_response(state, event.item_id))
+    return _answer_input(persisted, event.item_id)
 
 
 def typed(state: SessionState, event: TextInjected) -> Step:
     """Typed text from the API: added to the conversation as a user message and answered like
     speech (or after the response that is owed)."""
     text = bounded(event.text)
-    persisted = Step(state=state, effects=(PersistTranscript(role="user", text=text, item_id=event.item_id),))
+    step = Step(state=state, effects=(PersistTranscript(role="user", text=text, item_id=event.item_id),))
+    if state.phase in LIVE_PHASES:
+        message = ItemCreate(
+            item={
+                "id": event.item_id,
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": text}],
+            }
+        )
+        step = step.then(Step(state=state, controls=(message,)))
+    return _answer_input(step, event.item_id)
+
+
+def _answer_input(step: Step, input_item_id: str) -> Step:
+    """The caller's input (spoken or typed) is answered now, or after the response still owed."""
+    state = step.state
     if state.phase not in LIVE_PHASES:
-        return persisted
-    message = ItemCreate(
-        item={
-            "id": event.item_id,
-            "type": "message",
-            "role": "user",
-            "content": [{"type": "input_text", "text": text}],
-        }
-    )
-    added = persisted.then(Step(state=state, controls=(message,)))
+        return step
     if state.turn is not None:
-        return added.then(Step(state=state.evolve(queued_input_item_id=event.item_id)))
-    return added.then(begin_response(state, event.item_id))
+        return step.then(Step(state=state.evolve(queued_input_item_id=input_item_id)))
+    return step.then(begin_response(state, input_item_id))
 
 
 def begin_response(state: SessionState, input_item_id: str) -> Step:
@@ -111,22 +114,21 @@ def speech_started(state: SessionState, event: SpeechStarted) -> Step:
 def barge_in(state: SessionState, playback: Playback | None) -> Step:
     """Stop the running response: cut its item at the playback position (when some of it
     played), then cancel it. Nothing happens when no response is running."""
-    counted = state
-    turn = counted.turn
+    turn = state.turn
     running = (
-        counted.phase is Phase.RESPONDING
+        state.phase is Phase.RESPONDING
         and turn is not None
         and turn.response_id is not None
-        and not counted.chain.response_completed
+        and not state.chain.response_completed
     )
     if not running:
-        return Step(state=counted)
+        return Step(state=state)
     assert turn is not None and turn.response_id is not None
     controls: list[ItemTruncate | ResponseCancel] = []
     if playback is not None and playback.response_id == turn.response_id:
         controls.append(ItemTruncate(item_id=playback.item_id, audio_end_ms=max(playback.played_ms, 0)))
     controls.append(ResponseCancel(response_id=turn.response_id))
-    return Step(state=counted, controls=tuple(controls))
+    return Step(state=state, controls=tuple(controls))
 
 
 def response_started(state: SessionState, event: ResponseCreated) -> Step:
