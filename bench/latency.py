@@ -326,18 +326,32 @@ def render(figures: dict[str, Any]) -> str:
 
 
 def _put_script(stack: Stack, script: dict[str, Any]) -> None:
-    base = stack.simulator_url.removesuffix("/v1")
+    put_script_at(_base(stack), script)
+
+
+def _call_log(stack: Stack, call_id: str) -> dict[str, Any]:
+    return call_log_at(_base(stack), call_id)
+
+
+def _call_status(stack: Stack, call_id: str) -> str:
+    return call_status_at(_base(stack), call_id)
+
+
+def _base(stack: Stack) -> str:
+    return stack.simulator_url.removesuffix("/v1")
+
+
+def put_script_at(base: str, script: dict[str, Any]) -> None:
+    """Set the simulator's call script (the simulator's control API at `base`)."""
     request = urllib.request.Request(f"{base}/_sim/script", data=json.dumps(script).encode(), method="PUT")
     urllib.request.urlopen(request, timeout=10).close()
 
 
-def _call_log(stack: Stack, call_id: str) -> dict[str, Any]:
-    base = stack.simulator_url.removesuffix("/v1")
+def call_log_at(base: str, call_id: str) -> dict[str, Any]:
     with urllib.request.urlopen(f"{base}/_sim/calls/{call_id}", timeout=30) as response:
         return dict(json.loads(response.read()))
 
 
-def _call_status(stack: Stack, call_id: str) -> str:
-    base = stack.simulator_url.removesuffix("/v1")
+def call_status_at(base: str, call_id: str) -> str:
     with urllib.request.urlopen(f"{base}/_sim/calls/{call_id}/status", timeout=30) as response:
         return str(json.loads(response.read())["status"])

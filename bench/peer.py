@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import json
 import time
 import urllib.request
 from typing import Any
 
-from bench.latency import tool_turnaround_ms
+from bench.latency import call_log_at, call_status_at, put_script_at, tool_turnaround_ms
 
 PEER_TIMEOUT_S = 120.0
 
@@ -35,7 +34,7 @@ def measure_peer(simulator_url: str, simulator_ws_url: str, script: dict[str, An
         return {"text": text}
 
     base = simulator_url.removesuffix("/v1")
-    _put_script_at(base, script)
+    put_script_at(base, script)
     request = urllib.request.Request(
         f"{simulator_url}/realtime/calls",
         data=b"v=0\r\n",
@@ -57,24 +56,12 @@ def measure_peer(simulator_url: str, simulator_ws_url: str, script: dict[str, An
         deadline = time.monotonic() + PEER_TIMEOUT_S
         async with session:
             async for _event in session:
-                if time.monotonic() > deadline or await asyncio.to_thread(_status, base, call_id) == "ended":
+                if (
+                    time.monotonic() > deadline
+                    or await asyncio.to_thread(call_status_at, base, call_id) == "ended"
+                ):
                     break
 
     asyncio.run(run())
-    log = _log_at(base, call_id)
+    log = call_log_at(base, call_id)
     return tool_turnaround_ms(log, {"tool_steps": []})
-
-
-def _put_script_at(base: str, script: dict[str, Any]) -> None:
-    request = urllib.request.Request(f"{base}/_sim/script", data=json.dumps(script).encode(), method="PUT")
-    urllib.request.urlopen(request, timeout=10).close()
-
-
-def _status(base: str, call_id: str) -> str:
-    with urllib.request.urlopen(f"{base}/_sim/calls/{call_id}/status", timeout=10) as response:
-        return str(json.loads(response.read())["status"])
-
-
-def _log_at(base: str, call_id: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"{base}/_sim/calls/{call_id}", timeout=30) as response:
-        return dict(json.loads(response.read()))

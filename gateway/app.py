@@ -164,20 +164,13 @@ class Gateway:
         return claimed
 
     async def _take_over(self, dead_gateway: str) -> None:
-        request_id = uuid.uuid4().hex
-        reply = self._expect_reply(request_id)
-        self.sink.submit_request(
-            "take_over",
-            request_id=request_id,
-            gateway_id=self.gateway_id,
-            dead_gateway=dead_gateway,
-            now=time.time(),
+        status, body = await self._rpc(
+            "take_over", timeout_ms=TAKEOVER_CLAIM_MS, dead_gateway=dead_gateway, now=time.time()
         )
-        answer = await self._await_reply(request_id, reply, TAKEOVER_CLAIM_MS)
-        if answer is None or answer[0] != 200:
-            logger.warning("takeover of %s's sessions failed: %s", dead_gateway, answer)
+        if status != 200:
+            logger.warning("takeover of %s's sessions failed: %s %s", dead_gateway, status, body)
             return
-        sessions = answer[1]["sessions"]
+        sessions = body["sessions"]
         if dead_gateway != self.gateway_id:
             await asyncio.to_thread(
                 self._redis.srem, f"{self.settings.broker_namespace}:gateways", dead_gateway
@@ -499,11 +492,13 @@ class Gateway:
             return Response.json(202, {"session_id": session_id, "status": "compacting", "message": message})
         return Response.json(*answer)
 
-    async def _rpc(self, actor_name: str, **kwargs: Any) -> tuple[int, dict[str, Any]]:
+    async def _rpc(
+        self, actor_name: str, timeout_ms: int = API_REPLY_TIMEOUT_MS, **kwargs: Any
+    ) -> tuple[int, dict[str, Any]]:
         request_id = uuid.uuid4().hex
         reply = self._expect_reply(request_id)
         self.sink.submit_request(actor_name, request_id=request_id, gateway_id=self.gateway_id, **kwargs)
-        answer = await self._await_reply(request_id, reply, API_REPLY_TIMEOUT_MS)
+        answer = await self._await_reply(request_id, reply, timeout_ms)
         if answer is None:
             return 503, _error("reply_timeout", f"no worker answered {actor_name} in time")
         return answer
