@@ -196,6 +196,25 @@ def assistant_text_final(resp_id: str, item_id: str, text: str) -> dict[str, Any
     }
 
 
+def function_call(
+    call_id: str,
+    response_id: str,
+    item_id: str | None = None,
+    name: str = "lookup_order",
+    arguments: str = "{}",
+) -> dict[str, Any]:
+    return {
+        "type": "response.function_call_arguments.done",
+        "event_id": _event_id(),
+        "response_id": response_id,
+        "item_id": item_id or f"item_{call_id}",
+        "output_index": 0,
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+    }
+
+
 def response_done(
     resp_id: str,
     status: str = "completed",

@@ -85,16 +85,7 @@ def test_talking_over_a_running_tool_cancels_it_and_not_a_finished_response() ->
             *ev.listening(tools=[LOOKUP]),
             ev.user_final("item_U1", "Where is 4417?"),
             ev.response_created("resp_1"),
-            {
-                "type": "response.function_call_arguments.done",
-                "event_id": "ev_fc",
-                "response_id": "resp_1",
-                "item_id": "item_F1",
-                "output_index": 0,
-                "call_id": "call_1",
-                "name": "lookup_order",
-                "arguments": "{}",
-            },
+            ev.function_call("call_1", "resp_1", "item_F1"),
             ev.response_done("resp_1"),
         ]
     )

@@ -77,16 +77,7 @@ def test_reaching_the_budget_mid_tool_interrupts_the_tool() -> None:
             *_budgeted(1_000, tools=[LOOKUP]),
             ev.user_final("item_U1", "Where is 4417?"),
             ev.response_created("resp_1"),
-            {
-                "type": "response.function_call_arguments.done",
-                "event_id": "ev_fc",
-                "response_id": "resp_1",
-                "item_id": "item_F1",
-                "output_index": 0,
-                "call_id": "call_1",
-                "name": "lookup_order",
-                "arguments": "{}",
-            },
+            ev.function_call("call_1", "resp_1", "item_F1"),
         ]
     )
     step = ev.step_of(state, ev.response_done("resp_1", input_tokens=2_000))

@@ -126,16 +126,7 @@ def test_no_compaction_while_a_tool_chain_runs() -> None:
     events += [
         ev.user_final("item_U5", "Where is 4417?"),
         ev.response_created("resp_5"),
-        {
-            "type": "response.function_call_arguments.done",
-            "event_id": "ev_call",
-            "response_id": "resp_5",
-            "item_id": "item_F5",
-            "output_index": 0,
-            "call_id": "call_5",
-            "name": "lookup_order",
-            "arguments": "{}",
-        },
+        ev.function_call("call_5", "resp_5", "item_F5"),
     ]
     state = ev.state_after(events)
 

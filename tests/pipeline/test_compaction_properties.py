@@ -26,19 +26,6 @@ _ITEMS = st.sampled_from([f"item_{index}" for index in range(20)])
 _TOKENS = st.sampled_from([100, THRESHOLD, 5_000])
 
 
-def _function_call(call_id: str, response_id: str) -> dict[str, Any]:
-    return {
-        "type": "response.function_call_arguments.done",
-        "event_id": f"ev_{call_id}",
-        "response_id": response_id,
-        "item_id": f"item_{call_id}",
-        "output_index": 0,
-        "call_id": call_id,
-        "name": "lookup_order",
-        "arguments": "{}",
-    }
-
-
 def _tool_finished(call_id: str) -> dict[str, Any]:
     outcome = {"status": "succeeded", "result": {"ok": True}, "error": None, "elapsed_ms": 3}
     return {"type": "switchboard.tool_finished", "call_id": call_id, "outcome": outcome}
@@ -57,7 +44,7 @@ EVENT = st.one_of(
         st.sampled_from(["completed", "completed", "cancelled"]),
         _TOKENS,
     ),
-    st.builds(_function_call, _CALLS, _SPOKEN),
+    st.builds(ev.function_call, _CALLS, _SPOKEN),
     st.builds(_tool_finished, _CALLS),
     st.builds(lambda r, n: ev.response_created(r, metadata=ev.maintenance(n)), _MAINTENANCE, _NUMBERS),
     st.builds(
