@@ -307,7 +307,7 @@ def render(figures: dict[str, Any]) -> str:
     for key, name in names.items():
         row = figures.get(key)
         if row and "skipped" in row:
-            lines.append(f"{name:34}skipped: {row['skipped']}")
+            lines.append(f"{name:34} skipped: {row['skipped']}")
         elif row:
             label = name.format(calls=row.get("calls"))
             lines.append(f"{label:34}{row['n']:>6}{row['p50_ms']:>9}{row['p95_ms']:>9}{row['p99_ms']:>9}")
