@@ -63,12 +63,15 @@ def test_a_killed_gateways_calls_are_taken_over_and_complete(
         stack.gateway.kill()
 
         reattach_s: list[float] = []
-        answered = spoken = 0
+        answered = spoken = skipped = 0
         for session_id, call_id in placed:
             record = second.wait_for_status(session_id, timeout_s=120)
             assert (record["status"], record["end_reason"]) == ("ended", "provider_call_ended"), record
             assert record["owning_gateway"] == survivor.ready["id"]
-            assert [i["code"] for i in record["incidents"]] == ["gateway_lost"]
+            codes = [i["code"] for i in record["incidents"]]
+            # A seq the dead gateway numbered but never enqueued is skipped by the gap timeout.
+            assert codes.count("gateway_lost") == 1 and set(codes) <= {"gateway_lost", "event_lost"}, codes
+            skipped += codes.count("event_lost")
             log = second.session(session_id, events=True)["log"]
             connected = [e for e in log if e["kind"] == "switchboard.sideband_connected"]
             assert [e["generation"] for e in connected] == [1, 2]
@@ -94,5 +97,6 @@ def test_a_killed_gateways_calls_are_taken_over_and_complete(
         f"gateway kill -9 with {CALLS} calls in flight, a second gateway running: all {CALLS} taken over, "
         f"re-attached and completed; time to re-attach p50 {statistics.median(reattach_s):.1f} s, "
         f"longest {max(reattach_s):.1f} s (liveness expiry 3 s + one 1 s heartbeat); "
-        f"{spoken}/{CALLS * TURNS} caller lines heard, {answered} answers"
+        f"{spoken}/{CALLS * TURNS} caller lines heard, {answered} answers; "
+        f"{skipped} seqs the dead gateway numbered but never enqueued, skipped after the 20 s gap timeout"
     )
