@@ -31,6 +31,11 @@ TURNS = 4
 MINIMUM_SAMPLES = 200
 CALL_TIMEOUT_S = 240.0
 HELD_CALLS = 500
+# Calls start evenly over about one turn of the mix, so that at any moment they are at every
+# point of a turn, as independent calls are. Calls started together stay in lock step (the
+# same script, the same pace) and every answer streams at once: a burst of 100 × 25 frames a
+# second, then a lull, which measures a synchronised spike rather than 100 concurrent calls.
+START_SPREAD_S = 4.0
 # Throughput with one and two worker processes is compared at this many concurrent calls.
 SCALING_CALLS = 100
 
@@ -59,24 +64,30 @@ def mix_script(turns: int = TURNS) -> dict[str, Any]:
     }
 
 
-def answer_segments_ms(call: dict[str, Any], log: list[dict[str, Any]]) -> list[tuple[float, float, float]]:
-    """Per caller final, where its time went: simulator → gateway (the gateway's received_at),
-    gateway → applied (queue, fetch, row lock; the log's applied_at), applied → the answer's
-    response.create at the simulator (publish, control queue, socket)."""
+SEGMENTS = ("simulator_to_gateway", "gateway_to_worker", "worker_to_applied", "applied_to_control")
+
+
+def answer_segments_ms(call: dict[str, Any], log: list[dict[str, Any]]) -> list[tuple[float, ...]]:
+    """Per caller final, where its time went (SEGMENTS): simulator → gateway (the gateway's
+    received_at); gateway → worker (numbering, the queue, the fetch, the thread hand-off: the
+    log's taken_at, the worker's transaction start); worker → applied (the row lock's wait and
+    the apply: applied_at); applied → the answer's response.create at the simulator (publish,
+    commit, control queue, socket)."""
     logged = {entry["payload"].get("event_id"): entry for entry in log}
     creates = sorted(c["t"] for c in call["controls"] if c["control"]["type"] == "response.create")
-    segments = []
+    segments: list[tuple[float, ...]] = []
     for event in call["events"]:
         if not event["event"]["type"].endswith("transcription.completed"):
             continue
         entry = logged.get(event["event"].get("event_id"))
         answer = next((t for t in creates if t >= event["t"]), None)
-        if entry is None or answer is None or entry.get("applied_at") is None:
+        if entry is None or answer is None or None in (entry.get("taken_at"), entry.get("applied_at")):
             continue
         segments.append(
             (
                 (entry["received_at"] - event["t"]) * 1000,
-                (entry["applied_at"] - entry["received_at"]) * 1000,
+                (entry["taken_at"] - entry["received_at"]) * 1000,
+                (entry["applied_at"] - entry["taken_at"]) * 1000,
                 (answer - entry["applied_at"]) * 1000,
             )
         )
@@ -152,20 +163,25 @@ def run_level(stack: Stack, calls: int) -> dict[str, Any]:
     client = Client(stack.api_url, stack.api_token)
     lost = [0]
     durable = [0]
-    segments: list[tuple[float, float, float]] = []
+    segments: list[tuple[float, ...]] = []
     spans: list[tuple[float, float]] = []
     lock = threading.Lock()
 
-    def one_call(index: int) -> list[float]:
-        time.sleep(index * (2.0 / calls))  # spread the starts over two seconds
+    def one_call(index: int) -> tuple[str, str]:
+        time.sleep(index * (START_SPREAD_S / calls))
         session = client.create_session("You are a benchmark agent.", tools=["echo"])
         call_id = client.connect(session["id"])["call_id"]
         deadline = time.monotonic() + CALL_TIMEOUT_S
+        # A call lasts about 15 s; looking every 2 s keeps the bench's own HTTP requests (a
+        # new connection each) from taking the simulator's CPU away from the calls.
         while _call_status(stack, call_id) != "ended" and time.monotonic() < deadline:
-            time.sleep(0.5)
-        client.wait_for_status(session["id"], timeout_s=30)
+            time.sleep(2.0)
+        return str(session["id"]), str(call_id)
+
+    def account(session_id: str, call_id: str) -> list[float]:
+        client.wait_for_status(session_id, timeout_s=30)
         log = _call_log(stack, call_id)
-        record = client.session(session["id"], events=True)
+        record = client.session(session_id, events=True)
         logged = {event["payload"].get("event_id") for event in record["log"]}
         sent = [e for e in log["events"] if e["event"]["type"] in DURABLE_TYPES]
         with lock:
@@ -177,7 +193,11 @@ def run_level(stack: Stack, calls: int) -> dict[str, Any]:
         return answer_latencies_ms(log)
 
     with Usage.of(stack) as usage, ThreadPoolExecutor(max_workers=min(calls, 200)) as pool:
-        latencies = [latency for call in pool.map(one_call, range(calls)) for latency in call]
+        placed = list(pool.map(one_call, range(calls)))
+    # The records are read once every call has ended: reading them costs the workers (the
+    # full event log of each session) and is not part of the load being measured.
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        latencies = [latency for call in pool.map(lambda p: account(*p), placed) for latency in call]
     seconds = max(end for _, end in spans) - min(start for start, _ in spans)
     return {
         "calls": calls,
@@ -192,7 +212,7 @@ def run_level(stack: Stack, calls: int) -> dict[str, Any]:
                 "p50": percentiles([segment[index] for segment in segments])["p50_ms"],
                 "p99": percentiles([segment[index] for segment in segments])["p99_ms"],
             }
-            for index, name in enumerate(("simulator_to_gateway", "gateway_to_applied", "applied_to_control"))
+            for index, name in enumerate(SEGMENTS)
         },
         "processes": usage.summary(),
     }

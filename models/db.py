@@ -110,6 +110,8 @@ class SessionEventRow(_Table):
     payload = BinaryJSONField()
     generation = IntegerField()
     received_at = DoubleField()
+    # The worker's transaction start (before the row lock) and the write, on the database's clock.
+    taken_at = DoubleField(null=True)
     applied_at = DoubleField(null=True)
     disposition = CharField(max_length=16)
     # Position in the fold (1-based); NULL while pending.

@@ -109,6 +109,7 @@ def event_log(session_id: str) -> list[dict[str, Any]]:
             "applied_order": event.applied_order,
             "generation": event.generation,
             "received_at": event.received_at,
+            "taken_at": event.taken_at,
             "applied_at": event.applied_at,
             "payload": event.payload,
             "controls": event.controls,

@@ -72,11 +72,15 @@ ON CONFLICT DO NOTHING RETURNING id
 
 _EVENT_COLUMNS = (
     "session_id, seq, provider_event_id, kind, payload, generation, received_at, disposition,"
-    " applied_order, controls, applied_at"
+    " applied_order, controls, taken_at, applied_at"
 )
-# applied_at: the database's clock (seconds since the epoch) when the row was written; a
-# pending event's is set again when it is applied.
-_EVENT_VALUES = "%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s::jsonb, extract(epoch FROM clock_timestamp())"
+# On the database's clock, in seconds since the epoch: taken_at is the transaction's start (the
+# worker took the event and asked for the row lock); applied_at is when the row was written, and
+# a pending event's is set again when it is applied.
+_EVENT_VALUES = (
+    "%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s::jsonb,"
+    " extract(epoch FROM now()), extract(epoch FROM clock_timestamp())"
+)
 
 INSERT_EVENT = f"""
 INSERT INTO session_events ({_EVENT_COLUMNS}) VALUES ({_EVENT_VALUES})

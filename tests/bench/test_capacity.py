@@ -52,7 +52,7 @@ def test_render_shows_each_level_and_the_held_calls() -> None:
     assert "one gateway held 500/500 calls listening" in text and "58.0 KiB a call" in text
 
 
-def test_a_turns_time_is_split_at_the_gateway_and_at_the_apply() -> None:
+def test_a_turns_time_is_split_at_the_gateway_the_worker_and_the_apply() -> None:
     from bench.capacity import answer_segments_ms
 
     final = "conversation.item.input_audio_transcription.completed"
@@ -60,6 +60,7 @@ def test_a_turns_time_is_split_at_the_gateway_and_at_the_apply() -> None:
         "events": [{"t": 10.000, "event": {"type": final, "event_id": "ev_1"}}],
         "controls": [_control("response.create", 10.012)],
     }
-    log = [{"payload": {"event_id": "ev_1"}, "received_at": 10.001, "applied_at": 10.005}]
-    [(to_gateway, to_applied, to_control)] = answer_segments_ms(call, log)
-    assert (round(to_gateway, 3), round(to_applied, 3), round(to_control, 3)) == (1.0, 4.0, 7.0)
+    times = {"received_at": 10.001, "taken_at": 10.0035, "applied_at": 10.005}
+    log = [{"payload": {"event_id": "ev_1"}, **times}]
+    [segments] = answer_segments_ms(call, log)
+    assert [round(ms, 3) for ms in segments] == [1.0, 2.5, 1.5, 7.0]

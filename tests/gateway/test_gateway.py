@@ -8,6 +8,7 @@ import json
 import socket
 import subprocess
 import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -254,6 +255,50 @@ def test_an_event_enqueued_while_redis_restarts_is_not_lost() -> None:
         sink.close()
         server.kill()
         server.wait()
+
+
+def test_a_burst_of_events_is_numbered_and_enqueued_in_order_per_session() -> None:
+    """Events submitted faster than the sink thread takes them go out in batches: every
+    session's events still get consecutive seqs in submission order, each lands once on its
+    queue, and each future answers with its own seq."""
+    namespace = f"sbtest-burst-{uuid.uuid4().hex[:8]}"
+    url = "redis://127.0.0.1:6379/0"
+    broker = make_broker(url, namespace=namespace)
+    sink = EventSink(url, broker, "gw-burst", namespace)
+    client = redis.Redis.from_url(url)
+    try:
+        futures = []
+        for n in range(300):
+            session = f"sess_{n % 3}"
+            event = {
+                "type": "input_audio_buffer.speech_started",
+                "event_id": f"e{n}",
+                "item_id": "i",
+                "audio_start_ms": n,
+            }
+            futures.append((session, n, sink.submit_event(session, 1, event, time.time())))
+        answered = [(session, n, future.result(timeout=10)) for session, n, future in futures]
+        for session in ("sess_0", "sess_1", "sess_2"):
+            mine = [seq for s, _, seq in answered if s == session]
+            assert mine == list(range(1, 101))
+        queued = [
+            dramatiq.Message.decode(client.hget(f"{namespace}:transcript.msgs", message_id)).kwargs[
+                "envelope"
+            ]
+            for message_id in client.lrange(f"{namespace}:transcript", 0, -1)
+        ]
+        assert len(queued) == 300
+        for session in ("sess_0", "sess_1", "sess_2"):
+            in_queue = [(e["seq"], e["event"]["event_id"]) for e in queued if e["session_id"] == session]
+            expected = [(seq, f"e{n}") for s, n, seq in answered if s == session]
+            assert in_queue == expected
+    finally:
+        sink.close()
+        keys = list(client.scan_iter(match=f"{namespace}:*"))
+        if keys:
+            client.delete(*keys)
+        client.close()
+        broker.close()
 
 
 def test_a_function_call_named_twice_is_queued_once() -> None:

@@ -182,3 +182,81 @@ def test_enqueue_survives_a_flushed_script_cache(namespace, running_worker):
     running_worker(broker)
 
     assert sorted(arrivals.wait_for(2)) == [1, 2]
+
+
+def _message(queue_name: str, value: int) -> dramatiq.Message:
+    return dramatiq.Message(
+        queue_name=queue_name, actor_name=queue_name, args=(value,), kwargs={}, options={}
+    )
+
+
+def test_enqueue_many_stores_in_order_with_a_token_each_and_runs_the_middleware(namespace, running_worker):
+    """A batch lands on its queues in order, one wake token per message, the enqueue
+    middleware sees each message, and a worker receives every one."""
+    seen: list[tuple[str, str]] = []
+
+    class Watch(dramatiq.Middleware):
+        def before_enqueue(self, broker, message, delay):
+            seen.append(("before", message.options["redis_message_id"]))
+
+        def after_enqueue(self, broker, message, delay):
+            seen.append(("after", message.options["redis_message_id"]))
+
+    broker = make_broker(REDIS_URL, namespace=namespace)
+    assert isinstance(broker, WakeRedisBroker)
+    broker.add_middleware(Watch())
+    arrivals = Arrivals()
+    recording_actor(broker, "first", arrivals)
+    recording_actor(broker, "second", arrivals)
+
+    broker.enqueue_many([_message("first", 1), _message("second", 2), _message("first", 3)])
+
+    client = redis.Redis.from_url(REDIS_URL)
+    stored = [
+        dramatiq.Message.decode(client.hget(f"{namespace}:first.msgs", i)).args
+        for i in client.lrange(f"{namespace}:first", 0, -1)
+    ]
+    assert stored == [(1,), (3,)]
+    assert client.llen(wake_key(namespace, "first")) == 2
+    assert client.llen(wake_key(namespace, "second")) == 1
+    assert [kind for kind, _ in seen] == ["before"] * 3 + ["after"] * 3
+    assert len({message_id for _, message_id in seen}) == 3
+    running_worker(broker)
+    assert arrivals.wait_for(3) == [1, 2, 3]
+    client.close()
+
+
+def test_enqueue_many_survives_a_flushed_script_cache(namespace, running_worker):
+    broker = make_broker(REDIS_URL, namespace=namespace)
+    assert isinstance(broker, WakeRedisBroker)
+    arrivals = Arrivals()
+    recording_actor(broker, "batch", arrivals)
+    broker.client.script_flush()
+    broker.enqueue_many([_message("batch", 1), _message("batch", 2)])
+    running_worker(broker)
+    assert arrivals.wait_for(2) == [1, 2]
+
+
+def test_a_fetch_clears_the_tokens_of_what_it_takes(namespace):
+    """Fetching a burst clears its tokens (no empty fetch per stale token afterwards); a fetch
+    that fills the consumer's free slots leaves a token for the messages it had no room for."""
+    broker = make_broker(REDIS_URL, namespace=namespace)
+    assert isinstance(broker, WakeRedisBroker)
+    dramatiq.actor(lambda value: None, broker=broker, queue_name="burst", actor_name="burst")
+    broker.enqueue_many([_message("burst", value) for value in range(5)])
+    client = redis.Redis.from_url(REDIS_URL)
+    assert client.llen(wake_key(namespace, "burst")) == 5
+
+    fetched = broker.fetch_clearing_wake("burst", 10)
+    assert [dramatiq.Message.decode(data).args for data in fetched] == [(v,) for v in range(5)]
+    assert client.llen(wake_key(namespace, "burst")) == 0
+
+    broker.enqueue_many([_message("burst", value) for value in range(5, 9)])
+    consumer = broker.consume("burst", prefetch=2, timeout=100)
+    taken = [next(consumer), next(consumer)]
+    assert [message.args for message in taken] == [(5,), (6,)]
+    # Two slots, two taken, two more waiting: a token says so to whoever is idle.
+    assert client.llen(wake_key(namespace, "burst")) == 1
+    consumer.close()
+    client.close()
+    broker.close()
