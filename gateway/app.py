@@ -256,9 +256,13 @@ class Gateway:
         name = control_queue(self.gateway_id)
         with Connection(self._kombu_url) as connection:
             # Acknowledged on receipt (no_ack): the batch is handed to the event loop at once, and
-            # a separate ack would cost a Redis round trip per batch for no added safety.
+            # a separate ack would cost a Redis round trip per batch for no added safety. It must
+            # be given to SimpleQueue itself: its consumer ignores the Queue's own no_ack, so each
+            # batch went into kombu's unacked hash (two writes and a new client per batch) and,
+            # never acked, would be delivered again when that hash's visibility timeout ran out.
             queue = connection.SimpleQueue(
-                Queue(name, exchange=Exchange("", type="direct"), routing_key=name, no_ack=True)
+                Queue(name, exchange=Exchange("", type="direct"), routing_key=name, no_ack=True),
+                no_ack=True,
             )
             ready.set()
             try:

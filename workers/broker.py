@@ -221,6 +221,9 @@ class _WakeRedisConsumer(_RedisConsumer):
         # Delayed messages sit in worker memory until their eta (worker.py handles them only
         # between two consumer iterations), so an idle wait must end by the earliest one.
         self.etas_ms: dict[str, int] = {}
+        # The last fetch took less than it had room for: the queue was empty at that moment,
+        # and anything stored since brings a wake token, so the next step is to wait for one.
+        self.drained = False
 
     def __next__(self) -> dramatiq.MessageProxy | None:
         # Only the "cache empty" branch of the stock __next__ changes: it fetches as before,
@@ -232,12 +235,19 @@ class _WakeRedisConsumer(_RedisConsumer):
                 if free_slots <= 0:
                     time.sleep(FULL_PREFETCH_SLEEP_S)
                     return None
+                if self.drained:
+                    # Saves the empty fetch that would follow every burst (one Lua call each).
+                    self.drained = False
+                    self.wait_for_wake()
+                    return None
                 self.message_cache = self.broker.fetch_clearing_wake(self.queue_name, free_slots)
-                if len(self.message_cache) == free_slots:
+                self.drained = len(self.message_cache) < free_slots
+                if not self.drained:
                     # The queue may hold more than this consumer has room for, and the tokens
                     # that would wake another worker for them were just cleared.
                     self.broker.wake(self.queue_name)
                 if not self.message_cache:
+                    self.drained = False
                     self.wait_for_wake()
                     return None
         except redis.ConnectionError as e:

@@ -27,6 +27,7 @@ from gateway.sockets import CallSocket
 from pipeline.config import Settings
 from pipeline.envelope import OutboundBatch, Reply, SendControl
 from pipeline.limits import MAXIMUM_LIVE_TRANSCRIPT_BYTES
+from pipeline.names import control_queue
 from switchboard.services import Services
 from workers.broker import make_broker
 from workers.emit import ControlPublisher
@@ -166,6 +167,41 @@ def _start_redis(port: int) -> subprocess.Popen[bytes]:
         except redis.ConnectionError:
             time.sleep(0.05)
     raise RuntimeError("redis did not start")
+
+
+def test_a_consumed_control_batch_is_not_left_unacknowledged(services: Services) -> None:
+    """The control consumer takes batches without acknowledgement: none is parked in kombu's
+    unacked hash, where it would wait to be delivered a second time."""
+    asyncio.run(_consume_without_unacked(services))
+
+
+async def _consume_without_unacked(services: Services) -> None:
+    gateway_id = f"gw-noack-{uuid.uuid4().hex[:8]}"
+    settings = Settings(gateway_id=gateway_id, gateway_port=0, gateway_ws_port=0)
+    broker = make_broker(services.redis_url, namespace=f"sbtest-noack-{gateway_id}")
+    gateway = Gateway(
+        settings,
+        services.redis_url,
+        services.kombu_url,
+        broker,
+        SimulatedRealtime("http://127.0.0.1:1/v1", "ws://x", "sk", "m"),
+    )
+    await gateway.start()
+    publisher = ControlPublisher(services.kombu_url)
+    client = redis.Redis.from_url(services.kombu_url)
+    try:
+        for n in range(3):
+            future: asyncio.Future[tuple[int, dict[str, Any]]] = asyncio.get_running_loop().create_future()
+            gateway._pending[f"noack-{n}"] = future
+            reply = Reply(id=f"reply_noack_{n}", request_id=f"noack-{n}", status=200, body={"n": n})
+            await asyncio.to_thread(publisher.publish, gateway_id, "", 0, [reply])
+            assert await asyncio.wait_for(future, 5) == (200, {"n": n})
+        parked = [raw for raw in client.hvals("unacked") if control_queue(gateway_id).encode() in raw]
+        assert parked == []
+    finally:
+        client.close()
+        publisher.close()
+        await gateway.stop()
 
 
 def test_the_control_consumer_survives_a_redis_restart(tmp_path: Path) -> None:
