@@ -20,7 +20,7 @@ from typing import Any
 
 import psutil
 
-from bench.latency import _call_log, _call_status, _put_script, percentiles
+from bench.latency import _call_log, _call_status, _put_script, measure_floor, percentiles
 from pipeline.wire import DURABLE_TYPES
 from switchboard.client import Client
 from switchboard.stack import Process, Stack
@@ -36,6 +36,11 @@ HELD_CALLS = 500
 # same script, the same pace) and every answer streams at once: a burst of 100 × 25 frames a
 # second, then a lull, which measures a synchronised spike rather than 100 concurrent calls.
 START_SPREAD_S = 4.0
+# The held calls: each pauses this long before a caller line, starts within HELD_SPREAD_S of
+# the first, and lasts about HELD_TURNS × (pause + a turn) — longer than the spread.
+HELD_TURNS = 4
+HELD_PAUSE_MS = 20_000
+HELD_SPREAD_S = 60.0
 # Throughput with one and two worker processes is compared at this many concurrent calls.
 SCALING_CALLS = 100
 
@@ -157,9 +162,19 @@ def turns_for(calls: int) -> int:
     return max(TURNS, MINIMUM_SAMPLES // calls)
 
 
-def run_level(stack: Stack, calls: int) -> dict[str, Any]:
-    """`calls` concurrent calls of the mix; latency, events per second, loss, CPU and RSS."""
-    _put_script(stack, mix_script(turns_for(calls)))
+def run_level(
+    stack: Stack,
+    calls: int,
+    *,
+    script: dict[str, Any] | None = None,
+    spread_s: float = START_SPREAD_S,
+    poll_s: float = 2.0,
+    probe_floor: bool = True,
+) -> dict[str, Any]:
+    """`calls` concurrent calls of the mix (or of `script`), started evenly over `spread_s`:
+    latency, events per second, loss, where a turn's time goes, CPU and RSS per process, the
+    most calls live at once, and the floor measured while they run."""
+    _put_script(stack, script or mix_script(turns_for(calls)))
     client = Client(stack.api_url, stack.api_token)
     lost = [0]
     durable = [0]
@@ -168,14 +183,14 @@ def run_level(stack: Stack, calls: int) -> dict[str, Any]:
     lock = threading.Lock()
 
     def one_call(index: int) -> tuple[str, str]:
-        time.sleep(index * (START_SPREAD_S / calls))
+        time.sleep(index * (spread_s / calls))
         session = client.create_session("You are a benchmark agent.", tools=["echo"])
         call_id = client.connect(session["id"])["call_id"]
         deadline = time.monotonic() + CALL_TIMEOUT_S
-        # A call lasts about 15 s; looking every 2 s keeps the bench's own HTTP requests (a
-        # new connection each) from taking the simulator's CPU away from the calls.
+        # Looking every few seconds keeps the bench's own HTTP requests (a new connection
+        # each) from taking the simulator's CPU away from the calls.
         while _call_status(stack, call_id) != "ended" and time.monotonic() < deadline:
-            time.sleep(2.0)
+            time.sleep(poll_s)
         return str(session["id"]), str(call_id)
 
     def account(session_id: str, call_id: str) -> list[float]:
@@ -192,20 +207,31 @@ def run_level(stack: Stack, calls: int) -> dict[str, Any]:
                 spans.append((log["events"][0]["t"], log["events"][-1]["t"]))
         return answer_latencies_ms(log)
 
-    with Usage.of(stack) as usage, ThreadPoolExecutor(max_workers=min(calls, 200)) as pool:
+    live = LiveCalls(stack)
+    floor: dict[str, Any] = {}
+    prober = threading.Thread(target=_probe_floor, args=(stack, spread_s + 2.0, floor), daemon=True)
+    with live, Usage.of(stack) as usage, ThreadPoolExecutor(max_workers=calls) as pool:
+        if probe_floor:
+            prober.start()
         placed = list(pool.map(one_call, range(calls)))
+    prober.join(30) if probe_floor else None
     # The records are read once every call has ended: reading them costs the workers (the
     # full event log of each session) and is not part of the load being measured.
     with ThreadPoolExecutor(max_workers=8) as pool:
         latencies = [latency for call in pool.map(lambda p: account(*p), placed) for latency in call]
     seconds = max(end for _, end in spans) - min(start for start, _ in spans)
+    processes = usage.summary()
+    for figures in processes.values():
+        # CPU per durable event: steadier across runs on a shared machine than latency is.
+        figures["cpu_ms_per_event"] = round((figures["cpu_s"] or 0) * 1000 / max(durable[0], 1), 2)
     return {
         "calls": calls,
-        "turns": turns_for(calls),
+        "turns": turns_for(calls) if script is None else None,
         **percentiles(latencies),
         "durable_events": durable[0],
         "durable_events_per_s": round(durable[0] / seconds, 1),
         "lost_events": lost[0],
+        "most_live_at_once": live.most,
         # Where a turn's time goes (median and p99 of each segment), the profile of every run.
         "segments_ms": {
             name: {
@@ -214,46 +240,107 @@ def run_level(stack: Stack, calls: int) -> dict[str, Any]:
             }
             for index, name in enumerate(SEGMENTS)
         },
-        "processes": usage.summary(),
+        "floor_under_load": floor or None,
+        "processes": processes,
     }
+
+
+FLOOR_UNDER_LOAD_SAMPLES = 200
+
+
+def _probe_floor(stack: Stack, after_s: float, into: dict[str, Any]) -> None:
+    """The floor (a Redis round trip, a row-lock transaction) measured while the calls run:
+    what the same two cores give a bare round trip under this load."""
+    time.sleep(after_s)
+    into.update(
+        measure_floor(
+            stack.env["SWITCHBOARD_DATABASE_URL"],
+            stack.env["SWITCHBOARD_REDIS_URL"],
+            samples=FLOOR_UNDER_LOAD_SAMPLES,
+        )
+    )
+
+
+class LiveCalls:
+    """Samples, once a second, how many of the gateway's sessions are live (connected,
+    listening or responding): the calls it holds a sideband for at that moment."""
+
+    QUERY = """
+    SELECT count(*) FROM sessions
+     WHERE owning_gateway = %s AND status IN ('connected', 'listening', 'responding')
+    """
+
+    def __init__(self, stack: Stack) -> None:
+        self._stack = stack
+        self._stop = threading.Event()
+        self.most = 0
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> LiveCalls:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _sample(self) -> None:
+        import psycopg2
+
+        from models.db import parse_database_url
+
+        connection = psycopg2.connect(**parse_database_url(self._stack.env["SWITCHBOARD_DATABASE_URL"]))
+        connection.autocommit = True
+        try:
+            with connection.cursor() as cursor:
+                while not self._stop.wait(1.0):
+                    cursor.execute(self.QUERY, (self._stack.gateway_id,))
+                    row = cursor.fetchone()
+                    self.most = max(self.most, int(row[0]) if row else 0)
+        finally:
+            connection.close()
+
+
+def live_script(turns: int = HELD_TURNS) -> dict[str, Any]:
+    """A call that stays up about a minute and a half and talks now and then: a pause of
+    HELD_PAUSE_MS before each caller line, a spoken answer, a tool on the second turn."""
+    script = mix_script(turns)
+    for line in script["caller"]:
+        if "say" in line:
+            line["after_ms"] = HELD_PAUSE_MS
+    return script
 
 
 def held_calls(stack: Stack, calls: int = HELD_CALLS) -> dict[str, Any]:
-    """Open `calls` quiet calls on one gateway; its memory per held call."""
-    _put_script(stack, {"name": "quiet", "caller": [{"hangup": True, "after_ms": 600_000}], "model": []})
-    client = Client(stack.api_url, stack.api_token)
+    """`calls` calls live at once on one gateway, each talking now and then (not quiet): they
+    start over HELD_SPREAD_S and each lasts longer than that, so all are up together. Latency,
+    loss, the most live at once, and the gateway's memory per held call."""
     assert stack.gateway is not None
     gateway = psutil.Process(stack.gateway.popen.pid)
     before = gateway.memory_info().rss
-
-    def open_call(_: int) -> str:
-        session = client.create_session("Quiet.")
-        client.connect(session["id"])
-        return str(session["id"])
-
-    started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        sessions = list(pool.map(open_call, range(calls)))
-    listening = 0
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        listening = sum(client.session(s)["status"] == "listening" for s in sessions[-20:])
-        if listening == 20:
-            break
-        time.sleep(1)
-    settled = time.monotonic() - started
-    after = gateway.memory_info().rss
-    statuses = [client.session(s)["status"] for s in sessions]
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        list(pool.map(client.end, sessions))
+    level = run_level(
+        stack, calls, script=live_script(), spread_s=HELD_SPREAD_S, poll_s=5.0, probe_floor=False
+    )
+    peak = level["processes"]["gateway"]["peak_rss_mb"] * 2**20
     return {
-        "calls": calls,
-        "listening": statuses.count("listening"),
-        "opened_in_s": round(settled, 1),
+        **level,
         "gateway_rss_mb_before": round(before / 2**20, 1),
-        "gateway_rss_mb_held": round(after / 2**20, 1),
-        "kib_per_call": round((after - before) / calls / 1024, 1),
+        "gateway_rss_mb_held": round(peak / 2**20, 1),
+        "kib_per_call": round((peak - before) / calls / 1024, 1),
     }
+
+
+def capacity_figures(database_url: str, redis_url: str, *, max_calls: int, log: Any) -> dict[str, Any]:
+    """Every level, the scaling comparison and the held calls, each on a fresh stack."""
+    from models.db import connect
+    from models.migrate import migrate
+
+    migrate(connect(database_url))
+
+    def stack_factory() -> Stack:
+        return Stack(database_url, redis_url, simulator_args=("--lenient",))
+
+    return run_capacity(stack_factory, max_calls=max_calls, log=log)
 
 
 def run_capacity(stack_factory: Any, *, max_calls: int, log: Any) -> dict[str, Any]:
@@ -275,9 +362,9 @@ def run_capacity(stack_factory: Any, *, max_calls: int, log: Any) -> dict[str, A
         log(f"scaling: {SCALING_CALLS} calls with {workers} worker process(es)")
         with stack_factory() as stack:
             stack.start(workers=workers)
-            level = run_level(stack, SCALING_CALLS)
+            level = run_level(stack, SCALING_CALLS, probe_floor=False)
         figures["scaling"].append({"workers": workers, **level})
-    log(f"capacity: {HELD_CALLS} quiet calls held by one gateway")
+    log(f"capacity: {HELD_CALLS} calls held by one gateway, each talking now and then")
     with stack_factory() as stack:
         stack.start(workers=1)
         figures["held"] = held_calls(stack)
@@ -285,20 +372,15 @@ def run_capacity(stack_factory: Any, *, max_calls: int, log: Any) -> dict[str, A
 
 
 def render(figures: dict[str, Any]) -> str:
-    lines = ["capacity: the realistic mix (4 turns, ~40 deltas a turn, a tool every other turn)", ""]
+    lines = ["capacity: the realistic mix (~40 deltas a turn, a tool every other turn)", ""]
     lines.append(
         f"{'calls':>6}{'p50':>8}{'p95':>8}{'p99':>8}{'events/s':>10}{'lost':>6}"
-        "  cpu s (gateway/worker/simulator)"
+        "  cpu ms per durable event (gateway/worker/simulator)"
     )
     for level in figures["levels"]:
-        cpu = level["processes"]
-        split = "/".join(
-            str(next((v["cpu_s"] for k, v in cpu.items() if k.startswith(prefix)), "-"))
-            for prefix in ("gateway", "worker", "simulator")
-        )
         lines.append(
             f"{level['calls']:>6}{level['p50_ms']:>8}{level['p95_ms']:>8}{level['p99_ms']:>8}"
-            f"{level['durable_events_per_s']:>10}{level['lost_events']:>6}  {split}"
+            f"{level['durable_events_per_s']:>10}{level['lost_events']:>6}  {_cpu_split(level)}"
         )
     for level in figures["levels"]:
         parts = level.get("segments_ms")
@@ -309,39 +391,52 @@ def render(figures: dict[str, Any]) -> str:
                     f"{name.replace('_', ' ')} {part['p50']} / {part['p99']}" for name, part in parts.items()
                 )
             )
+        floor = level.get("floor_under_load")
+        if floor:
+            lines.append(
+                f"{level['calls']:>6} calls, the floor meanwhile (p50 / p99 ms): Redis round trip "
+                f"{floor['redis_round_trip']['p50_ms']} / {floor['redis_round_trip']['p99_ms']}, "
+                f"row-lock transaction {floor['postgres_row_lock_txn']['p50_ms']} / "
+                f"{floor['postgres_row_lock_txn']['p99_ms']}"
+            )
     for row in figures.get("scaling", []):
         lines.append(
             f"{row['workers']} worker process(es), {row['calls']} calls: "
             f"{row['durable_events_per_s']} durable events/s, "
-            f"p50 {row['p50_ms']} p99 {row['p99_ms']} ms, lost {row['lost_events']}"
+            f"p50 {row['p50_ms']} p99 {row['p99_ms']} ms, lost {row['lost_events']}, "
+            f"cpu ms/event {_cpu_split(row)}"
         )
     held = figures.get("held")
     if held:
         lines += [
             "",
-            f"one gateway held {held['listening']}/{held['calls']} calls listening; "
+            f"one gateway held {held['most_live_at_once']} of {held['calls']} talking calls live at once "
+            f"(p50 {held['p50_ms']} p99 {held['p99_ms']} ms, lost {held['lost_events']}); "
             f"RSS {held['gateway_rss_mb_before']} → {held['gateway_rss_mb_held']} MB "
             f"({held['kib_per_call']} KiB a call)",
         ]
     return "\n".join(lines)
 
 
+def _cpu_split(level: dict[str, Any]) -> str:
+    """gateway/worker(s)/simulator CPU milliseconds per durable event."""
+    processes = level["processes"]
+
+    def of(prefix: str) -> float:
+        return sum(v.get("cpu_ms_per_event") or 0 for k, v in processes.items() if k.startswith(prefix))
+
+    return f"{round(of('gateway'), 2)}/{round(of('worker'), 2)}/{round(of('simulator'), 2)}"
+
+
 def run_capacity_bench(settings: Any, *, as_json: bool, max_calls: int) -> int:
     import json
 
-    from models.db import connect
-    from models.migrate import migrate
     from switchboard.services import resolve_services
 
     log = lambda message: print(f"bench: {message}", file=sys.stderr, flush=True)  # noqa: E731
     services = resolve_services(settings.database_url, settings.redis_url, settings.data_dir, log=log)
     try:
-        migrate(connect(services.database_url))
-
-        def stack_factory() -> Stack:
-            return Stack(services.database_url, services.redis_url, simulator_args=("--lenient",))
-
-        figures = run_capacity(stack_factory, max_calls=max_calls, log=log)
+        figures = capacity_figures(services.database_url, services.redis_url, max_calls=max_calls, log=log)
     finally:
         services.stop()
     print(json.dumps(figures) if as_json else render(figures))

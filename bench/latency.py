@@ -10,6 +10,7 @@ wake-up consumer and, in the same run, with Dramatiq's stock polling consumer.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -175,7 +176,7 @@ def tool_turnaround_ms(call: dict[str, Any], record: dict[str, Any]) -> list[flo
 FLOOR_SAMPLES = 500
 
 
-def measure_floor(database_url: str, redis_url: str) -> dict[str, Any]:
+def measure_floor(database_url: str, redis_url: str, samples: int = FLOOR_SAMPLES) -> dict[str, Any]:
     """The physical floor, measured there and then: a Redis push→pop round trip between two
     threads, and a PostgreSQL row-lock transaction (BEGIN; SELECT … FOR UPDATE; UPDATE; COMMIT)."""
     import threading
@@ -187,10 +188,10 @@ def measure_floor(database_url: str, redis_url: str) -> dict[str, Any]:
 
     key = f"switchboard:floor:{time.time_ns()}"
     pusher, popper = redis.Redis.from_url(redis_url), redis.Redis.from_url(redis_url)
-    echo = threading.Thread(target=_echo, args=(popper, key, FLOOR_SAMPLES), daemon=True)
+    echo = threading.Thread(target=_echo, args=(popper, key, samples), daemon=True)
     echo.start()
     redis_ms = []
-    for _ in range(FLOOR_SAMPLES):
+    for _ in range(samples):
         started = time.perf_counter()
         pusher.lpush(f"{key}:in", 1)
         pusher.brpop([f"{key}:out"], timeout=5)
@@ -198,19 +199,25 @@ def measure_floor(database_url: str, redis_url: str) -> dict[str, Any]:
         time.sleep(0.002)
     echo.join(5)
     pusher.delete(f"{key}:in", f"{key}:out")
+    # An ordinary (logged) table: its commit writes and flushes WAL as a session's does. A
+    # temporary table's commit skips both, which made an earlier floor look twice as fast.
+    table = f"switchboard_floor_{os.getpid()}_{time.time_ns()}"
     connection = psycopg2.connect(**parse_database_url(database_url))
     connection.autocommit = True
     cursor = connection.cursor()
-    cursor.execute("CREATE TEMP TABLE floor_rows (id int PRIMARY KEY, n int)")
-    cursor.execute("INSERT INTO floor_rows SELECT g, 0 FROM generate_series(1, 100) g")
-    postgres_ms = []
-    for index in range(FLOOR_SAMPLES):
-        started = time.perf_counter()
-        cursor.execute("BEGIN; SELECT n FROM floor_rows WHERE id = %s FOR UPDATE", (index % 100 + 1,))
-        cursor.execute("UPDATE floor_rows SET n = n + 1 WHERE id = %s", (index % 100 + 1,))
-        cursor.execute("COMMIT")
-        postgres_ms.append((time.perf_counter() - started) * 1000)
-    connection.close()
+    cursor.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, n int)")
+    try:
+        cursor.execute(f"INSERT INTO {table} SELECT g, 0 FROM generate_series(1, 100) g")
+        postgres_ms = []
+        for index in range(samples):
+            started = time.perf_counter()
+            cursor.execute(f"BEGIN; SELECT n FROM {table} WHERE id = %s FOR UPDATE", (index % 100 + 1,))
+            cursor.execute(f"UPDATE {table} SET n = n + 1 WHERE id = %s", (index % 100 + 1,))
+            cursor.execute("COMMIT")
+            postgres_ms.append((time.perf_counter() - started) * 1000)
+    finally:
+        cursor.execute(f"DROP TABLE {table}")
+        connection.close()
     return {"redis_round_trip": percentiles(redis_ms), "postgres_row_lock_txn": percentiles(postgres_ms)}
 
 
@@ -223,55 +230,80 @@ def _echo(client: Any, key: str, count: int) -> None:
 def run_latency_bench(settings: Settings, *, as_json: bool, load_calls: int) -> int:
     log = lambda message: print(f"bench: {message}", file=sys.stderr, flush=True)  # noqa: E731
     services = resolve_services(settings.database_url, settings.redis_url, settings.data_dir, log=log)
-    figures: dict[str, Any] = {}
     try:
-        from models.db import connect
-        from models.migrate import migrate
-
-        migrate(connect(services.database_url))
-        log("floor: Redis round trip and PostgreSQL row-lock transaction")
-        figures["floor"] = measure_floor(services.database_url, services.redis_url)
-        for consumer, prefix in (("wake", ""), ("stock", "stock_")):
-            log(f"{consumer} consumer: idle, one call of {IDLE_TURNS} turns")
-            env = {"SWITCHBOARD_BROKER_CONSUMER": consumer}
-            # The simulator skips its own wire validation here: the tests check the wire, and
-            # the benchmark should not pay for it on the same two cores.
-            lenient = ("--lenient",)
-            with Stack(
-                services.database_url, services.redis_url, extra_env=env, simulator_args=lenient
-            ) as stack:
-                stack.start(workers=1)
-                figures[f"{prefix}idle"] = percentiles(measure(stack, idle_script(IDLE_TURNS), 1))
-                log(f"{consumer} consumer: load, {load_calls} concurrent calls of {LOAD_TURNS} turns")
-                load = percentiles(measure(stack, load_script(LOAD_TURNS), load_calls))
-                figures[f"{prefix}load"] = {"calls": load_calls, **load}
-                if consumer == "wake":
-                    log(f"tool turnaround: idle, one call of {TOOL_IDLE_TURNS} turns")
-                    idle_tools = measure(
-                        stack,
-                        tool_script(TOOL_IDLE_TURNS, 250),
-                        1,
-                        tools=("echo",),
-                        latencies=tool_turnaround_ms,
-                    )
-                    figures["tool_idle"] = percentiles(idle_tools)
-                    figures.update(_peer_figures(stack, figures["tool_idle"], log))
-                    log(f"tool turnaround: load, {load_calls} concurrent calls of {TOOL_LOAD_TURNS} turns")
-                    loaded_tools = measure(
-                        stack,
-                        tool_script(TOOL_LOAD_TURNS, 1_000),
-                        load_calls,
-                        tools=("echo",),
-                        latencies=tool_turnaround_ms,
-                    )
-                    figures["tool_load"] = {"calls": load_calls, **percentiles(loaded_tools)}
+        figures = latency_figures(services.database_url, services.redis_url, load_calls=load_calls, log=log)
     finally:
         services.stop()
-    if as_json:
-        print(json.dumps(figures))
-    else:
-        print(render(figures))
+    print(json.dumps(figures) if as_json else render(figures))
     return 0
+
+
+def latency_figures(
+    database_url: str, redis_url: str, *, load_calls: int, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """Idle and loaded event → control latency with Switchboard's consumer and the stock one,
+    tool turnaround, the peer, and the floor, all measured in this run."""
+    from models.db import connect
+    from models.migrate import migrate
+
+    figures: dict[str, Any] = {}
+    migrate(connect(database_url))
+    log("floor: Redis round trip and PostgreSQL row-lock transaction")
+    figures["floor"] = measure_floor(database_url, redis_url)
+    for consumer, prefix in (("wake", ""), ("stock", "stock_")):
+        log(f"{consumer} consumer: idle, one call of {IDLE_TURNS} turns")
+        env = {"SWITCHBOARD_BROKER_CONSUMER": consumer}
+        # The simulator skips its own wire validation here: the tests check the wire, and
+        # the benchmark should not pay for it on the same two cores.
+        lenient = ("--lenient",)
+        with Stack(database_url, redis_url, extra_env=env, simulator_args=lenient) as stack:
+            stack.start(workers=1)
+            figures[f"{prefix}idle"] = percentiles(measure(stack, idle_script(IDLE_TURNS), 1))
+            log(f"{consumer} consumer: load, {load_calls} concurrent calls of {LOAD_TURNS} turns")
+            load = percentiles(measure(stack, load_script(LOAD_TURNS), load_calls))
+            figures[f"{prefix}load"] = {"calls": load_calls, **load}
+            if consumer == "wake":
+                log(f"tool turnaround: idle, one call of {TOOL_IDLE_TURNS} turns")
+                idle_tools = measure(
+                    stack,
+                    tool_script(TOOL_IDLE_TURNS, 250),
+                    1,
+                    tools=("echo",),
+                    latencies=tool_turnaround_ms,
+                )
+                figures["tool_idle"] = percentiles(idle_tools)
+                figures.update(_peer_figures(stack, figures["tool_idle"], log))
+                log(f"tool turnaround: load, {load_calls} concurrent calls of {TOOL_LOAD_TURNS} turns")
+                loaded_tools = measure(
+                    stack,
+                    tool_script(TOOL_LOAD_TURNS, 1_000),
+                    load_calls,
+                    tools=("echo",),
+                    latencies=tool_turnaround_ms,
+                )
+                figures["tool_load"] = {"calls": load_calls, **percentiles(loaded_tools)}
+    figures["ratios"] = ratios(figures)
+    return figures
+
+
+def ratios(figures: dict[str, Any]) -> dict[str, float]:
+    """The comparisons the figures exist for, each within this one run (p50s)."""
+    out: dict[str, float] = {}
+    floor = figures.get("floor") or {}
+    floor_ms = sum(
+        (floor.get(key) or {}).get("p50_ms") or 0 for key in ("redis_round_trip", "postgres_row_lock_txn")
+    )
+    idle = (figures.get("idle") or {}).get("p50_ms")
+    if idle and floor_ms:
+        out["idle_vs_floor"] = round(idle / floor_ms, 2)
+    for scenario in ("idle", "load"):
+        ours = (figures.get(scenario) or {}).get("p50_ms")
+        stock = (figures.get(f"stock_{scenario}") or {}).get("p50_ms")
+        if ours and stock:
+            out[f"stock_vs_wake_{scenario}"] = round(stock / ours, 2)
+    if figures.get("tool_vs_peer_p50"):
+        out["tool_vs_peer"] = figures["tool_vs_peer_p50"]
+    return out
 
 
 def _peer_figures(stack: Stack, tool_idle: dict[str, Any], log: Callable[[str], None]) -> dict[str, Any]:
@@ -311,8 +343,19 @@ def render(figures: dict[str, Any]) -> str:
         elif row:
             label = name.format(calls=row.get("calls"))
             lines.append(f"{label:34}{row['n']:>6}{row['p50_ms']:>9}{row['p95_ms']:>9}{row['p99_ms']:>9}")
-    if figures.get("tool_vs_peer_p50"):
-        lines.append(f"Switchboard's tool turnaround ÷ the peer's (p50): {figures['tool_vs_peer_p50']}×")
+    ratio = figures.get("ratios") or {}
+    if ratio.get("tool_vs_peer"):
+        lines.append(f"Switchboard's tool turnaround ÷ the peer's (p50): {ratio['tool_vs_peer']}×")
+    if ratio.get("stock_vs_wake_idle"):
+        lines.append(
+            f"stock consumer ÷ Switchboard's (p50): {ratio['stock_vs_wake_idle']}× idle, "
+            f"{ratio.get('stock_vs_wake_load', '-')}× under load"
+        )
+    if ratio.get("idle_vs_floor"):
+        lines.append(
+            f"idle event → control ÷ the floor (a Redis round trip + a row-lock transaction, p50): "
+            f"{ratio['idle_vs_floor']}×"
+        )
     floor = figures.get("floor")
     if floor:
         lines += ["", "floor, measured in the same run (ms):"]

@@ -34,8 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     replay.add_argument("file", type=Path)
     replay.add_argument("--json", action="store_true", help="print controls and a summary as JSON lines")
     replay.add_argument("--speed", type=float, default=1.0, help="playback speed (1 = recorded timing)")
-    bench = commands.add_parser("bench", help="benchmarks")
-    bench.add_argument("which", choices=["latency", "capacity"])
+    bench = commands.add_parser("bench", help="benchmarks: latency and capacity in one run, or either")
+    bench.add_argument("which", nargs="?", choices=["all", "latency", "capacity"], default="all")
     bench.add_argument("--json", action="store_true")
     bench.add_argument("--calls", type=int, default=50, help="latency: concurrent calls under load")
     bench.add_argument(
@@ -85,6 +85,12 @@ def main(argv: list[str] | None = None) -> int:
         from switchboard.replay import run_replay
 
         return run_replay(settings, arguments.file, as_json=arguments.json, speed=arguments.speed)
+    if arguments.command == "bench" and arguments.which == "all":
+        from bench.everything import run_everything
+
+        return run_everything(
+            settings, as_json=arguments.json, load_calls=arguments.calls, max_calls=arguments.max_calls
+        )
     if arguments.command == "bench" and arguments.which == "capacity":
         from bench.capacity import run_capacity_bench
 

@@ -38,18 +38,36 @@ def test_render_shows_each_level_and_the_held_calls() -> None:
         "p99_ms": 9.9,
         "durable_events_per_s": 23.4,
         "lost_events": 0,
-        "processes": {"gateway": {"cpu_s": 1.0}, "worker.1": {"cpu_s": 1.2}, "simulator": {"cpu_s": 1.1}},
+        "floor_under_load": {
+            "redis_round_trip": {"p50_ms": 0.4, "p99_ms": 1.2},
+            "postgres_row_lock_txn": {"p50_ms": 0.9, "p99_ms": 3.1},
+        },
+        "processes": {
+            "gateway": {"cpu_ms_per_event": 1.0},
+            "worker.1": {"cpu_ms_per_event": 1.2},
+            "worker.2": {"cpu_ms_per_event": 0.3},
+            "simulator": {"cpu_ms_per_event": 1.1},
+        },
     }
     held = {
         "calls": 500,
-        "listening": 500,
+        "most_live_at_once": 497,
+        "p50_ms": 12.0,
+        "p99_ms": 80.0,
+        "lost_events": 0,
         "gateway_rss_mb_before": 57.7,
         "gateway_rss_mb_held": 86.0,
         "kib_per_call": 58.0,
     }
     text = render({"levels": [level], "held": held})
-    assert "    10     5.1     8.0     9.9      23.4     0  1.0/1.2/1.1" in text
-    assert "one gateway held 500/500 calls listening" in text and "58.0 KiB a call" in text
+    # Two worker processes' CPU per event is their sum.
+    assert "    10     5.1     8.0     9.9      23.4     0  1.0/1.5/1.1" in text
+    assert (
+        "the floor meanwhile (p50 / p99 ms): Redis round trip 0.4 / 1.2, row-lock transaction 0.9 / 3.1"
+        in text
+    )
+    assert "one gateway held 497 of 500 talking calls live at once" in text
+    assert "lost 0" in text and "58.0 KiB a call" in text
 
 
 def test_a_turns_time_is_split_at_the_gateway_the_worker_and_the_apply() -> None:
@@ -64,3 +82,28 @@ def test_a_turns_time_is_split_at_the_gateway_the_worker_and_the_apply() -> None
     log = [{"payload": {"event_id": "ev_1"}, **times}]
     [segments] = answer_segments_ms(call, log)
     assert [round(ms, 3) for ms in segments] == [1.0, 2.5, 1.5, 7.0]
+
+
+def test_the_summary_sets_each_target_beside_the_run() -> None:
+    from bench.everything import render_summary, summary
+
+    latency = {"idle": {"p50_ms": 4.2, "p99_ms": 12.5}, "ratios": {"idle_vs_floor": 3.1}}
+    capacity = {
+        "levels": [
+            {"calls": 10, "p99_ms": 9.0, "lost_events": 0},
+            {"calls": 100, "p99_ms": 18.0, "lost_events": 2},
+        ],
+        "held": {"most_live_at_once": 500, "lost_events": 0},
+    }
+    rows = summary(latency, capacity)
+    assert {name: row["met"] for name, row in rows.items()} == {
+        "idle_p50_ms": True,
+        "idle_p99_ms": False,
+        "calls_100_p99_ms": True,
+        "held_calls": True,
+        "idle_vs_floor": False,
+        "lost_events": False,
+    }
+    assert rows["lost_events"]["measured"] == 2
+    assert "idle p99 ms" in render_summary(rows) and "missed" in render_summary(rows)
+    assert summary({}, {"levels": []})["calls_100_p99_ms"]["met"] is None
