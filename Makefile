@@ -26,10 +26,8 @@ lint: $(INSTALLED)
 
 bench: $(INSTALLED)
 	$(PY) -m pip install --quiet -e '.[bench]'
-	$(PY) -m switchboard bench latency
-	mkdir -p .switchboard
-	$(PY) -m switchboard bench capacity --json > .switchboard/capacity.json
-	$(PY) -m bench.plot .switchboard/capacity.json docs/capacity.png
+	$(PY) -m switchboard bench --save .switchboard/bench.json
+	$(PY) -m bench.plot .switchboard/bench.json docs/capacity.png
 
 clean:
 	rm -rf $(VENV) .switchboard

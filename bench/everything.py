@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from bench.capacity import capacity_figures
@@ -28,7 +29,9 @@ TARGETS = {
 }
 
 
-def run_everything(settings: Settings, *, as_json: bool, load_calls: int, max_calls: int) -> int:
+def run_everything(
+    settings: Settings, *, as_json: bool, load_calls: int, max_calls: int, save: Path | None = None
+) -> int:
     log = lambda message: print(f"bench: {message}", file=sys.stderr, flush=True)  # noqa: E731
     services = resolve_services(settings.database_url, settings.redis_url, settings.data_dir, log=log)
     try:
@@ -37,6 +40,9 @@ def run_everything(settings: Settings, *, as_json: bool, load_calls: int, max_ca
     finally:
         services.stop()
     figures = {"latency": latency, "capacity": capacity, "summary": summary(latency, capacity)}
+    if save is not None:
+        save.parent.mkdir(parents=True, exist_ok=True)
+        save.write_text(json.dumps(figures))
     if as_json:
         print(json.dumps(figures))
     else:

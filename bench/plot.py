@@ -1,5 +1,6 @@
-"""Draw the capacity figures (`switchboard bench capacity --json`) as a PNG: turn latency
-p50/p95/p99 against concurrent calls, with the 50 ms line the sweep stops at."""
+"""Draw the capacity figures (`switchboard bench --save F`, or `bench capacity --json`) as a
+PNG: turn latency p50/p95/p99 against concurrent calls, with the 50 ms line the sweep stops
+at, and the held calls (500 calls at a slower pace) as points of their own."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ def plot(figures: dict[str, Any], out: Path) -> None:
     matplotlib.use("Agg")  # no screen here
     import matplotlib.pyplot as plt
 
+    figures = figures.get("capacity", figures)  # the whole run's object, or capacity's alone
     levels = list(figures["levels"])
     # The one-worker scaling run is a load level too (the sweep may have stopped below it).
     seen = {level["calls"] for level in levels}
@@ -26,6 +28,12 @@ def plot(figures: dict[str, Any], out: Path) -> None:
     figure, axes = plt.subplots(figsize=(7, 4.2), dpi=120)
     for key, label, style in (("p50_ms", "p50", "o-"), ("p95_ms", "p95", "s--"), ("p99_ms", "p99", "^-")):
         axes.plot(calls, [level[key] for level in levels], style, label=label)
+    held = figures.get("held")
+    if held and held.get("p99_ms") is not None:
+        calls.append(held["calls"])
+        pace = "a caller line every 20 s"
+        axes.plot([held["calls"]], [held["p50_ms"]], "kD", label=f"{held['calls']} held calls ({pace}), p50")
+        axes.plot([held["calls"]], [held["p99_ms"]], "rD", label=f"{held['calls']} held calls ({pace}), p99")
     axes.axhline(P99_LIMIT_MS, color="grey", linewidth=0.8, linestyle=":", label=f"{P99_LIMIT_MS:.0f} ms")
     axes.set_xscale("log")
     axes.set_xticks(calls, [str(c) for c in calls])
@@ -33,7 +41,7 @@ def plot(figures: dict[str, Any], out: Path) -> None:
     axes.set_ylabel("caller's final → response.create (ms)")
     axes.set_title("Switchboard: event → control latency against load")
     axes.grid(True, which="major", alpha=0.3)
-    axes.legend()
+    axes.legend(loc="upper left", fontsize="small")
     figure.tight_layout()
     figure.savefig(out)
 
@@ -43,7 +51,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m bench.plot FIGURES.json OUT.png", file=sys.stderr)
         return 2
     figures = json.loads(Path(argv[0]).read_text())
-    print(render(figures))
+    print(render(figures.get("capacity", figures)))
     plot(figures, Path(argv[1]))
     print(f"plot: {argv[1]}")
     return 0

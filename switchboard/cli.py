@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     bench = commands.add_parser("bench", help="benchmarks: latency and capacity in one run, or either")
     bench.add_argument("which", nargs="?", choices=["all", "latency", "capacity"], default="all")
     bench.add_argument("--json", action="store_true")
+    bench.add_argument("--save", type=Path, help="all: also write the figures as JSON to this file")
     bench.add_argument("--calls", type=int, default=50, help="latency: concurrent calls under load")
     bench.add_argument(
         "--max-calls", type=int, default=800, help="capacity: the highest level of concurrent calls to try"
@@ -89,7 +90,11 @@ def main(argv: list[str] | None = None) -> int:
         from bench.everything import run_everything
 
         return run_everything(
-            settings, as_json=arguments.json, load_calls=arguments.calls, max_calls=arguments.max_calls
+            settings,
+            as_json=arguments.json,
+            load_calls=arguments.calls,
+            max_calls=arguments.max_calls,
+            save=arguments.save,
         )
     if arguments.command == "bench" and arguments.which == "capacity":
         from bench.capacity import run_capacity_bench

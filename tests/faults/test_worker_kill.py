@@ -12,7 +12,7 @@ from switchboard.stack import Stack
 from tests.faults.calls import place, verify
 
 CALLS = 20
-TURNS = 10
+TURNS = 14
 
 
 def test_workers_killed_at_random_during_20_calls(
