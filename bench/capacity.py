@@ -11,7 +11,6 @@ Then: how many calls one gateway process holds at once, and its memory per call.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -214,7 +213,8 @@ def run_level(
         if probe_floor:
             prober.start()
         placed = list(pool.map(one_call, range(calls)))
-    prober.join(30) if probe_floor else None
+    if probe_floor:
+        prober.join(30)
     # The records are read once every call has ended: reading them costs the workers (the
     # full event log of each session) and is not part of the load being measured.
     with ThreadPoolExecutor(max_workers=8) as pool:
@@ -429,15 +429,9 @@ def _cpu_split(level: dict[str, Any]) -> str:
 
 
 def run_capacity_bench(settings: Any, *, as_json: bool, max_calls: int) -> int:
-    import json
+    from bench.running import on_services, report
 
-    from switchboard.services import resolve_services
-
-    log = lambda message: print(f"bench: {message}", file=sys.stderr, flush=True)  # noqa: E731
-    services = resolve_services(settings.database_url, settings.redis_url, settings.data_dir, log=log)
-    try:
-        figures = capacity_figures(services.database_url, services.redis_url, max_calls=max_calls, log=log)
-    finally:
-        services.stop()
-    print(json.dumps(figures) if as_json else render(figures))
-    return 0
+    figures = on_services(
+        settings, lambda database, redis, log: capacity_figures(database, redis, max_calls=max_calls, log=log)
+    )
+    return report(figures, as_json=as_json, render=render)

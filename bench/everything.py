@@ -8,7 +8,6 @@ measures) come from the same machine at the same time; `--json` prints one objec
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,8 @@ from bench.capacity import capacity_figures
 from bench.capacity import render as render_capacity
 from bench.latency import latency_figures
 from bench.latency import render as render_latency
+from bench.running import Log, on_services, report
 from pipeline.config import Settings
-from switchboard.services import resolve_services
 
 # The targets set for this 2-core machine: the summary says how each run compares.
 TARGETS = {
@@ -32,26 +31,26 @@ TARGETS = {
 def run_everything(
     settings: Settings, *, as_json: bool, load_calls: int, max_calls: int, save: Path | None = None
 ) -> int:
-    log = lambda message: print(f"bench: {message}", file=sys.stderr, flush=True)  # noqa: E731
-    services = resolve_services(settings.database_url, settings.redis_url, settings.data_dir, log=log)
-    try:
-        latency = latency_figures(services.database_url, services.redis_url, load_calls=load_calls, log=log)
-        capacity = capacity_figures(services.database_url, services.redis_url, max_calls=max_calls, log=log)
-    finally:
-        services.stop()
-    figures = {"latency": latency, "capacity": capacity, "summary": summary(latency, capacity)}
+    def both(database_url: str, redis_url: str, log: Log) -> dict[str, Any]:
+        latency = latency_figures(database_url, redis_url, load_calls=load_calls, log=log)
+        capacity = capacity_figures(database_url, redis_url, max_calls=max_calls, log=log)
+        return {"latency": latency, "capacity": capacity, "summary": summary(latency, capacity)}
+
+    figures = on_services(settings, both)
     if save is not None:
         save.parent.mkdir(parents=True, exist_ok=True)
         save.write_text(json.dumps(figures))
-    if as_json:
-        print(json.dumps(figures))
-    else:
-        print(
-            "\n\n".join(
-                (render_latency(latency), render_capacity(capacity), render_summary(figures["summary"]))
-            )
+    return report(figures, as_json=as_json, render=render)
+
+
+def render(figures: dict[str, Any]) -> str:
+    return "\n\n".join(
+        (
+            render_latency(figures["latency"]),
+            render_capacity(figures["capacity"]),
+            render_summary(figures["summary"]),
         )
-    return 0
+    )
 
 
 def summary(latency: dict[str, Any], capacity: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,6 @@ from typing import Any
 
 from pipeline.config import Settings
 from switchboard.client import Client
-from switchboard.services import resolve_services
 from switchboard.stack import Stack
 
 IDLE_TURNS = 60
@@ -228,14 +227,13 @@ def _echo(client: Any, key: str, count: int) -> None:
 
 
 def run_latency_bench(settings: Settings, *, as_json: bool, load_calls: int) -> int:
-    log = lambda message: print(f"bench: {message}", file=sys.stderr, flush=True)  # noqa: E731
-    services = resolve_services(settings.database_url, settings.redis_url, settings.data_dir, log=log)
-    try:
-        figures = latency_figures(services.database_url, services.redis_url, load_calls=load_calls, log=log)
-    finally:
-        services.stop()
-    print(json.dumps(figures) if as_json else render(figures))
-    return 0
+    from bench.running import on_services, report
+
+    figures = on_services(
+        settings,
+        lambda database, redis, log: latency_figures(database, redis, load_calls=load_calls, log=log),
+    )
+    return report(figures, as_json=as_json, render=render)
 
 
 def latency_figures(

@@ -88,7 +88,8 @@ class WakeRedisBroker(RedisBroker):
             arguments = self._arguments(command, queue_name, *args, may_maintain=may_maintain)
             if command != "enqueue":
                 return script(args=arguments, keys=keys)
-            return self._enqueue_and_wake(script, keys, arguments, queue_name)
+            [stored] = self._store_with_tokens([(queue_name, arguments)])
+            return stored
 
         return do_dispatch
 
@@ -122,11 +123,7 @@ class WakeRedisBroker(RedisBroker):
             pipe.delete(wake_key(self.namespace, queue_name))
             pipe.evalsha(script.sha, 1, self.namespace, *arguments)
             _, fetched = pipe.execute(raise_on_error=False)
-        if isinstance(fetched, redis.exceptions.NoScriptError):
-            fetched = script(args=arguments, keys=[self.namespace])
-        elif isinstance(fetched, Exception):
-            raise fetched
-        return list(fetched)
+        return list(self._settled(fetched, arguments))
 
     def _maintenance_due(self, queue_name: str, now_ms: int) -> bool:
         with self._maintenance_lock:
@@ -136,72 +133,76 @@ class WakeRedisBroker(RedisBroker):
             self._last_maintenance_ms[queue_name] = now_ms
             return True
 
-    def _enqueue_and_wake(self, script: Any, keys: list[str], arguments: list[Any], queue_name: str) -> Any:
-        """The enqueue script and the wake token in one pipelined round trip."""
-        key = wake_key(self.namespace, queue_name)
-        # EVALSHA by hand: a pipeline given the Script object would first ask SCRIPT EXISTS,
-        # a round trip of its own on every enqueue.
-        with self.client.pipeline(transaction=False) as pipe:
-            pipe.evalsha(script.sha, len(keys), *keys, *arguments)
-            pipe.rpush(key, 1)
-            pipe.ltrim(key, -WAKE_LIST_LENGTH, -1)
-            stored, *_ = pipe.execute(raise_on_error=False)
-        if isinstance(stored, redis.exceptions.NoScriptError):
-            # The script cache was flushed (a Redis restart): the Script object reloads it.
-            stored = script(args=arguments, keys=keys)
-            self.wake(queue_name)
-        elif isinstance(stored, Exception):
-            raise stored
-        return stored
-
     def enqueue_many(self, messages: list[dramatiq.Message[Any]]) -> None:
         """Enqueue messages, in order, with one wake token each, in one pipelined round trip;
         the enqueue middleware runs for each message as ``enqueue`` runs it.
 
         A sender with a burst pays one round trip for all of it: the gateway's event sink,
         under load, would otherwise wait a round trip, and the GIL after it, per event."""
-        script = self.scripts["dispatch"]
-        keys = [self.namespace]
         prepared = []
         for original in messages:
             # A fresh id per enqueue, as RedisBroker.enqueue gives it (a retried message must
             # not collide with its earlier copy).
             message = original.copy(options={"redis_message_id": str(uuid4())})
             self.emit_before("enqueue", message, None)
-            arguments = self._arguments(
-                "enqueue",
-                message.queue_name,
-                message.options["redis_message_id"],
-                message.encode(),
-                may_maintain=True,
-            )
-            prepared.append((message, arguments))
-        tokens = Counter(message.queue_name for message, _ in prepared)
-        with self.client.pipeline(transaction=False) as pipe:
-            for _, arguments in prepared:
-                pipe.evalsha(script.sha, len(keys), *keys, *arguments)
-            for queue_name, count in tokens.items():
-                key = wake_key(self.namespace, queue_name)
-                pipe.rpush(key, *[1] * count)
-                pipe.ltrim(key, -WAKE_LIST_LENGTH, -1)
-            results = pipe.execute(raise_on_error=False)
-        for (message, arguments), stored in zip(prepared, results, strict=False):
-            if isinstance(stored, redis.exceptions.NoScriptError):
-                # The script cache was flushed (a Redis restart): the Script object reloads it.
-                script(args=arguments, keys=keys)
-                self.wake(message.queue_name)
-            elif isinstance(stored, Exception):
-                raise stored
-        for message, _ in prepared:
+            prepared.append(message)
+        self._store_with_tokens(
+            [
+                (
+                    message.queue_name,
+                    self._arguments(
+                        "enqueue",
+                        message.queue_name,
+                        message.options["redis_message_id"],
+                        message.encode(),
+                        may_maintain=True,
+                    ),
+                )
+                for message in prepared
+            ]
+        )
+        for message in prepared:
             self.emit_after("enqueue", message, None)
+
+    def _store_with_tokens(self, entries: list[tuple[str, list[Any]]]) -> list[Any]:
+        """dispatch.lua's enqueue for each (queue, arguments), then one wake token per message
+        on each queue's list, in one pipelined round trip (enqueue() sends one entry)."""
+        script = self.scripts["dispatch"]
+        # EVALSHA by hand: a pipeline given the Script object would first ask SCRIPT EXISTS,
+        # a round trip of its own on every enqueue.
+        with self.client.pipeline(transaction=False) as pipe:
+            for _, arguments in entries:
+                pipe.evalsha(script.sha, 1, self.namespace, *arguments)
+            for queue_name, count in Counter(queue_name for queue_name, _ in entries).items():
+                self._push_tokens(pipe, queue_name, count)
+            results = pipe.execute(raise_on_error=False)
+        return [
+            self._settled(stored, arguments, woken=queue_name)
+            for (queue_name, arguments), stored in zip(entries, results, strict=False)
+        ]
+
+    def _settled(self, result: Any, arguments: list[Any], woken: str | None = None) -> Any:
+        """A pipelined dispatch.lua result, run again through the Script object if Redis had
+        forgotten the script (a restart flushes its cache; the Script object reloads it)."""
+        if isinstance(result, redis.exceptions.NoScriptError):
+            result = self.scripts["dispatch"](args=arguments, keys=[self.namespace])
+            if woken is not None:
+                # The token pushed with the failed call may have woken a consumer too early.
+                self.wake(woken)
+        elif isinstance(result, Exception):
+            raise result
+        return result
+
+    def _push_tokens(self, pipe: Any, queue_name: str, count: int = 1) -> None:
+        key = wake_key(self.namespace, queue_name)
+        pipe.rpush(key, *[1] * count)
+        pipe.ltrim(key, -WAKE_LIST_LENGTH, -1)
 
     def wake(self, queue_name: str) -> None:
         """Push one wake token for ``queue_name``, keeping the list bounded."""
-        key = wake_key(self.namespace, queue_name)
         try:
             with self.client.pipeline(transaction=False) as pipe:
-                pipe.rpush(key, 1)
-                pipe.ltrim(key, -WAKE_LIST_LENGTH, -1)
+                self._push_tokens(pipe, queue_name)
                 pipe.execute()
         except redis.RedisError:
             # The message is already stored; raising here would make the sender retry and

@@ -9,18 +9,13 @@ from typing import Any
 from switchboard.client import Client
 from switchboard.stack import Stack, wait_until
 from tests.e2e.conftest import SCRIPTS, set_script, simulator_call
+from tests.support.http import raw_request
 
 
 def _raw(
     stack: Stack, method: str, path: str, body: bytes | None, headers: dict[str, str]
 ) -> tuple[int, Any]:
-    client = Client(stack.api_url, "unused")
-    request = urllib.request.Request(f"{client.api_url}{path}", data=body, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
+    return raw_request(stack.api_url, method, path, body, headers)
 
 
 def _code(answer: Any) -> str:

@@ -20,6 +20,7 @@ from switchboard.services import Services
 from switchboard.stack import Stack
 from tests.e2e.conftest import set_script, simulator_call
 from tests.faults.fuzz import bad_frames, bad_requests
+from tests.support.http import raw_request
 
 FRAMES = 10_000
 REQUESTS = 3_000
@@ -123,7 +124,7 @@ def test_ten_thousand_broken_frames_and_thousands_of_broken_requests(
         for index, bad in enumerate(
             bad_requests(seed=6, count=REQUESTS, token=stack.api_token, session_id=spare["id"])
         ):
-            status, body = _send(stack.api_url, bad.method, bad.path, bad.body, bad.headers)
+            status, body = raw_request(stack.api_url, bad.method, bad.path, bad.body, bad.headers)
             statuses[status] += 1
             assert status < 500, (status, bad, body)
             if status >= 400:
@@ -142,15 +143,6 @@ def test_ten_thousand_broken_frames_and_thousands_of_broken_requests(
         f"the call's 4 turns all answered; {REQUESTS} broken API requests in {requests_s:.1f} s, "
         f"no 5xx, every refusal a typed error ({_tally(statuses)}); no process died"
     )
-
-
-def _send(base: str, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, Any]:
-    request = urllib.request.Request(f"{base}{path}", data=body, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
 
 
 def _tally(statuses: Counter[int]) -> str:
