@@ -11,7 +11,7 @@ from pipeline.limits import (
     MAXIMUM_RECONNECT_DELAY_MS,
     RECONNECT_BACKOFF_MS,
 )
-from pipeline.state import LIVE_PHASES, Phase, SessionState, ToolChain
+from pipeline.state import LIVE_PHASES, Phase, SessionState
 from pipeline.step import CloseCall, OpenSideband, RecordIncident, ScheduleTimer, Step, unchanged
 from pipeline.transcript import response_create
 from pipeline.wire import (
@@ -172,7 +172,7 @@ def _reconnected(state: SessionState) -> Step:
         return Step(state=state.evolve(chain=moved_on), controls=cancel)
     again = turn.model_copy(update={"response_id": None, "refused": False})
     return Step(
-        state=state.evolve(turn=again, chain=ToolChain()),
+        state=state.evolve(turn=again, chain=state.chain.next_turn()),
         controls=(*cancel, response_create(turn.context)),
     )
 

@@ -85,13 +85,18 @@ class ToolCall(_Frozen):
     output: str | None = None
 
 
+# Call ids remembered across turns: far more than a call's events can arrive late by.
+SEEN_CALLS_KEPT = 64
+
+
 class ToolChain(_Frozen):
     """The function calls of the current turn: at most one runs at a time, at most a limit
     run per turn, and every one the model made gets exactly one output."""
 
     pending: ToolCall | None = None
     calls: int = 0
-    # Every call id this turn took up: the same call arriving again is not taken up twice.
+    # The call ids taken up, this turn and before it (the latest SEEN_CALLS_KEPT): the same
+    # call arriving again, even after its turn ended, is not taken up and answered twice.
     seen: tuple[str, ...] = ()
     limit_refused: bool = False
     # False once the caller moved on (barge-in, new input, cancellation): the outcome is still
@@ -99,6 +104,10 @@ class ToolChain(_Frozen):
     continuation_allowed: bool = True
     # The response that made the call has finished; the outcome decides what comes next.
     response_completed: bool = False
+
+    def next_turn(self) -> ToolChain:
+        """An empty chain for the next turn, remembering which calls were taken up."""
+        return ToolChain(seen=self.seen[-SEEN_CALLS_KEPT:])
 
 
 class Compaction(_Frozen):

@@ -180,7 +180,7 @@ def interrupted_by_end(before: SessionState, step: Step) -> Step:
         return step
     reason = step.state.end_reason or "session_ended"
     return Step(
-        state=step.state.evolve(chain=ToolChain()),
+        state=step.state.evolve(chain=step.state.chain.next_turn()),
         controls=step.controls,
         effects=(
             *step.effects,
@@ -274,7 +274,7 @@ def deliver_without_response(state: SessionState) -> Step:
     then ends, and input queued meanwhile is answered."""
     pending = state.chain.pending
     assert pending is not None and pending.output is not None
-    released = state.evolve(phase=Phase.LISTENING, turn=None, chain=ToolChain())
+    released = state.evolve(phase=Phase.LISTENING, turn=None, chain=state.chain.next_turn())
     step = Step(state=released, controls=(_output(pending.call_id, pending.output),))
     if state.queued_input_item_id is not None:
         return step.then(begin_response(released, state.queued_input_item_id))

@@ -4,7 +4,7 @@ final transcript and completion are recorded."""
 from __future__ import annotations
 
 from pipeline.limits import MAXIMUM_DURABLE_TEXT_BYTES
-from pipeline.state import LIVE_PHASES, Phase, ResponseContext, SessionState, ToolChain, Turn
+from pipeline.state import LIVE_PHASES, Phase, ResponseContext, SessionState, Turn
 from pipeline.step import PersistTranscript, RecordIncident, Step, unchanged
 from pipeline.wire import (
     AssistantTranscriptFinal,
@@ -71,7 +71,10 @@ def begin_response(state: SessionState, input_item_id: str) -> Step:
     )
     return Step(
         state=state.evolve(
-            phase=Phase.RESPONDING, turn=Turn(context=context), queued_input_item_id=None, chain=ToolChain()
+            phase=Phase.RESPONDING,
+            turn=Turn(context=context),
+            queued_input_item_id=None,
+            chain=state.chain.next_turn(),
         ),
         controls=(response_create(context),),
     )
@@ -200,7 +203,7 @@ def end_turn(state: SessionState, event: ResponseDone) -> Step:
     is_ours = turn is not None and turn.response_id in (event.response.id, None)
     if turn is None or not is_ours or state.phase is not Phase.RESPONDING:
         return unchanged(state)
-    released = state.evolve(phase=Phase.LISTENING, turn=None, chain=ToolChain())
+    released = state.evolve(phase=Phase.LISTENING, turn=None, chain=state.chain.next_turn())
     if state.queued_input_item_id is not None:
         return begin_response(released, state.queued_input_item_id)
     return Step(state=released)

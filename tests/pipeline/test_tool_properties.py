@@ -7,7 +7,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pipeline.state import SessionState
@@ -75,6 +75,18 @@ def _drain(state: SessionState) -> list[dict[str, Any]]:
 
 @PROPERTY_SETTINGS
 @given(st.lists(EVENT, max_size=40))
+# Found by hypothesis: the same call arriving again after the caller moved on and a new turn
+# began (its response id reused) was taken up, and answered, a second time.
+@example(
+    tail=[
+        _function_call("call_0", "resp_1", "lookup_order"),
+        ev.response_done("resp_1", "completed"),
+        ev.user_final("item_U2", "And another thing."),
+        _tool_finished("call_0"),
+        ev.response_created("resp_1"),
+        _function_call("call_0", "resp_1", "lookup_order"),
+    ]
+)
 def test_tool_calls_run_one_at_a_time_at_most_eight_a_turn_and_are_answered_once(
     tail: list[dict[str, Any]],
 ) -> None:
