@@ -11,6 +11,7 @@ import json
 import urllib.error
 import urllib.request
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -20,6 +21,9 @@ from pipeline.errors import ProviderUnavailable
 
 # Call creation and hangup are one REST round trip each; past this the provider is "down".
 PROVIDER_HTTP_TIMEOUT_S = 10.0
+# Provider REST runs on threads of its own: a provider that stops answering holds these, and
+# never the threads the rest of the gateway needs.
+PROVIDER_REST_THREADS = 16
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,8 @@ class RealtimeProvider(Protocol):
 
     def sideband_headers(self) -> dict[str, str]: ...
 
+    def close(self) -> None: ...
+
 
 class OpenAIRealtime:
     """The OpenAI Realtime API: `POST /realtime/calls` (multipart SDP + session), hangup,
@@ -57,6 +63,7 @@ class OpenAIRealtime:
         self.ws_url = ws_url.rstrip("/")
         self._api_key = api_key
         self.model = model
+        self._rest = ThreadPoolExecutor(PROVIDER_REST_THREADS, thread_name_prefix="provider-rest")
 
     async def create_call(self, sdp_offer: str, session: dict[str, Any]) -> CreatedCall:
         configuration = {"type": "realtime", "model": self.model, **session}
@@ -68,10 +75,9 @@ class OpenAIRealtime:
                 ("session", "application/json", json.dumps(configuration)),
             ],
         )
-        status, headers, answer = await asyncio.to_thread(
-            self._request,
+        status, headers, answer = await self._in_rest_thread(
             "POST",
-            f"{self.base_url}/realtime/calls",
+            "/realtime/calls",
             body,
             {"Content-Type": f"multipart/form-data; boundary={boundary}", "Accept": "application/sdp"},
         )
@@ -84,10 +90,9 @@ class OpenAIRealtime:
         return CreatedCall(call_id=call_id, sdp_answer=answer.decode())
 
     async def hangup(self, call_id: str) -> None:
-        status, _, body = await asyncio.to_thread(
-            self._request,
+        status, _, body = await self._in_rest_thread(
             "POST",
-            f"{self.base_url}/realtime/calls/{quote(call_id, safe='')}/hangup",
+            f"/realtime/calls/{quote(call_id, safe='')}/hangup",
             b"",
             {"Content-Type": "application/json"},
         )
@@ -101,11 +106,20 @@ class OpenAIRealtime:
     def sideband_headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._api_key}"}
 
+    def close(self) -> None:
+        self._rest.shutdown(wait=False, cancel_futures=True)
+
+    async def _in_rest_thread(
+        self, method: str, path: str, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, dict[str, str], bytes]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._rest, self._request, method, path, body, headers)
+
     def _request(
-        self, method: str, url: str, body: bytes, headers: dict[str, str]
+        self, method: str, path: str, body: bytes, headers: dict[str, str]
     ) -> tuple[int, dict[str, str], bytes]:
         request = urllib.request.Request(
-            url, data=body, method=method, headers={**headers, **self.sideband_headers()}
+            f"{self.base_url}{path}", data=body, method=method, headers={**headers, **self.sideband_headers()}
         )
         try:
             with urllib.request.urlopen(request, timeout=PROVIDER_HTTP_TIMEOUT_S) as response:
@@ -113,7 +127,9 @@ class OpenAIRealtime:
         except urllib.error.HTTPError as error:
             return error.code, {k.lower(): v for k, v in error.headers.items()}, error.read()
         except (urllib.error.URLError, OSError) as error:
-            raise ProviderUnavailable(f"{method} {url}: {error}") from error
+            # Named by the path only: the message reaches the session record, and the
+            # provider's address and the host's errno are nobody's business there.
+            raise ProviderUnavailable(f"{method} {path}: {_reason(error)}") from error
 
 
 class SimulatedRealtime(OpenAIRealtime):
@@ -131,6 +147,18 @@ def provider_from(settings: Settings) -> RealtimeProvider:
     return SimulatedRealtime(
         settings.provider_base_url, settings.provider_ws_url, settings.provider_key, settings.provider_model
     )
+
+
+def _reason(error: urllib.error.URLError | OSError) -> str:
+    """What went wrong in a few words, without addresses or errno numbers."""
+    cause = error.reason if isinstance(error, urllib.error.URLError) else error
+    if isinstance(cause, TimeoutError):
+        return "timed out"
+    if isinstance(cause, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror.lower()
+    return type(cause).__name__ if not isinstance(cause, str) else "unreachable"
 
 
 def _multipart(boundary: str, parts: list[tuple[str, str, str]]) -> bytes:

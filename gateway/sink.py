@@ -7,56 +7,124 @@ numbers all of them and one enqueues all of them, so a burst costs two round tri
 per event (at 100 calls, numbering and enqueueing one event at a time queued events for tens
 of milliseconds behind each other).
 
-Redis here keeps nothing on disk, so a Redis restart loses the events that sat in the queues
-unfetched. The sink holds each event it enqueued until a control batch reports its session
-applied that far (or 30 s pass), and watches a marker key it wrote: when the marker is gone,
-Redis lost its data, and every held event is enqueued again with its seq. The workers apply a
-seq once, so a copy of an event that was applied changes nothing.
+**Redis unreachable.** Nothing is given up because Redis is away. What the sink could not number
+or enqueue waits in its outbox, in submission order, and the sink thread tries again (50 ms
+after, doubling to once a second) while it goes on with everything else: a release, a forget or
+a rate count never waits behind an outage, and the event loop never waits at all. While Redis is
+away the outbox keeps at most MAXIMUM_UNSENT_EVENTS_PER_SESSION events of one session; what a
+full session refuses is counted, and once Redis answers the count is numbered in the session's
+order as one `switchboard.events_dropped` event, so the session's log shows where the hole is
+(the worker that applies it records the incident). An API request waits only as long as its
+caller waits for the reply: past that the caller was told 503 (and may have asked again), so
+acting on it would surprise them; it is dropped and logged.
+
+**Redis restarted empty.** Redis here keeps nothing on disk, so a restart loses the events that
+sat in the queues unfetched, and the seq counters. The sink holds each event it enqueued until a
+control batch reports its session applied that far (or RETRANSMIT_WINDOW_S of Redis being
+reachable pass), and watches a marker key it wrote: when the marker is gone, every held event is
+enqueued again with its seq (the workers apply a seq once). It numbers above the highest seq it
+issued for a session, so a counter lost with Redis never makes it reuse a seq.
+
+**Retention.** A seq counter expires SEQ_COUNTER_TTL_SECONDS after its last use, the marker
+GATEWAY_MARKER_TTL_SECONDS after the gateway last refreshed it. The sink remembers a session it
+hosts (one whose control batches come here) until `forget`, or, if it is never forgotten (its
+call moved to another gateway), as long as its counter lives; a session it only numbered events
+for (an API request for a call held elsewhere) RETRANSMIT_WINDOW_S after its last event.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
 import uuid
-from collections import deque
-from collections.abc import Callable
+from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any
 
 import dramatiq
 import redis
 
 from pipeline.envelope import EventEnvelope
+from pipeline.errors import Fault, ReplyTimeout
+from pipeline.limits import (
+    API_REPLY_TIMEOUT_MS,
+    GATEWAY_MARKER_TTL_SECONDS,
+    MAXIMUM_UNSENT_EVENTS_PER_SESSION,
+    SEQ_COUNTER_TTL_SECONDS,
+)
 from pipeline.names import ADMISSION_QUEUE, EVENT_ACTOR, queue_for
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
-# How long the sink keeps trying to number and enqueue one event while Redis is unreachable
-# (a restart takes a second or two); past this the event is logged as lost.
-ENQUEUE_PATIENCE_S = 10.0
-ENQUEUE_FIRST_RETRY_S = 0.05
-ENQUEUE_MAXIMUM_RETRY_S = 1.0
-# Enqueued events are held for retransmission this long (an event not applied by then is
-# stuck behind something a retransmission cannot fix), and at most this many per session.
+# After a round trip failed, the sink tries again this long after, doubling up to the maximum:
+# a restart takes a second or two, and a longer outage is retried once a second.
+RETRY_FIRST_S = 0.05
+RETRY_MAXIMUM_S = 1.0
+# Enqueued events are held for retransmission this long of Redis being reachable (an event not
+# applied by then is stuck behind something a retransmission cannot fix), and at most this many
+# per session. A session this gateway only numbered events for is forgotten this long after its
+# last one: it never hears that they were applied.
 RETRANSMIT_WINDOW_S = 30.0
 RETRANSMIT_MAXIMUM_PER_SESSION = 1_024
-# How often the sink checks that Redis still has its marker (i.e. did not restart empty).
+# How often the sink checks that Redis still has its marker while it holds events (i.e. did not
+# restart empty); holding none, it only refreshes the marker's expiry this often.
 MARKER_CHECK_S = 0.25
+MARKER_REFRESH_S = 10.0
+# How often the sink lets go of held events past the window and of sessions past their retention.
+PRUNE_INTERVAL_S = 5.0
+
+EVENTS_DROPPED = "switchboard.events_dropped"
 
 
-@dataclass(frozen=True, slots=True)
-class _Pending:
+@dataclass(slots=True)
+class _Event:
+    """A durable event on its way out; numbered (`seq`) once the INCR round trip answered."""
+
     session_id: str
     generation: int
     event: dict[str, Any]
     received_at: float
     future: Future[int]
+    after_seq: int = 0
+    seq: int | None = None
+
+
+@dataclass(slots=True)
+class _Dropped:
+    """Events of one session that could not be kept, in a row: numbered as one
+    `switchboard.events_dropped` event where they would have been."""
+
+    session_id: str
+    generation: int
+    received_at: float
+    reason: str
+    types: Counter[str] = field(default_factory=Counter)
+    seq: int | None = None
+
+    def as_event(self) -> dict[str, Any]:
+        return {
+            "type": EVENTS_DROPPED,
+            "count": sum(self.types.values()),
+            "types": dict(self.types),
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """A message for an admission actor: an API request (its caller gives up at `give_up_at`,
+    monotonic) or a gateway incident about `session_id` (kept until sent)."""
+
+    actor_name: str
+    kwargs: dict[str, Any]
+    future: Future[None] | None = None
+    session_id: str | None = None
+    give_up_at: float | None = None
+
+
+_Unsent = _Event | _Dropped | _Request
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,53 +142,75 @@ class EventSink:
         self._gateway_id = gateway_id
         self._namespace = namespace
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="event-sink")
-        # Events waiting for the sink thread, in submission order, and whether a flush of them
-        # is already queued on it.
-        self._pending: list[_Pending] = []
+        # Submitted and not yet taken by the sink thread, and whether a flush is queued on it.
+        self._pending: list[_Event | _Request] = []
         self._pending_lock = threading.Lock()
         self._flush_queued = False
+        # ── touched only on the sink thread ──
+        # Taken, not yet enqueued, in submission order; how many events (and incidents) of each
+        # session it keeps; each session's open tally of what it could not keep.
+        self._outbox: list[_Unsent] = []
+        self._unsent: Counter[str] = Counter()
+        self._tallies: dict[str, _Dropped] = {}
+        # Since when (monotonic) Redis has failed, for how long it failed before, and when the
+        # next attempt is due (also read by the keeper thread, which brings it about).
+        self._down_since: float | None = None
+        self._downtime = 0.0
+        self._retry_delay = RETRY_FIRST_S
+        self._retry_due: float | None = None
         # The highest seq this gateway issued per session: if Redis lost its counters (a
-        # restart without persistence), numbering resumes above it instead of reusing seqs.
+        # restart without persistence, or a counter that expired), numbering resumes above it.
         self._issued: dict[str, int] = {}
-        # Touched only on the sink thread: events enqueued and not yet known applied.
+        # Events enqueued and not yet known applied.
         self._held: dict[str, deque[_Held]] = {}
+        # When each remembered session was last used, on the up clock, oldest first: those this
+        # gateway hosts (it gets their control batches) and those it only numbered events for.
+        self._hosted: dict[str, float] = {}
+        self._guests: dict[str, float] = {}
         self._marker_key = f"{namespace}:gateway-marker:{gateway_id}"
         self._marker = uuid.uuid4().hex
+        self._marker_refresh_due = 0.0
+        self._marker_failing = False
         self.retransmitted = 0
-        self._executor.submit(self._set_marker).add_done_callback(_log_failure)
+        self.dropped = 0
+        self.abandoned = 0
+        self._executor.submit(self._watch_marker)
         self._closing = threading.Event()
-        self._watcher = threading.Thread(target=self._watch_marker, name="sink-marker", daemon=True)
-        self._watcher.start()
+        self._keeper = threading.Thread(target=self._keep_time, name="sink-keeper", daemon=True)
+        self._keeper.start()
 
     def submit_event(
-        self, session_id: str, generation: int, event: dict[str, Any], received_at: float
+        self,
+        session_id: str,
+        generation: int,
+        event: dict[str, Any],
+        received_at: float,
+        *,
+        after_seq: int = 0,
     ) -> Future[int]:
-        """Number and enqueue one durable event; returns a future of its seq."""
+        """Number and enqueue one durable event; returns a future of its seq. `after_seq` is
+        the highest seq the caller knows the session logged (an API request's session record):
+        the event is numbered above it even if Redis lost the session's counter."""
         future: Future[int] = Future()
-        future.add_done_callback(_log_failure)
-        with self._pending_lock:
-            self._pending.append(_Pending(session_id, generation, event, received_at, future))
-            if self._flush_queued:
-                return future
-            self._flush_queued = True
-        self._executor.submit(self._flush_events)
+        self._take(_Event(session_id, generation, event, received_at, future, after_seq))
         return future
 
-    def submit_request(self, actor_name: str, **kwargs: Any) -> Future[None]:
-        """Enqueue an API request for an admission actor."""
-        future = self._executor.submit(self._enqueue, ADMISSION_QUEUE, actor_name, kwargs)
-        future.add_done_callback(_log_failure)
+    def submit_request(
+        self, actor_name: str, *, reply_timeout_ms: int = API_REPLY_TIMEOUT_MS, **kwargs: Any
+    ) -> Future[None]:
+        """Enqueue an API request for an admission actor. While Redis is unreachable it waits
+        at most `reply_timeout_ms`, the time its caller waits for the reply; then it is dropped
+        (the future raises `ReplyTimeout`)."""
+        future: Future[None] = Future()
+        give_up_at = time.monotonic() + reply_timeout_ms / 1000
+        self._take(_Request(actor_name, kwargs, future, give_up_at=give_up_at))
         return future
 
     def submit_incident(
         self, session_id: str | None, code: str, summary: str, context: dict[str, Any]
     ) -> None:
-        self._executor.submit(
-            self._enqueue,
-            ADMISSION_QUEUE,
-            "record_incident",
-            {"session_id": session_id, "code": code, "summary": summary, "context": context},
-        ).add_done_callback(_log_failure)
+        kwargs = {"session_id": session_id, "code": code, "summary": summary, "context": context}
+        self._take(_Request("record_incident", kwargs, session_id=session_id))
 
     def within_rate(self, session_id: str, kind: str, per_minute: int) -> Future[bool]:
         """Count one use of `kind` for the session in the current minute (shared by every
@@ -137,122 +227,323 @@ class EventSink:
         return self._executor.submit(count)
 
     def applied(self, session_id: str, applied_seq: int) -> None:
-        """A worker applied the session's events up to `applied_seq`: stop holding them."""
+        """A worker applied the session's events up to `applied_seq`: stop holding them. Only
+        the gateway that hosts a session gets its control batches, so the session is hosted."""
         self._executor.submit(self._release, session_id, applied_seq)
 
     def forget(self, session_id: str) -> None:
+        """The session's call closed here: keep nothing of it."""
         self._executor.submit(self._forget, session_id)
 
     def close(self) -> None:
         self._closing.set()
+        try:
+            self._executor.submit(self._last_flush)
+        except RuntimeError:  # closed already
+            return
         self._executor.shutdown(wait=True)
+        self._keeper.join(1.0)
         self._redis.close()
 
-    # ── on the sink thread ─────────────────────────────────────────────────────────────
+    def _take(self, item: _Event | _Request | None = None) -> None:
+        """Hand `item` to the sink thread; with none, have it try the outbox again."""
+        with self._pending_lock:
+            if item is not None:
+                self._pending.append(item)
+            if self._flush_queued:
+                return
+            self._flush_queued = True
+        self._executor.submit(self._flush)
 
-    def _forget(self, session_id: str) -> None:
-        self._issued.pop(session_id, None)
-        self._held.pop(session_id, None)
+    # ── on the keeper thread ───────────────────────────────────────────────────────────
 
-    def _release(self, session_id: str, applied_seq: int) -> None:
-        held = self._held.get(session_id)
-        while held and held[0].seq <= applied_seq:
-            held.popleft()
-
-    def _set_marker(self) -> None:
-        _patiently(lambda: self._redis.set(self._marker_key, self._marker))
-
-    def _check_marker(self) -> None:
-        """Retransmit what is held if Redis came back without the marker (it lost its data)."""
-        if self._redis.get(self._marker_key) == self._marker.encode():
-            return
-        self._redis.set(self._marker_key, self._marker)
-        horizon = time.monotonic() - RETRANSMIT_WINDOW_S
-        count = 0
-        for held in self._held.values():
-            while held and held[0].enqueued_at < horizon:
-                held.popleft()
-            for event in held:
-                _patiently(
-                    functools.partial(self._enqueue, event.queue, EVENT_ACTOR[event.queue], event.message)
-                )
-                count += 1
-        self.retransmitted += count
-        logger.warning("Redis lost its data (restarted empty): retransmitted %d held events", count)
-
-    def _watch_marker(self) -> None:
-        while not self._closing.wait(MARKER_CHECK_S):
-            if not self._held:
-                continue
+    def _keep_time(self) -> None:
+        """The sink's clock: it says when to try again after an outage, to check the marker and
+        to prune; the sink thread does each (this thread never touches Redis)."""
+        next_check = next_prune = time.monotonic()
+        kicked: float | None = None
+        while True:
+            retry = self._retry_due
+            due = min(next_check, next_prune)
+            if retry is not None and retry != kicked:
+                due = min(due, retry)
+            if self._closing.wait(max(0.0, due - time.monotonic())):
+                return
+            now = time.monotonic()
             try:
-                self._executor.submit(self._check_marker).add_done_callback(_log_failure)
+                if retry is not None and retry != kicked and now >= retry:
+                    kicked = retry
+                    self._take()
+                if now >= next_check:
+                    self._executor.submit(self._watch_marker)
+                    next_check = now + MARKER_CHECK_S
+                if now >= next_prune:
+                    self._executor.submit(self._prune)
+                    next_prune = now + PRUNE_INTERVAL_S
             except RuntimeError:  # the executor shut down while closing
                 return
 
-    def _flush_events(self) -> None:
-        """Number and enqueue every pending event: two round trips for the whole batch."""
+    # ── on the sink thread: the outbox ─────────────────────────────────────────────────
+
+    def _flush(self) -> None:
+        """Take what was submitted into the outbox and send the outbox, unless Redis is away
+        and the next attempt is not due yet."""
         with self._pending_lock:
-            batch, self._pending = self._pending, []
+            taken, self._pending = self._pending, []
             self._flush_queued = False
-        try:
-            seqs = _patiently(
-                lambda: self._next_seqs([pending.session_id for pending in batch]),
-                on_recovery=self._check_marker,
-            )
-            envelopes = []
-            for pending, seq in zip(batch, seqs, strict=True):
-                envelope = EventEnvelope(
-                    session_id=pending.session_id,
-                    seq=seq,
-                    generation=pending.generation,
-                    gateway_id=self._gateway_id,
-                    received_at=pending.received_at,
-                    event=pending.event,
-                )
-                queue = queue_for(str(pending.event.get("type", "")))
-                envelopes.append((queue, {"envelope": envelope.model_dump(mode="json")}))
-            # Retried whole, with the same seqs: if a lost reply hid stored messages, their
-            # copies are redelivered seqs, which the workers apply once.
-            _patiently(lambda: self._enqueue_events(envelopes))
-        except Exception as error:  # noqa: BLE001 - every waiting future must learn of it
-            for pending in batch:
-                pending.future.set_exception(error)
+        for item in taken:
+            self._admit(item)
+        if self._retry_due is not None and time.monotonic() < self._retry_due:
             return
+        self._send_outbox()
+
+    def _admit(self, item: _Event | _Request) -> None:
+        session_id = item.session_id
+        if session_id is None or (isinstance(item, _Request) and item.give_up_at is not None):
+            # API requests are bounded by their callers' patience, not by a count.
+            self._outbox.append(item)
+            return
+        if self._down_since is not None and self._unsent[session_id] >= MAXIMUM_UNSENT_EVENTS_PER_SESSION:
+            self._drop(item, session_id)
+            return
+        self._unsent[session_id] += 1
+        self._outbox.append(item)
+
+    def _drop(self, item: _Event | _Request, session_id: str) -> None:
+        """The session's outbox is full: count what it refuses in the session's open tally."""
+        tally = self._tallies.get(session_id)
+        if tally is None:
+            generation = item.generation if isinstance(item, _Event) else 0
+            received_at = item.received_at if isinstance(item, _Event) else time.time()
+            tally = _Dropped(session_id, generation, received_at, "redis_unreachable")
+            self._tallies[session_id] = tally
+            self._outbox.append(tally)
+            logger.warning(
+                "Redis unreachable and %s already has %d events waiting: dropping what comes next",
+                session_id,
+                MAXIMUM_UNSENT_EVENTS_PER_SESSION,
+            )
+        if isinstance(item, _Event):
+            tally.generation = max(tally.generation, item.generation)
+            tally.types[str(item.event.get("type", ""))] += 1
+            item.future.set_exception(
+                Fault(f"event dropped: Redis unreachable and {session_id}'s outbox is full")
+            )
+        else:
+            tally.types[f"incident:{item.kwargs.get('code', '')}"] += 1
+        self.dropped += 1
+
+    def _send_outbox(self) -> None:
+        """Number what is not numbered and enqueue everything: two round trips. If Redis fails,
+        everything stays, seqs and all, and the keeper brings the next attempt."""
+        self._give_up_on_requests()
+        if not self._outbox:
+            return
+        was_down = self._down_since is not None
+        kept = len(self._outbox)
+        most = max(self._unsent.values(), default=0) if was_down else 0
+        try:
+            self._number()
+            self._enqueue_outbox()
+        except redis.RedisError as error:
+            self._unreachable(error)
+            return
+        except Exception:  # not Redis: drop what cannot be encoded, and try again
+            logger.exception("enqueueing %d messages failed; trying again", len(self._outbox))
+            self._drop_unencodable_requests()
+            self._unreachable(None)
+            return
+        if was_down:
+            self._recovered(kept, most)
+
+    def _give_up_on_requests(self) -> None:
         now = time.monotonic()
-        for pending, seq, (queue, message) in zip(batch, seqs, envelopes, strict=True):
-            held = self._held.setdefault(pending.session_id, deque(maxlen=RETRANSMIT_MAXIMUM_PER_SESSION))
-            held.append(_Held(seq, queue, message, now))
-            pending.future.set_result(seq)
+        kept: list[_Unsent] = []
+        expired: list[_Request] = []
+        for item in self._outbox:
+            if isinstance(item, _Request) and item.give_up_at is not None and item.give_up_at <= now:
+                expired.append(item)
+            else:
+                kept.append(item)
+        if not expired:
+            return
+        self._outbox = kept
+        for request in expired:
+            logger.warning(
+                "dropped %s request %s: Redis was unreachable until its caller stopped waiting",
+                request.actor_name,
+                request.kwargs.get("request_id"),
+            )
+            if request.future is not None:
+                request.future.set_exception(
+                    ReplyTimeout(
+                        f"{request.actor_name} not enqueued: Redis unreachable past its reply timeout"
+                    )
+                )
+        self.abandoned += len(expired)
 
-    def _next_seqs(self, session_ids: list[str]) -> list[int]:
-        """The next seq of each session, in order (a session may appear more than once)."""
+    def _number(self) -> None:
+        """Give each event of the outbox not yet numbered its session's next seq: one
+        pipelined round trip, which also renews each counter's expiry."""
+        waiting = [item for item in self._outbox if not isinstance(item, _Request) and item.seq is None]
+        if not waiting:
+            return
+        sessions = list(dict.fromkeys(item.session_id for item in waiting))
+        ttl = SEQ_COUNTER_TTL_SECONDS
         with self._redis.pipeline(transaction=False) as pipe:
-            for session_id in session_ids:
-                pipe.incr(self._seq_key(session_id))
-            counted = pipe.execute()
-        seqs = []
-        lifted: dict[str, int] = {}
-        for session_id, value in zip(session_ids, counted, strict=True):
+            for item in waiting:
+                pipe.incr(self._seq_key(item.session_id))
+            for session_id in sessions:
+                pipe.expire(self._seq_key(session_id), ttl)
+            counted = pipe.execute()[: len(waiting)]
+        lifted: set[str] = set()
+        up = self._up_clock()
+        for item, value in zip(waiting, counted, strict=True):
+            session_id = item.session_id
+            floor = self._issued.get(session_id, 0)
+            if isinstance(item, _Event):
+                floor = max(floor, item.after_seq)
             seq = int(value)
-            issued = self._issued.get(session_id, 0)
-            if seq <= issued:
-                # Redis lost its counters (a restart): resume above what this gateway issued.
-                seq = issued + 1
-                lifted[session_id] = seq
+            if seq <= floor:
+                # Redis lost the counter (a restart, or it expired): resume above what is known.
+                seq = floor + 1
+                lifted.add(session_id)
             self._issued[session_id] = seq
-            seqs.append(seq)
+            item.seq = seq
+            self._touch(session_id, up)
+            if isinstance(item, _Dropped) and self._tallies.get(session_id) is item:
+                del self._tallies[session_id]
         if lifted:
+            # The seqs are taken already: a failure here only leaves the counter low, and the
+            # next numbering lifts it again.
             with self._redis.pipeline(transaction=False) as pipe:
-                for session_id, seq in lifted.items():
-                    pipe.set(self._seq_key(session_id), seq)
+                for session_id in lifted:
+                    pipe.set(self._seq_key(session_id), self._issued[session_id], ex=ttl)
                 pipe.execute()
-        return seqs
 
-    def _seq_key(self, session_id: str) -> str:
-        return f"{self._namespace}:seq:{session_id}"
+    def _enqueue_outbox(self) -> None:
+        routed = []
+        # An event that cannot be encoded is replaced, in place, by an `events_dropped` event of
+        # the same seq (so the seq leaves no gap; the worker records it as an incident).
+        for index, item in enumerate(self._outbox):
+            try:
+                routed.append((item, *self._route(item)))
+            except Exception:  # one bad event must not hold the others back
+                assert isinstance(item, _Event)
+                logger.exception(
+                    "event %s of %s cannot be encoded; recorded as dropped", item.seq, item.session_id
+                )
+                tally = self._outbox[index] = self._unencodable(item)
+                routed.append((tally, *self._route(tally)))
+        self._enqueue_messages(
+            [self._message(queue, actor_name, kwargs) for _, queue, actor_name, kwargs in routed]
+        )
+        up = self._up_clock()
+        for item, queue, _, kwargs in routed:
+            if isinstance(item, _Request):
+                if item.future is not None:
+                    item.future.set_result(None)
+                continue
+            assert item.seq is not None
+            held = self._held.setdefault(item.session_id, deque(maxlen=RETRANSMIT_MAXIMUM_PER_SESSION))
+            held.append(_Held(item.seq, queue, kwargs, up))
+            if isinstance(item, _Event):
+                item.future.set_result(item.seq)
+        self._outbox = []
+        self._unsent.clear()
+        self._tallies.clear()
 
-    def _enqueue_events(self, envelopes: list[tuple[str, dict[str, Any]]]) -> None:
-        messages = [self._message(queue, EVENT_ACTOR[queue], kwargs) for queue, kwargs in envelopes]
+    def _route(self, item: _Unsent) -> tuple[str, str, dict[str, Any]]:
+        """The queue, actor and arguments of an outbox item."""
+        if isinstance(item, _Request):
+            return ADMISSION_QUEUE, item.actor_name, item.kwargs
+        event = item.as_event() if isinstance(item, _Dropped) else item.event
+        queue = queue_for(str(event.get("type", "")))
+        return queue, EVENT_ACTOR[queue], {"envelope": self._envelope(item, event)}
+
+    def _unencodable(self, item: _Event) -> _Dropped:
+        tally = _Dropped(item.session_id, item.generation, item.received_at, "unencodable", seq=item.seq)
+        tally.types[str(item.event.get("type", ""))] += 1
+        item.future.set_exception(Fault(f"event {item.seq} of {item.session_id} cannot be encoded"))
+        self.dropped += 1
+        return tally
+
+    def _drop_unencodable_requests(self) -> None:
+        """Enqueueing failed, not for Redis: a request whose arguments cannot be encoded is
+        dropped, so it does not hold every other message back for good."""
+        for item in [item for item in self._outbox if isinstance(item, _Request)]:
+            try:
+                self._message(ADMISSION_QUEUE, item.actor_name, item.kwargs).encode()
+            except Exception as error:  # noqa: BLE001 - whatever the encoder refuses
+                logger.error(
+                    "dropped %s message: its arguments cannot be encoded: %r", item.actor_name, error
+                )
+                self._outbox.remove(item)
+                if item.future is not None:
+                    item.future.set_exception(Fault(f"{item.actor_name} arguments cannot be encoded"))
+
+    def _envelope(self, item: _Event | _Dropped, event: dict[str, Any]) -> dict[str, Any]:
+        assert item.seq is not None
+        envelope = EventEnvelope(
+            session_id=item.session_id,
+            seq=item.seq,
+            generation=item.generation,
+            gateway_id=self._gateway_id,
+            received_at=item.received_at,
+            event=event,
+        )
+        return envelope.model_dump(mode="json")
+
+    def _unreachable(self, error: redis.RedisError | None) -> None:
+        now = time.monotonic()
+        if self._down_since is None:
+            self._down_since = now
+            self._retry_delay = RETRY_FIRST_S
+            logger.warning(
+                "Redis unreachable (%r): keeping %d unsent messages, trying again until it answers",
+                error,
+                len(self._outbox),
+            )
+        else:
+            self._retry_delay = min(self._retry_delay * 2, RETRY_MAXIMUM_S)
+        self._retry_due = now + self._retry_delay
+
+    def _recovered(self, kept: int, most: int) -> None:
+        assert self._down_since is not None
+        down_for = time.monotonic() - self._down_since
+        self._downtime += down_for
+        self._down_since = None
+        self._retry_due = None
+        logger.warning(
+            "Redis answered again after %.1f s: sent %d messages kept meanwhile (at most %d events "
+            "of one session), %d events dropped in all, %d requests given up in all",
+            down_for,
+            kept,
+            most,
+            self.dropped,
+            self.abandoned,
+        )
+        # Redis may have come back empty: what it lost is enqueued again now, not at the next
+        # check of the marker.
+        self._watch_marker(now=True)
+
+    def _last_flush(self) -> None:
+        """Closing: one last attempt, whatever the backoff; what it cannot send is lost."""
+        with self._pending_lock:
+            taken, self._pending = self._pending, []
+        for submitted in taken:
+            self._admit(submitted)
+        self._send_outbox()
+        if self._outbox:
+            logger.error(
+                "closing with %d messages unsent (Redis unreachable): they are lost", len(self._outbox)
+            )
+            for item in self._outbox:
+                future = item.future if not isinstance(item, _Dropped) else None
+                if future is not None and not future.done():
+                    future.set_exception(Fault("the gateway closed while Redis was unreachable"))
+
+    def _enqueue_messages(self, messages: list[dramatiq.Message[Any]]) -> None:
         # Switchboard's broker takes a batch in one round trip; Dramatiq's stock one (kept to
         # compare against) takes them one at a time.
         enqueue_many = getattr(self._broker, "enqueue_many", None)
@@ -261,9 +552,6 @@ class EventSink:
             return
         for message in messages:
             self._broker.enqueue(message)
-
-    def _enqueue(self, queue: str, actor_name: str, kwargs: dict[str, Any]) -> None:
-        self._broker.enqueue(self._message(queue, actor_name, kwargs))
 
     @staticmethod
     def _message(queue: str, actor_name: str, kwargs: dict[str, Any]) -> dramatiq.Message[Any]:
@@ -276,36 +564,96 @@ class EventSink:
             message_timestamp=int(time.time() * 1000),
         )
 
+    def _seq_key(self, session_id: str) -> str:
+        return f"{self._namespace}:seq:{session_id}"
 
-def _patiently(work: Callable[[], T], on_recovery: Callable[[], None] | None = None) -> T:
-    """Run a Redis operation, retrying with backoff through a short outage (a restart), so a
-    durable event is not dropped the moment Redis blinks. Later events wait behind it on the
-    sink thread, which keeps the session's order. `on_recovery` runs once Redis answers again
-    after an outage, before the work's result is used."""
-    deadline = time.monotonic() + ENQUEUE_PATIENCE_S
-    delay = ENQUEUE_FIRST_RETRY_S
-    failed = False
-    while True:
+    # ── on the sink thread: what is remembered, and for how long ───────────────────────
+
+    def _up_clock(self) -> float:
+        """Monotonic seconds, less the time Redis was unreachable: held events and remembered
+        sessions age only while a worker could have applied their events."""
+        now = time.monotonic()
+        down = self._downtime + (now - self._down_since if self._down_since is not None else 0.0)
+        return now - down
+
+    def _touch(self, session_id: str, up: float) -> None:
+        remembered = self._hosted if session_id in self._hosted else self._guests
+        remembered.pop(session_id, None)
+        remembered[session_id] = up
+
+    def _release(self, session_id: str, applied_seq: int) -> None:
+        held = self._held.get(session_id)
+        while held and held[0].seq <= applied_seq:
+            held.popleft()
+        self._guests.pop(session_id, None)
+        self._hosted.pop(session_id, None)
+        self._hosted[session_id] = self._up_clock()
+
+    def _forget(self, session_id: str) -> None:
+        self._issued.pop(session_id, None)
+        self._held.pop(session_id, None)
+        self._hosted.pop(session_id, None)
+        self._guests.pop(session_id, None)
+
+    def _prune(self) -> None:
+        """Let go of held events past the retransmit window, and forget the sessions unused for
+        their retention: a guest after the retransmit window (its events were applied or are
+        past helping), a hosted one never forgotten as long as its counter lives. Each pass
+        over the sessions stops at the first one still in use."""
+        up = self._up_clock()
+        for session_id, held in list(self._held.items()):
+            while held and held[0].enqueued_at < up - RETRANSMIT_WINDOW_S:
+                held.popleft()
+            if not held:
+                del self._held[session_id]
+        for remembered, retention in (
+            (self._guests, RETRANSMIT_WINDOW_S),
+            (self._hosted, float(SEQ_COUNTER_TTL_SECONDS)),
+        ):
+            while remembered:
+                session_id, used = next(iter(remembered.items()))
+                if used > up - retention:
+                    break
+                self._forget(session_id)
+
+    def _watch_marker(self, *, now: bool = False) -> None:
+        """Check the marker while events are held, refresh it now and then otherwise."""
+        if not now and not self._held and time.monotonic() < self._marker_refresh_due:
+            return
         try:
-            result = work()
-            break
-        except redis.RedisError:
-            failed = True
-            if time.monotonic() >= deadline:
-                raise
-            logger.warning("Redis unavailable while enqueueing; retrying in %.2f s", delay)
-            time.sleep(delay)
-            delay = min(delay * 2, ENQUEUE_MAXIMUM_RETRY_S)
-    if failed and on_recovery is not None:
-        # Outside the retry: a failure here must not repeat `work` (an INCR would skip a seq).
-        try:
-            on_recovery()
+            self._check_marker()
         except redis.RedisError as error:
-            logger.warning("recovery check failed (the marker watcher retries): %r", error)
-    return result
+            if not self._marker_failing:
+                logger.warning("cannot check the restart marker (checking again): %r", error)
+            self._marker_failing = True
+            return
+        self._marker_failing = False
+        if self._down_since is not None and self._outbox:
+            # Redis answers again: what waits for it goes now, not at the next attempt.
+            self._send_outbox()
 
-
-def _log_failure(future: Future[Any]) -> None:
-    error = future.exception()
-    if error is not None:
-        logger.error("enqueue failed: %r", error)
+    def _check_marker(self) -> None:
+        """Retransmit what is held if Redis came back without the marker (it lost its data);
+        renew the marker's expiry either way."""
+        ttl = GATEWAY_MARKER_TTL_SECONDS
+        with self._redis.pipeline(transaction=False) as pipe:
+            pipe.get(self._marker_key)
+            pipe.expire(self._marker_key, ttl)
+            found, _ = pipe.execute()
+        self._marker_refresh_due = time.monotonic() + MARKER_REFRESH_S
+        if found == self._marker.encode():
+            return
+        horizon = self._up_clock() - RETRANSMIT_WINDOW_S
+        resend: list[dramatiq.Message[Any]] = []
+        for held in self._held.values():
+            while held and held[0].enqueued_at < horizon:
+                held.popleft()
+            resend += [self._message(event.queue, EVENT_ACTOR[event.queue], event.message) for event in held]
+        if resend:
+            self._enqueue_messages(resend)
+        # Set only once everything is re-sent: a failure above leaves it missing, so the next
+        # check re-sends again (a copy is applied once).
+        self._redis.set(self._marker_key, self._marker, ex=ttl)
+        self.retransmitted += len(resend)
+        if resend or found is not None:
+            logger.warning("Redis lost its data (restarted empty): retransmitted %d held events", len(resend))

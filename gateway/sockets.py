@@ -1,4 +1,9 @@
-"""`CallSocket`: one task per provider sideband; frames in, controls out."""
+"""`CallSocket`: one sideband of one call: a reader task for frames in, a writer task for
+controls out.
+
+Controls wait in the socket's own outbox: a provider that stops reading (or a close handshake
+that hangs) stalls this call's writer only, never the gateway's dispatcher and the other calls
+(with the provider not answering, an unrelated API call once took 10 s instead of 9 ms)."""
 
 from __future__ import annotations
 
@@ -25,8 +30,15 @@ REMEMBERED_CONTROL_IDS = 4_096
 UNSPOKEN_RESPONSES = 8
 SIDEBAND_OPEN_TIMEOUT_S = 10.0
 
+# Controls waiting for a sideband that does not take them; beyond this the call is lost anyway,
+# and the oldest waiting control is dropped rather than memory growing without bound.
+OUTBOX_CONTROLS = 1_024
+# A close handshake the provider does not answer is abandoned after this.
+SIDEBAND_CLOSE_TIMEOUT_S = 5.0
+
 FrameHandler = Callable[["CallSocket", str | bytes, float], None]
 HostEventHandler = Callable[["CallSocket", dict[str, Any]], None]
+SentHandler = Callable[["CallSocket", dict[str, Any]], None]
 
 
 class CallSocket:
@@ -41,6 +53,7 @@ class CallSocket:
         headers: dict[str, str],
         on_frame: FrameHandler,
         on_host_event: HostEventHandler,
+        on_sent: SentHandler | None = None,
     ) -> None:
         self.session_id = session_id
         self.call_id = call_id
@@ -49,7 +62,10 @@ class CallSocket:
         self._headers = headers
         self._on_frame = on_frame
         self._on_host_event = on_host_event
+        self._on_sent = on_sent
         self._connection: ClientConnection | None = None
+        self._outbox: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+        self._writer: asyncio.Task[None] | None = None
         self._sent: set[str] = set()
         self._sent_order: deque[str] = deque()
         self._calls_seen: set[str] = set()
@@ -74,6 +90,7 @@ class CallSocket:
                 additional_headers=self._headers,
                 max_size=MAXIMUM_SOCKET_MESSAGE_BYTES,
                 open_timeout=SIDEBAND_OPEN_TIMEOUT_S,
+                close_timeout=SIDEBAND_CLOSE_TIMEOUT_S,
                 compression=None,
             )
         except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as error:
@@ -88,6 +105,9 @@ class CallSocket:
             )
             return
         self._connection = connection
+        self._writer = asyncio.get_running_loop().create_task(
+            self._write(connection), name=f"sideband-writer-{self.session_id}"
+        )
         # Numbered before any provider frame, so the log says "connected" first.
         self._on_host_event(self, {"type": "switchboard.sideband_connected", "call_id": self.call_id})
         try:
@@ -100,6 +120,7 @@ class CallSocket:
         except ConnectionClosed:
             pass
         finally:
+            self._writer.cancel()
             self._on_host_event(
                 self,
                 {
@@ -142,23 +163,47 @@ class CallSocket:
     def is_unspoken(self, response_id: object) -> bool:
         return isinstance(response_id, str) and response_id in self._unspoken
 
-    async def send(self, control_id: str, control: dict[str, Any]) -> bool:
-        """Send a control once; False if it was sent before or the socket is not open."""
+    def send(self, control_id: str, control: dict[str, Any]) -> bool:
+        """Queue a control for the writer, once per id; False if it was queued before or the
+        socket is not open (a control for a closed sideband has nowhere to go)."""
         if control_id in self._sent or self._connection is None or self.closing:
             return False
         self._sent.add(control_id)
         self._sent_order.append(control_id)
         if len(self._sent_order) > REMEMBERED_CONTROL_IDS:
             self._sent.discard(self._sent_order.popleft())
-        try:
-            await self._connection.send(json.dumps(control))
-        except ConnectionClosed:
-            return False
+        if self._outbox.qsize() >= OUTBOX_CONTROLS:
+            dropped, _ = self._outbox.get_nowait()
+            logger.warning("sideband of %s is not taking controls; dropped %s", self.session_id, dropped)
+        self._outbox.put_nowait((control_id, control))
         return True
 
+    async def _write(self, connection: ClientConnection) -> None:
+        """Send queued controls in order, for as long as the sideband is open."""
+        while True:
+            _, control = await self._outbox.get()
+            try:
+                await connection.send(json.dumps(control))
+            except ConnectionClosed:
+                return
+            finally:
+                self._outbox.task_done()
+            if self._on_sent is not None:
+                self._on_sent(self, control)
+
+    async def drained(self) -> None:
+        """Wait until every queued control was handed to the connection."""
+        await self._outbox.join()
+
     async def close(self) -> None:
+        """Close the sideband once the controls queued before the close went out (or the
+        close timeout passed: a provider that takes nothing will not take those either)."""
         self.closing = True
         if self._connection is not None:
+            try:
+                await asyncio.wait_for(self.drained(), SIDEBAND_CLOSE_TIMEOUT_S)
+            except TimeoutError:
+                logger.warning("sideband of %s closed with controls unsent", self.session_id)
             await self._connection.close()
         elif self.task is not None:
             self.task.cancel()

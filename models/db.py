@@ -87,6 +87,8 @@ class SessionRow(_Table):
     # How many events (sequenced or not) have been applied: the order of the fold.
     applied_count = BigIntegerField(default=0)
     owning_gateway = CharField(max_length=128)
+    # The broker namespace of the deployment that created it (deployments may share a database).
+    namespace = CharField(max_length=128, default="")
     provider_call_id = CharField(max_length=256, null=True, index=True)
     instructions = TextField(default="")
     state = BinaryJSONField()

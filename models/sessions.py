@@ -33,10 +33,11 @@ from pipeline.errors import (
     ToolOutcomeConflict,
     ToolStepTerminal,
 )
-from pipeline.session import apply, is_late
+from pipeline.session import Disposition, apply, disposition_of
 from pipeline.state import SessionState
 from pipeline.step import (
     AnswerRequest,
+    CancelTimer,
     CancelTool,
     FinishCompaction,
     InterruptToolStep,
@@ -66,7 +67,8 @@ SELECT generation, applied_seq, logged_seq, applied_count, owning_gateway, state
 
 CREATE_SESSION = """
 BEGIN;
-INSERT INTO sessions (id, status, owning_gateway, state) VALUES (%s, 'created', %s, %s::jsonb)
+INSERT INTO sessions (id, status, owning_gateway, namespace, state)
+VALUES (%s, 'created', %s, %s, %s::jsonb)
 ON CONFLICT DO NOTHING RETURNING id
 """
 
@@ -155,6 +157,17 @@ SELECT id FROM sessions
 """
 
 
+OWNERS_OF_UNFINISHED = """
+SELECT DISTINCT owning_gateway FROM sessions
+ WHERE namespace = %s AND status IN ('created', 'admitting', 'connected', 'listening', 'responding')
+"""
+
+
+def owners_of_unfinished(namespace: str) -> list[str]:
+    """The gateways that own a deployment's unfinished sessions."""
+    return sorted(str(row[0]) for row in database.execute_sql(OWNERS_OF_UNFINISHED, (namespace,)).fetchall())
+
+
 def sessions_owned_by(gateway_id: str) -> list[str]:
     """The unfinished sessions a gateway owns (read without locks: each is locked to move)."""
     return [str(row[0]) for row in database.execute_sql(OWNED_UNFINISHED, (gateway_id,)).fetchall()]
@@ -203,19 +216,21 @@ def locked_session(session_id: str) -> Iterator[LockedSession]:
 
 
 @contextmanager
-def new_session(session_id: str, owning_gateway: str) -> Iterator[LockedSession]:
-    """Insert a session row and hold it, in the same transaction, for its first input (its
-    creation). An id that exists already is a `SessionExists` refusal."""
-    with _transaction(session_id, create_for=owning_gateway) as session:
+def new_session(session_id: str, owning_gateway: str, namespace: str = "") -> Iterator[LockedSession]:
+    """Insert a session row (of the deployment `namespace`) and hold it, in the same
+    transaction, for its first input (its creation). An id that exists already is a
+    `SessionExists` refusal."""
+    with _transaction(session_id, create_for=(owning_gateway, namespace)) as session:
         yield session
 
 
 @contextmanager
-def _transaction(session_id: str, *, create_for: str | None) -> Iterator[LockedSession]:
+def _transaction(session_id: str, *, create_for: tuple[str, str] | None) -> Iterator[LockedSession]:
     opening: tuple[str, tuple[Any, ...]] = (LOCK_SESSION, (session_id,))
     if create_for is not None:
         initial = json.dumps(SessionState().model_dump(mode="json"))
-        opening = (CREATE_SESSION, (session_id, create_for, initial))
+        owning_gateway, namespace = create_for
+        opening = (CREATE_SESSION, (session_id, owning_gateway, namespace, initial))
     cursor = _open(*opening)
     try:
         if create_for is not None:
@@ -438,8 +453,10 @@ class LockedSession:
 
     def fire_timer(self, name: str, now: float) -> Applied:
         """A timer fired (its delayed message, or the sweeper): it is no longer pending, and the
-        transition checks it against the state it finds."""
-        timers.fired(self, name)
+        transition checks it against the state it finds. A timer that is not pending (cancelled,
+        or fired already by the other of its two paths) fires nothing."""
+        if not timers.fired(self, name):
+            return Applied()
         if name.startswith(GAP_TIMER):
             return self._skip_gap(int(name.removeprefix(GAP_TIMER)), now)
         return self.apply_host({"type": "switchboard.timer_fired", "name": name}, now)
@@ -539,8 +556,9 @@ class LockedSession:
 
     # ── shared ─────────────────────────────────────────────────────────────────────────
 
-    def _decide(self, event: dict[str, Any], generation: int) -> tuple[Step, str]:
-        late = is_late(self.state, generation) and event.get("type") != "switchboard.end_requested"
+    def _decide(self, event: dict[str, Any], generation: int) -> tuple[Step, Disposition]:
+        """What a numbered event does, and how the log records it (the pipeline decides both;
+        an end request is never late, and a stale caller line still counts)."""
         try:
             parsed = parse_inbound(event)
         except MalformedFrame as exc:
@@ -550,7 +568,7 @@ class LockedSession:
                 code=exc.code, summary=str(exc), severity="warning", context={"type": event.get("type")}
             )
             return Step(state=self.state, effects=(incident,)), "applied"
-        return apply(self.state, parsed, generation), "late" if late else "applied"
+        return apply(self.state, parsed, generation), disposition_of(self.state, parsed, generation)
 
     def _outbound(self, step: Step, prefix: str) -> list[Outbound]:
         items: list[Outbound] = []
@@ -625,6 +643,8 @@ class LockedSession:
             elif isinstance(effect, ScheduleTimer):
                 timers.schedule(self, effect.name, effect.delay_ms)
                 applied.timers.append(effect)
+            elif isinstance(effect, CancelTimer):
+                timers.cancel(self, effect.name)
             elif isinstance(effect, RequestToolStep | RefuseToolStep):
                 self._record_tool_step(step.state, effect)
             elif isinstance(effect, RunTool):

@@ -24,14 +24,15 @@ ON CONFLICT (session_id, name) DO NOTHING RETURNING 1
 
 FIRED = "DELETE FROM session_timers WHERE session_id = %s AND name = %s"
 
-# Claims overdue timers for one sweep: each is pushed a lease into the future, so one sweeper
-# fires it, and if that firing is lost too, a later sweep tries again.
+# Claims a deployment's overdue timers for one sweep: each is pushed a lease into the future, so
+# one sweeper fires it, and if that firing is lost too, a later sweep tries again.
 CLAIM_OVERDUE = """
 UPDATE session_timers SET due_at = now() + %s * interval '1 millisecond'
  WHERE (session_id, name) IN (
-    SELECT session_id, name FROM session_timers
-     WHERE due_at < now() - %s * interval '1 millisecond'
-     ORDER BY due_at LIMIT %s FOR UPDATE SKIP LOCKED)
+    SELECT timer.session_id, timer.name FROM session_timers timer
+      JOIN sessions session ON session.id = timer.session_id
+     WHERE session.namespace = %s AND timer.due_at < now() - %s * interval '1 millisecond'
+     ORDER BY timer.due_at LIMIT %s FOR UPDATE OF timer SKIP LOCKED)
 RETURNING session_id, name
 """
 
@@ -45,13 +46,19 @@ def schedule_once(session: LockedSession, name: str, delay_ms: int) -> bool:
     return session.execute(SCHEDULE_ONCE, (session.id, name, delay_ms)).fetchone() is not None
 
 
-def fired(session: LockedSession, name: str) -> None:
+def fired(session: LockedSession, name: str) -> bool:
+    """The timer fired: its row goes. Answers whether it was still pending (a cancelled timer,
+    or one fired already by the sweeper or its delayed message, is not)."""
+    return bool(session.execute(FIRED, (session.id, name)).rowcount)
+
+
+def cancel(session: LockedSession, name: str) -> None:
     session.execute(FIRED, (session.id, name))
 
 
-def claim_overdue(grace_ms: int, lease_ms: int, limit: int = 200) -> list[tuple[str, str]]:
-    """Timers overdue by more than `grace_ms` (their delayed message was lost), claimed for
-    `lease_ms`; answers (session id, timer name) pairs."""
+def claim_overdue(namespace: str, grace_ms: int, lease_ms: int, limit: int = 200) -> list[tuple[str, str]]:
+    """The deployment's timers overdue by more than `grace_ms` (their delayed message was lost),
+    claimed for `lease_ms`; answers (session id, timer name) pairs."""
     with database.atomic():
-        cursor = database.execute_sql(CLAIM_OVERDUE, (lease_ms, grace_ms, limit))
+        cursor = database.execute_sql(CLAIM_OVERDUE, (lease_ms, namespace, grace_ms, limit))
         return [(str(session_id), str(name)) for session_id, name in cursor.fetchall()]

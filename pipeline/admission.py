@@ -12,8 +12,16 @@ from pipeline.limits import (
     RECONNECT_BACKOFF_MS,
 )
 from pipeline.state import LIVE_PHASES, Phase, SessionState
-from pipeline.step import CloseCall, OpenSideband, RecordIncident, ScheduleTimer, Step, unchanged
-from pipeline.transcript import response_create
+from pipeline.step import (
+    AnswerRequest,
+    CloseCall,
+    OpenSideband,
+    RecordIncident,
+    ScheduleTimer,
+    Step,
+    unchanged,
+)
+from pipeline.transcript import ask_for_response
 from pipeline.wire import (
     EndRequested,
     ResponseCancel,
@@ -60,10 +68,26 @@ def attach_call(state: SessionState, call_id: str) -> Step:
 
 
 def fail_admission(state: SessionState, code: str, detail: str) -> Step:
-    """Creating the provider call failed: the session fails with the provider's reason."""
-    if state.is_terminal:
+    """Creating the provider call failed: the session fails with the provider's reason. Only
+    a session still being admitted can fail admission: the same message replayed later (a
+    dead letter) must not fail the call that connected since."""
+    if state.phase not in (Phase.CREATED, Phase.ADMITTING):
         return unchanged(state)
     return fail(state, code, f"admission failed: {detail}")
+
+
+def takeover_refusal(
+    dead_gateway: str, new_gateway: str, *, dead_is_alive: bool, new_is_alive: bool
+) -> str | None:
+    """Why a session may not move from `dead_gateway` to `new_gateway` now, or None if it may.
+    A takeover is asked for when a gateway's liveness key lapsed, but the message may run much
+    later (a retry, a replayed dead letter): it holds only if the old owner is still dead and
+    the new one alive (a gateway restarting under its own id takes its sessions back)."""
+    if dead_is_alive and dead_gateway != new_gateway:
+        return f"gateway {dead_gateway} is alive"
+    if not new_is_alive:
+        return f"gateway {new_gateway}, which would take the sessions over, is not alive"
+    return None
 
 
 def sideband_connected(state: SessionState, event: SidebandConnected) -> Step:
@@ -92,10 +116,22 @@ def session_updated(state: SessionState, event: SessionUpdated) -> Step:
 
 
 def end(state: SessionState, event: EndRequested) -> Step:
-    """An end request closes the call; ending an ended session changes nothing."""
+    """An end request closes the call; ending an ended session changes nothing. The request
+    that asked is answered: 202 if it ended the call, 409 if the call was over already."""
     if state.is_terminal:
-        return unchanged(state)
-    return finish(state, event.reason)
+        step = unchanged(state)
+        status = 409
+        body: dict[str, Any] = {
+            "error": {"code": "session_ended", "message": f"session is {state.phase}"},
+        }
+    else:
+        step = finish(state, event.reason)
+        status = 202
+        body = {"status": "ending", "reason": event.reason}
+    if event.request_id is None or event.gateway_id is None:
+        return step
+    answer = AnswerRequest(request_id=event.request_id, gateway_id=event.gateway_id, status=status, body=body)
+    return step.then(Step(state=step.state, effects=(answer,)))
 
 
 def finish(state: SessionState, reason: str) -> Step:
@@ -157,10 +193,10 @@ def reconnect_due(state: SessionState, generation: int) -> Step:
 
 def _reconnected(state: SessionState) -> Step:
     """The sideband is back. Whatever the provider said meanwhile is gone, and so may be a
-    control sent while no sideband listened. A response the caller is owed is asked for again
-    (a running one is cancelled first; if the provider still holds it active, the request is
-    refused and repeated when that response ends), so the session never waits for a
-    response.done nobody will see. A tool that runs still gets its output when it finishes,
+    control sent while no sideband listened. A response the caller is owed is asked for again,
+    under a new response deadline (a running one is cancelled first; if the provider still holds
+    it active, the request is refused and repeated when that response ends), so the session never
+    waits for a response.done nobody will see. A tool that runs still gets its output when it finishes,
     without driving a response."""
     turn = state.turn
     if turn is None:
@@ -170,11 +206,8 @@ def _reconnected(state: SessionState) -> Step:
     if chain.pending is not None:
         moved_on = chain.model_copy(update={"response_completed": True, "continuation_allowed": False})
         return Step(state=state.evolve(chain=moved_on), controls=cancel)
-    again = turn.model_copy(update={"response_id": None, "refused": False})
-    return Step(
-        state=state.evolve(turn=again, chain=state.chain.next_turn()),
-        controls=(*cancel, response_create(turn.context)),
-    )
+    cancelled = Step(state=state.evolve(chain=state.chain.next_turn()), controls=cancel)
+    return cancelled.then(ask_for_response(cancelled.state, turn))
 
 
 def taken_over(state: SessionState, gateway_id: str) -> Step:

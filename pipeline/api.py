@@ -8,20 +8,25 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from pipeline.limits import MAXIMUM_INSTRUCTIONS_BYTES, MAXIMUM_TYPED_TEXT_BYTES
+from pipeline.limits import (
+    MAXIMUM_INSTRUCTIONS_BYTES,
+    MAXIMUM_TYPED_TEXT_BYTES,
+    MAXIMUM_USAGE_BUDGET_TOKENS,
+)
 
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 class SessionLimits(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Strict: JSON `true` is not the number 1, nor "12" the number 12.
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     max_output_tokens: int | Literal["inf"] | None = Field(default=None)
     max_session_seconds: int | None = Field(default=None, ge=1, le=3_600)
     # Compact the call's context once a response reports this many input tokens.
     compaction_input_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
     # End the session once its responses have used this many total tokens.
-    usage_budget_tokens: int | None = Field(default=None, ge=1)
+    usage_budget_tokens: int | None = Field(default=None, ge=1, le=MAXIMUM_USAGE_BUDGET_TOKENS)
 
     @field_validator("max_output_tokens")
     @classmethod

@@ -56,8 +56,10 @@ class Settings(BaseModel):
     gateway_id: str = "gw1"
     gateway_host: str = "127.0.0.1"
     gateway_port: int = Field(default=8700, ge=0, le=65535)
-    gateway_ws_port: int = Field(default=8701, ge=0, le=65535)
     api_token: str = "switchboard-dev-token"
+    # Signs the live tokens every gateway hands out and checks; by default derived from the
+    # API token (which all gateways of a deployment share).
+    live_token_secret: str | None = None
 
     sentry_dsn: str | None = None
     sentry_environment: str = "development"

@@ -8,7 +8,8 @@ SwitchboardError
 │   ├── AdmissionRefused
 │   ├── ProviderCallIdConflict  the same call id requested with a different identity
 │   ├── ToolStepTerminal        a finished tool step cannot start again
-│   └── ToolOutcomeConflict     a finished tool step cannot take a different outcome
+│   ├── ToolOutcomeConflict     a finished tool step cannot take a different outcome
+│   └── UnreplayableDeadLetter  a dead letter whose body is not a message
 ├── BadInput                 input that can never become valid; recorded, never retried
 │   ├── MalformedFrame       a provider frame that is not JSON or not a known shape
 │   ├── OversizedFrame
@@ -61,6 +62,12 @@ class ToolStepTerminal(Refusal):
 
 class ToolOutcomeConflict(Refusal):
     code = "tool_outcome_conflict"
+
+
+class UnreplayableDeadLetter(Refusal):
+    """A dead letter whose body is not a message: there is nothing to enqueue again."""
+
+    code = "dead_letter_corrupt"
 
 
 class BadInput(SwitchboardError):

@@ -13,6 +13,16 @@ MAXIMUM_LIVE_TRANSCRIPT_BYTES = 16_000
 # A provider frame larger than this is refused as an incident instead of being logged whole.
 MAXIMUM_PROVIDER_FRAME_BYTES = 1_048_576
 
+# A provider event nests a few levels (a response's output items, a tool's JSON schema in a
+# session); one nested deeper than this is refused as malformed before anything walks it.
+MAXIMUM_FRAME_JSON_DEPTH = 64
+
+# An API request body is flat (a session spec nests three levels); deeper is refused with 422.
+MAXIMUM_REQUEST_JSON_DEPTH = 32
+
+# The incidents table's code column holds this many characters.
+MAXIMUM_INCIDENT_CODE_CHARS = 128
+
 # The websocket layer closes the socket beyond this; keep it well above the frame limit so an
 # oversized frame is an incident, not a lost call.
 MAXIMUM_SOCKET_MESSAGE_BYTES = 16 * 1_048_576
@@ -37,6 +47,20 @@ MAXIMUM_TOOL_MS = 30_000
 # interrupted: its message was lost (a dead worker past recovery, a dead-lettered run).
 TOOL_DEADLINE_GRACE_MS = 15_000
 
+# A response Switchboard asked for that has not reported `response.done` this long after it was
+# asked for is lost (the event dropped with Redis, a stranded batch, a cancel nothing answered):
+# its turn is settled with a `response_lost` incident and the caller's queued input answered.
+# The provider generates speech faster than it is heard, so a response is done before its
+# longest possible speech could be spoken: its output-token cap at about 20 audio tokens per
+# second of speech (50 ms a token; "inf" is the provider's ceiling of 4,096). The default cap of
+# 1,024 tokens is 51 s of speech; the deadline is never shorter than 60 s, so a short cap still
+# leaves a slow provider time to start, and is that speech for larger caps (205 s at 4,096). A
+# tool the response called is not counted: once the response is done, the turn waits on the
+# tool's own deadline (MAXIMUM_TOOL_MS + TOOL_DEADLINE_GRACE_MS), never on this one.
+RESPONSE_DEADLINE_MS = 60_000
+RESPONSE_MS_PER_OUTPUT_TOKEN = 50
+PROVIDER_MAXIMUM_OUTPUT_TOKENS = 4_096
+
 # A session's previous response reporting this many input tokens starts a compaction (the
 # provider's realtime context holds 32k tokens; half of it leaves room and halves the cost).
 DEFAULT_COMPACTION_INPUT_TOKENS = 16_000
@@ -55,6 +79,9 @@ COMPACTION_REPLY_TIMEOUT_MS = 70_000
 # A session's usage budget in provider-reported total tokens: a 60-minute call whose responses
 # each re-read a compacted context of about 16k tokens stays well inside it.
 DEFAULT_USAGE_BUDGET_TOKENS = 2_000_000
+# A budget is a bound, so it has one: ten times the default covers any call the provider lets
+# run (60 minutes), and a larger figure is a client bug, not a budget.
+MAXIMUM_USAGE_BUDGET_TOKENS = 20_000_000
 
 # Typed text injected into a live call: bounded like a chat message, and limited per minute per
 # session so an API client cannot flood the model.
@@ -71,3 +98,24 @@ MAXIMUM_RECONNECT_DELAY_MS = 1_000
 # dead, and a live gateway takes its sessions over (re-opening their sidebands by call id).
 GATEWAY_HEARTBEAT_MS = 1_000
 GATEWAY_DEAD_AFTER_MS = 3_000
+
+# While Redis is unreachable a gateway keeps, per session, at most this many events (and gateway
+# incidents) it could not number or enqueue; what a full session refuses is counted and, once
+# Redis answers, numbered where the hole is as one `switchboard.events_dropped` event (and an
+# incident). A call nobody answers brings about two durable events per caller line (speech
+# started, transcript), so this is a quarter of an hour of a caller talking non-stop; at the ~1 KB
+# such an event takes, about 1 MB a session.
+MAXIMUM_UNSENT_EVENTS_PER_SESSION = 1_000
+
+# A session's seq counter in Redis (`{ns}:seq:{session}`) expires this long after its last use.
+# It must outlive every call: a gateway that never numbered for the session (an API request for a
+# call held elsewhere) would start again at 1 and its event would be taken for a duplicate. A call
+# lasts at most MAXIMUM_SESSION_SECONDS after it connects (its ceiling timer, 30 s of admission
+# before), and may be silent all that time; a day leaves hours for a ceiling timer that fires late.
+# A counter is about 100 bytes, so 100,000 calls a day keep about 10 MB.
+SEQ_COUNTER_TTL_SECONDS = 86_400
+
+# A gateway's restart marker (`{ns}:gateway-marker:{id}`, renewed every 10 s) expires this long
+# after the gateway stopped renewing it. Expiring under a live gateway (Redis unreachable that
+# long) costs one needless retransmission of the events it holds, never a lost one.
+GATEWAY_MARKER_TTL_SECONDS = 60

@@ -34,6 +34,18 @@ def queue_for(event_type: str) -> str:
     return _QUEUE_OF_TYPE.get(event_type, TRANSCRIPT_QUEUE)
 
 
-def control_queue(gateway_id: str) -> str:
-    """The kombu queue a gateway consumes its controls and directives from."""
-    return f"switchboard.gateway.{gateway_id}"
+def control_queue(namespace: str, gateway_id: str) -> str:
+    """The kombu queue a gateway consumes its controls and directives from. Scoped by the
+    broker namespace: two deployments on one Redis, each with a gateway `gw1`, must not read
+    each other's controls (they answered each other's API calls: 7 of 10 creates got 503)."""
+    return f"{namespace}:gateway.{gateway_id}"
+
+
+def gateway_alive_key(namespace: str, gateway_id: str) -> str:
+    """The Redis key a live gateway renews; its absence means the gateway is dead."""
+    return f"{namespace}:gateway-alive:{gateway_id}"
+
+
+def gateway_registry_key(namespace: str) -> str:
+    """The Redis set of gateway ids that may hold sessions (checked for dead members)."""
+    return f"{namespace}:gateways"

@@ -1,18 +1,26 @@
 """`apply`: one logged event → one `Step`, whatever concern it belongs to.
 
-Late events (for an ended or failed session, or from an older generation) are recorded but
-act on nothing: only their transcripts still land.
+Late events are recorded but act on nothing: only their transcripts still land. An event for an
+ended or failed session is late. So is an event from a superseded generation of the call (a
+sideband that was re-opened, or taken over by another gateway), with two exceptions that a live
+session still acts on, because the current sideband will never see them: the caller's final
+transcript (a line the caller said is answered by whoever owns the call now, at once or after
+the response that is owed), and the `response.done` of exactly the response the current turn
+waits on (it settles the turn). Anything else from an old sideband stays late: its
+speech_started must not barge in on today's answer, its close must not reconnect today's call.
+`disposition_of` says how the log records an event; `apply` decides what it does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 from pipeline import admission, budget, compaction, tools, transcript
 from pipeline.catalog import ToolOutcome
 from pipeline.errors import MalformedFrame
 from pipeline.state import Limits, Phase, SessionState
-from pipeline.step import PersistTranscript, Step, unchanged
+from pipeline.step import PersistTranscript, RecordIncident, Step, unchanged
 from pipeline.wire import (
     AdmissionBegun,
     AdmissionFailed,
@@ -22,6 +30,7 @@ from pipeline.wire import (
     CompactionRequested,
     CompactionUnsaved,
     EndRequested,
+    EventsDropped,
     FunctionCallArgumentsDone,
     FunctionCallItemDone,
     GatewayLost,
@@ -44,10 +53,36 @@ from pipeline.wire import (
     parse_inbound,
 )
 
+Disposition = Literal["applied", "late"]
 
-def is_late(state: SessionState, generation: int) -> bool:
-    """An event for a finished session, or from a superseded sideband, is late."""
-    return state.is_terminal or generation < state.generation
+
+def disposition_of(state: SessionState, event: InboundEvent, generation: int) -> Disposition:
+    """How the log records an event: applied, or late (recorded, acting on nothing). An end
+    request is never late: ending an ended session is an answer, not a stale event."""
+    if isinstance(event, EndRequested):
+        return "applied"
+    return "late" if is_late(state, event, generation) else "applied"
+
+
+def is_late(state: SessionState, event: InboundEvent, generation: int) -> bool:
+    """An event for a finished session is late; so is one from a superseded sideband, unless
+    it still counts."""
+    if state.is_terminal:
+        return True
+    return generation < state.generation and not still_counts(state, event)
+
+
+def still_counts(state: SessionState, event: InboundEvent) -> bool:
+    """Whether an event from a superseded sideband of a live call is still acted on: the
+    caller's final transcript, and the response.done of exactly the response the current turn
+    waits on. (A turn whose response is only asked for — response_id None, as after a
+    reconnect's re-ask — accepts no stale response.done: that one ended an older response.)"""
+    if isinstance(event, UserTranscriptFinal):
+        return True
+    if isinstance(event, ResponseDone):
+        turn = state.turn
+        return turn is not None and turn.response_id is not None and turn.response_id == event.response.id
+    return False
 
 
 def apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
@@ -90,6 +125,10 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
         case TimerFired() if event.name.startswith(compaction.DEADLINE_TIMER):
             number = event.name.removeprefix(compaction.DEADLINE_TIMER)
             return compaction.deadline_passed(state, int(number) if number.isdigit() else 0)
+        case TimerFired() if event.name.startswith(transcript.RESPONSE_DEADLINE_TIMER):
+            number = event.name.removeprefix(transcript.RESPONSE_DEADLINE_TIMER)
+            lost = transcript.response_lost(state, int(number) if number.isdigit() else 0)
+            return unchanged(state) if lost is None else lost.then(_response_given_up(state))
         case TimerFired():
             return admission.timer_fired(state, event.name)
         case ArrivedLate():
@@ -104,9 +143,24 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
             return compaction.requested(state, event.request_id, event.gateway_id)
         case CompactionUnsaved():
             return compaction.summary_unsaved(state, event.compaction, event.reason)
-    if is_late(state, generation):
+        case EventsDropped():
+            return events_dropped(state, event)
+    if is_late(state, event, generation):
         return record_late(state, event)
     return _decide(state, event)
+
+
+def events_dropped(state: SessionState, event: EventsDropped) -> Step:
+    """The gateway could not keep some of the call's events (Redis was away too long, or one
+    could not be encoded): a warning where they would have been in the log. Nothing else is
+    decided on them; a turn whose response.done was among them is settled by its deadline."""
+    incident = RecordIncident(
+        code="events_dropped",
+        summary=f"{event.count} events of the call were dropped by the gateway ({event.reason})",
+        severity="warning",
+        context={"count": event.count, "types": event.types, "reason": event.reason},
+    )
+    return Step(state=state, effects=(incident,))
 
 
 def record_late(state: SessionState, event: InboundEvent) -> Step:
@@ -134,6 +188,23 @@ def _tool_stopped(before: SessionState, step: Step, reason: str) -> Step:
     return step.then(tools.caller_moved_on(step.state, reason))
 
 
+def _response_given_up(state: SessionState) -> Step:
+    """The response the turn is owed will never report done (lost, or cancelled with nothing
+    active): the turn goes on as if it had ended. Without a tool call it closes — the session
+    listens, or answers queued input at once. A tool still running keeps the turn: its outcome
+    (or its deadline) ends the chain as usual, so the call gets exactly one output and the
+    continuation is driven unless the caller moved on. An outcome already in is delivered now."""
+    chain = state.chain
+    pending = chain.pending
+    if pending is None:
+        return transcript.listen_again(state)
+    if pending.output is None:
+        return Step(state=state.evolve(chain=chain.model_copy(update={"response_completed": True})))
+    if chain.continuation_allowed:
+        return tools.continue_after_tool(state)
+    return tools.deliver_without_response(state)
+
+
 def _response_done(state: SessionState, event: ResponseDone) -> Step:
     """Every response's usage counts against the budget, which may end the session here; a
     maintenance response then finishes its compaction, a spoken one its turn (or tool chain),
@@ -149,6 +220,7 @@ def _response_done(state: SessionState, event: ResponseDone) -> Step:
     warned = counted.then(budget.warn(counted.state))
     if maintenance:
         return warned.then(compaction.maintenance_finished(warned.state, event))
+    warned = warned.then(transcript.deadline_met(warned.state, event))
     chained = tools.response_finished(warned.state, event)
     if chained is not None:
         finished = warned.then(chained)
@@ -197,6 +269,9 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
             return Step(state=compaction.forget(state, event.item_id))
         case ToolFinished():
             return tools.tool_finished(state, event.call_id, ToolOutcome.model_validate(event.outcome))
+        case ProviderError() if transcript.is_cancel_of_nothing(state, event):
+            recorded = transcript.provider_error(state, event)
+            return recorded.then(_response_given_up(recorded.state))
         case ProviderError():
             return transcript.provider_error(state, event)
         case _:

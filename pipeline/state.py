@@ -72,6 +72,12 @@ class Turn(_Frozen):
     # The provider refused our response.create because another response was active: the
     # request is made again when that response finishes.
     refused: bool = False
+    # Which of the session's requests for a response this turn waits on (its response deadline
+    # timer carries the number, so a timer armed for an earlier request changes nothing).
+    asked: int = 0
+    # Switchboard cancelled the turn's response (a barge-in): a provider answering that no
+    # response is active means no response.done is coming for it.
+    cancel_sent: bool = False
 
 
 class ToolCall(_Frozen):
@@ -166,6 +172,8 @@ class SessionState(_Frozen):
     # The caller spoke while a response was owed: one response is begun for it afterwards.
     queued_input_item_id: str | None = None
     chain: ToolChain = ToolChain()
+    # Spoken responses Switchboard has asked for in this session (numbers each request).
+    responses_asked: int = 0
     last_response_input_tokens: int = 0
     compaction: Compaction | None = None
     # Responses left before another compaction may start (counted down by each response.done).

@@ -5,10 +5,19 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from pipeline.limits import MAXIMUM_INCIDENT_CODE_CHARS
 from pipeline.state import SessionState
-from pipeline.wire import ItemCreate, ItemDelete, ItemTruncate, ResponseCancel, ResponseCreate, SessionUpdate
+from pipeline.wire import (
+    ItemCreate,
+    ItemDelete,
+    ItemTruncate,
+    ResponseCancel,
+    ResponseCreate,
+    SessionUpdate,
+    storable,
+)
 
 
 class _Effect(BaseModel):
@@ -25,12 +34,31 @@ class PersistTranscript(_Effect):
 
 
 class RecordIncident(_Effect):
-    """Store a durable incident; errors also go to Sentry."""
+    """Store a durable incident; errors also go to Sentry.
 
-    code: str
+    An incident is often about bad input, so it quotes what PostgreSQL may refuse (a raw U+0000,
+    a lone surrogate, JSON nested without end): its fields are made storable as it is built,
+    so the record of a refusal can never be refused in turn."""
+
+    code: str = Field(max_length=MAXIMUM_INCIDENT_CODE_CHARS)
     summary: str
     severity: Literal["error", "warning"] = "error"
     context: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("code", mode="before")
+    @classmethod
+    def _storable_code(cls, value: Any) -> Any:
+        return storable(value)[:MAXIMUM_INCIDENT_CODE_CHARS] if isinstance(value, str) else value
+
+    @field_validator("summary", mode="before")
+    @classmethod
+    def _storable_summary(cls, value: Any) -> Any:
+        return storable(value) if isinstance(value, str) else value
+
+    @field_validator("context", mode="before")
+    @classmethod
+    def _storable_context(cls, value: Any) -> Any:
+        return storable(value) if isinstance(value, dict) else value
 
 
 class OpenSideband(_Effect):
@@ -102,6 +130,13 @@ class ScheduleTimer(_Effect):
     delay_ms: int
 
 
+class CancelTimer(_Effect):
+    """The named timer is no longer needed: its row goes, and its delayed message, when it
+    comes, finds nothing to fire (and logs nothing)."""
+
+    name: str
+
+
 class StartCompaction(_Effect):
     """Record a compaction that started (its maintenance response was asked for)."""
 
@@ -145,6 +180,7 @@ Effect = (
     | OpenSideband
     | CloseCall
     | ScheduleTimer
+    | CancelTimer
     | RequestToolStep
     | RefuseToolStep
     | RunTool

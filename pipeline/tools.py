@@ -33,7 +33,7 @@ from pipeline.step import (
     Step,
     unchanged,
 )
-from pipeline.transcript import begin_response, response_create
+from pipeline.transcript import ask_for_response, begin_response
 from pipeline.wire import FunctionCallArgumentsDone, ItemCreate, ResponseDone
 
 # Timers named with this prefix and a call id check that call's outcome came back.
@@ -56,6 +56,10 @@ LIMIT_REFUSAL = (
 TRUNCATION_NOTE = (
     "The full result was larger than a voice turn can carry and was cut. The beginning of it follows."
 )
+# What ends an error message cut to fit the bound.
+ELLIPSIS = "…"
+# Lone surrogates (U+D800 to U+DFFF) to U+FFFD, for str.translate.
+_REPLACED_SURROGATES = dict.fromkeys(range(0xD800, 0xE000), "\ufffd")
 
 
 def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
@@ -219,11 +223,8 @@ def response_finished(state: SessionState, event: ResponseDone) -> Step | None:
     pending = chain.pending
     if pending is None:
         if completed and chain.limit_refused:
-            reported = state.evolve(
-                turn=turn.model_copy(update={"response_id": None}),
-                chain=chain.model_copy(update={"limit_refused": False}),
-            )
-            return Step(state=reported, controls=(response_create(turn.context, tool_choice="none"),))
+            reported = state.evolve(chain=chain.model_copy(update={"limit_refused": False}))
+            return ask_for_response(reported, turn, tool_choice="none")
         return None
     if completed:
         if pending.output is not None and chain.continuation_allowed:
@@ -260,13 +261,9 @@ def continue_after_tool(state: SessionState) -> Step:
     pending = state.chain.pending
     turn = state.turn
     assert pending is not None and pending.output is not None and turn is not None
-    return Step(
-        state=state.evolve(
-            turn=turn.model_copy(update={"response_id": None}),
-            chain=state.chain.model_copy(update={"pending": None, "response_completed": False}),
-        ),
-        controls=(_output(pending.call_id, pending.output), response_create(turn.context)),
-    )
+    chain = state.chain.model_copy(update={"pending": None, "response_completed": False})
+    delivered = Step(state=state.evolve(chain=chain), controls=(_output(pending.call_id, pending.output),))
+    return delivered.then(ask_for_response(delivered.state, turn))
 
 
 def deliver_without_response(state: SessionState) -> Step:
@@ -292,21 +289,31 @@ def _answer(call_id: str, status: str, code: str, message: str) -> str:
 
 
 def continuation_output(call_id: str, outcome: ToolOutcome) -> str:
-    """The function_call_output for an outcome, at most 16,000 bytes: a longer one keeps its
-    status and error and replaces the result with a note and a UTF-8-safe preview."""
+    """The function_call_output for an outcome, at most 16,000 bytes of UTF-8 JSON: a longer
+    one keeps its status and error and replaces the result with a note and a preview."""
+
+    def output(result: Any, error: dict[str, Any] | None) -> str:
+        return _encode({"call_id": call_id, "status": outcome.status, "result": result, "error": error})
+
+    def truncated(preview: str, error: dict[str, Any] | None) -> str:
+        return output({"truncated": True, "note": TRUNCATION_NOTE, "preview": preview}, error)
+
     error = outcome.error.model_dump(mode="json") if outcome.error else None
-    payload: dict[str, Any] = {
-        "call_id": call_id,
-        "status": outcome.status,
-        "result": outcome.result,
-        "error": error,
-    }
-    encoded = _encode(payload)
-    if len(encoded.encode()) <= MAXIMUM_CONTINUATION_BYTES:
-        return encoded
-    preview = _utf8_prefix(_encode(outcome.result), MAXIMUM_CONTINUATION_BYTES // 2)
-    payload["result"] = {"truncated": True, "note": TRUNCATION_NOTE, "preview": preview}
-    return _encode(payload)
+    whole = output(outcome.result, error)
+    if _utf8_bytes(whole) <= MAXIMUM_CONTINUATION_BYTES:
+        return whole
+
+    # The room is measured on the output as it will be sent, because escaping makes the
+    # preview longer once it sits inside it: a quote or backslash takes two bytes there and a
+    # control character up to seven (measured: a preview cut to 8,000 bytes before escaping
+    # gave outputs of 16,201 bytes).
+    if error is not None and _utf8_bytes(truncated("", error)) > MAXIMUM_CONTINUATION_BYTES:
+        # The runner cuts error messages to 2,000 characters, but an outcome does not enforce
+        # it; an error too long for the bound is cut too, the code kept whole.
+        room = MAXIMUM_CONTINUATION_BYTES - _utf8_bytes(truncated("", {**error, "message": ELLIPSIS}))
+        error = {**error, "message": _escaped_prefix(error["message"], room) + ELLIPSIS}
+    room = MAXIMUM_CONTINUATION_BYTES - _utf8_bytes(truncated("", error))
+    return truncated(_escaped_prefix(_encode(outcome.result), room), error)
 
 
 def _output(call_id: str, output: str) -> ItemCreate:
@@ -314,9 +321,35 @@ def _output(call_id: str, output: str) -> ItemCreate:
 
 
 def _encode(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """Compact JSON that is always valid UTF-8."""
+    encoded = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        encoded.encode()
+    except UnicodeEncodeError:
+        # A str built in Python can hold a lone surrogate, which UTF-8 cannot carry (nor a
+        # strict JSON parser take as an escape); it goes as U+FFFD, what a decoder shows for it.
+        return encoded.translate(_REPLACED_SURROGATES)
+    return encoded
 
 
-def _utf8_prefix(text: str, maximum_bytes: int) -> str:
-    # Cutting the encoded bytes and ignoring a broken last character keeps it valid UTF-8.
-    return text.encode()[:maximum_bytes].decode(errors="ignore")
+def _utf8_bytes(text: str) -> int:
+    return len(text.encode())
+
+
+def _escaped_prefix(text: str, maximum_bytes: int) -> str:
+    """The longest prefix of ``text`` whose JSON string escape takes at most ``maximum_bytes``
+    of UTF-8 (quotes excluded); cut between characters, so it is always valid UTF-8."""
+
+    def escaped_bytes(length: int) -> int:
+        return _utf8_bytes(_encode(text[:length])) - len('""')
+
+    # Every character escapes to at least one byte, and a longer prefix never escapes
+    # shorter, so the longest fitting length can be searched for.
+    fitting, too_long = 0, min(len(text), max(maximum_bytes, 0)) + 1
+    while too_long - fitting > 1:
+        middle = (fitting + too_long) // 2
+        if escaped_bytes(middle) <= maximum_bytes:
+            fitting = middle
+        else:
+            too_long = middle
+    return text[:fitting]

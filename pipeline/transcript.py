@@ -1,11 +1,23 @@
 """The spoken turn: the caller's final transcript drives a response; the response's start,
-final transcript and completion are recorded."""
+final transcript and completion are recorded.
+
+Every response Switchboard asks for in a turn (the first, a tool continuation, a limit report, a
+refused request asked again, a reconnect's re-ask) arms a response deadline. A response still
+owed when it passes is lost — its `response.done` will never be seen — and the turn is settled
+with a `response_lost` incident, so one lost event cannot silence a call. A cancel the provider
+refuses because no response is active settles it at once.
+"""
 
 from __future__ import annotations
 
-from pipeline.limits import MAXIMUM_DURABLE_TEXT_BYTES
+from pipeline.limits import (
+    MAXIMUM_DURABLE_TEXT_BYTES,
+    PROVIDER_MAXIMUM_OUTPUT_TOKENS,
+    RESPONSE_DEADLINE_MS,
+    RESPONSE_MS_PER_OUTPUT_TOKEN,
+)
 from pipeline.state import LIVE_PHASES, Phase, ResponseContext, SessionState, Turn
-from pipeline.step import PersistTranscript, RecordIncident, Step, unchanged
+from pipeline.step import CancelTimer, PersistTranscript, RecordIncident, ScheduleTimer, Step, unchanged
 from pipeline.wire import (
     AssistantTranscriptFinal,
     ItemCreate,
@@ -22,6 +34,9 @@ from pipeline.wire import (
     UserTranscriptFailed,
     UserTranscriptFinal,
 )
+
+# Timers named with this prefix and a request number settle a response that never reported done.
+RESPONSE_DEADLINE_TIMER = "response_deadline:"
 
 
 def hear(state: SessionState, event: UserTranscriptFinal) -> Step:
@@ -69,15 +84,36 @@ def begin_response(state: SessionState, input_item_id: str) -> Step:
         max_output_tokens=state.limits.max_output_tokens,
         input_item_id=input_item_id,
     )
-    return Step(
-        state=state.evolve(
-            phase=Phase.RESPONDING,
-            turn=Turn(context=context),
-            queued_input_item_id=None,
-            chain=state.chain.next_turn(),
-        ),
-        controls=(response_create(context),),
+    responding = state.evolve(
+        phase=Phase.RESPONDING, queued_input_item_id=None, chain=state.chain.next_turn()
     )
+    return ask_for_response(responding, Turn(context=context))
+
+
+def ask_for_response(state: SessionState, turn: Turn, tool_choice: str = "auto") -> Step:
+    """Ask the provider for the turn's response, and arm the deadline that settles the turn if
+    this response's `response.done` never comes. Each request gets the next number, so a
+    deadline armed for an earlier one finds it is no longer owed."""
+    number = state.responses_asked + 1
+    asked = turn.model_copy(
+        update={"asked": number, "response_id": None, "refused": False, "cancel_sent": False}
+    )
+    deadline = ScheduleTimer(
+        name=f"{RESPONSE_DEADLINE_TIMER}{number}", delay_ms=response_deadline_ms(turn.context)
+    )
+    return Step(
+        state=state.evolve(turn=asked, responses_asked=number),
+        controls=(response_create(turn.context, tool_choice),),
+        effects=(deadline,),
+    )
+
+
+def response_deadline_ms(context: ResponseContext) -> int:
+    """How long a response asked with this context may take to report done: the longest speech
+    its output-token cap allows, and never less than the response deadline (pipeline.limits)."""
+    tokens = context.max_output_tokens
+    cap = PROVIDER_MAXIMUM_OUTPUT_TOKENS if tokens == "inf" else min(tokens, PROVIDER_MAXIMUM_OUTPUT_TOKENS)
+    return max(RESPONSE_DEADLINE_MS, cap * RESPONSE_MS_PER_OUTPUT_TOKEN)
 
 
 def response_create(context: ResponseContext, tool_choice: str = "auto") -> ResponseCreate:
@@ -131,7 +167,8 @@ def barge_in(state: SessionState, playback: Playback | None) -> Step:
     if playback is not None and playback.response_id == turn.response_id:
         controls.append(ItemTruncate(item_id=playback.item_id, audio_end_ms=max(playback.played_ms, 0)))
     controls.append(ResponseCancel(response_id=turn.response_id))
-    return Step(state=state, controls=tuple(controls))
+    cancelled = state.evolve(turn=turn.model_copy(update={"cancel_sent": True}))
+    return Step(state=cancelled, controls=tuple(controls))
 
 
 def response_started(state: SessionState, event: ResponseCreated) -> Step:
@@ -196,17 +233,65 @@ def end_turn(state: SessionState, event: ResponseDone) -> Step:
     turn = state.turn
     if turn is not None and turn.refused:
         # The response that blocked ours has finished: ask for ours again.
-        retried = state.evolve(turn=turn.model_copy(update={"refused": False}))
-        return Step(state=retried, controls=(response_create(turn.context),))
+        return ask_for_response(state, turn)
     # A response.done without its response.created (seen during interruptions) ends the
     # turn that was waiting for it, so the session never waits forever.
     is_ours = turn is not None and turn.response_id in (event.response.id, None)
     if turn is None or not is_ours or state.phase is not Phase.RESPONDING:
         return unchanged(state)
+    return listen_again(state)
+
+
+def listen_again(state: SessionState) -> Step:
+    """The turn is over: the session listens, or begins the response queued input is owed."""
     released = state.evolve(phase=Phase.LISTENING, turn=None, chain=state.chain.next_turn())
     if state.queued_input_item_id is not None:
         return begin_response(released, state.queued_input_item_id)
     return Step(state=released)
+
+
+def deadline_met(state: SessionState, event: ResponseDone) -> Step:
+    """The response the turn waits on reported done: its deadline timer is cancelled, so the
+    timer's firing later costs no transaction (a settled turn would ignore it anyway)."""
+    turn = state.turn
+    if turn is None or turn.asked < 1 or turn.response_id not in (event.response.id, None):
+        return unchanged(state)
+    return Step(state=state, effects=(CancelTimer(name=f"{RESPONSE_DEADLINE_TIMER}{turn.asked}"),))
+
+
+def response_lost(state: SessionState, asked: int) -> Step | None:
+    """The deadline of request `asked` passed: if that response is still owed (its response.done
+    never came), the loss is recorded and the caller settles the turn; None when it is not owed
+    (it finished, a later request replaced it, or the turn now waits on a tool, whose own
+    deadline bounds that wait)."""
+    turn = state.turn
+    is_owed = turn is not None and asked >= 1 and turn.asked == asked and not state.chain.response_completed
+    if state.is_terminal or turn is None or not is_owed:
+        return None
+    incident = RecordIncident(
+        code="response_lost",
+        summary="no response.done came for the response the turn was owed; the turn was settled",
+        severity="warning",
+        context={
+            "input_item_id": turn.context.input_item_id,
+            "response_id": turn.response_id,
+            "request": asked,
+            "refused": turn.refused,
+        },
+    )
+    return Step(state=state, effects=(incident,))
+
+
+def is_cancel_of_nothing(state: SessionState, event: ProviderError) -> bool:
+    """The provider refused Switchboard's cancel of the turn's response because no response is
+    active: that response is over, and no response.done is coming for it."""
+    turn = state.turn
+    return (
+        event.error.code == "response_cancel_not_active"
+        and turn is not None
+        and turn.cancel_sent
+        and not state.is_terminal
+    )
 
 
 def provider_error(state: SessionState, event: ProviderError) -> Step:

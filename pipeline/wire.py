@@ -18,7 +18,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from pipeline.errors import MalformedFrame, OversizedFrame
-from pipeline.limits import MAXIMUM_PROVIDER_FRAME_BYTES
+from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH, MAXIMUM_PROVIDER_FRAME_BYTES
+
+# What an incident quotes is cut at this depth, and the rest shown as a preview of this length.
+MAXIMUM_STORED_CONTEXT_DEPTH = 16
+MAXIMUM_NESTED_PREVIEW_CHARS = 200
 
 # ── names ────────────────────────────────────────────────────────────────────────────────
 
@@ -287,8 +291,14 @@ class SidebandClosed(_Inbound):
 
 
 class EndRequested(_Inbound):
+    """The API asks to end the call. With a request id, the worker that applies it answers the
+    waiting gateway: 202 when it ended the call, 409 when the call was over already (so of two
+    concurrent ends, one is told it ended the call)."""
+
     type: Literal["switchboard.end_requested"]
     reason: str = "ended_by_api"
+    request_id: str | None = None
+    gateway_id: str | None = None
 
 
 class SessionCreated(_Inbound):
@@ -378,6 +388,18 @@ class ArrivedLate(_Inbound):
     event: dict[str, Any]
 
 
+class EventsDropped(_Inbound):
+    """Events the gateway received for the session and could not keep (Redis was unreachable
+    and the session's outbox was full, or one could not be encoded): numbered where they would
+    have been, so the log shows the hole. `types` counts them by type. Recorded, acts on nothing
+    (a turn whose `response.done` was among them is settled by its response deadline)."""
+
+    type: Literal["switchboard.events_dropped"]
+    count: int
+    types: dict[str, int] = Field(default_factory=dict)
+    reason: str = ""
+
+
 class UnknownEvent(_Inbound):
     """A provider event type Switchboard does not know: recorded in the log, never acted on."""
 
@@ -412,7 +434,8 @@ KnownInbound = Annotated[
     | TextInjected
     | InterruptRequested
     | GatewayLost
-    | ArrivedLate,
+    | ArrivedLate
+    | EventsDropped,
     Field(discriminator="type"),
 ]
 InboundEvent = KnownInbound | UnknownEvent
@@ -434,6 +457,7 @@ _HOST_TYPES = frozenset(
         "switchboard.interrupt_requested",
         "switchboard.gateway_lost",
         "switchboard.arrived_late",
+        "switchboard.events_dropped",
     }
 )
 
@@ -481,10 +505,14 @@ def classify_frame(frame: str | bytes) -> ClassifiedFrame:
         raise OversizedFrame(f"frame of {size} bytes exceeds {MAXIMUM_PROVIDER_FRAME_BYTES} bytes")
     try:
         event = json.loads(frame)
+    except RecursionError:
+        raise MalformedFrame(f"frame is nested deeper than {MAXIMUM_FRAME_JSON_DEPTH} levels") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedFrame(f"frame is not JSON: {exc}") from exc
     if not isinstance(event, dict):
         raise MalformedFrame(f"frame is a JSON {type(event).__name__}, not an object")
+    if _may_nest_deeper(frame, MAXIMUM_FRAME_JSON_DEPTH) and exceeds_depth(event, MAXIMUM_FRAME_JSON_DEPTH):
+        raise MalformedFrame(f"frame is nested deeper than {MAXIMUM_FRAME_JSON_DEPTH} levels")
     raw_type = event.get("type")
     if not isinstance(raw_type, str):
         raise MalformedFrame("frame has no string 'type'")
@@ -523,13 +551,60 @@ def _holds_unstorable(frame: str | bytes, event: Any) -> bool:
 
 def holds_unstorable(value: Any) -> bool:
     """Whether a decoded JSON value holds a string PostgreSQL cannot store: one with U+0000
-    (text and jsonb refuse it) or a lone surrogate (not encodable as UTF-8)."""
+    (text and jsonb refuse it) or a lone surrogate (not encodable as UTF-8). Walked without
+    recursion, so no nesting depth can exhaust the stack."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if "\x00" in item or _SURROGATE.search(item) is not None:
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
+def _may_nest_deeper(frame: str | bytes, limit: int) -> bool:
+    # Counting brackets runs in C and bounds the depth from above: almost every frame has
+    # fewer than the limit in all, so the walk below is skipped on the hot path.
+    if isinstance(frame, str):
+        return frame.count("{") + frame.count("[") > limit
+    return frame.count(b"{") + frame.count(b"[") > limit
+
+
+def storable(value: Any, depth: int = MAXIMUM_STORED_CONTEXT_DEPTH) -> Any:
+    """A JSON value PostgreSQL can store: U+0000 written out as the six characters `\\u0000`,
+    a lone surrogate as U+FFFD, and what nests deeper than `depth` as a bounded preview of its
+    text. For values that quote bad input (an incident's summary and context)."""
     if isinstance(value, str):
-        return "\x00" in value or _SURROGATE.search(value) is not None
+        if "\x00" in value:
+            value = value.replace("\x00", "\\u0000")
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict | list) and depth <= 0:
+        return storable(repr(value)[:MAXIMUM_NESTED_PREVIEW_CHARS], 1)
     if isinstance(value, dict):
-        return any(holds_unstorable(key) or holds_unstorable(item) for key, item in value.items())
-    if isinstance(value, list):
-        return any(holds_unstorable(item) for item in value)
+        return {storable(str(key), 1): storable(item, depth - 1) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(item, depth - 1) for item in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return storable(str(value), 1)
+
+
+def exceeds_depth(value: Any, limit: int) -> bool:
+    """Whether a decoded JSON value nests objects and arrays more than `limit` levels deep
+    (walked without recursion)."""
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict | list):
+            if depth >= limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            pending.extend((child, depth + 1) for child in children)
     return False
 
 

@@ -6,6 +6,8 @@ in milliseconds from sideband attach, and an optional last line the close frame:
     {"recording": {"version": 1, "name": "three-turn", "instructions": "…", "description": "…"}}
     {"t_ms": 112.4, "event": {"type": "input_audio_buffer.speech_started", …}}
     {"t_ms": 2480.0, "close": {"code": 1000}}
+
+The header may carry `session`, the body of `POST /v1/sessions` a replay creates its session with.
 """
 
 from __future__ import annotations
@@ -38,12 +40,17 @@ class _Line(BaseModel):
 
 
 class RecordingHeader(_Line):
-    """What the recording is: its format version, name, the instructions used, a description."""
+    """What the recording is: its format version, name, the instructions used, a description,
+    and optionally the session spec it was made under."""
 
     version: Literal[1] = 1
     name: str
     instructions: str = ""
     description: str = ""
+    # The body of `POST /v1/sessions` (instructions, tools, limits) that `switchboard replay`
+    # creates its session with. The provider never sees it, so the simulator only carries it:
+    # the replay checks it against the API's schema, which the simulator may not import.
+    session: dict[str, Any] | None = None
 
 
 class _HeaderLine(_Line):
@@ -136,12 +143,25 @@ def _parse(number: int, model: type[_LineT], data: dict[str, Any], what: str) ->
         raise RecordingError(number, f"not {what}: {where}: {first['msg']}") from exc
 
 
+def recording_lines(recording: Recording) -> list[str]:
+    """The recording as the JSON lines `parse_recording` reads back (a header without a session
+    is written as the first format had it)."""
+    lines = [_HeaderLine(recording=recording.header).model_dump_json(exclude_none=True)]
+    lines += [json.dumps({"t_ms": line.t_ms, "event": line.event}) for line in recording.events]
+    if recording.close is not None:
+        frame = recording.close.close
+        close: dict[str, Any] = {"code": frame.code, **({"reason": frame.reason} if frame.reason else {})}
+        lines.append(json.dumps({"t_ms": recording.close.t_ms, "close": close}))
+    return lines
+
+
 def record_call(
     call_log: Mapping[str, Any],
     *,
     name: str | None = None,
     instructions: str = "",
     description: str = "",
+    session: dict[str, Any] | None = None,
 ) -> list[str]:
     """The recording of a simulator call log (`Simulator.calls[id]` or its JSON), as JSON lines.
 
@@ -151,16 +171,22 @@ def record_call(
     if attached_at is None:
         raise ValueError(f"call {call_log['call_id']} never attached a sideband: nothing to record")
     header = RecordingHeader(
-        name=name or str(call_log["call_id"]), instructions=instructions, description=description
+        name=name or str(call_log["call_id"]),
+        instructions=instructions,
+        description=description,
+        session=session,
     )
-    lines = [_HeaderLine(recording=header).model_dump_json()]
-    for entry in call_log["events"]:
-        offset_ms = _offset_ms(entry["t"], attached_at)
-        lines.append(json.dumps({"t_ms": offset_ms, "event": entry["event"]}))
+    events = [
+        RecordedEvent(t_ms=_offset_ms(entry["t"], attached_at), event=entry["event"])
+        for entry in call_log["events"]
+    ]
+    close = None
     if call_log["closed_at"] is not None and call_log["close_code"] is not None:
-        offset_ms = _offset_ms(call_log["closed_at"], attached_at)
-        lines.append(json.dumps({"t_ms": offset_ms, "close": {"code": call_log["close_code"]}}))
-    return lines
+        close = RecordedClose(
+            t_ms=_offset_ms(call_log["closed_at"], attached_at),
+            close=CloseFrame(code=call_log["close_code"]),
+        )
+    return recording_lines(Recording(header=header, events=events, close=close))
 
 
 def _offset_ms(t: float, attached_at: float) -> float:

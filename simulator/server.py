@@ -20,17 +20,22 @@ Sideband (§1.3), on the WebSocket port: GET /v1/realtime?call_id=… with Beare
 
 from __future__ import annotations
 
-import asyncio
 import email.policy
 import json
 import logging
 import secrets
+import socket
 from email.parser import BytesParser
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import uvicorn
 from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.http11 import Request as HandshakeRequest
@@ -40,7 +45,6 @@ from simulator.call import CallLog, IdMint, SimulatedCall
 from simulator.oracle import wire_errors
 from simulator.recording import Recording, read_recording
 from simulator.script import CallScript, load_script, parse_script
-from switchboard.http import Request, Response, serve_http
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +57,9 @@ CALL_ACTIONS = ("hangup", "accept", "reject", "refer")
 
 # Injected faults stay below the sideband's own message limit (16 MiB).
 MAXIMUM_INJECTED_FRAME_BYTES = 8 * 1024 * 1024
+# REST bodies (an SDP offer and a session, a script, a batch of injected frames) stay far
+# below this; a larger one is refused before it is read.
+MAXIMUM_REST_BODY_BYTES = 1024 * 1024
 
 
 def _sdp_answer() -> str:
@@ -74,7 +81,9 @@ def _sdp_answer() -> str:
 
 
 def _error(status: int, message: str, code: str | None, kind: str = "invalid_request_error") -> Response:
-    return Response.json(status, {"error": {"message": message, "type": kind, "code": code, "param": None}})
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "code": code, "param": None}}, status_code=status
+    )
 
 
 def has_bearer(authorization: str | None) -> bool:
@@ -115,7 +124,7 @@ class Simulator:
         self.strict = strict
         self._mint = IdMint()
         self._calls: dict[str, SimulatedCall] = {}
-        self._http: asyncio.Server | None = None
+        self._http: uvicorn.Server | None = None
         self._ws: Server | None = None
         self.http_url = ""
         self.ws_url = ""
@@ -127,7 +136,11 @@ class Simulator:
 
     async def start(self, host: str = "127.0.0.1", http_port: int = 0, ws_port: int = 0) -> None:
         """Listen for REST on `http_port` and sidebands on `ws_port` (0 picks free ports)."""
-        self._http = await serve_http(self._route, host, http_port)
+        self._http, http_bound = await _serve_rest(
+            Starlette(routes=[Route("/{path:path}", self._route, methods=["GET", "POST", "PUT", "DELETE"])]),
+            host,
+            http_port,
+        )
         self._ws = await serve(
             self._serve_sideband,
             host,
@@ -135,7 +148,6 @@ class Simulator:
             process_request=self._check_handshake,
             max_size=MAXIMUM_SIDEBAND_MESSAGE_BYTES,
         )
-        http_bound = self._http.sockets[0].getsockname()[1]
         ws_bound = next(iter(self._ws.sockets)).getsockname()[1]
         self.http_url = f"http://{host}:{http_bound}/v1"
         self.ws_url = f"ws://{host}:{ws_bound}/v1"
@@ -148,8 +160,7 @@ class Simulator:
             self._ws.close()
             await self._ws.wait_closed()
         if self._http is not None:
-            self._http.close()
-            await self._http.wait_closed()
+            await self._http.shutdown()
 
     def create_call(self, session: dict[str, Any] | None = None) -> str:
         """Open a call as `POST /v1/realtime/calls` does, and answer its id."""
@@ -168,11 +179,15 @@ class Simulator:
     # ── REST ────────────────────────────────────────────────────────────────────
 
     async def _route(self, request: Request) -> Response:
-        parts = [part for part in request.path.split("/") if part]
+        declared = request.headers.get("content-length", "0")
+        if not declared.isdigit() or int(declared) > MAXIMUM_REST_BODY_BYTES:
+            return _error(413, f"The body exceeds {MAXIMUM_REST_BODY_BYTES} bytes.", "body_too_large")
+        path = request.url.path
+        parts = [part for part in path.split("/") if part]
         if parts[:1] == ["_sim"]:
             return await self._control(request, parts[1:])
         if parts[:3] != ["v1", "realtime", "calls"]:
-            return _error(404, f"Unknown path {request.path}", "not_found")
+            return _error(404, f"Unknown path {path}", "not_found")
         if not has_bearer(request.headers.get("authorization")):
             return _error(
                 401, "You didn't provide an API key in the Authorization header.", "missing_api_key"
@@ -180,15 +195,14 @@ class Simulator:
         if request.method != "POST":
             return _error(405, f"{request.method} is not allowed here", "method_not_allowed")
         if len(parts) == 3:
-            return self._create_call(request)
+            return self._create_call(request.headers.get("content-type", ""), await request.body())
         if len(parts) == 5 and parts[4] in CALL_ACTIONS:
-            return await self._act_on_call(parts[3], parts[4], request)
-        return _error(404, f"Unknown path {request.path}", "not_found")
+            return await self._act_on_call(parts[3], parts[4], await request.body())
+        return _error(404, f"Unknown path {path}", "not_found")
 
-    def _create_call(self, request: Request) -> Response:
-        content_type = request.headers.get("content-type", "")
+    def _create_call(self, content_type: str, body: bytes) -> Response:
         try:
-            offer, session = _read_offer(content_type, request.body)
+            offer, session = _read_offer(content_type, body)
         except ValueError as exc:
             return _error(400, str(exc), "invalid_offer")
         if session is not None:
@@ -199,18 +213,19 @@ class Simulator:
             return _error(400, "The SDP offer must start with 'v=0'.", "invalid_offer")
         call_id = self.create_call(session)
         return Response(
-            201,
             _sdp_answer().encode(),
-            {"Content-Type": "application/sdp", "Location": f"/v1/realtime/calls/{call_id}"},
+            status_code=201,
+            media_type="application/sdp",
+            headers={"Location": f"/v1/realtime/calls/{call_id}"},
         )
 
-    async def _act_on_call(self, call_id: str, action: str, request: Request) -> Response:
+    async def _act_on_call(self, call_id: str, action: str, body: bytes) -> Response:
         call = self._calls.get(call_id)
         if call is None or call.has_ended:
             return _error(404, f"Call '{call_id}' not found or already ended.", "call_not_found")
-        if action == "accept" and request.body:
+        if action == "accept" and body:
             try:
-                session = request.json()
+                session = json.loads(body)
             except ValueError:
                 return _error(400, "The body must be a JSON session config.", "invalid_json")
             problems = wire_errors({"type": "session.update", "session": session}, direction="client")
@@ -219,45 +234,40 @@ class Simulator:
             call.accept(session)
         if action in ("hangup", "reject"):
             await call.end(1000)
-        return Response(200)
+        return Response(status_code=200)
 
     async def _control(self, request: Request, parts: list[str]) -> Response:
         if parts == ["script"] and request.method == "PUT":
             try:
-                self.script = parse_script(request.body)
+                self.script = parse_script(await request.body())
             except ValidationError as exc:
-                return Response.json(
-                    400,
-                    {
-                        "error": {
-                            "message": "invalid call script",
-                            "details": json.loads(exc.json()),
-                        }
-                    },
+                return JSONResponse(
+                    {"error": {"message": "invalid call script", "details": json.loads(exc.json())}},
+                    status_code=400,
                 )
-            return Response.json(200, {"script": self.script.name})
+            return JSONResponse({"script": self.script.name})
         if parts == ["calls"] and request.method == "GET":
-            return Response.json(200, {"calls": list(self._calls)})
+            return JSONResponse({"calls": list(self._calls)})
         call = self._calls.get(parts[1]) if len(parts) >= 2 and parts[0] == "calls" else None
         if call is None:
-            return _error(404, f"Unknown path {request.path}", "not_found")
+            return _error(404, f"Unknown path {request.url.path}", "not_found")
         if len(parts) == 2 and request.method == "GET":
-            return Response.json(200, call.log.as_json())
+            return JSONResponse(call.log.as_json())
         if parts[2:] == ["status"] and request.method == "GET":
             # Cheap to poll: a whole call log is large, and serializing it is not.
-            return Response.json(200, {"call_id": call.call_id, "status": call.log.status})
+            return JSONResponse({"call_id": call.call_id, "status": call.log.status})
         if parts[2:] == ["drop"] and request.method == "POST":
-            code = request.query.get("code", "1011")
+            code = request.query_params.get("code", "1011")
             if not code.isdigit():
                 return _error(400, "code must be a close code", "invalid_value")
             # refuse=1: later sideband handshakes for this call are refused (a provider that
             # will not let the host re-attach).
-            call.refuses_sideband = request.query.get("refuse") == "1"
+            call.refuses_sideband = request.query_params.get("refuse") == "1"
             await call.drop_sideband(int(code))
-            return Response.json(200, {"dropped": call.call_id, "refusing": call.refuses_sideband})
+            return JSONResponse({"dropped": call.call_id, "refusing": call.refuses_sideband})
         if parts[2:] == ["inject"] and request.method == "POST":
             try:
-                frames = request.json()["frames"]
+                frames = json.loads(await request.body())["frames"]
             except (ValueError, KeyError, TypeError):
                 return _error(400, 'The body must be {"frames": [str, ...]}.', "invalid_json")
             if not isinstance(frames, list) or not all(_is_injectable(f) for f in frames):
@@ -267,8 +277,8 @@ class Simulator:
                     "invalid_value",
                 )
             call.inject_raw([_injected_frame(frame) for frame in frames])
-            return Response.json(200, {"injected": len(frames)})
-        return _error(404, f"Unknown path {request.path}", "not_found")
+            return JSONResponse({"injected": len(frames)})
+        return _error(404, f"Unknown path {request.url.path}", "not_found")
 
     # ── the sideband ────────────────────────────────────────────────────────────
 
@@ -296,6 +306,21 @@ class Simulator:
             return
         call_id = parse_qs(urlsplit(request.path).query)["call_id"][0]
         await self._calls[call_id].serve_sideband(socket)
+
+
+async def _serve_rest(app: Starlette, host: str, port: int) -> tuple[uvicorn.Server, int]:
+    """Serve the REST app with uvicorn in the running loop; answers the server and its port."""
+    config = uvicorn.Config(
+        app, lifespan="off", log_config=None, access_log=False, ws="none", timeout_keep_alive=5
+    )
+    config.load()
+    listener = socket.create_server((host, port), reuse_port=False)
+    listener.setblocking(False)
+    server = uvicorn.Server(config)
+    # What Server.serve() does before startup(), without taking over the process's signals.
+    server.lifespan = config.lifespan_class(config)
+    await server.startup(sockets=[listener])
+    return server, listener.getsockname()[1]
 
 
 def _is_injectable(frame: Any) -> bool:

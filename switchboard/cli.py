@@ -25,7 +25,6 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("demo", help="place a scripted three-turn call through every process")
     gateway = commands.add_parser("gateway", help="run a gateway process")
     gateway.add_argument("--port", type=int)
-    gateway.add_argument("--ws-port", type=int)
     worker = commands.add_parser("worker", help="run a worker process (all queues)")
     worker.add_argument("--threads", type=int)
     worker.add_argument("--queues", help="comma-separated queues to consume (default: all)")
@@ -34,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     replay.add_argument("file", type=Path)
     replay.add_argument("--json", action="store_true", help="print controls and a summary as JSON lines")
     replay.add_argument("--speed", type=float, default=1.0, help="playback speed (1 = recorded timing)")
+    replay.add_argument(
+        "--provider-log", type=Path, help="also write the simulator's log of the call (events, controls)"
+    )
     bench = commands.add_parser("bench", help="benchmarks: latency and capacity in one run, or either")
     bench.add_argument("which", nargs="?", choices=["all", "latency", "capacity"], default="all")
     bench.add_argument("--json", action="store_true")
@@ -44,10 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     sessions = commands.add_parser(
         "sessions",
-        help="a session's durable record (show), or act on its live call through the gateway: "
-        "end, interrupt, say --text, compact",
+        help="a session's durable record (show) or its recording for replay (export), or act on "
+        "its live call through the gateway: end, interrupt, say --text, compact",
     )
-    sessions.add_argument("action", choices=["show", "end", "interrupt", "say", "compact"])
+    sessions.add_argument("action", choices=["show", "export", "end", "interrupt", "say", "compact"])
     sessions.add_argument("session_id")
     sessions.add_argument("--text", help="for say: the text to type into the call")
     sessions.add_argument("--reason", default="ended_by_api", help="for end: the reason recorded")
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     # pgserver narrates initdb and every start at INFO; Switchboard says what it started itself.
     logging.getLogger("pgserver").setLevel(logging.WARNING)
     if arguments.command == "gateway":
-        return run_gateway(settings, arguments.port, arguments.ws_port)
+        return run_gateway(settings, arguments.port)
     if arguments.command == "worker":
         queues = set(arguments.queues.split(",")) if arguments.queues else None
         return run_worker(settings, arguments.threads, queues)
@@ -85,7 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.command == "replay":
         from switchboard.replay import run_replay
 
-        return run_replay(settings, arguments.file, as_json=arguments.json, speed=arguments.speed)
+        return run_replay(
+            settings,
+            arguments.file,
+            as_json=arguments.json,
+            speed=arguments.speed,
+            provider_log=arguments.provider_log,
+        )
     if arguments.command == "bench" and arguments.which == "all":
         from bench.everything import run_everything
 
@@ -111,15 +119,24 @@ def main(argv: list[str] | None = None) -> int:
         return run_dlq(
             settings, services, arguments.action, arguments.ids, every=arguments.all, as_json=arguments.json
         )
+    if arguments.command == "sessions" and arguments.action == "export":
+        from switchboard.export import run_export
+
+        return run_export(_services(settings, quiet=True), arguments.session_id)
     if arguments.command == "sessions" and arguments.action != "show":
         return _act_on_session(settings, arguments)
     if arguments.command == "sessions":
         services = _services(settings, quiet=True)
         from models.db import connect
         from models.records import session_record
+        from pipeline.errors import SessionNotFound
 
         connect(services.database_url)
-        record = session_record(arguments.session_id, with_events=True)
+        try:
+            record = session_record(arguments.session_id, with_events=True)
+        except SessionNotFound as error:
+            print(f"switchboard sessions show: {error}", file=sys.stderr)
+            return 1
         print(json.dumps(record, indent=2, default=str))
         why = record["why"]
         if why is not None:
@@ -211,7 +228,7 @@ def run_worker(settings: Settings, threads: int | None, queues: set[str] | None 
     return 0
 
 
-def run_gateway(settings: Settings, port: int | None, ws_port: int | None) -> int:
+def run_gateway(settings: Settings, port: int | None) -> int:
     from gateway.app import Gateway
     from gateway.provider import provider_from
     from switchboard.observability import init_sentry
@@ -222,8 +239,6 @@ def run_gateway(settings: Settings, port: int | None, ws_port: int | None) -> in
     overrides: dict[str, Any] = {}
     if port is not None:
         overrides["gateway_port"] = port
-    if ws_port is not None:
-        overrides["gateway_ws_port"] = ws_port
     settings = settings.model_copy(update=overrides)
     broker = make_broker(
         services.redis_url, namespace=settings.broker_namespace, consumer=settings.broker_consumer
@@ -233,8 +248,7 @@ def run_gateway(settings: Settings, port: int | None, ws_port: int | None) -> in
         gateway = Gateway(settings, services.redis_url, services.kombu_url, broker, provider_from(settings))
         await gateway.start()
         print(
-            f"gateway ready id={gateway.gateway_id} http={gateway.http_port} ws={gateway.ws_port} "
-            f"provider={settings.provider}",
+            f"gateway ready id={gateway.gateway_id} http={gateway.http_port} provider={settings.provider}",
             flush=True,
         )
         stop = asyncio.Event()

@@ -30,7 +30,8 @@ class ApiError(Exception):
 class Client:
     def __init__(self, api_url: str, token: str, live_url: str | None = None) -> None:
         self.api_url = api_url.rstrip("/")
-        self.live_url = live_url
+        # The live stream is on the API's port unless a proxy says otherwise.
+        self.live_url = live_url or "ws" + self.api_url.removeprefix("http")
         self.token = token
 
     def request(

@@ -8,8 +8,9 @@ import time
 from typing import Any
 
 from pipeline.config import Settings
+from pipeline.errors import UnreplayableDeadLetter
 from switchboard.services import Services
-from workers.dead_letters import DeadLetter, DeadLetters
+from workers.dead_letters import DeadLetters, Letter
 
 
 def run_dlq(
@@ -31,20 +32,19 @@ def run_dlq(
             if letter is None:
                 print(f"switchboard dlq: no dead letter {ids[0]!r}", file=sys.stderr)
                 return 1
-            print(json.dumps(letter.detail(now_ms), indent=2, default=str))
+            detail = {**letter.detail(now_ms), "replay_would": letters.outlook(letter, now_ms)}
+            print(json.dumps(detail, indent=2, default=str))
             return 0
         if not ids and not every:
             print(f"switchboard dlq {action}: give message ids, or --all", file=sys.stderr)
             return 2
-        chosen: list[DeadLetter | str] = (
-            list(letters.list()) if every else [letters.find(i) or i for i in ids]
-        )
-        return _act(letters, action, chosen, as_json)
+        chosen: list[Letter | str] = list(letters.list()) if every else [letters.find(i) or i for i in ids]
+        return _act(letters, action, chosen, as_json, now_ms)
     finally:
         broker.close()
 
 
-def _list(letters: list[DeadLetter], now_ms: int, as_json: bool) -> int:
+def _list(letters: list[Letter], now_ms: int, as_json: bool) -> int:
     rows = [letter.summary(now_ms) for letter in letters]
     if as_json:
         print(json.dumps(rows))
@@ -54,14 +54,19 @@ def _list(letters: list[DeadLetter], now_ms: int, as_json: bool) -> int:
         return 0
     print(f"{'id':36}  {'queue':10}  {'actor':17}  {'session':40}  {'seq':>5}  {'age s':>8}  error")
     for row in rows:
+        # A corrupt letter has no actor or session to show; its size and the start of its
+        # bytes (escaped, so a terminal shows them as text) say what it is instead.
+        actor, error = row["actor"], row["error"]
+        if row["corrupt"]:
+            actor, error = "(corrupt)", f"{error} ({row['size_bytes']} bytes: {row['preview']})"
         print(
-            f"{row['id']:36}  {row['queue']:10}  {row['actor']:17}  {row['session_id'] or '-':40}  "
-            f"{row['seq'] if row['seq'] is not None else '-':>5}  {row['age_s']:>8}  {row['error']}"
+            f"{row['id']:36}  {row['queue']:10}  {actor:17}  {row['session_id'] or '-':40}  "
+            f"{row['seq'] if row['seq'] is not None else '-':>5}  {row['age_s']:>8}  {error}"
         )
     return 0
 
 
-def _act(letters: DeadLetters, action: str, chosen: list[DeadLetter | str], as_json: bool) -> int:
+def _act(letters: DeadLetters, action: str, chosen: list[Letter | str], as_json: bool, now_ms: int) -> int:
     results: list[dict[str, Any]] = []
     for letter in chosen:
         if isinstance(letter, str):
@@ -69,15 +74,30 @@ def _act(letters: DeadLetters, action: str, chosen: list[DeadLetter | str], as_j
                 {"id": letter, "done": False, "why": "no such dead letter (replayed or purged already?)"}
             )
             continue
-        done = letters.replay(letter) if action == "replay" else letters.purge(letter)
-        why = None if done else "no longer a dead letter (replayed or purged meanwhile)"
-        results.append({"id": letter.id, "session_id": letter.session_id, "done": done, "why": why})
+        # Said before it is done: a request that is no longer valid is replayed all the same (its
+        # actor re-checks under the lock and refuses), and the operator reads why.
+        outlook = letters.outlook(letter, now_ms) if action == "replay" else None
+        try:
+            done = letters.replay(letter) if action == "replay" else letters.purge(letter)
+            why = None if done else "no longer a dead letter (replayed or purged meanwhile)"
+        except UnreplayableDeadLetter as refused:
+            # The others are still replayed; this one is reported and stays for a purge.
+            done, why = False, str(refused)
+        result: dict[str, Any] = {"id": letter.id, "session_id": letter.session_id, "done": done, "why": why}
+        if outlook is not None:
+            result["outlook"] = outlook
+        results.append(result)
     if as_json:
         print(json.dumps(results))
     else:
         verb = "replayed" if action == "replay" else "purged"
         for result in results:
-            print(f"{verb} {result['id']}" if result["done"] else f"{result['id']}: {result['why']}")
+            if not result["done"]:
+                print(f"{result['id']}: {result['why']}")
+            elif result.get("outlook"):
+                print(f"{verb} {result['id']}: {result['outlook']}")
+            else:
+                print(f"{verb} {result['id']}")
         if not results:
             print(f"nothing to {action}")
     return 0 if all(result["done"] for result in results) else 1

@@ -2,30 +2,51 @@
 and PostgreSQL, and report the controls it caused.
 
 The simulator plays the recording back as the provider; the gateway numbers its events as it
-would a live call's. The controls printed are read from the durable log in apply order — the
-exact wire form sent to the provider — so a recording prints the same controls on every run.
+would a live call's. The session is created from the recording header's `session` (the body of
+`POST /v1/sessions`), so its tools really run; a recording without one gets its instructions
+alone. The controls printed are read from the durable log in apply order — the exact wire form
+sent to the provider — so a recording prints the same controls on every run.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from pipeline.api import SessionSpec
 from pipeline.config import Settings
-from simulator.recording import RecordingError, read_recording
-from switchboard.client import Client
+from simulator.recording import Recording, RecordingError, read_recording
+from switchboard.client import ApiError, Client
 from switchboard.services import resolve_services
 from switchboard.stack import Stack
 
 REPLAY_TIMEOUT_S = 300.0
 
+# A recording made before headers carried a session still needs instructions to be created with.
+DEFAULT_INSTRUCTIONS = "Replay of a recorded call."
 
-def run_replay(settings: Settings, path: Path, *, as_json: bool, speed: float) -> int:
+# What differs between two replays of one recording: the new session's ids, who held it, and its
+# raw log (its controls are printed on their own). Everything else of the session record is the
+# replay's result and goes into the summary as the record has it.
+_RUN_SPECIFIC = frozenset({"id", "provider_call_id", "owning_gateway", "created_at", "ended_at", "log"})
+
+
+class SessionSpecRefused(Exception):
+    """The recording header's `session` is not a valid `POST /v1/sessions` body."""
+
+
+def run_replay(
+    settings: Settings, path: Path, *, as_json: bool, speed: float, provider_log: Path | None = None
+) -> int:
     try:
         recording = read_recording(path)
-    except (OSError, RecordingError) as error:
+        spec = session_spec(recording)
+    except (OSError, RecordingError, SessionSpecRefused) as error:
         print(f"switchboard replay: {path}: {error}", file=sys.stderr)
         return 2
     log = lambda message: print(f"switchboard: {message}", file=sys.stderr)  # noqa: E731
@@ -39,10 +60,23 @@ def run_replay(settings: Settings, path: Path, *, as_json: bool, speed: float) -
         with Stack(services.database_url, services.redis_url, simulator_args=simulator_args) as stack:
             stack.start(workers=1)
             client = Client(stack.api_url, stack.api_token, stack.live_url)
-            session = client.create_session(recording.header.instructions or "Replay of a recorded call.")
+            try:
+                session = client.create_session(**spec.model_dump(mode="json", exclude_none=True))
+            except ApiError as error:
+                # A spec can be well formed and still refused here: a tool this deployment lacks.
+                print(
+                    f"switchboard replay: {path}: the session was refused: {json.dumps(error.body)}",
+                    file=sys.stderr,
+                )
+                return 2
             client.connect(session["id"])
             client.wait_for_status(session["id"], timeout_s=REPLAY_TIMEOUT_S)
             record = client.session(session["id"], events=True)
+            if provider_log is not None:
+                call_id = record["provider_call_id"]
+                # A session that never reached the provider has no call there to show.
+                call = _simulator_call(stack, call_id) if call_id else None
+                provider_log.write_text(json.dumps(call, indent=2) + "\n")
     finally:
         services.stop()
     controls = emitted_controls(record)
@@ -59,6 +93,22 @@ def run_replay(settings: Settings, path: Path, *, as_json: bool, speed: float) -
     return 0 if summary["status"] in ("ended", "failed") else 1
 
 
+def session_spec(recording: Recording) -> SessionSpec:
+    """What the replayed session is created with: the header's `session`, checked as the API
+    checks a `POST /v1/sessions` body, or for an older recording its instructions alone."""
+    header = recording.header
+    if header.session is None:
+        return SessionSpec(instructions=header.instructions or DEFAULT_INSTRUCTIONS)
+    try:
+        return SessionSpec.model_validate(header.session)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(["recording", "session", *(str(part) for part in first["loc"])])
+        raise SessionSpecRefused(
+            f"the header's session is not a POST /v1/sessions body: {where}: {first['msg']}"
+        ) from exc
+
+
 def emitted_controls(record: dict[str, Any]) -> list[dict[str, Any]]:
     """Every control the session emitted, as sent, in apply order."""
     ordered = sorted(record["log"], key=lambda event: event["applied_order"] or 0)
@@ -66,16 +116,29 @@ def emitted_controls(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def replay_summary(record: dict[str, Any], name: str, provider_events: int) -> dict[str, Any]:
-    """What the replay left in PostgreSQL, without the parts that differ between runs (ids,
-    timestamps)."""
-    return {
-        "recording": name,
-        "provider_events": provider_events,
-        "status": record["status"],
-        "end_reason": record["end_reason"],
-        "usage": record["usage"],
-        "events": record["events"],
-        "transcript": [{"role": item["role"], "text": item["text"]} for item in record["transcript"]],
-        "tool_steps": record["tool_steps"],
-        "incidents": [{"code": item["code"], "severity": item["severity"]} for item in record["incidents"]],
-    }
+    """What the replay left in PostgreSQL — the session record (status, end reason, usage,
+    dispositions, transcript, tool steps, compactions, incidents…) — without the parts that
+    differ between runs: ids, timestamps and measured durations."""
+    kept = {key: value for key, value in record.items() if key not in _RUN_SPECIFIC}
+    return {"recording": name, "provider_events": provider_events, **_without_the_clock(kept)}
+
+
+def _without_the_clock(value: Any) -> Any:
+    """`value` without its moments (`at`, `…_at`) and measured durations (`elapsed_ms`), at any
+    depth, so the record's shape is taken as it comes and not restated here."""
+    if isinstance(value, dict):
+        return {
+            key: _without_the_clock(item)
+            for key, item in value.items()
+            if not (key == "at" or key.endswith("_at") or key == "elapsed_ms")
+        }
+    if isinstance(value, list):
+        return [_without_the_clock(item) for item in value]
+    return value
+
+
+def _simulator_call(stack: Stack, call_id: str) -> dict[str, Any]:
+    """The simulator's log of the replayed call: every event it sent, every control it received."""
+    base = stack.simulator_url.removesuffix("/v1")
+    with urllib.request.urlopen(f"{base}/_sim/calls/{call_id}", timeout=10) as response:
+        return dict(json.loads(response.read()))

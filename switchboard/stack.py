@@ -88,7 +88,8 @@ class Stack:
     @property
     def live_url(self) -> str:
         assert self.gateway is not None
-        return f"ws://127.0.0.1:{self.gateway.ready['ws']}"
+        # The live stream is served on the API's own port.
+        return f"ws://127.0.0.1:{self.gateway.ready['http']}"
 
     @property
     def simulator_url(self) -> str:
@@ -106,7 +107,7 @@ class Stack:
             self.add_worker()
         self.gateway = self._spawn(
             "gateway",
-            [sys.executable, "-m", "switchboard", "gateway", "--port", "0", "--ws-port", "0"],
+            [sys.executable, "-m", "switchboard", "gateway", "--port", "0"],
         )
         return self
 
@@ -116,7 +117,7 @@ class Stack:
         env = {**self.env, "SWITCHBOARD_GATEWAY_ID": name}
         process = self._spawn(
             f"gateway.{name}",
-            [sys.executable, "-m", "switchboard", "gateway", "--port", "0", "--ws-port", "0"],
+            [sys.executable, "-m", "switchboard", "gateway", "--port", "0"],
             env=env,
         )
         self.extra_gateways.append(process)

@@ -17,8 +17,8 @@ ALLOWED_FIRST_PARTY = {
     "pipeline": {"pipeline"},
     "models": {"pipeline", "models"},
     "workers": {"pipeline", "models", "workers"},
-    "gateway": {"pipeline", "gateway", "switchboard.http"},
-    "simulator": {"simulator", "switchboard.http"},
+    "gateway": {"pipeline", "gateway"},
+    "simulator": {"simulator"},
 }
 PIPELINE_THIRD_PARTY = {"pydantic"}
 

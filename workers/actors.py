@@ -8,6 +8,7 @@ timers and report incidents.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,9 +17,17 @@ import dramatiq
 import sentry_sdk
 from pydantic import ValidationError
 
-from models import timers, tool_steps
+from models import incidents, timers, tool_steps
 from models.records import session_record
-from models.sessions import Applied, LockedSession, locked_session, new_session, sessions_owned_by
+from models.sessions import (
+    Applied,
+    LockedSession,
+    locked_session,
+    new_session,
+    owners_of_unfinished,
+    sessions_owned_by,
+)
+from pipeline import admission
 from pipeline.api import SessionSpec
 from pipeline.catalog import ToolCatalog, ToolError, ToolOutcome
 from pipeline.envelope import EventEnvelope, Reply
@@ -37,10 +46,14 @@ from pipeline.names import (
     TOOL_QUEUE,
     TOOL_RUNS_QUEUE,
     TRANSCRIPT_QUEUE,
+    gateway_alive_key,
 )
+from pipeline.step import RecordIncident
 from workers import runtime
 from workers.middleware import TimerSweeper
 from workers.tools.runner import run_tool as execute_tool
+
+logger = logging.getLogger(__name__)
 
 _runtime = runtime.current()
 
@@ -112,7 +125,7 @@ def create_session(
             "limits": _limits(checked),
             **_session_catalog(checked.tools),
         }
-        with new_session(session_id, gateway_id) as session:
+        with new_session(session_id, gateway_id, _runtime.settings.broker_namespace) as session:
             applied = session.apply_host(event, now)
         _after_commit(session_id, applied)
         return 201, session_record(session_id)
@@ -207,22 +220,61 @@ def session_timer(session_id: str, name: str) -> None:
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="take_over", **_REQUEST_POLICY)
 def take_over(request_id: str, gateway_id: str, dead_gateway: str, now: float) -> None:
-    """A gateway died: the asking gateway takes its unfinished sessions over, one locked row at
-    a time, and each re-opens its sideband through it."""
+    """A gateway died: its unfinished sessions are handed to the asking gateway, a message each
+    (so a takeover of N sessions is N short transactions on any workers, never one message that
+    runs N times as long). Answered with the sessions handed out."""
 
-    def claim() -> tuple[int, dict[str, Any]]:
-        claimed = []
-        for session_id in sessions_owned_by(dead_gateway):
-            with locked_session(session_id) as session:
-                if session.owning_gateway != dead_gateway:
-                    continue  # finished or moved meanwhile
-                applied = session.take_over(gateway_id, now)
-                _publish(session, applied)
-            _after_commit(session_id, applied)
-            claimed.append(session_id)
-        return 200, {"dead_gateway": dead_gateway, "gateway": gateway_id, "sessions": claimed}
+    def hand_out() -> tuple[int, dict[str, Any]]:
+        refusal = _takeover_refusal(dead_gateway, gateway_id)
+        if refusal is not None:
+            return 409, {"error": {"code": "takeover_refused", "message": refusal}}
+        owned = sessions_owned_by(dead_gateway)
+        for session_id in owned:
+            take_over_session.send(
+                session_id=session_id, dead_gateway=dead_gateway, gateway_id=gateway_id, now=now
+            )
+        return 200, {"dead_gateway": dead_gateway, "gateway": gateway_id, "sessions": owned}
 
-    _answer(request_id, gateway_id, claim)
+    _answer(request_id, gateway_id, hand_out)
+
+
+@dramatiq.actor(
+    queue_name=ADMISSION_QUEUE, actor_name="take_over_session", throws=_NEVER_RETRIED, **_EVENT_POLICY
+)
+def take_over_session(session_id: str, dead_gateway: str, gateway_id: str, now: float) -> None:
+    """Move one session from a dead gateway to a live one, which re-opens its sideband. Checked
+    under the row lock: the session still belongs to the dead gateway, which is still dead, and
+    the new owner is alive (a replayed dead letter moved three live calls of a healthy gateway
+    to one that did not exist)."""
+    with locked_session(session_id) as session:
+        if session.owning_gateway != dead_gateway:
+            return  # finished, or moved meanwhile
+        refusal = _takeover_refusal(dead_gateway, gateway_id)
+        if refusal is not None:
+            logger.warning("takeover of %s refused: %s", session_id, refusal)
+            return
+        applied = session.take_over(gateway_id, now)
+        _publish(session, applied)
+    _after_commit(session_id, applied)
+
+
+def _takeover_refusal(dead_gateway: str, new_gateway: str) -> str | None:
+    namespace = _runtime.settings.broker_namespace
+    with _runtime.broker.client.pipeline(transaction=False) as look:
+        look.exists(gateway_alive_key(namespace, dead_gateway))
+        look.exists(gateway_alive_key(namespace, new_gateway))
+        dead_is_alive, new_is_alive = look.execute()
+    return admission.takeover_refusal(
+        dead_gateway, new_gateway, dead_is_alive=bool(dead_is_alive), new_is_alive=bool(new_is_alive)
+    )
+
+
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="session_owners", **_REQUEST_POLICY)
+def session_owners(request_id: str, gateway_id: str) -> None:
+    """The gateways owning unfinished sessions of this deployment: a gateway puts them back in
+    the liveness registry, which a Redis that restarted empty has lost."""
+    namespace = _runtime.settings.broker_namespace
+    _answer(request_id, gateway_id, lambda: (200, {"gateways": owners_of_unfinished(namespace)}))
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="describe_session", **_REQUEST_POLICY)
@@ -232,16 +284,9 @@ def describe_session(request_id: str, gateway_id: str, session_id: str, with_eve
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="record_incident", **_REQUEST_POLICY)
 def record_incident(session_id: str | None, code: str, summary: str, context: dict[str, Any]) -> None:
-    """A gateway-side incident (a malformed or oversized frame): durable, and in Sentry."""
-    from models.db import IncidentRow, SessionRow
-
-    known = session_id is not None and SessionRow.get_or_none(SessionRow.id == session_id) is not None
-    IncidentRow.create(
-        session=session_id if known else None,
-        code=code,
-        severity="warning",
-        summary=summary,
-        context={**context, "session_id": session_id},
+    """A gateway-side incident (a malformed or oversized frame): durable, whatever it quotes."""
+    incidents.record(
+        session_id, RecordIncident(code=code, summary=summary, severity="warning", context=context)
     )
 
 
@@ -254,7 +299,7 @@ TIMER_LEASE_MS = 30_000
 
 def sweep_timers() -> int:
     """Fire the timers whose delayed message is overdue; answers how many."""
-    overdue = timers.claim_overdue(TIMER_GRACE_MS, TIMER_LEASE_MS)
+    overdue = timers.claim_overdue(_runtime.settings.broker_namespace, TIMER_GRACE_MS, TIMER_LEASE_MS)
     for session_id, name in overdue:
         session_timer.send(session_id=session_id, name=name)
     return len(overdue)

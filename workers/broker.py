@@ -24,9 +24,12 @@ from uuid import uuid4
 
 import dramatiq
 import redis
+import sentry_sdk
 from dramatiq.brokers.redis import MAINTENANCE_COMMAND_BLACKLIST, RedisBroker, _RedisConsumer
 from dramatiq.common import current_millis
-from dramatiq.errors import ConnectionClosed
+from dramatiq.errors import ConnectionClosed, DecodeError
+
+from workers.dead_letters import undecodable_reason
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +127,18 @@ class WakeRedisBroker(RedisBroker):
             pipe.evalsha(script.sha, 1, self.namespace, *arguments)
             _, fetched = pipe.execute(raise_on_error=False)
         return list(self._settled(fetched, arguments))
+
+    def fetched_id_holding(self, queue_name: str, data: bytes) -> str | None:
+        """The id of a message this broker fetched from ``queue_name`` and has not acked whose
+        stored body is ``data``, or None if there is none (any one of them, if several)."""
+        fetched = sorted(self.client.smembers(f"{self.namespace}:__acks__.{self.broker_id}.{queue_name}"))
+        if not fetched:
+            return None
+        bodies = self.client.hmget(f"{self.namespace}:{queue_name}.msgs", fetched)
+        for redis_id, body in zip(fetched, bodies, strict=True):
+            if body == data:
+                return redis_id.decode() if isinstance(redis_id, bytes) else str(redis_id)
+        return None
 
     def _maintenance_due(self, queue_name: str, now_ms: int) -> bool:
         with self._maintenance_lock:
@@ -254,10 +269,61 @@ class _WakeRedisConsumer(_RedisConsumer):
         except redis.ConnectionError as e:
             raise ConnectionClosed(e) from None
 
-        message: dramatiq.MessageProxy | None = super().__next__()
+        while True:
+            try:
+                message: dramatiq.MessageProxy | None = super().__next__()
+                break
+            except DecodeError as error:
+                # Raised out of here it would restart the consumer, dropping the rest of the
+                # cached batch while its ids stay in this live worker's acks set for good.
+                self.dead_letter_undecodable(error)
+                if not self.message_cache:
+                    return None
         if message is not None and isinstance(message.options.get("eta"), int | float):
             self.etas_ms[message.message_id] = int(message.options["eta"])
         return message
+
+    def dead_letter_undecodable(self, error: DecodeError) -> None:
+        """Move a fetched body that is not a message to the dead letters, raw bytes and all,
+        out of this worker's acks set and the queue's messages, and report it."""
+        data: bytes = error.data
+        reason = undecodable_reason(error)
+        # The fetch returns bodies without their ids. Rather than a fetch script of our own
+        # returning both (dispatch.lua's fetch stays the one every consumer runs), the id is
+        # looked up on this rare path: this worker's acks set for the queue holds at most
+        # prefetch ids, so it is one SMEMBERS and one HMGET of a few bodies.
+        try:
+            redis_id = self.broker.fetched_id_holding(self.queue_name, data)
+            if redis_id is not None:
+                # dispatch.lua's nack does the whole move: SREM from the acks set, HSET into
+                # <q>.XQ.msgs with a timestamp in <q>.XQ, HDEL from <q>.msgs.
+                self.broker.do_nack(self.queue_name, redis_id)
+        except redis.ConnectionError as e:
+            raise ConnectionClosed(e) from None
+        if redis_id is None:
+            # Not ours any more: maintenance judged this worker dead and requeued its fetches,
+            # so another fetch will meet the body again and dead-letter it then.
+            logger.warning(
+                "Skipped an undecodable message on %r (%d bytes) that this worker no longer holds: %s",
+                self.queue_name,
+                len(data),
+                reason,
+            )
+            return
+        logger.warning(
+            "Dead-lettered undecodable message %s on %r (%d bytes): %s",
+            redis_id,
+            self.queue_name,
+            len(data),
+            reason,
+        )
+        with sentry_sdk.new_scope() as scope:
+            scope.set_tag("dead_letter", "true")
+            scope.set_tag("queue", self.queue_name)
+            scope.set_context("dead_letter", {"redis_message_id": redis_id, "size_bytes": len(data)})
+            sentry_sdk.capture_message(
+                f"undecodable message dead-lettered on {self.queue_name}: {reason}", "error"
+            )
 
     def wait_for_wake(self) -> None:
         """Block until a wake token arrives, the worker timeout passes, or a delayed message is due."""

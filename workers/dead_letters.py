@@ -5,6 +5,11 @@ set `<namespace>:<queue>.XQ` (message id → the time it was dead-lettered, in m
 `<namespace>:<queue>.XQ.msgs` (message id → the encoded message); they expire after the
 broker's dead-message TTL (7 days).
 
+A dead letter whose body is not a message (a body the broker could not decode is dead-lettered
+as it came, raw bytes and all, and a stored one can be damaged) is listed and shown as corrupt
+with a safe preview of its bytes, refused by replay, and purged like any other; one such letter
+never stops the others from being listed, replayed or purged.
+
 Replay enqueues the message as new — its per-attempt options stripped, its timestamp renewed,
 its message id kept — and then removes the dead letter. A crash between the two replays it
 twice, which changes nothing: a numbered event applies once per seq, and a replayed event of
@@ -13,6 +18,7 @@ an ended session only completes its record (its transcript lands; nothing is spo
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import time
 from dataclasses import dataclass
@@ -20,8 +26,18 @@ from typing import Any
 
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
+from dramatiq.errors import DecodeError
 
-from pipeline.names import ADMISSION_QUEUE, COMPACTION_QUEUE, TOOL_QUEUE, TOOL_RUNS_QUEUE, TRANSCRIPT_QUEUE
+from pipeline.admission import takeover_refusal
+from pipeline.errors import UnreplayableDeadLetter
+from pipeline.names import (
+    ADMISSION_QUEUE,
+    COMPACTION_QUEUE,
+    TOOL_QUEUE,
+    TOOL_RUNS_QUEUE,
+    TRANSCRIPT_QUEUE,
+    gateway_alive_key,
+)
 
 QUEUES = (ADMISSION_QUEUE, TRANSCRIPT_QUEUE, TOOL_QUEUE, COMPACTION_QUEUE, TOOL_RUNS_QUEUE)
 
@@ -34,6 +50,13 @@ _PER_ATTEMPT_OPTIONS = (
     "requeue_timestamp",
     "_sentry_headers",
 )
+
+# A corrupt body is shown as text an operator can read and a terminal cannot misread: this
+# much of it in a listing row, and this much in `show` (which also gives the exact bytes).
+LIST_PREVIEW_BYTES = 48
+SHOW_PREVIEW_BYTES = 65_536
+# Why a body is not a message, cut to this; Dramatiq's own decode error repeats the whole body.
+MAXIMUM_PROBLEM_CHARACTERS = 200
 
 
 @dataclass(frozen=True)
@@ -86,6 +109,7 @@ class DeadLetter:
             "age_s": round((now_ms - self.dead_since_ms) / 1000, 1),
             "retries": self.message.options.get("retries", 0),
             "error": self.error,
+            "corrupt": False,
         }
 
     def detail(self, now_ms: int) -> dict[str, Any]:
@@ -98,6 +122,78 @@ class DeadLetter:
         }
 
 
+@dataclass(frozen=True)
+class CorruptDeadLetter:
+    """A dead letter whose stored body is not a Dramatiq message: shown and purged, never replayed."""
+
+    queue: str
+    dead_since_ms: int
+    redis_id: str
+    raw: bytes
+    # Why the body is not a message, in one printable line.
+    problem: str
+
+    @property
+    def id(self) -> str:
+        # There is no Dramatiq message id to read; the Redis key is the only name it has.
+        return self.redis_id
+
+    @property
+    def session_id(self) -> str | None:
+        return None
+
+    @property
+    def error(self) -> str:
+        return f"corrupt: {self.problem}"
+
+    def summary(self, now_ms: int) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "queue": self.queue,
+            "actor": None,
+            "session_id": None,
+            "seq": None,
+            "age_s": round((now_ms - self.dead_since_ms) / 1000, 1),
+            "retries": None,
+            "error": self.error,
+            "corrupt": True,
+            "size_bytes": len(self.raw),
+            "preview": printable(self.raw, LIST_PREVIEW_BYTES),
+        }
+
+    def detail(self, now_ms: int) -> dict[str, Any]:
+        return {
+            **self.summary(now_ms),
+            "preview": printable(self.raw, SHOW_PREVIEW_BYTES),
+            "raw_base64": base64.b64encode(self.raw).decode("ascii"),
+        }
+
+
+Letter = DeadLetter | CorruptDeadLetter
+
+
+def printable(raw: bytes, maximum_bytes: int) -> str:
+    """The first ``maximum_bytes`` of ``raw`` as one line of printable text: UTF-8 where it is
+    valid, escapes (``\\xff``, ``\\n``, ``\\x1b``) for everything else, ``…`` if cut."""
+    text = raw[:maximum_bytes].decode("utf-8", "backslashreplace")
+    shown = "".join(
+        character if character.isprintable() else character.encode("unicode_escape").decode("ascii")
+        for character in text
+    )
+    return shown + "…" if len(raw) > maximum_bytes else shown
+
+
+def undecodable_reason(error: DecodeError) -> str:
+    """What made a body undecodable, in one bounded, printable line."""
+    # Dramatiq wraps its encoder's DecodeError, whose message quotes the whole body, in
+    # another; the exception underneath says what was wrong without it.
+    cause: BaseException = error
+    while isinstance(cause, DecodeError) and isinstance(cause.error, BaseException):
+        cause = cause.error
+    reason = f"{type(cause).__name__}: {cause}"
+    return printable(reason.encode(), MAXIMUM_PROBLEM_CHARACTERS)
+
+
 class DeadLetters:
     """The dead-letter queues of one broker namespace."""
 
@@ -107,9 +203,9 @@ class DeadLetters:
         self._namespace = broker.namespace
         self._queues = queues
 
-    def list(self) -> list[DeadLetter]:
+    def list(self) -> list[Letter]:
         """Every dead letter, oldest first."""
-        letters = []
+        letters: list[Letter] = []
         for queue in self._queues:
             entries: Any = self._redis.zrange(self._key(queue), 0, -1, withscores=True)
             for raw_id, score in entries:
@@ -119,7 +215,7 @@ class DeadLetters:
                     letters.append(letter)
         return sorted(letters, key=lambda letter: letter.dead_since_ms)
 
-    def find(self, message_id: str) -> DeadLetter | None:
+    def find(self, message_id: str) -> Letter | None:
         """The dead letter with this id, or with an id starting with it (unambiguously)."""
         matches = [
             letter for letter in self.list() if letter.id == message_id or letter.id.startswith(message_id)
@@ -129,9 +225,14 @@ class DeadLetters:
             return exact[0]
         return matches[0] if len(matches) == 1 else None
 
-    def replay(self, letter: DeadLetter) -> bool:
+    def replay(self, letter: Letter) -> bool:
         """Enqueue the message again and remove the dead letter; False if it was no longer
-        there (replayed or purged meanwhile)."""
+        there (replayed or purged meanwhile). A corrupt one is refused (UnreplayableDeadLetter)."""
+        if isinstance(letter, CorruptDeadLetter):
+            raise UnreplayableDeadLetter(
+                f"dead letter {letter.id} on {letter.queue} is not a message ({letter.problem}),"
+                " so it cannot be replayed; purge it"
+            )
         if self._redis.hget(self._messages_key(letter.queue), letter.redis_id) is None:
             return False
         options = {k: v for k, v in letter.message.options.items() if k not in _PER_ATTEMPT_OPTIONS}
@@ -147,24 +248,96 @@ class DeadLetters:
         self._remove(letter)
         return True
 
-    def purge(self, letter: DeadLetter) -> bool:
+    def purge(self, letter: Letter) -> bool:
         return self._remove(letter)
 
-    def _remove(self, letter: DeadLetter) -> bool:
+    def outlook(self, letter: Letter, now_ms: int) -> str:
+        """What replaying the letter would do now, in a sentence: a request that is no longer
+        valid says so (a takeover of a gateway that is alive again is refused by the worker that
+        runs it; an API request's caller stopped waiting long ago)."""
+        if isinstance(letter, CorruptDeadLetter):
+            return "nothing: it is not a message (purge it)"
+        kwargs = letter.message.kwargs
+        actor = letter.message.actor_name
+        if actor in ("take_over", "take_over_session"):
+            refusal = self._takeover_refusal(str(kwargs.get("dead_gateway")), str(kwargs.get("gateway_id")))
+            if refusal is not None:
+                return f"nothing: the takeover will be refused ({refusal})"
+            moved = "its unfinished sessions" if actor == "take_over" else f"session {letter.session_id}"
+            return f"moves {moved} from gateway {kwargs.get('dead_gateway')} to {kwargs.get('gateway_id')}"
+        effect = _REPLAY_EFFECTS.get(actor, "runs it again")
+        if "request_id" in kwargs:
+            waited_s = round((now_ms - letter.message.message_timestamp) / 1000)
+            return (
+                f"{effect}; it answered an API request {waited_s} s ago whose caller stopped waiting, "
+                "so the answer goes nowhere"
+            )
+        return effect
+
+    def _takeover_refusal(self, dead_gateway: str, new_gateway: str) -> str | None:
+        with self._redis.pipeline(transaction=False) as look:
+            look.exists(gateway_alive_key(self._namespace, dead_gateway))
+            look.exists(gateway_alive_key(self._namespace, new_gateway))
+            dead_is_alive, new_is_alive = look.execute()
+        return takeover_refusal(
+            dead_gateway, new_gateway, dead_is_alive=bool(dead_is_alive), new_is_alive=bool(new_is_alive)
+        )
+
+    def _remove(self, letter: Letter) -> bool:
         pipeline = self._redis.pipeline()
         pipeline.zrem(self._key(letter.queue), letter.redis_id)
         pipeline.hdel(self._messages_key(letter.queue), letter.redis_id)
         removed, _ = pipeline.execute()
         return bool(removed)
 
-    def _load(self, queue: str, redis_id: str, dead_since_ms: int) -> DeadLetter | None:
+    def _load(self, queue: str, redis_id: str, dead_since_ms: int) -> Letter | None:
         encoded = self._redis.hget(self._messages_key(queue), redis_id)
         if not isinstance(encoded, bytes):
             return None  # expired between the two reads
-        return DeadLetter(dramatiq.Message.decode(encoded), queue, dead_since_ms, redis_id)
+        try:
+            message = dramatiq.Message.decode(encoded)
+        except DecodeError as error:
+            return CorruptDeadLetter(queue, dead_since_ms, redis_id, encoded, undecodable_reason(error))
+        problem = _unusable(message)
+        if problem is not None:
+            return CorruptDeadLetter(queue, dead_since_ms, redis_id, encoded, problem)
+        return DeadLetter(message, queue, dead_since_ms, redis_id)
 
     def _key(self, queue: str) -> str:
         return f"{self._namespace}:{queue}.XQ"
 
     def _messages_key(self, queue: str) -> str:
         return f"{self._key(queue)}.msgs"
+
+
+# What a replay of each kind of message does, checked by the actor under the session's lock.
+_REPLAY_EFFECTS = {
+    "admission_event": "applies its event in the session's order if that seq is still owed (else nothing)",
+    "transcript_event": "applies its event in the session's order if that seq is still owed (else nothing)",
+    "tool_event": "applies its event in the session's order if that seq is still owed (else nothing)",
+    "compaction_event": "applies its event in the session's order if that seq is still owed (else nothing)",
+    "session_timer": "fires the timer if it is still pending (else nothing)",
+    "run_tool": "runs the tool body unless its step has finished (else nothing)",
+    "record_incident": "records the incident (a second copy if the first was stored)",
+    "create_session": "creates the session unless it exists",
+    "begin_admission": "moves the session to admitting if it is still only created (else nothing)",
+    "attach_call": "attaches the call if the session is still admitting (a session over hangs it up)",
+    "admission_failed": "fails the session if it is still being admitted (else nothing)",
+    "describe_session": "reads the session record (changes nothing)",
+}
+
+
+def _unusable(message: dramatiq.Message[Any]) -> str | None:
+    """Why a decoded message cannot be listed or replayed, if it cannot: Dramatiq's decode
+    builds a Message from any JSON object with its fields, whatever their types."""
+    expected = {
+        "message_id": (message.message_id, str),
+        "queue_name": (message.queue_name, str),
+        "actor_name": (message.actor_name, str),
+        "kwargs": (message.kwargs, dict),
+        "options": (message.options, dict),
+    }
+    for name, (value, kind) in expected.items():
+        if not isinstance(value, kind):
+            return f"its {name} is a {type(value).__name__}, not a {kind.__name__}"
+    return None

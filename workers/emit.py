@@ -40,8 +40,9 @@ class ControlPublisher:
     """Publishes outbound batches to gateways' control queues, one connection per thread
     (Dramatiq runs actors on several threads, and a kombu channel is not thread-safe)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, namespace: str) -> None:
         self._url = url
+        self._namespace = namespace
         self._local = threading.local()
 
     def publish(
@@ -62,7 +63,7 @@ class ControlPublisher:
         self._producer().publish(
             batch.model_dump(mode="json"),
             exchange=_DIRECT,
-            routing_key=control_queue(gateway_id),
+            routing_key=control_queue(self._namespace, gateway_id),
             serializer="json",
             retry=True,
             retry_policy={"max_retries": 3, "interval_start": 0.05, "interval_step": 0.1},

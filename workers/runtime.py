@@ -48,7 +48,7 @@ def configure(settings: Settings, database_url: str, redis_url: str, kombu_url: 
         consumer=settings.broker_consumer,
         heartbeat_timeout_ms=settings.broker_heartbeat_timeout_ms,
     )
-    publisher = ControlPublisher(kombu_url)
+    publisher = ControlPublisher(kombu_url, settings.broker_namespace)
 
     def warm() -> None:
         database.connect(reuse_if_open=True)

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from switchboard.client import Client
 from switchboard.stack import Stack, wait_until
@@ -53,7 +57,7 @@ def test_malformed_api_requests_get_typed_4xx_answers(stack: Stack, client: Clie
         got, answer = _raw(stack, method, path, body, auth)
         assert (got, _code(answer)) == (status, code), (method, path, body)
     got, answer = _raw(stack, "POST", "/v1/sessions", b"x" * (1024 * 1024 + 1), auth)
-    assert (got, _code(answer)) == (413, "request_entity_too_large")
+    assert (got, _code(answer)) == (413, "body_too_large")
 
 
 def test_connecting_twice_and_ending_twice_are_refused(stack: Stack, client: Client) -> None:
@@ -87,6 +91,10 @@ def test_malformed_oversized_and_unknown_frames_become_incidents_and_lose_no_goo
         json.dumps({"type": "response.output_text.delta", "event_id": "e", "item_id": 7, "delta": "x"}),
         json.dumps({"type": "foo.bar", "event_id": "ev_unknown", "detail": 1}),
         {"event": {"type": "foo.bar", "event_id": "ev_huge"}, "pad_to_bytes": 1024 * 1024 + 10},
+        # The incident about each of these quotes what PostgreSQL refuses (a raw U+0000, JSON
+        # nested past the stack): it must be stored all the same.
+        '{"type": "response.done", "event_id": "ev_nul", "response": "\x00"}',
+        '{"type": "foo.deep", "x": ' + "[" * 5_000 + "]" * 5_000 + "}",
     ]
     base = stack.simulator_url.removesuffix("/v1")
     request = urllib.request.Request(
@@ -98,11 +106,70 @@ def test_malformed_oversized_and_unknown_frames_become_incidents_and_lose_no_goo
     assert record["status"] == "ended"
     assert record["end_reason"] == "provider_call_ended"
     assert len(record["transcript"]) == 6
-    assert wait_until(lambda: len(client.session(session["id"])["incidents"]) >= 7, 10)
+    assert wait_until(lambda: len(client.session(session["id"])["incidents"]) >= 9, 10)
     full = client.session(session["id"], events=True)
     codes = sorted(incident["code"] for incident in full["incidents"])
-    assert codes == ["malformed_provider_frame"] * 6 + ["oversized_provider_frame"]
+    assert codes == ["malformed_provider_frame"] * 8 + ["oversized_provider_frame"]
     unknown = [event for event in full["log"] if event["kind"] == "foo.bar"]
     assert [(event["disposition"], event["controls"]) for event in unknown] == [("applied", [])]
     assert set(full["events"]) == {"applied"}
     assert simulator_call(stack, call_id)["errors"] == []
+
+
+def test_a_bearer_token_with_non_ascii_characters_is_a_401_everywhere(stack: Stack) -> None:
+    """A token holding 'é' is refused with 401 on the API and the live stream (comparing it as
+    str raised, and every route answered 500)."""
+    token = f"Bearer {stack.api_token}é".encode().decode("latin-1")
+    for method, path in (("GET", "/v1/sessions/sess_x"), ("POST", "/v1/sessions")):
+        status, body = _raw(stack, method, path, b"{}", {"Authorization": token})
+        assert (status, _code(body)) == (401, "unauthorized"), path
+    try:
+        connect(
+            f"{stack.live_url}/v1/sessions/sess_x/live",
+            additional_headers={"Authorization": f"Bearer {stack.api_token}é"},
+        )
+    except InvalidStatus as refused:
+        assert refused.response.status_code == 401
+    else:
+        raise AssertionError("a live stream with a non-ASCII token was accepted")
+
+
+def test_json_nested_without_end_is_a_422(stack: Stack) -> None:
+    """A body nested 400 (or 100,000) levels deep is a typed 422, not a 500."""
+    auth = {"Authorization": f"Bearer {stack.api_token}", "Content-Type": "application/json"}
+    for depth in (400, 100_000):
+        body = b'{"instructions": "x", "tools": ' + b"[" * depth + b"]" * depth + b"}"
+        status, answer = _raw(stack, "POST", "/v1/sessions", body, auth)
+        assert (status, _code(answer)) == (422, "malformed_request"), depth
+        assert "nested deeper" in answer["error"]["message"]
+
+
+def test_limits_are_numbers_and_bounded(stack: Stack) -> None:
+    """`max_output_tokens: true` is not 1, a numeric string is not a number, and the usage
+    budget has an upper bound: each is a 422 naming the field."""
+    auth = {"Authorization": f"Bearer {stack.api_token}", "Content-Type": "application/json"}
+    for limits in (
+        {"max_output_tokens": True},
+        {"max_session_seconds": "60"},
+        {"usage_budget_tokens": 10**12},
+    ):
+        body = json.dumps({"instructions": "x", "limits": limits}).encode()
+        status, answer = _raw(stack, "POST", "/v1/sessions", body, auth)
+        assert (status, _code(answer)) == (422, "malformed_request"), limits
+        assert next(iter(limits)) in answer["error"]["message"]
+
+
+def test_two_concurrent_ends_are_told_apart(stack: Stack, client: Client) -> None:
+    """Of two ends sent at once, the one applied first is 202 and the other 409 session_ended:
+    the worker that applies each in the call's order answers it."""
+    set_script(stack, {"name": "silent", "caller": [], "model": []})
+    for _ in range(3):
+        session = client.create_session("Be brief.")
+        client.connect(session["id"])
+        path = f"/v1/sessions/{session['id']}/end"
+        with ThreadPoolExecutor(2) as pool:
+            answers = list(pool.map(lambda end_path: client.request("POST", end_path, {}), [path] * 2))
+        statuses = sorted(status for status, _ in answers)
+        assert statuses == [202, 409], answers
+        refused = next(body for status, body in answers if status == 409)
+        assert _code(refused) == "session_ended"

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 from typing import Any
 
 import dramatiq
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from pipeline.admission import ADMISSION_TIMER
@@ -73,13 +72,70 @@ def test_the_live_stream_carries_transcripts_and_controls_and_needs_the_token(
     assert finals[0] == ("user", "Hi, I'd like to check on an order.")
     assert len(finals) == 6
     for final in (m for m in messages if m["type"] == "transcript.final"):
-        grown = [
-            m["text"]
+        deltas = [
+            m["delta"]
             for m in messages
             if m["type"] == "transcript.delta" and m["item_id"] == final["item_id"]
         ]
-        assert grown, final
-        assert all(earlier == later[: len(earlier)] for earlier, later in itertools.pairwise(grown))
-        assert grown[-1] == final["text"]
+        assert len(deltas) > 1, final
+        assert "".join(deltas) == final["text"]
     controls = [m["control"]["type"] for m in messages if m["type"] == "control"]
     assert controls == ["session.update", "response.create", "response.create", "response.create"]
+
+
+def test_a_live_token_opens_its_own_session_stream_and_nothing_else(stack: Stack, client: Client) -> None:
+    """The live token that creation returns opens that session's stream from a URL (as a
+    browser would, without the API token); the API token in the URL, another session's token
+    and a forged token are refused with 401."""
+    set_script(stack, {"name": "silent", "caller": [], "model": []})
+    session = client.create_session("Be brief.")
+    other = client.create_session("Be brief.")
+    base = f"{stack.live_url}/v1/sessions/{session['id']}/live"
+    token = session["live"]["token"]
+    assert session["live"]["path"] == f"/v1/sessions/{session['id']}/live?token={token}"
+    refused = [
+        f"{base}?token={stack.api_token}",
+        f"{base}?token={other['live']['token']}",
+        f"{base}?token={token[:-2]}xx",
+    ]
+    for url in refused:
+        try:
+            connect(url)
+        except InvalidStatus as refusal:
+            assert refusal.response.status_code == 401, url
+        else:
+            raise AssertionError(f"{url} was accepted")
+    with connect(f"{stack.live_url}{session['live']['path']}") as live:
+        client.connect(session["id"])
+        client.end(session["id"])
+        closing = [json.loads(raw) for raw in live]
+    assert closing[-1] == {"type": "session.closed", "reason": "ended_by_api"}
+    assert live.close_code == 1000
+    fresh = client._ok("POST", f"/v1/sessions/{other['id']}/live-token")
+    with connect(f"{stack.live_url}{fresh['path']}") as live:
+        client.end(other["id"])
+        assert json.loads(live.recv(timeout=30))["type"] == "session.closed"
+
+
+def test_the_live_stream_of_an_unknown_or_ended_session_closes_with_a_code(
+    stack: Stack, client: Client
+) -> None:
+    """An unknown session closes with 4404, an ended one with 4410; neither is held open."""
+    headers = {"Authorization": f"Bearer {stack.api_token}"}
+    with connect(f"{stack.live_url}/v1/sessions/sess_nobody/live", additional_headers=headers) as live:
+        try:
+            live.recv(timeout=15)
+        except ConnectionClosed:
+            pass
+    assert live.close_code == 4404
+    session = client.create_session("Be brief.")
+    client.end(session["id"])
+    client.wait_for_status(session["id"], timeout_s=30)
+    with connect(f"{stack.live_url}/v1/sessions/{session['id']}/live", additional_headers=headers) as live:
+        try:
+            live.recv(timeout=15)
+        except ConnectionClosed:
+            pass
+    assert live.close_code == 4410
+    status, answer = client.request("POST", f"/v1/sessions/{session['id']}/live-token")
+    assert (status, answer["error"]["code"]) == (409, "session_ended")

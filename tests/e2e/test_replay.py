@@ -10,20 +10,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from simulator.oracle import wire_errors
 from switchboard.services import Services
 
 RECORDINGS = Path(__file__).resolve().parents[2] / "recordings"
 
 
-def _replay(services: Services, recording: Path, speed: str) -> list[dict[str, Any]]:
+def _replay(services: Services, recording: Path, speed: str, *flags: str) -> list[dict[str, Any]]:
     env = {
         **os.environ,
         "SWITCHBOARD_DATABASE_URL": services.database_url,
         "SWITCHBOARD_REDIS_URL": services.redis_url,
     }
     finished = subprocess.run(
-        [sys.executable, "-m", "switchboard", "replay", str(recording), "--json", "--speed", speed],
+        [sys.executable, "-m", "switchboard", "replay", str(recording), "--json", "--speed", speed, *flags],
         env=env,
         capture_output=True,
         text=True,
@@ -74,3 +76,73 @@ def test_a_broken_recording_is_refused_with_the_line_that_is_wrong(
     )
     assert finished.returncode == 2
     assert "line 2" in finished.stderr
+
+
+def test_a_function_call_in_a_recording_runs_the_tool_its_header_offers(
+    tmp_path: Path, services: Services
+) -> None:
+    """A header whose session offers lookup_order makes the replayed session run it: its step
+    succeeds and its output reaches the provider (the simulator's log of the call)."""
+    provider_log = tmp_path / "provider.json"
+    # At the recorded pace: the recording keeps the sideband open 4 s after the function call,
+    # time for the tool's output to reach the provider before it closes.
+    *controls, last = _replay(
+        services, RECORDINGS / "order_lookup.jsonl", "1", "--provider-log", str(provider_log)
+    )
+
+    summary = last["summary"]
+    assert [(step["tool"], step["status"]) for step in summary["tool_steps"]] == [
+        ("lookup_order", "succeeded")
+    ]
+    call = json.loads(provider_log.read_text())
+    assert call["errors"] == []
+    outputs = [
+        entry["control"]["item"]
+        for entry in call["controls"]
+        if entry["control"]["type"] == "conversation.item.create"
+        and entry["control"]["item"]["type"] == "function_call_output"
+    ]
+    assert [item["call_id"] for item in outputs] == ["call_1"]
+    output = json.loads(outputs[0]["output"])
+    assert (output["status"], output["result"]["found"], output["result"]["order_id"]) == (
+        "succeeded",
+        True,
+        "4417",
+    )
+    assert outputs[0] in [control.get("item") for control in controls]
+    assert summary["status"] == "ended"
+    assert summary["incidents"] == []
+    assert summary["compactions"] == []
+
+
+@pytest.mark.parametrize(
+    ("session", "named"),
+    [
+        (
+            {"instructions": "Hi.", "limits": {"max_session_seconds": 99_999}},
+            "recording.session.limits.max_session_seconds",
+        ),
+        ({"instructions": ""}, "recording.session.instructions"),
+        ({"instructions": "Hi.", "tools": ["look up order"]}, "recording.session.tools"),
+        ({"instructions": "Hi.", "tool": ["lookup_order"]}, "recording.session.tool"),
+        ("lookup_order", "recording.session"),
+    ],
+)
+def test_a_header_with_a_bad_session_is_refused_naming_the_field(
+    tmp_path: Path, session: object, named: str
+) -> None:
+    """A header session that is not a valid POST /v1/sessions body exits 2 and names the
+    field; nothing is started."""
+    recording = tmp_path / "bad_session.jsonl"
+    header = {"recording": {"version": 1, "name": "bad", "session": session}}
+    recording.write_text(json.dumps(header) + "\n")
+    finished = subprocess.run(
+        [sys.executable, "-m", "switchboard", "replay", str(recording), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert finished.returncode == 2
+    assert named in finished.stderr
+    assert finished.stdout == ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.admission import ADMISSION_TIMER, CEILING_TIMER, TRANSCRIPTION_MODEL
+from pipeline.admission import ADMISSION_TIMER, CEILING_TIMER, TRANSCRIPTION_MODEL, takeover_refusal
 from pipeline.errors import AdmissionRefused, SessionEnded
 from pipeline.limits import ADMISSION_TIMEOUT_MS
 from pipeline.state import Phase, SessionState
@@ -232,6 +232,30 @@ def test_admission_failed_after_the_end_changes_nothing() -> None:
 
     assert step.state == before
     assert step.effects == ()
+
+
+@pytest.mark.parametrize("events", [ev.admitted(), ev.listening()], ids=["connected", "listening"])
+def test_admission_failed_replayed_after_the_call_connected_changes_nothing(
+    events: list[dict[str, object]],
+) -> None:
+    """An admission failure that arrives once the call is connected (a dead letter replayed
+    late) does not fail the live call."""
+    before = ev.state_after(events)
+
+    step = ev.step_of(before, ev.admission_failed("provider_unavailable", "stale"))
+
+    assert step.state == before
+    assert step.effects == ()
+
+
+def test_a_takeover_holds_only_from_a_dead_gateway_to_a_live_one() -> None:
+    """A session moves only if its old gateway is still dead and the new one alive; a gateway
+    restarting under its own id takes its sessions back."""
+    assert takeover_refusal("gw1", "gw2", dead_is_alive=False, new_is_alive=True) is None
+    assert takeover_refusal("gw1", "gw1", dead_is_alive=True, new_is_alive=True) is None
+    assert takeover_refusal("gw1", "gw2", dead_is_alive=True, new_is_alive=True) == "gateway gw1 is alive"
+    refusal = takeover_refusal("gw1", "gw9", dead_is_alive=False, new_is_alive=False)
+    assert refusal is not None and "gw9" in refusal
 
 
 def test_session_ceiling_ends_a_live_session() -> None:

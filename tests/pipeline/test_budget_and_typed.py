@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline import budget
+from pipeline.limits import RESPONSE_DEADLINE_MS
 from pipeline.state import Phase, SessionState
-from pipeline.step import CancelTool, CloseCall, InterruptToolStep, PersistTranscript
+from pipeline.step import CancelTool, CloseCall, InterruptToolStep, PersistTranscript, ScheduleTimer
 from pipeline.wire import ItemCreate, ItemTruncate, ResponseCancel, ResponseCreate, control_wire
 from simulator.oracle import wire_errors
 from tests.pipeline import events as ev
@@ -106,7 +107,10 @@ def test_typed_text_is_added_as_the_callers_message_and_answered() -> None:
         "content": [{"type": "input_text", "text": "My order is 4417."}],
     }
     _valid(message)
-    assert step.effects == (PersistTranscript(role="user", text="My order is 4417.", item_id="item_typed_1"),)
+    assert step.effects == (
+        PersistTranscript(role="user", text="My order is 4417.", item_id="item_typed_1"),
+        ScheduleTimer(name="response_deadline:1", delay_ms=RESPONSE_DEADLINE_MS),
+    )
     assert step.state.turn is not None and step.state.turn.context.input_item_id == "item_typed_1"
 
 

@@ -30,8 +30,9 @@ def test_the_sideband_is_reopened_after_the_backoff_and_the_call_goes_on() -> No
 
 def test_the_old_generations_events_are_late_after_a_loss() -> None:
     state = _lost(ev.state_after(ev.listening()))
-    step = ev.step_of(state, ev.user_final("item_U1", "Hello"), generation=1)
-    assert step.controls == () and step.state == state
+    for stale in (ev.speech_started("item_U1"), ev.response_created("resp_9"), ev.sideband_closed(1006)):
+        step = ev.step_of(state, stale, generation=1)
+        assert step.controls == () and step.state == state
 
 
 def test_a_stale_reconnect_timer_does_nothing() -> None:

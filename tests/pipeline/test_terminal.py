@@ -24,7 +24,11 @@ def _ended() -> SessionState:
 
 
 def _failed() -> SessionState:
-    return ev.state_after([*ev.listening(), ev.admission_failed("provider_error", "the call dropped")])
+    # Admission is the one failure a fold reaches in a few events (an admission failure after
+    # the call connected changes nothing: it is a stale message).
+    return ev.state_after(
+        [ev.session_created(), ev.admission_begun(), ev.admission_failed("provider_error", "no call")]
+    )
 
 
 def test_end_requested_ends_the_session_and_hangs_up() -> None:
@@ -121,16 +125,22 @@ def test_late_transcripts_still_land(terminal: Any) -> None:
 
 
 def test_an_event_of_an_older_generation_is_late() -> None:
-    """An event from a superseded sideband sends nothing; its transcript still lands."""
-    listening = ev.state_after(ev.listening()).evolve(generation=2)
+    """An event from a superseded sideband sends nothing (its speech does not barge in on the
+    answer now running); its transcript still lands."""
+    speaking = ev.state_after(
+        [*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")]
+    ).evolve(generation=2)
 
-    heard = ev.step_of(listening, ev.user_final("item_U1", "Hello"), generation=1)
-    closed = ev.step_of(listening, ev.sideband_closed(1006), generation=1)
+    spoke = ev.step_of(speaking, ev.speech_started("item_U2"), generation=1)
+    said = ev.step_of(speaking, ev.assistant_final("resp_1", "item_A1", "Hello."), generation=1)
+    closed = ev.step_of(speaking, ev.sideband_closed(1006), generation=1)
 
-    assert heard.controls == ()
-    assert heard.state == listening
-    assert heard.effects == (PersistTranscript(role="user", text="Hello", item_id="item_U1"),)
-    assert closed.state == listening
+    assert spoke.controls == () and spoke.state == speaking and spoke.effects == ()
+    assert said.controls == () and said.state == speaking
+    assert said.effects == (
+        PersistTranscript(role="assistant", text="Hello.", item_id="item_A1", response_id="resp_1"),
+    )
+    assert closed.state == speaking
     assert closed.effects == ()
 
 

@@ -214,7 +214,8 @@ def test_a_tool_that_never_reports_back_is_answered_interrupted_at_its_deadline(
     waiting = tools.response_finished(state, _done("resp_1"))
     assert waiting is not None
     step = ev.step_of(waiting.state, ev.timer_fired("tool_deadline:call_1"))
-    assert [type(e) for e in step.effects] == [CancelTool, InterruptToolStep]
+    # The continuation is a new request for a response, with its own response deadline.
+    assert [type(e) for e in step.effects] == [CancelTool, InterruptToolStep, ScheduleTimer]
     assert [type(c) for c in step.controls] == [ItemCreate, ResponseCreate]
     assert _outputs(step.controls)[0]["error"]["code"] == "tool_deadline_passed"
     later = ev.step_of(step.state, ev.timer_fired("tool_deadline:call_1"))

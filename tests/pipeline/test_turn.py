@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
-from pipeline.limits import MAXIMUM_DURABLE_TEXT_BYTES
+from pipeline.limits import MAXIMUM_DURABLE_TEXT_BYTES, RESPONSE_DEADLINE_MS
 from pipeline.state import Phase, ResponseContext, Turn, Usage
-from pipeline.step import PersistTranscript, RecordIncident
+from pipeline.step import CancelTimer, PersistTranscript, RecordIncident, ScheduleTimer
+from pipeline.transcript import RESPONSE_DEADLINE_TIMER
 from pipeline.wire import AssistantTranscriptFinal, ResponseCreate, ResponseParams, parse_inbound
 from tests.pipeline import events as ev
 
 
 def test_user_final_while_listening_begins_one_response() -> None:
-    """A caller's final transcript is persisted and answered with exactly one response.create."""
+    """A caller's final transcript is persisted and answered with exactly one response.create,
+    whose response deadline is armed."""
     before = ev.state_after(ev.listening())
 
     step = ev.step_of(before, ev.user_final("item_U1", "Hello, how are you?"))
 
-    assert step.effects == (PersistTranscript(role="user", text="Hello, how are you?", item_id="item_U1"),)
+    assert step.effects == (
+        PersistTranscript(role="user", text="Hello, how are you?", item_id="item_U1"),
+        ScheduleTimer(name="response_deadline:1", delay_ms=RESPONSE_DEADLINE_MS),
+    )
     assert step.controls == (
         ResponseCreate(
             response=ResponseParams(instructions=ev.INSTRUCTIONS, max_output_tokens=512, tool_choice="auto")
@@ -23,7 +28,8 @@ def test_user_final_while_listening_begins_one_response() -> None:
     )
     assert step.state.phase is Phase.RESPONDING
     assert step.state.turn == Turn(
-        context=ResponseContext(instructions=ev.INSTRUCTIONS, max_output_tokens=512, input_item_id="item_U1")
+        context=ResponseContext(instructions=ev.INSTRUCTIONS, max_output_tokens=512, input_item_id="item_U1"),
+        asked=1,
     )
 
 
@@ -121,7 +127,8 @@ def test_response_done_returns_to_listening_with_usage_counted() -> None:
     assert step.state.usage == Usage(input_tokens=127, output_tokens=148, total_tokens=275, responses=1)
     assert step.state.last_response_input_tokens == 127
     assert step.controls == ()
-    assert step.effects == ()
+    # The response came, so its deadline is no longer needed.
+    assert step.effects == (CancelTimer(name=f"{RESPONSE_DEADLINE_TIMER}1"),)
 
 
 def test_usage_sums_over_turns() -> None:
@@ -212,7 +219,7 @@ def test_a_failed_response_records_a_warning() -> None:
 
     step = ev.step_of(state, ev.response_done("resp_1", "failed", status_details=details))
 
-    (incident,) = step.effects
+    (incident,) = [effect for effect in step.effects if isinstance(effect, RecordIncident)]
     assert isinstance(incident, RecordIncident)
     assert incident.code == "response_failed"
     assert incident.severity == "warning"
@@ -231,7 +238,7 @@ def test_a_cancelled_response_releases_the_turn_without_an_incident() -> None:
         ),
     )
 
-    assert step.effects == ()
+    assert step.effects == (CancelTimer(name=f"{RESPONSE_DEADLINE_TIMER}1"),)
     assert step.state.phase is Phase.LISTENING
 
 
@@ -291,7 +298,7 @@ def test_a_long_transcript_is_bounded_on_a_character_boundary() -> None:
 
     step = ev.step_of(before, ev.user_final("item_U1", text))
 
-    (persisted,) = step.effects
+    persisted = step.effects[0]
     assert isinstance(persisted, PersistTranscript)
     assert len(persisted.text.encode()) <= MAXIMUM_DURABLE_TEXT_BYTES
     assert persisted.text == "é" * (MAXIMUM_DURABLE_TEXT_BYTES // 2)

@@ -117,3 +117,31 @@ def test_record_call_round_trips_through_the_reader() -> None:
         (250.0, {"type": "input_audio_buffer.cleared", "event_id": "event_1"})
     ]
     assert recording.close is not None and recording.close.t_ms == 500.0
+
+
+def test_a_header_carries_the_session_a_replay_is_created_with() -> None:
+    """A header's `session` object reads back as written, and a header without one is written as
+    the first format had it (no `session` key), so older readers still take it."""
+    log = {"call_id": "rtc_1", "attached_at": 100.0, "closed_at": None, "close_code": None, "events": []}
+    session = {"instructions": "Be brief.", "tools": ["lookup_order"], "limits": {"max_session_seconds": 60}}
+
+    with_session = record_call(log, name="tiny", session=session)
+    without = record_call(log, name="tiny")
+
+    assert parse_recording(with_session).header.session == session
+    assert parse_recording(without).header.session is None
+    assert "session" not in json.loads(without[0])["recording"]
+
+
+def test_the_shipped_tool_recording_offers_the_tool_it_calls() -> None:
+    """order_lookup.jsonl's header session offers lookup_order, the function its events call,
+    and stays open after the call so a replay's tool output can reach the provider."""
+    recording = read_recording(SHIPPED.with_name("order_lookup.jsonl"))
+    assert recording.header.session is not None
+    assert recording.header.session["tools"] == ["lookup_order"]
+    called = [
+        line for line in recording.events if line.event["type"] == "response.function_call_arguments.done"
+    ]
+    assert [line.event["name"] for line in called] == ["lookup_order"]
+    assert recording.close is not None and recording.close.t_ms - called[0].t_ms >= 3_000
+    assert all(wire_errors(line.event, direction="server") == [] for line in recording.events)

@@ -27,7 +27,7 @@ def worker_runtime(services: Services, namespace: str) -> Any:
 @pytest.fixture
 def control_inbox(services: Services, worker_runtime: Any) -> Iterator[Any]:
     """The test gateway's control queue, emptied before the test."""
-    name = control_queue(GATEWAY)
+    name = control_queue(worker_runtime.settings.broker_namespace, GATEWAY)
     with Connection(services.kombu_url) as connection:
         queue = connection.SimpleQueue(Queue(name, exchange=Exchange("", type="direct"), routing_key=name))
         queue.clear()

@@ -10,9 +10,11 @@ from collections.abc import Callable, Iterator
 import dramatiq
 import pytest
 import redis
+import sentry_sdk
 from dramatiq.brokers.redis import RedisBroker
 
 from workers.broker import WAKE_LIST_LENGTH, WakeRedisBroker, make_broker, wake_key
+from workers.dead_letters import DeadLetters
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -260,3 +262,57 @@ def test_a_fetch_clears_the_tokens_of_what_it_takes(namespace):
     consumer.close()
     client.close()
     broker.close()
+
+
+def _wait_until(predicate: Callable[[], bool], deadline_s: float = ARRIVAL_DEADLINE_S) -> bool:
+    give_up_at = time.monotonic() + deadline_s
+    while time.monotonic() < give_up_at:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+def test_an_undecodable_message_is_dead_lettered_and_its_batch_processed(
+    namespace, running_worker, caplog, monkeypatch
+):
+    """A body that is not a message goes to the dead letters with its raw bytes and leaves
+    this worker's acks set; the good messages fetched in the same batch are all processed."""
+    reported: list[str] = []
+    monkeypatch.setattr(sentry_sdk, "capture_message", lambda message, *_, **__: reported.append(message))
+    broker = make_broker(REDIS_URL, namespace=namespace)
+    assert isinstance(broker, WakeRedisBroker)
+    arrivals = Arrivals()
+    actor = recording_actor(broker, "mixed", arrivals)
+    garbage = {"garbage-1": b"\xff\xfe{not a message", "garbage-2": b'{"queue_name": "mixed"}'}
+    # Two threads prefetch four: the first garbage body sits in the first fetch, ahead of two
+    # good messages, and the second in the middle of the next one.
+    actor.send(0)
+    broker.do_enqueue("mixed", "garbage-1", garbage["garbage-1"])
+    for value in range(1, 5):
+        actor.send(value)
+    broker.do_enqueue("mixed", "garbage-2", garbage["garbage-2"])
+    actor.send(5)
+
+    running_worker(broker)
+
+    assert arrivals.wait_for(6) == list(range(6))
+    client = redis.Redis.from_url(REDIS_URL)
+    acks = f"{namespace}:__acks__.{broker.broker_id}.mixed"
+    assert _wait_until(lambda: client.scard(acks) == 0), client.smembers(acks)
+    dead = {key.decode(): value for key, value in client.hgetall(f"{namespace}:mixed.XQ.msgs").items()}
+    assert dead == garbage
+    assert sorted(client.zrange(f"{namespace}:mixed.XQ", 0, -1)) == [b"garbage-1", b"garbage-2"]
+    assert client.hlen(f"{namespace}:mixed.msgs") == 0
+    listed = DeadLetters(broker, queues=("mixed",)).list()
+    assert sorted((letter.id, letter.error.startswith("corrupt: ")) for letter in listed) == [
+        ("garbage-1", True),
+        ("garbage-2", True),
+    ]
+    assert not [r for r in caplog.records if r.levelname == "CRITICAL"], "a consumer crashed"
+    warnings = [
+        r.getMessage() for r in caplog.records if r.name == "workers.broker" and r.levelname == "WARNING"
+    ]
+    assert len([w for w in warnings if "undecodable" in w]) == 2, warnings
+    assert len(reported) == 2 and all("undecodable" in message for message in reported), reported
+    client.close()

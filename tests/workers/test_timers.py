@@ -22,10 +22,12 @@ def _timers(session_id: str) -> list[tuple[str, float]]:
 
 
 def test_a_lost_timer_is_fired_by_the_sweeper_once(worker_runtime: Any, control_inbox: Any) -> None:
+    """An overdue timer is claimed once, by a sweeper of its own deployment only, and fires."""
     from workers.actors import TIMER_GRACE_MS, TIMER_LEASE_MS, session_timer
 
+    namespace = worker_runtime.settings.broker_namespace
     session_id = new_session_id()
-    with new_session(session_id, GATEWAY) as session:
+    with new_session(session_id, GATEWAY, namespace) as session:
         session.apply_host(ev.session_created(), time.time())
     [(name, due_in)] = _timers(session_id)
     assert name == "admission_timeout" and 29 < due_in <= 30
@@ -35,9 +37,15 @@ def test_a_lost_timer_is_fired_by_the_sweeper_once(worker_runtime: Any, control_
         "UPDATE session_timers SET due_at = now() - interval '10 seconds' WHERE session_id = %s",
         (session_id,),
     )
-    claimed = [pair for pair in claim_overdue(TIMER_GRACE_MS, TIMER_LEASE_MS) if pair[0] == session_id]
+    elsewhere = claim_overdue("another-deployment", TIMER_GRACE_MS, TIMER_LEASE_MS)
+    assert [pair for pair in elsewhere if pair[0] == session_id] == []
+    claimed = [
+        pair for pair in claim_overdue(namespace, TIMER_GRACE_MS, TIMER_LEASE_MS) if pair[0] == session_id
+    ]
     assert claimed == [(session_id, "admission_timeout")]
-    assert [pair for pair in claim_overdue(TIMER_GRACE_MS, TIMER_LEASE_MS) if pair[0] == session_id] == []
+    assert [
+        pair for pair in claim_overdue(namespace, TIMER_GRACE_MS, TIMER_LEASE_MS) if pair[0] == session_id
+    ] == []
 
     session_timer(session_id=session_id, name="admission_timeout")  # what the sweeper enqueued
 

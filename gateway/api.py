@@ -1,0 +1,404 @@
+"""The gateway's HTTP API and live stream, as a Starlette app.
+
+Every route but `GET /healthz` needs `Authorization: Bearer <API token>`; the live stream also
+takes a live token (`?token=`, per session, expiring: see `pipeline.live_tokens`), so a browser
+never holds the API token. Errors are `{"error": {"code", "message"}}`.
+
+The handlers decide nothing about a session: they validate the request, then ask a worker (an
+RPC on the admission queue) or number an event into the session's log (the sink), and answer
+with what came back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
+
+from gateway.live import CLOSE_SESSION_ENDED, CLOSE_UNKNOWN_SESSION
+from gateway.provider import ProviderCallError
+from gateway.web import EXCEPTION_HANDLERS, ASGIApp, Receive, Scope, Send, error_body, error_response
+from pipeline import live_tokens
+from pipeline.api import ConnectRequest, EndRequest, SessionSpec, TypedText
+from pipeline.errors import BadInput, MalformedRequest, ProviderUnavailable
+from pipeline.limits import (
+    API_REPLY_TIMEOUT_MS,
+    COMPACTION_REPLY_TIMEOUT_MS,
+    MAXIMUM_REQUEST_JSON_DEPTH,
+    TYPED_MESSAGES_PER_MINUTE,
+)
+from pipeline.wire import exceeds_depth, holds_unstorable
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+logger = logging.getLogger(__name__)
+
+SESSION_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
+_LIVE_STATUSES = ("connected", "listening", "responding")
+_TERMINAL_STATUSES = ("ended", "failed")
+
+Handler = Callable[[Request, str], Awaitable[Response]]
+
+
+def build_api(gateway: Gateway) -> Starlette:
+    api = _Api(gateway)
+    session_routes: list[tuple[str, str, Handler]] = [
+        ("", "GET", api.describe),
+        ("/connect", "POST", api.connect),
+        ("/end", "POST", api.end),
+        ("/say", "POST", api.say),
+        ("/interrupt", "POST", api.interrupt),
+        ("/compact", "POST", api.compact),
+        ("/live-token", "POST", api.live_token),
+    ]
+    routes: list[Route | WebSocketRoute] = [
+        Route("/healthz", api.health, methods=["GET"]),
+        Route("/v1/sessions", api.create, methods=["POST"]),
+        *(
+            Route(f"/v1/sessions/{{session_id}}{suffix}", _for_session(handler), methods=[method])
+            for suffix, method, handler in session_routes
+        ),
+        WebSocketRoute("/v1/sessions/{session_id}/live", api.live),
+    ]
+    return Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS)
+
+
+def authenticated(app: ASGIApp, api_token: str) -> ASGIApp:
+    """Every HTTP request but the health check carries the API token (checked before routing,
+    so an unauthenticated client learns nothing of the routes). The live stream checks its
+    own credentials: it also takes a live token."""
+    expected = api_token.encode()
+
+    async def guard(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] != "/healthz":
+            header = _header(scope, b"authorization")
+            if not bearer_matches(header, expected):
+                response = error_response(
+                    401,
+                    "unauthorized",
+                    "a valid bearer token is required",
+                    {"WWW-Authenticate": 'Bearer realm="switchboard"'},
+                )
+                await response(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return guard
+
+
+def bearer_matches(header: bytes, expected: bytes) -> bool:
+    """Whether an Authorization header carries exactly the expected bearer token. Compared as
+    bytes in constant time: a header may hold any byte, and `hmac.compare_digest` refuses a
+    str with non-ASCII characters (it raised, and every route answered 500)."""
+    scheme, _, token = header.partition(b" ")
+    return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), expected)
+
+
+def _header(scope: Scope, name: bytes) -> bytes:
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value)
+    return b""
+
+
+def _for_session(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        if not SESSION_ID.fullmatch(session_id):
+            return error_response(404, "not_found", f"no route {request.url.path}")
+        return await handler(request, session_id)
+
+    return endpoint
+
+
+class _Api:
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.rpc = gateway.rpc
+        self.sink = gateway.sink
+        self._live_secret = gateway.live_secret
+
+    async def health(self, _request: Request) -> Response:
+        return JSONResponse({"status": "ok", "gateway": self.gateway.gateway_id})
+
+    # ── sessions ──────────────────────────────────────────────────────────────────────
+
+    async def create(self, request: Request) -> Response:
+        try:
+            spec = SessionSpec.model_validate(await _json_body(request))
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        session_id = f"sess_{uuid.uuid4().hex}"
+        status, body = await self.rpc.call(
+            "create_session", session_id=session_id, spec=spec.model_dump(mode="json"), now=time.time()
+        )
+        if status == 201:
+            body = {**body, "live": self._live_credentials(session_id)}
+        return JSONResponse(body, status_code=status)
+
+    async def describe(self, request: Request, session_id: str) -> Response:
+        status, body = await self.rpc.call(
+            "describe_session", session_id=session_id, with_events=request.query_params.get("events") == "1"
+        )
+        return JSONResponse(body, status_code=status)
+
+    async def connect(self, request: Request, session_id: str) -> Response:
+        try:
+            sdp = await _sdp_offer(request)
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        status, body = await self.rpc.call("begin_admission", session_id=session_id, now=time.time())
+        if status != 200:
+            return JSONResponse(body, status_code=status)
+        session: dict[str, Any] = {"instructions": body["instructions"]}
+        if body.get("tools"):
+            session["tools"] = body["tools"]
+        try:
+            call = await self.gateway.provider.create_call(sdp, session)
+        except ProviderUnavailable as error:
+            # The detail (the provider's own answer) is for the session record; the client is
+            # told what happened, not where the provider lives.
+            if isinstance(error, ProviderCallError):
+                code, message = "provider_rejected_call", f"the provider refused the call ({error.status})"
+            else:
+                code, message = "provider_unavailable", "the provider could not be reached"
+            await self.rpc.call(
+                "admission_failed", session_id=session_id, code=code, detail=str(error), now=time.time()
+            )
+            return error_response(502, code, message)
+        status, body = await self.rpc.call(
+            "attach_call", session_id=session_id, call_id=call.call_id, now=time.time()
+        )
+        if status != 200:
+            return JSONResponse(body, status_code=status)
+        if "application/json" in request.headers.get("accept", ""):
+            return JSONResponse(
+                {"session_id": session_id, "call_id": call.call_id, "sdp": call.sdp_answer}, status_code=201
+            )
+        return Response(
+            call.sdp_answer.encode(),
+            status_code=201,
+            media_type="application/sdp",
+            headers={"X-Switchboard-Call-Id": call.call_id},
+        )
+
+    async def end(self, request: Request, session_id: str) -> Response:
+        """End the call: answered by the worker that applies the end in the call's order (202
+        if it ended the call, 409 if the call was over), or 202 `queued` if that takes longer
+        than the reply timeout (the end is in the log and will be applied)."""
+        try:
+            body = await request.body()
+            end = EndRequest.model_validate(_parse_json(body) if body.strip() else {})
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        queued = {"session_id": session_id, "status": "queued", "reason": end.reason}
+        event = {"type": "switchboard.end_requested", "reason": end.reason}
+        return await self._in_order(session_id, event, API_REPLY_TIMEOUT_MS, queued)
+
+    async def say(self, request: Request, session_id: str) -> Response:
+        """Typed text into a live call: answered like speech. Trimmed, non-empty, bounded, and
+        at most TYPED_MESSAGES_PER_MINUTE a minute per session."""
+        try:
+            typed = TypedText.model_validate(await _json_body(request))
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        record, refusal = await self._live_session(session_id)
+        if record is None:
+            assert refusal is not None
+            return refusal
+        within = await asyncio.wrap_future(
+            self.sink.within_rate(session_id, "say", TYPED_MESSAGES_PER_MINUTE)
+        )
+        if not within:
+            message = f"at most {TYPED_MESSAGES_PER_MINUTE} typed messages a minute per session"
+            return error_response(429, "rate_limited", message, {"Retry-After": "60"})
+        item_id = f"item_typed_{uuid.uuid4().hex[:16]}"
+        event = {"type": "switchboard.text_injected", "item_id": item_id, "text": typed.text}
+        self._submit(session_id, record, event)
+        return JSONResponse(
+            {"session_id": session_id, "item_id": item_id, "status": "queued"}, status_code=202
+        )
+
+    async def interrupt(self, request: Request, session_id: str) -> Response:
+        """Stop the response that is playing, as if the caller had talked over it."""
+        if (await request.body()).strip() not in (b"", b"{}"):
+            return error_response(422, "malformed_request", "interrupt takes no parameters")
+        record, refusal = await self._live_session(session_id)
+        if record is None:
+            assert refusal is not None
+            return refusal
+        event: dict[str, Any] = {"type": "switchboard.interrupt_requested"}
+        playback = self.gateway.playback(session_id)
+        if playback is not None:
+            # Only the gateway holding the sideband knows what is playing.
+            event["playback"] = playback
+        self._submit(session_id, record, event)
+        return JSONResponse({"session_id": session_id, "status": "interrupting"}, status_code=202)
+
+    async def compact(self, request: Request, session_id: str) -> Response:
+        """Force a compaction: answered when its cycle ends (compacted or not, and why), or
+        202 if it is still running when the wait is over (the session record then tells)."""
+        if (await request.body()).strip() not in (b"", b"{}"):
+            return error_response(422, "malformed_request", "compact takes no parameters")
+        message = "the compaction is still running; its outcome will be in the session record"
+        still_running = {"session_id": session_id, "status": "compacting", "message": message}
+        event = {"type": "switchboard.compaction_requested"}
+        return await self._in_order(session_id, event, COMPACTION_REPLY_TIMEOUT_MS, still_running)
+
+    async def live_token(self, _request: Request, session_id: str) -> Response:
+        """A fresh live token for a session that exists and is not over."""
+        record, refusal = await self._session(session_id)
+        if record is None:
+            assert refusal is not None
+            return refusal
+        if record["status"] in _TERMINAL_STATUSES:
+            return error_response(409, "session_ended", f"session is {record['status']}")
+        return JSONResponse({"session_id": session_id, **self._live_credentials(session_id)}, status_code=201)
+
+    # ── the live stream ───────────────────────────────────────────────────────────────
+
+    async def live(self, websocket: WebSocket) -> None:
+        """Stream a session's live transcript and controls. Authorized by the API token (in
+        the Authorization header) or by a live token for this session (`?token=`); an unknown
+        session is closed with 4404, an ended one with 4410."""
+        session_id = websocket.path_params["session_id"]
+        if not self._may_listen(websocket, session_id):
+            await websocket.send_denial_response(
+                error_response(
+                    401,
+                    "unauthorized",
+                    "a live token for this session, or the API token, is required",
+                    {"WWW-Authenticate": 'Bearer realm="switchboard"'},
+                )
+            )
+            return
+        await websocket.accept()
+        status, record = (
+            (404, {})
+            if not SESSION_ID.fullmatch(session_id)
+            else await self.rpc.call("describe_session", session_id=session_id)
+        )
+        if status == 404:
+            await websocket.close(CLOSE_UNKNOWN_SESSION, "no such session")
+            return
+        if status != 200:
+            await websocket.close(1011, "the session could not be looked up; try again")
+            return
+        if record["status"] in _TERMINAL_STATUSES:
+            await websocket.close(CLOSE_SESSION_ENDED, f"session is {record['status']}")
+            return
+        await self.gateway.listen(session_id, websocket)
+
+    def _may_listen(self, websocket: WebSocket, session_id: str) -> bool:
+        header = _header(websocket.scope, b"authorization")
+        if header and bearer_matches(header, self.gateway.settings.api_token.encode()):
+            return True
+        token = websocket.query_params.get("token", "")
+        return live_tokens.session_of(self._live_secret, token, time.time()) == session_id
+
+    def _live_credentials(self, session_id: str) -> dict[str, Any]:
+        token, expires_at = live_tokens.mint(self._live_secret, session_id, time.time())
+        return {
+            "token": token,
+            "expires_at": expires_at,
+            "path": f"/v1/sessions/{session_id}/live?token={token}",
+        }
+
+    # ── shared ────────────────────────────────────────────────────────────────────────
+
+    async def _in_order(
+        self, session_id: str, event: dict[str, Any], timeout_ms: int, still_waiting: dict[str, Any]
+    ) -> Response:
+        """Number a request into a session that is not over, and answer with what the worker that
+        applies it (in the call's order) replies; 202 `still_waiting` if that takes longer than
+        `timeout_ms` (the request is in the log and will be applied)."""
+        record, refusal = await self._session(session_id)
+        if record is None:
+            assert refusal is not None
+            return refusal
+        if record["status"] in _TERMINAL_STATUSES:
+            return error_response(409, "session_ended", f"session is {record['status']}")
+        request_id = uuid.uuid4().hex
+        reply = self.rpc.expect(request_id)
+        self._submit(
+            session_id, record, {**event, "request_id": request_id, "gateway_id": self.gateway.gateway_id}
+        )
+        answer = await self.rpc.wait(request_id, reply, timeout_ms)
+        if answer is None:
+            return JSONResponse(still_waiting, status_code=202)
+        status, answered = answer
+        return JSONResponse(answered, status_code=status)
+
+    def _submit(self, session_id: str, record: dict[str, Any], event: dict[str, Any]) -> None:
+        """Number an API request's event into the session's log, above the highest seq the
+        record shows logged: a gateway that never numbered for this session (its call is held
+        elsewhere) must not start at 1 after Redis lost the counter, or the event would be
+        taken for a duplicate and ignored."""
+        self.sink.submit_event(
+            session_id, int(record["generation"]), event, time.time(), after_seq=int(record["logged_seq"])
+        )
+
+    async def _session(self, session_id: str) -> tuple[dict[str, Any] | None, Response | None]:
+        """The session's record, or the answer that says why there is none."""
+        status, body = await self.rpc.call("describe_session", session_id=session_id)
+        if status != 200:
+            return None, JSONResponse(body, status_code=status)
+        return body, None
+
+    async def _live_session(self, session_id: str) -> tuple[dict[str, Any] | None, Response | None]:
+        """The session's record if its call is live, else the answer that says why not."""
+        record, refusal = await self._session(session_id)
+        if record is not None and record["status"] not in _LIVE_STATUSES:
+            return None, error_response(409, "session_not_live", f"session is {record['status']}")
+        return record, refusal
+
+
+def _invalid(error: Exception) -> Response:
+    if isinstance(error, ValidationError):
+        problems = [f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in error.errors()]
+        return error_response(422, "malformed_request", "; ".join(problems))
+    return error_response(422, getattr(error, "code", "malformed_request"), str(error))
+
+
+async def _json_body(request: Request) -> Any:
+    return _parse_json(await request.body())
+
+
+def _parse_json(body: bytes) -> Any:
+    """A request body as JSON that can be stored: not deeper than MAXIMUM_REQUEST_JSON_DEPTH,
+    and without U+0000 or a lone surrogate (PostgreSQL refuses both)."""
+    try:
+        value = json.loads(body or b"null")
+    except RecursionError:
+        raise MalformedRequest(f"body is nested deeper than {MAXIMUM_REQUEST_JSON_DEPTH} levels") from None
+    except ValueError as error:
+        raise MalformedRequest(f"body is not JSON: {error}") from error
+    if exceeds_depth(value, MAXIMUM_REQUEST_JSON_DEPTH):
+        raise MalformedRequest(f"body is nested deeper than {MAXIMUM_REQUEST_JSON_DEPTH} levels")
+    if holds_unstorable(value):
+        raise MalformedRequest("body holds U+0000 or a lone surrogate, which cannot be stored")
+    return value
+
+
+async def _sdp_offer(request: Request) -> str:
+    body = await request.body()
+    if request.headers.get("content-type", "").startswith("application/sdp"):
+        return ConnectRequest(sdp=body.decode(errors="replace")).sdp
+    return ConnectRequest.model_validate(_parse_json(body)).sdp
+
+
+__all__ = ["authenticated", "bearer_matches", "build_api", "error_body"]

@@ -1,0 +1,196 @@
+"""`switchboard sessions export ID`: a stored session written as a recording, so a call from
+production replays on a laptop (`switchboard replay`, or the simulator's playback).
+
+The header carries the session spec the session was created with, mapped back from its first
+logged input (`switchboard.session_created`): the instructions, the names of its tools, its limits.
+The events are the provider's, from the durable log in seq order — the gateway's numbering, which
+is the order the provider sent them in — each at its offset from the first numbered event (the
+sideband's attach). Host inputs (`switchboard.*`) are Switchboard's own and are left out: a replay
+makes its own.
+
+What the log never held cannot be exported: the events Switchboard does not decide on (deltas,
+audio buffer events) were never stored, and an API request or an operator's command is a host
+input, not something the provider sent.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+from pydantic import ValidationError
+
+from pipeline.api import SessionLimits, SessionSpec
+from pipeline.errors import SessionNotFound
+from simulator.recording import (
+    CloseFrame,
+    RecordedClose,
+    RecordedEvent,
+    Recording,
+    RecordingHeader,
+    recording_lines,
+)
+from switchboard.services import Services
+
+CREATED = "switchboard.session_created"
+CLOSED = "switchboard.sideband_closed"
+ARRIVED_LATE = "switchboard.arrived_late"
+HOST_PREFIX = "switchboard."
+
+# A close the connection ended without a frame (1005, 1006, 1015) cannot be sent again; a replay
+# closes such a sideband as an internal error, which a host also takes for "not a hangup".
+DROPPED_CLOSE_CODE = 1011
+
+
+def run_export(services: Services, session_id: str, out: TextIO = sys.stdout) -> int:
+    """Print the recording of a stored session; exit 1 when there is no such session."""
+    from models.db import connect
+    from models.records import session_record
+
+    connect(services.database_url)
+    try:
+        record = session_record(session_id, with_events=True)
+    except SessionNotFound as error:
+        print(f"switchboard sessions export: {error}", file=sys.stderr)
+        return 1
+    try:
+        recording, unsaid = session_recording(record)
+    except ValueError as error:
+        print(f"switchboard sessions export: {session_id}: {error}", file=sys.stderr)
+        return 1
+    for note in unsaid:
+        print(f"switchboard sessions export: {session_id}: {note}", file=sys.stderr)
+    for line in recording_lines(recording):
+        out.write(line + "\n")
+    return 0
+
+
+def session_recording(record: dict[str, Any]) -> tuple[Recording, list[str]]:
+    """The recording of a session record read with its log, and a note for each part of its
+    spec that a `POST /v1/sessions` body cannot say (the replay then uses its own default)."""
+    created = next((event["payload"] for event in record["log"] if event["kind"] == CREATED), None)
+    if created is None:
+        raise ValueError(f"the log has no {CREATED} input: its session spec is unknown")
+    spec, unsaid = session_spec_of(created)
+    events, close = provider_events(record["log"])
+    header = RecordingHeader(
+        name=record["id"],
+        instructions=spec.instructions,
+        description=_description(record, created),
+        session=spec.model_dump(mode="json", exclude_none=True),
+    )
+    return Recording(header=header, events=events, close=close), unsaid
+
+
+def session_spec_of(created: dict[str, Any]) -> tuple[SessionSpec, list[str]]:
+    """The `POST /v1/sessions` body a session was created with, from its creation input: the
+    instructions, the names of its provider tool definitions, and its limits as they were
+    resolved (so a replay runs under them, not under the replaying deployment's defaults)."""
+    limits: dict[str, Any] = {}
+    unsaid = []
+    for name, value in (created.get("limits") or {}).items():
+        if value is None:
+            continue
+        try:
+            SessionLimits.model_validate({name: value})
+        except ValidationError:
+            # A deployment default may lie beyond what the API lets a caller ask for.
+            unsaid.append(f"limits.{name} = {value!r} cannot be said in a session spec; left out")
+            continue
+        limits[name] = value
+    spec = SessionSpec(
+        instructions=created["instructions"],
+        tools=tuple(tool["name"] for tool in created.get("tools") or ()),
+        limits=SessionLimits.model_validate(limits),
+    )
+    return spec, unsaid
+
+
+def provider_events(log: list[dict[str, Any]]) -> tuple[list[RecordedEvent], RecordedClose | None]:
+    """The provider's events of a session log in seq order, with their offsets from the first
+    numbered event, and the close of the sideband when the log ends with one.
+
+    Every disposition is kept but `lost`, because a recording is what the provider sent:
+    - `duplicate`: the provider event reached a gateway twice (under two seqs); it really went
+      over the wire twice, and a replay shows whether it is still applied once.
+    - `late`: sent after the session ended or on a superseded sideband; sent all the same.
+    - `pending`: received and waiting behind a gap that never closed.
+    - `lost`: a marker Switchboard wrote for a seq that never reached a worker, not a provider
+      event. If the event turned up afterwards its row says `switchboard.arrived_late`, and the
+      provider's event inside it is exported at its seq, where the provider sent it.
+    """
+    numbered = sorted((event for event in log if event["seq"] is not None), key=lambda event: event["seq"])
+    if not numbered:
+        return [], None
+    # A row that arrived late holds the time its seq was declared lost, so it cannot be the start.
+    on_time = [event for event in numbered if event["payload"].get("type") != ARRIVED_LATE]
+    attached_at = (on_time or numbered)[0]["received_at"]
+    events: list[RecordedEvent] = []
+    closed: dict[str, Any] | None = None
+    last_ms = 0.0
+    for entry in numbered:
+        payload = entry["payload"]
+        kind = str(payload.get("type", ""))
+        # Offsets never go back: events numbered by two gateways (a takeover) carry two clocks,
+        # and a recording is played in file order.
+        offset_ms = max(last_ms, _offset_ms(entry["received_at"], attached_at))
+        if kind == ARRIVED_LATE:
+            # The row's time is when its seq was declared lost, not when the event came.
+            event, offset_ms = payload["event"], last_ms
+        elif kind == CLOSED:
+            closed = {**payload, "t_ms": offset_ms}
+            continue
+        elif kind.startswith(HOST_PREFIX):
+            continue
+        else:
+            event = payload
+            closed = None
+        events.append(RecordedEvent(t_ms=offset_ms, event=_as_sent(event)))
+        last_ms = offset_ms
+    return events, _close_line(closed)
+
+
+def _close_line(closed: dict[str, Any] | None) -> RecordedClose | None:
+    """The close after the provider's last event: the sideband stays open in a replay as long as
+    it did in the call, so what Switchboard did meanwhile (a tool's output, a last response) has
+    the same time to happen. A close Switchboard made itself is written as a normal closure —
+    the replayed session makes its own."""
+    if closed is None:
+        return None
+    code = closed.get("code")
+    if closed.get("by_host") or code is None:
+        frame = CloseFrame()
+    elif _is_sendable(code):
+        frame = CloseFrame(code=code, reason=str(closed.get("reason") or ""))
+    else:
+        frame = CloseFrame(code=DROPPED_CLOSE_CODE, reason=f"the connection dropped ({code})")
+    return RecordedClose(t_ms=closed["t_ms"], close=frame)
+
+
+def _is_sendable(code: int) -> bool:
+    """Whether a close frame may carry this code (RFC 6455 7.4: 1005, 1006 and 1015 only
+    report a connection that ended without one)."""
+    return 1000 <= code <= 1003 or 1007 <= code <= 1014 or 3000 <= code <= 4999
+
+
+def _as_sent(event: dict[str, Any]) -> dict[str, Any]:
+    """The event as the provider sent it. The gateway stores a speech_started with what was
+    playing then (a provider's own `playback` is never trusted); that is the gateway's
+    measurement, and a replaying gateway makes its own."""
+    if event.get("type") == "input_audio_buffer.speech_started" and "playback" in event:
+        return {key: value for key, value in event.items() if key != "playback"}
+    return event
+
+
+def _offset_ms(received_at: float, attached_at: float) -> float:
+    return round(max(0.0, (received_at - attached_at) * 1000), 1)
+
+
+def _description(record: dict[str, Any], created: dict[str, Any]) -> str:
+    ending = record["status"] + (f", {record['end_reason']}" if record["end_reason"] else "")
+    versions = created.get("tool_versions") or {}
+    tools = ", ".join(f"{name} {version}" for name, version in versions.items()) or "none"
+    return (
+        f"Exported from session {record['id']} ({ending}), created {record['created_at']}; "
+        f"tools: {tools}. Only the events Switchboard logged."
+    )
