@@ -670,6 +670,10 @@ class LockedSession:
                 )
                 applied.replies.append((effect.gateway_id, reply))
         applied.outbound += outbound
+        if step.state.is_terminal and not self.state.is_terminal:
+            # Every timer checks a finished session and does nothing: they go with the call, so
+            # none outlives it in the table (or is swept, fired and re-claimed for ever).
+            timers.cancel_all_but_gaps(self)
         self.state = step.state
 
     def _record_tool_step(self, state: SessionState, effect: RequestToolStep | RefuseToolStep) -> None:

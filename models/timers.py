@@ -52,6 +52,22 @@ def fired(session: LockedSession, name: str) -> bool:
     return bool(session.execute(FIRED, (session.id, name)).rowcount)
 
 
+PENDING = "SELECT 1 FROM session_timers WHERE session_id = %s AND name = %s"
+
+
+def is_pending(session_id: str, name: str) -> bool:
+    """Whether the timer's row is still there (read without the session's lock)."""
+    return database.execute_sql(PENDING, (session_id, name)).fetchone() is not None
+
+
+def cancel_all_but_gaps(session: LockedSession) -> None:
+    """The session is over: its timers go, but for a gap's (events behind a missing seq still
+    land in the record when it is skipped)."""
+    session.execute(
+        "DELETE FROM session_timers WHERE session_id = %s AND name NOT LIKE 'seq\\_gap:%%'", (session.id,)
+    )
+
+
 def cancel(session: LockedSession, name: str) -> None:
     session.execute(FIRED, (session.id, name))
 

@@ -124,10 +124,15 @@ class CancelTool(_Effect):
 
 
 class ScheduleTimer(_Effect):
-    """Deliver a named timer to this session after a delay (a delayed message)."""
+    """Deliver a named timer to this session after a delay (a delayed message, and a durable
+    row the sweeper fires from if the message is lost)."""
 
     name: str
     delay_ms: int
+    # No delayed message: the sweeper fires the timer from its row, a few seconds late. For a
+    # timer that is nearly always cancelled first and can afford the lateness, this saves a
+    # Redis round trip when it is scheduled and a locked transaction when it would fire.
+    swept_only: bool = False
 
 
 class CancelTimer(_Effect):

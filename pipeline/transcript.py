@@ -98,8 +98,12 @@ def ask_for_response(state: SessionState, turn: Turn, tool_choice: str = "auto")
     asked = turn.model_copy(
         update={"asked": number, "response_id": None, "refused": False, "cancel_sent": False}
     )
+    # Cancelled when the response reports done, so it is left to the sweeper: a response that
+    # is lost is settled a few seconds after its deadline instead of at it.
     deadline = ScheduleTimer(
-        name=f"{RESPONSE_DEADLINE_TIMER}{number}", delay_ms=response_deadline_ms(turn.context)
+        name=f"{RESPONSE_DEADLINE_TIMER}{number}",
+        delay_ms=response_deadline_ms(turn.context),
+        swept_only=True,
     )
     return Step(
         state=state.evolve(turn=asked, responses_asked=number),

@@ -211,7 +211,12 @@ def admission_failed(
     queue_name=ADMISSION_QUEUE, actor_name="session_timer", throws=_NEVER_RETRIED, **_EVENT_POLICY
 )
 def session_timer(session_id: str, name: str) -> None:
-    """A delayed message: the timer is checked against the state it finds, under the lock."""
+    """A delayed message (or the sweeper's): the timer is checked against the state it finds,
+    under the lock — unless it is no longer pending (cancelled, or fired by its other path), which
+    a read without the lock tells: a timer's row is written before its message is sent, and a
+    name is not scheduled again once it fired or was cancelled."""
+    if not timers.is_pending(session_id, name):
+        return
     with locked_session(session_id) as session:
         applied = session.fire_timer(name, time.time())
         _publish(session, applied)
@@ -386,6 +391,8 @@ def _after_commit(session_id: str, applied: Applied) -> None:
     for run in applied.tool_runs:
         run_tool.send(session_id=session_id, call_id=run.call_id, name=run.name, arguments=run.arguments)
     for timer in applied.timers:
+        if timer.swept_only:
+            continue
         session_timer.send_with_options(
             kwargs={"session_id": session_id, "name": timer.name}, delay=timer.delay_ms
         )

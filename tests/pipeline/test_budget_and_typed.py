@@ -109,7 +109,7 @@ def test_typed_text_is_added_as_the_callers_message_and_answered() -> None:
     _valid(message)
     assert step.effects == (
         PersistTranscript(role="user", text="My order is 4417.", item_id="item_typed_1"),
-        ScheduleTimer(name="response_deadline:1", delay_ms=RESPONSE_DEADLINE_MS),
+        ScheduleTimer(name="response_deadline:1", delay_ms=RESPONSE_DEADLINE_MS, swept_only=True),
     )
     assert step.state.turn is not None and step.state.turn.context.input_item_id == "item_typed_1"
 

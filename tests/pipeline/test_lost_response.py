@@ -91,7 +91,9 @@ def test_queued_input_is_answered_as_soon_as_the_lost_response_is_settled() -> N
     assert step.state.phase is Phase.RESPONDING
     assert step.state.turn is not None and step.state.turn.context.input_item_id == "item_U2"
     assert step.state.queued_input_item_id is None
-    assert _timers(step) == [ScheduleTimer(name="response_deadline:2", delay_ms=RESPONSE_DEADLINE_MS)]
+    assert _timers(step) == [
+        ScheduleTimer(name="response_deadline:2", delay_ms=RESPONSE_DEADLINE_MS, swept_only=True)
+    ]
 
 
 def test_a_deadline_for_an_earlier_request_changes_nothing() -> None:
@@ -139,7 +141,9 @@ def test_a_refused_request_asked_again_arms_a_new_deadline() -> None:
     step = ev.step_of(state, ev.response_done("resp_other", "cancelled"))
 
     assert [type(c) for c in step.controls] == [ResponseCreate]
-    assert _timers(step) == [ScheduleTimer(name="response_deadline:2", delay_ms=RESPONSE_DEADLINE_MS)]
+    assert _timers(step) == [
+        ScheduleTimer(name="response_deadline:2", delay_ms=RESPONSE_DEADLINE_MS, swept_only=True)
+    ]
     assert ev.step_of(step.state, ev.timer_fired("response_deadline:1")).state == step.state
 
 
@@ -152,7 +156,9 @@ def test_a_reconnects_request_asked_again_arms_a_new_deadline() -> None:
     back = ev.step_of(state, ev.sideband_connected(), generation=2)
 
     assert [c.type for c in back.controls] == ["response.cancel", "response.create"]
-    assert _timers(back) == [ScheduleTimer(name="response_deadline:2", delay_ms=RESPONSE_DEADLINE_MS)]
+    assert _timers(back) == [
+        ScheduleTimer(name="response_deadline:2", delay_ms=RESPONSE_DEADLINE_MS, swept_only=True)
+    ]
     settled = ev.step_of(back.state, ev.timer_fired("response_deadline:2"))
     assert (settled.state.phase, settled.state.turn) == (Phase.LISTENING, None)
 
@@ -169,7 +175,9 @@ def test_a_tool_continuation_arms_a_new_deadline() -> None:
     step = ev.step_of(state, _tool_finished())
 
     assert [type(c) for c in step.controls] == [ItemCreate, ResponseCreate]
-    assert _timers(step) == [ScheduleTimer(name="response_deadline:2", delay_ms=RESPONSE_DEADLINE_MS)]
+    assert _timers(step) == [
+        ScheduleTimer(name="response_deadline:2", delay_ms=RESPONSE_DEADLINE_MS, swept_only=True)
+    ]
 
 
 def test_the_limit_report_arms_a_new_deadline() -> None:
@@ -184,7 +192,9 @@ def test_the_limit_report_arms_a_new_deadline() -> None:
     [create] = step.controls
     assert isinstance(create, ResponseCreate) and create.response is not None
     assert create.response.tool_choice == "none"
-    assert _timers(step) == [ScheduleTimer(name="response_deadline:2", delay_ms=RESPONSE_DEADLINE_MS)]
+    assert _timers(step) == [
+        ScheduleTimer(name="response_deadline:2", delay_ms=RESPONSE_DEADLINE_MS, swept_only=True)
+    ]
 
 
 # ── tools: every function call still gets exactly one output ─────────────────────────────
@@ -231,7 +241,9 @@ def test_a_lost_response_whose_tool_had_finished_delivers_the_outcome_at_once() 
 
     assert _outputs(step) == ["call_1"]
     assert [type(c) for c in step.controls] == [ItemCreate, ResponseCreate]
-    assert _timers(step) == [ScheduleTimer(name="response_deadline:2", delay_ms=RESPONSE_DEADLINE_MS)]
+    assert _timers(step) == [
+        ScheduleTimer(name="response_deadline:2", delay_ms=RESPONSE_DEADLINE_MS, swept_only=True)
+    ]
 
 
 # ── a cancel that finds no active response ───────────────────────────────────────────────

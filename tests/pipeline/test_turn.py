@@ -19,7 +19,7 @@ def test_user_final_while_listening_begins_one_response() -> None:
 
     assert step.effects == (
         PersistTranscript(role="user", text="Hello, how are you?", item_id="item_U1"),
-        ScheduleTimer(name="response_deadline:1", delay_ms=RESPONSE_DEADLINE_MS),
+        ScheduleTimer(name="response_deadline:1", delay_ms=RESPONSE_DEADLINE_MS, swept_only=True),
     )
     assert step.controls == (
         ResponseCreate(

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from models.db import database
-from models.sessions import new_session
+from models.sessions import locked_session, new_session
 from models.timers import claim_overdue
 from tests.pipeline import events as ev
 from tests.support.calls import GATEWAY, new_session_id
@@ -61,4 +61,16 @@ def test_a_timer_that_fires_on_time_leaves_nothing_to_sweep(worker_runtime: Any,
     with new_session(session_id, GATEWAY) as session:
         session.apply_host(ev.session_created(), time.time())
     session_timer(session_id=session_id, name="admission_timeout")
+    assert _timers(session_id) == []
+
+
+def test_a_session_that_ends_takes_its_timers_with_it(worker_runtime: Any, control_inbox: Any) -> None:
+    """Ending a session deletes its pending timers (they would only check a finished session and
+    do nothing), so none is left to be swept and fired again and again."""
+    session_id = new_session_id()
+    with new_session(session_id, GATEWAY, worker_runtime.settings.broker_namespace) as session:
+        session.apply_host(ev.session_created(), time.time())
+    assert [name for name, _ in _timers(session_id)] == ["admission_timeout"]
+    with locked_session(session_id) as session:
+        session.apply_host(ev.end_requested(), time.time())
     assert _timers(session_id) == []
