@@ -261,12 +261,10 @@ class _Api:
 
     async def live_token(self, _request: Request, session_id: str) -> Response:
         """A fresh live token for a session that exists and is not over."""
-        record, refusal = await self._session(session_id)
+        record, refusal = await self._session_not_over(session_id)
         if record is None:
             assert refusal is not None
             return refusal
-        if record["status"] in _TERMINAL_STATUSES:
-            return error_response(409, "session_ended", f"session is {record['status']}")
         return JSONResponse({"session_id": session_id, **self._live_credentials(session_id)}, status_code=201)
 
     # ── the live stream ───────────────────────────────────────────────────────────────
@@ -326,12 +324,10 @@ class _Api:
         """Number a request into a session that is not over, and answer with what the worker that
         applies it (in the call's order) replies; 202 `still_waiting` if that takes longer than
         `timeout_ms` (the request is in the log and will be applied)."""
-        record, refusal = await self._session(session_id)
+        record, refusal = await self._session_not_over(session_id)
         if record is None:
             assert refusal is not None
             return refusal
-        if record["status"] in _TERMINAL_STATUSES:
-            return error_response(409, "session_ended", f"session is {record['status']}")
         request_id = uuid.uuid4().hex
         reply = self.rpc.expect(request_id)
         self._submit(
@@ -358,6 +354,13 @@ class _Api:
         if status != 200:
             return None, JSONResponse(body, status_code=status)
         return body, None
+
+    async def _session_not_over(self, session_id: str) -> tuple[dict[str, Any] | None, Response | None]:
+        """The session's record if it is not over, else the answer that says why not."""
+        record, refusal = await self._session(session_id)
+        if record is not None and record["status"] in _TERMINAL_STATUSES:
+            return None, error_response(409, "session_ended", f"session is {record['status']}")
+        return record, refusal
 
     async def _live_session(self, session_id: str) -> tuple[dict[str, Any] | None, Response | None]:
         """The session's record if its call is live, else the answer that says why not."""

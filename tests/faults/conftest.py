@@ -3,10 +3,13 @@ the end of the run (pytest's terminal summary), so every run of the suite report
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.faults.servers import PrivatePostgres, PrivateRedis
 
 _FIGURES: list[str] = []
 
@@ -15,6 +18,20 @@ _FIGURES: list[str] = []
 def figure() -> Callable[[str], None]:
     """Report one measured figure of this fault test."""
     return _FIGURES.append
+
+
+@pytest.fixture(scope="module")
+def private(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PrivatePostgres, PrivateRedis]]:
+    """A PostgreSQL and a Redis of the test module's own, to restart or stop without disturbing
+    the rest of the suite."""
+    root = tmp_path_factory.mktemp("private")
+    postgres = PrivatePostgres(root)
+    redis_server = PrivateRedis(Path(root) / "redis")
+    try:
+        yield postgres, redis_server
+    finally:
+        redis_server.stop()
+        postgres.stop()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -10,10 +10,7 @@ import re
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
-from pathlib import Path
-
-import pytest
+from collections.abc import Callable
 
 from switchboard.client import Client
 from switchboard.stack import Stack
@@ -28,18 +25,6 @@ _KEPT = re.compile(
     r"\(at most (\d+) events of one session\), (\d+) events dropped"
 )
 _RETRANSMITTED = re.compile(r"retransmitted (\d+) held events")
-
-
-@pytest.fixture(scope="module")
-def private(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PrivatePostgres, PrivateRedis]]:
-    root = tmp_path_factory.mktemp("outage")
-    postgres = PrivatePostgres(root)
-    redis_server = PrivateRedis(Path(root) / "redis")
-    try:
-        yield postgres, redis_server
-    finally:
-        redis_server.stop()
-        postgres.stop()
 
 
 def _healthy(stack: Stack) -> bool:

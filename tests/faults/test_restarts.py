@@ -8,10 +8,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
-
-import pytest
+from collections.abc import Callable
 
 from switchboard.client import Client
 from switchboard.stack import Stack
@@ -21,18 +18,6 @@ from tests.faults.servers import PrivatePostgres, PrivateRedis
 CALLS = 20
 TURNS = 6
 _RETRANSMITTED = re.compile(r"retransmitted (\d+) held events")
-
-
-@pytest.fixture(scope="module")
-def private(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PrivatePostgres, PrivateRedis]]:
-    root = tmp_path_factory.mktemp("faults")
-    postgres = PrivatePostgres(root)
-    redis_server = PrivateRedis(Path(root) / "redis")
-    try:
-        yield postgres, redis_server
-    finally:
-        redis_server.stop()
-        postgres.stop()
 
 
 def _under_load(

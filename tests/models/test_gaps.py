@@ -9,27 +9,8 @@ from typing import Any
 
 from models.records import event_log, session_record
 from models.sessions import GAP_TIMEOUT_MS, locked_session
-from pipeline.envelope import EventEnvelope
-from pipeline.session import apply
-from pipeline.state import Phase, SessionState
-from pipeline.wire import parse_inbound
-from tests.support.calls import GATEWAY, admit, new_session_id, spoken_turns
-
-
-def _deliver(session_id: str, seq: int, event: dict[str, Any]) -> Any:
-    envelope = EventEnvelope(
-        session_id=session_id, seq=seq, generation=1, gateway_id=GATEWAY, received_at=time.time(), event=event
-    )
-    with locked_session(session_id) as session:
-        return session.deliver(envelope)
-
-
-def _fold(session_id: str) -> SessionState:
-    state = SessionState()
-    for logged in sorted(event_log(session_id), key=lambda event: event["applied_order"] or 0):
-        if logged["disposition"] in ("applied", "late"):
-            state = apply(state, parse_inbound(logged["payload"]), logged["generation"]).state
-    return state
+from pipeline.state import Phase
+from tests.support.calls import admit, deliver, new_session_id, refold, spoken_turns
 
 
 def test_a_missing_seq_is_declared_lost_after_the_timeout_and_applied_if_it_comes(database: Any) -> None:
@@ -37,13 +18,13 @@ def test_a_missing_seq_is_declared_lost_after_the_timeout_and_applied_if_it_come
     admit(session_id)
     events = spoken_turns(2)  # connected, updated, then two turns of five events
     for seq, event in enumerate(events[:2], start=1):
-        _deliver(session_id, seq, event)
+        deliver(session_id, seq, event)
     # seq 3 (the caller's speech_started) never comes; the rest of the turn waits behind it.
-    waiting = _deliver(session_id, 4, events[3])
+    waiting = deliver(session_id, 4, events[3])
     assert waiting.dispositions == [(4, "pending")]
     [timer] = waiting.timers
     assert (timer.name, timer.delay_ms) == ("seq_gap:3", GAP_TIMEOUT_MS)
-    assert _deliver(session_id, 5, events[4]).timers == []  # one timer per gap
+    assert deliver(session_id, 5, events[4]).timers == []  # one timer per gap
 
     with locked_session(session_id) as session:
         skipped = session.fire_timer("seq_gap:3", time.time())
@@ -53,17 +34,17 @@ def test_a_missing_seq_is_declared_lost_after_the_timeout_and_applied_if_it_come
     assert [i["code"] for i in record["incidents"]] == ["event_lost"]
     with locked_session(session_id) as session:
         assert session.state.phase is Phase.RESPONDING  # the caller's final was answered
-        assert session.state == _fold(session_id)
+        assert session.state == refold(session_id)
 
     # The lost seq arrives after all: recorded as arrived late, acting on nothing (a stale
     # speech_started must not cancel the answer now running); a second copy changes nothing.
     with locked_session(session_id) as session:
         before = session.state
-    late = _deliver(session_id, 3, events[2])
+    late = deliver(session_id, 3, events[2])
     assert late.dispositions == [(3, "applied")] and late.outbound == []
-    assert _deliver(session_id, 3, events[2]).dispositions == []
+    assert deliver(session_id, 3, events[2]).dispositions == []
     with locked_session(session_id) as session:
-        assert session.state == before == _fold(session_id)
+        assert session.state == before == refold(session_id)
     [row] = [e for e in event_log(session_id) if e["seq"] == 3]
     assert row["kind"] == "switchboard.arrived_late" and row["payload"]["event"] == events[2]
 
@@ -72,13 +53,13 @@ def test_a_caller_line_that_arrives_after_its_gap_lands_in_the_transcript(databa
     session_id = new_session_id()
     admit(session_id)
     events = spoken_turns(1)
-    _deliver(session_id, 1, events[0])
-    _deliver(session_id, 2, events[1])
-    _deliver(session_id, 3, events[2])
-    _deliver(session_id, 5, events[4])  # the caller's final (seq 4) is missing
+    deliver(session_id, 1, events[0])
+    deliver(session_id, 2, events[1])
+    deliver(session_id, 3, events[2])
+    deliver(session_id, 5, events[4])  # the caller's final (seq 4) is missing
     with locked_session(session_id) as session:
         session.fire_timer("seq_gap:4", time.time())
-    _deliver(session_id, 4, events[3])
+    deliver(session_id, 4, events[3])
     said = [t for t in session_record(session_id)["transcript"] if t["role"] == "user"]
     assert [(t["text"], t["seq"], t["late"]) for t in said] == [("caller line 0", 4, True)]
 
@@ -87,9 +68,9 @@ def test_a_gap_filled_in_time_is_not_skipped(database: Any) -> None:
     session_id = new_session_id()
     admit(session_id)
     events = spoken_turns(1)
-    _deliver(session_id, 1, events[0])
-    _deliver(session_id, 3, events[2])
-    _deliver(session_id, 2, events[1])
+    deliver(session_id, 1, events[0])
+    deliver(session_id, 3, events[2])
+    deliver(session_id, 2, events[1])
     with locked_session(session_id) as session:
         assert session.fire_timer("seq_gap:2", time.time()).dispositions == []
     assert [e["disposition"] for e in event_log(session_id) if e["seq"]] == ["applied"] * 3

@@ -9,32 +9,9 @@ from typing import Any
 
 from models.records import event_log, session_record
 from models.sessions import Applied, locked_session
-from pipeline.envelope import EventEnvelope, SendControl
-from pipeline.session import apply
-from pipeline.state import Phase, SessionState
-from pipeline.wire import parse_inbound
-from tests.support.calls import GATEWAY, admit, new_session_id, spoken_turns
-
-
-def _deliver(session_id: str, seq: int, event: dict[str, Any], generation: int = 1) -> Applied:
-    envelope = EventEnvelope(
-        session_id=session_id,
-        seq=seq,
-        generation=generation,
-        gateway_id=GATEWAY,
-        received_at=time.time(),
-        event=event,
-    )
-    with locked_session(session_id) as session:
-        return session.deliver(envelope)
-
-
-def _fold(session_id: str) -> SessionState:
-    state = SessionState()
-    for logged in sorted(event_log(session_id), key=lambda event: event["applied_order"] or 0):
-        if logged["disposition"] in ("applied", "late"):
-            state = apply(state, parse_inbound(logged["payload"]), logged["generation"]).state
-    return state
+from pipeline.envelope import SendControl
+from pipeline.state import Phase
+from tests.support.calls import admit, deliver, new_session_id, refold, spoken_turns
 
 
 def _sent(applied: Applied) -> list[str]:
@@ -45,15 +22,15 @@ def test_a_caller_line_from_a_superseded_generation_is_applied_and_answered(data
     session_id = new_session_id()
     admit(session_id)
     events = spoken_turns(1)
-    _deliver(session_id, 1, events[0])
-    _deliver(session_id, 2, events[1])
+    deliver(session_id, 1, events[0])
+    deliver(session_id, 2, events[1])
     # A peer takes the call over while the first gateway is frozen (generation 2)...
     with locked_session(session_id) as session:
         session.take_over("gw-peer", time.time())
         assert session.state.generation == 2
     # ...which then wakes and numbers what its socket still held with generation 1.
-    stale_speech = _deliver(session_id, 3, events[2], generation=1)
-    stale_line = _deliver(session_id, 4, events[3], generation=1)
+    stale_speech = deliver(session_id, 3, events[2], generation=1)
+    stale_line = deliver(session_id, 4, events[3], generation=1)
 
     assert stale_speech.dispositions == [(3, "late")]
     assert stale_line.dispositions == [(4, "applied")]
@@ -62,7 +39,7 @@ def test_a_caller_line_from_a_superseded_generation_is_applied_and_answered(data
     assert (said["text"], said["late"]) == ("caller line 0", False)
     with locked_session(session_id) as session:
         assert session.state.phase is Phase.RESPONDING
-        assert session.state == _fold(session_id)
+        assert session.state == refold(session_id)
 
 
 def test_a_lost_response_done_is_settled_when_its_deadline_fires(database: Any) -> None:
@@ -73,7 +50,7 @@ def test_a_lost_response_done_is_settled_when_its_deadline_fires(database: Any) 
     events = [*turns[:6], *turns[7:9]]
     timers = []
     for seq, event in enumerate(events, start=1):
-        timers += _deliver(session_id, seq, event).timers
+        timers += deliver(session_id, seq, event).timers
     [deadline] = [timer for timer in timers if timer.name.startswith("response_deadline:")]
     with locked_session(session_id) as session:
         assert session.state.queued_input_item_id == "item_u1"  # the caller's next line waits
@@ -91,7 +68,7 @@ def test_a_lost_response_done_is_settled_when_its_deadline_fires(database: Any) 
     with locked_session(session_id) as session:
         assert session.state.phase is Phase.RESPONDING
         assert session.state.turn is not None and session.state.turn.context.input_item_id == "item_u1"
-        assert session.state == _fold(session_id)
+        assert session.state == refold(session_id)
         pending = session.execute(
             "SELECT name FROM session_timers WHERE session_id = %s ORDER BY name", (session_id,)
         ).fetchall()
@@ -109,7 +86,7 @@ def test_a_response_that_came_cancels_its_deadline_and_the_late_firing_logs_noth
     admit(session_id)
     timers = []
     for seq, event in enumerate(spoken_turns(1), start=1):
-        timers += _deliver(session_id, seq, event).timers
+        timers += deliver(session_id, seq, event).timers
     [deadline] = [timer for timer in timers if timer.name.startswith("response_deadline:")]
     logged_before = len(event_log(session_id))
     with locked_session(session_id) as session:

@@ -89,3 +89,26 @@ def admit(session_id: str, instructions: str = "Be brief.") -> None:
     ):
         with locked_session(session_id) as session:
             session.apply_host(event, now)
+
+
+def deliver(session_id: str, seq: int, event: dict[str, Any], generation: int = 1) -> Any:
+    """Log and apply one numbered event under the row lock, as a worker does; answers the
+    transaction's `Applied`."""
+    from models.sessions import locked_session
+
+    with locked_session(session_id) as session:
+        return session.deliver(EventEnvelope.model_validate(envelope(session_id, seq, event, generation)))
+
+
+def refold(session_id: str) -> Any:
+    """The session state rebuilt from its log alone, in applied order (DESIGN invariant 4)."""
+    from models.records import event_log
+    from pipeline.session import apply
+    from pipeline.state import SessionState
+    from pipeline.wire import parse_inbound
+
+    state = SessionState()
+    for logged in sorted(event_log(session_id), key=lambda event: event["applied_order"] or 0):
+        if logged["disposition"] in ("applied", "late"):
+            state = apply(state, parse_inbound(logged["payload"]), logged["generation"]).state
+    return state
