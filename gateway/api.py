@@ -40,7 +40,18 @@ from pipeline.limits import (
     MAXIMUM_REQUEST_JSON_DEPTH,
     TYPED_MESSAGES_PER_MINUTE,
 )
-from pipeline.wire import exceeds_depth, holds_unstorable
+from pipeline.state import LIVE_PHASES, TERMINAL_PHASES
+from pipeline.wire import (
+    CompactionRequested,
+    EndRequested,
+    HostInput,
+    InterruptRequested,
+    Playback,
+    TextInjected,
+    exceeds_depth,
+    holds_unstorable,
+    host_event,
+)
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -48,8 +59,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SESSION_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
-_LIVE_STATUSES = ("connected", "listening", "responding")
-_TERMINAL_STATUSES = ("ended", "failed")
+_LIVE_STATUSES = frozenset(str(phase) for phase in LIVE_PHASES)
+_TERMINAL_STATUSES = frozenset(str(phase) for phase in TERMINAL_PHASES)
 
 Handler = Callable[[Request, str], Awaitable[Response]]
 
@@ -206,7 +217,7 @@ class _Api:
         except (ValidationError, BadInput) as error:
             return _invalid(error)
         queued = {"session_id": session_id, "status": "queued", "reason": end.reason}
-        event = {"type": "switchboard.end_requested", "reason": end.reason}
+        event = EndRequested(reason=end.reason)
         return await self._in_order(session_id, event, API_REPLY_TIMEOUT_MS, queued)
 
     async def say(self, request: Request, session_id: str) -> Response:
@@ -227,8 +238,7 @@ class _Api:
             message = f"at most {TYPED_MESSAGES_PER_MINUTE} typed messages a minute per session"
             return error_response(429, "rate_limited", message, {"Retry-After": "60"})
         item_id = f"item_typed_{uuid.uuid4().hex[:16]}"
-        event = {"type": "switchboard.text_injected", "item_id": item_id, "text": typed.text}
-        self._submit(session_id, record, event)
+        self._submit(session_id, record, TextInjected(item_id=item_id, text=typed.text))
         return JSONResponse(
             {"session_id": session_id, "item_id": item_id, "status": "queued"}, status_code=202
         )
@@ -241,12 +251,10 @@ class _Api:
         if record is None:
             assert refusal is not None
             return refusal
-        event: dict[str, Any] = {"type": "switchboard.interrupt_requested"}
+        # Only the gateway holding the sideband knows what is playing.
         playback = self.gateway.playback(session_id)
-        if playback is not None:
-            # Only the gateway holding the sideband knows what is playing.
-            event["playback"] = playback
-        self._submit(session_id, record, event)
+        interrupt = InterruptRequested(playback=Playback.model_validate(playback) if playback else None)
+        self._submit(session_id, record, interrupt)
         return JSONResponse({"session_id": session_id, "status": "interrupting"}, status_code=202)
 
     async def compact(self, request: Request, session_id: str) -> Response:
@@ -256,7 +264,7 @@ class _Api:
             return error_response(422, "malformed_request", "compact takes no parameters")
         message = "the compaction is still running; its outcome will be in the session record"
         still_running = {"session_id": session_id, "status": "compacting", "message": message}
-        event = {"type": "switchboard.compaction_requested"}
+        event = CompactionRequested(request_id="", gateway_id=self.gateway.gateway_id)
         return await self._in_order(session_id, event, COMPACTION_REPLY_TIMEOUT_MS, still_running)
 
     async def live_token(self, _request: Request, session_id: str) -> Response:
@@ -319,7 +327,11 @@ class _Api:
     # ── shared ────────────────────────────────────────────────────────────────────────
 
     async def _in_order(
-        self, session_id: str, event: dict[str, Any], timeout_ms: int, still_waiting: dict[str, Any]
+        self,
+        session_id: str,
+        event: EndRequested | CompactionRequested,
+        timeout_ms: int,
+        still_waiting: dict[str, Any],
     ) -> Response:
         """Number a request into a session that is not over, and answer with what the worker that
         applies it (in the call's order) replies; 202 `still_waiting` if that takes longer than
@@ -330,22 +342,25 @@ class _Api:
             return refusal
         request_id = uuid.uuid4().hex
         reply = self.rpc.expect(request_id)
-        self._submit(
-            session_id, record, {**event, "request_id": request_id, "gateway_id": self.gateway.gateway_id}
-        )
+        asking = event.model_copy(update={"request_id": request_id, "gateway_id": self.gateway.gateway_id})
+        self._submit(session_id, record, asking)
         answer = await self.rpc.wait(request_id, reply, timeout_ms)
         if answer is None:
             return JSONResponse(still_waiting, status_code=202)
         status, answered = answer
         return JSONResponse(answered, status_code=status)
 
-    def _submit(self, session_id: str, record: dict[str, Any], event: dict[str, Any]) -> None:
+    def _submit(self, session_id: str, record: dict[str, Any], event: HostInput) -> None:
         """Number an API request's event into the session's log, above the highest seq the
         record shows logged: a gateway that never numbered for this session (its call is held
         elsewhere) must not start at 1 after Redis lost the counter, or the event would be
         taken for a duplicate and ignored."""
         self.sink.submit_event(
-            session_id, int(record["generation"]), event, time.time(), after_seq=int(record["logged_seq"])
+            session_id,
+            int(record["generation"]),
+            host_event(event),
+            time.time(),
+            after_seq=int(record["logged_seq"]),
         )
 
     async def _session(self, session_id: str) -> tuple[dict[str, Any] | None, Response | None]:

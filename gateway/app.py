@@ -33,7 +33,15 @@ from pipeline.config import Settings
 from pipeline.envelope import CloseCall, OpenSideband, OutboundBatch, Reply, SendControl
 from pipeline.errors import BadInput, ProviderUnavailable
 from pipeline.names import control_queue
-from pipeline.wire import FrameKind, classify_frame, function_call_id
+from pipeline.state import TERMINAL_PHASES
+from pipeline.wire import (
+    FrameKind,
+    SidebandClosed,
+    SidebandConnected,
+    classify_frame,
+    function_call_id,
+    host_event,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +55,7 @@ OWNER_REGISTRATION_S = 30.0
 
 _USER_TRANSCRIPT_PREFIX = "conversation.item.input_audio_transcription."
 _ASSISTANT_AUDIO_DELTA = "response.output_audio_transcript.delta"
-_TERMINAL_STATUSES = ("ended", "failed")
+_TERMINAL_STATUSES = frozenset(str(phase) for phase in TERMINAL_PHASES)
 
 
 class Gateway:
@@ -215,10 +223,10 @@ class Gateway:
             text = event.get("transcript", event.get("text", ""))
             self.live.final(session_id, "assistant", event["item_id"], text)
 
-    def _on_host_event(self, socket: CallSocket, event: dict[str, Any]) -> None:
-        if event["type"] == "switchboard.sideband_closed" and self.sockets.get(socket.session_id) is socket:
+    def _on_host_event(self, socket: CallSocket, event: SidebandConnected | SidebandClosed) -> None:
+        if isinstance(event, SidebandClosed) and self.sockets.get(socket.session_id) is socket:
             del self.sockets[socket.session_id]
-        self.sink.submit_event(socket.session_id, socket.generation, event, time.time())
+        self.sink.submit_event(socket.session_id, socket.generation, host_event(event), time.time())
 
     def _on_sent(self, socket: CallSocket, control: dict[str, Any]) -> None:
         self.live.publish(socket.session_id, {"type": "control", "control": control})

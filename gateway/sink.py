@@ -55,6 +55,7 @@ from pipeline.limits import (
     SEQ_COUNTER_TTL_SECONDS,
 )
 from pipeline.names import ADMISSION_QUEUE, EVENT_ACTOR, queue_for
+from pipeline.wire import EventsDropped, host_event
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +75,6 @@ MARKER_CHECK_S = 0.25
 MARKER_REFRESH_S = 10.0
 # How often the sink lets go of held events past the window and of sessions past their retention.
 PRUNE_INTERVAL_S = 5.0
-
-EVENTS_DROPPED = "switchboard.events_dropped"
 
 
 @dataclass(slots=True)
@@ -104,12 +103,8 @@ class _Dropped:
     seq: int | None = None
 
     def as_event(self) -> dict[str, Any]:
-        return {
-            "type": EVENTS_DROPPED,
-            "count": sum(self.types.values()),
-            "types": dict(self.types),
-            "reason": self.reason,
-        }
+        dropped = EventsDropped(count=sum(self.types.values()), types=dict(self.types), reason=self.reason)
+        return host_event(dropped)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from pipeline.limits import MAXIMUM_SOCKET_MESSAGE_BYTES
+from pipeline.wire import SidebandClosed, SidebandConnected
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ OUTBOX_CONTROLS = 1_024
 SIDEBAND_CLOSE_TIMEOUT_S = 5.0
 
 FrameHandler = Callable[["CallSocket", str | bytes, float], None]
-HostEventHandler = Callable[["CallSocket", dict[str, Any]], None]
+HostEventHandler = Callable[["CallSocket", SidebandConnected | SidebandClosed], None]
 SentHandler = Callable[["CallSocket", dict[str, Any]], None]
 
 
@@ -95,21 +96,14 @@ class CallSocket:
             )
         except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as error:
             logger.warning("sideband of %s did not open: %r", self.session_id, error)
-            self._on_host_event(
-                self,
-                {
-                    "type": "switchboard.sideband_closed",
-                    "code": None,
-                    "reason": f"open failed: {error}"[:200],
-                },
-            )
+            self._on_host_event(self, SidebandClosed(code=None, reason=f"open failed: {error}"[:200]))
             return
         self._connection = connection
         self._writer = asyncio.get_running_loop().create_task(
             self._write(connection), name=f"sideband-writer-{self.session_id}"
         )
         # Numbered before any provider frame, so the log says "connected" first.
-        self._on_host_event(self, {"type": "switchboard.sideband_connected", "call_id": self.call_id})
+        self._on_host_event(self, SidebandConnected(call_id=self.call_id))
         try:
             async for frame in connection:
                 received_at = time.time()
@@ -123,12 +117,11 @@ class CallSocket:
             self._writer.cancel()
             self._on_host_event(
                 self,
-                {
-                    "type": "switchboard.sideband_closed",
-                    "code": connection.close_code,
-                    "reason": (connection.close_reason or "")[:200],
-                    "by_host": self.closing,
-                },
+                SidebandClosed(
+                    code=connection.close_code,
+                    reason=(connection.close_reason or "")[:200],
+                    by_host=self.closing,
+                ),
             )
 
     def first_sight_of_call(self, call_id: str) -> bool:

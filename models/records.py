@@ -15,6 +15,7 @@ from models.db import (
     reopen,
 )
 from pipeline.errors import SessionNotFound
+from pipeline.state import Phase
 
 
 def session_record(session_id: str, *, with_events: bool = False) -> dict[str, Any]:
@@ -85,7 +86,7 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
 def _why(status: str, end_reason: str | None, incidents: list[dict[str, Any]]) -> dict[str, Any] | None:
     """For a failed session, the answer to "why did it fail?": the failure's code, its
     incident's summary and context, and the warnings that came before it."""
-    if status != "failed":
+    if status != Phase.FAILED:
         return None
     failure = next(
         (i for i in reversed(incidents) if i["code"] == end_reason and i["severity"] == "error"), None

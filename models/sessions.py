@@ -14,9 +14,10 @@ statements through the ORM cost more than running them.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from enum import Enum
 from functools import cache
 from typing import Any
 
@@ -24,6 +25,7 @@ import psycopg2
 
 from models import compactions, timers
 from models.db import database, reopen
+from pipeline import sequencer
 from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.envelope import CloseCall, EventEnvelope, OpenSideband, Outbound, Reply, SendControl
 from pipeline.errors import (
@@ -33,8 +35,9 @@ from pipeline.errors import (
     ToolOutcomeConflict,
     ToolStepTerminal,
 )
+from pipeline.sequencer import Arrival
 from pipeline.session import Disposition, apply, disposition_of
-from pipeline.state import SessionState
+from pipeline.state import TERMINAL_PHASES, Phase, SessionState
 from pipeline.step import (
     AnswerRequest,
     CancelTimer,
@@ -54,7 +57,17 @@ from pipeline.step import (
 from pipeline.step import CloseCall as CloseCallEffect
 from pipeline.step import OpenSideband as OpenSidebandEffect
 from pipeline.tool_steps import ToolStepIdentity
-from pipeline.wire import control_wire, parse_inbound
+from pipeline.wire import (
+    ArrivedLate,
+    CompactionUnsaved,
+    GatewayLost,
+    HostInput,
+    SeqLost,
+    TimerFired,
+    control_wire,
+    host_event,
+    parse_inbound,
+)
 
 # ── SQL ──────────────────────────────────────────────────────────────────────────────────
 
@@ -136,11 +149,6 @@ def _write_sql(transcripts: int, incidents: int) -> str:
 
 TAKE_OVER = "UPDATE sessions SET owning_gateway = %s WHERE id = %s"
 
-# A seq missing this long, with events waiting behind it, is declared lost. Longer than any
-# redelivery (a dead worker's messages come back in about 3.5 s; a Redis restart's re-sends in
-# about one) and than the event retries (about 6 s).
-GAP_TIMEOUT_MS = 20_000
-GAP_TIMER = "seq_gap:"
 SEQ_LOGGED = "SELECT 1 FROM session_events WHERE session_id = %s AND seq = %s"
 LOST_EVENT = "SELECT 1 FROM session_events WHERE session_id = %s AND seq = %s AND disposition = 'lost'"
 REPLACE_LOST = """
@@ -149,23 +157,41 @@ UPDATE session_events SET disposition = %s, applied_order = %s, controls = %s::j
  WHERE session_id = %s AND seq = %s AND disposition = 'lost'
 """
 
+# The phases of a session not yet over, as the status column spells them.
+_UNFINISHED = ", ".join(f"'{phase}'" for phase in Phase if phase not in TERMINAL_PHASES)
+
 # The sessions a gateway holds a sideband for, or will: a takeover moves all of them.
-OWNED_UNFINISHED = """
+OWNED_UNFINISHED = f"""
 SELECT id FROM sessions
- WHERE owning_gateway = %s AND status IN ('created', 'admitting', 'connected', 'listening', 'responding')
+ WHERE owning_gateway = %s AND status IN ({_UNFINISHED})
  ORDER BY created_at
 """
 
 
-OWNERS_OF_UNFINISHED = """
+OWNERS_OF_UNFINISHED = f"""
 SELECT DISTINCT owning_gateway FROM sessions
- WHERE namespace = %s AND status IN ('created', 'admitting', 'connected', 'listening', 'responding')
+ WHERE namespace = %s AND status IN ({_UNFINISHED})
 """
 
 
 def owners_of_unfinished(namespace: str) -> list[str]:
     """The gateways that own a deployment's unfinished sessions."""
     return sorted(str(row[0]) for row in database.execute_sql(OWNERS_OF_UNFINISHED, (namespace,)).fetchall())
+
+
+class _Written(Enum):
+    """What a write of an applied event's row wrote."""
+
+    ROW_ONLY = "row only"  # its effects are persisted after it
+    ALL = "all"  # the row, its effects and the session, in one statement
+    DUPLICATE = "duplicate"  # nothing of it: the provider's event was applied under another seq
+
+
+_Write = Callable[[Step, str, int, list[Outbound]], _Written]
+
+
+def _controls(outbound: list[Outbound]) -> str:
+    return json.dumps([item.model_dump(mode="json") for item in outbound])
 
 
 def sessions_owned_by(gateway_id: str) -> list[str]:
@@ -308,138 +334,61 @@ class LockedSession:
 
     def deliver(self, envelope: EventEnvelope) -> Applied:
         """Log one numbered event, then apply every contiguous logged event after
-        `applied_seq`. A redelivered seq changes nothing."""
+        `applied_seq` (the order is the sequencer's). A redelivered seq changes nothing."""
         applied = Applied()
         head = self._head
         seq = envelope.seq
-        if seq <= head.applied_seq:
-            # A redelivered seq changes nothing — unless its gap timed out: it lands now.
-            self._apply_lost(envelope, applied)
+        where = sequencer.arrival(head.applied_seq, head.logged_seq, seq)
+        if where is Arrival.REDELIVERED:
+            if self._was_declared_lost(seq):
+                # It lands now, at the end of the log, as arrived late: its transcript is kept,
+                # and nothing acts on an event the call has moved past.
+                late = ArrivedLate(event=envelope.event)
+                decided = self._decide(host_event(late), envelope.generation)
+                self._apply_event(
+                    decided, seq, applied, write=self._replace_lost(late, envelope), arrived_late=True
+                )
+                self._save()
             return applied
-        if seq == head.applied_seq + 1 and head.logged_seq <= head.applied_seq:
-            # The common case: the next event, nothing waiting — one write does it all.
-            if self._apply_next(envelope, applied):
+        if where is Arrival.NEXT:
+            # The common case: the next event, nothing waiting — one statement does it all.
+            decided = self._decide(envelope.event, envelope.generation)
+            if self._apply_event(decided, seq, applied, write=self._write_all(envelope)):
                 self._settle_unsaved(applied, envelope.received_at)
                 return applied
-        elif seq == head.applied_seq + 1:
-            self._insert_event(envelope, "pending", None)
-            head.logged_seq = max(head.logged_seq, seq)
         else:
-            if self._insert_event(envelope, "pending", None):
+            if self._insert_event(envelope, "pending", None) and where is Arrival.EARLY:
                 applied.dispositions.append((seq, "pending"))
             head.logged_seq = max(head.logged_seq, seq)
-            self._watch_gap(applied)
+            if where is Arrival.EARLY:
+                self._watch_gap(applied)
         self._drain(applied)
         self._save()
         self._settle_unsaved(applied, envelope.received_at)
         return applied
 
-    def _apply_next(self, envelope: EventEnvelope, applied: Applied) -> bool:
-        """Apply the next event in one statement; False when its provider event id was
-        applied under another seq (the caller then logs it as a duplicate)."""
-        head = self._head
-        order = head.applied_count + 1
-        step, disposition = self._decide(envelope.event, envelope.generation)
-        outbound = self._outbound(step, f"ctl_{envelope.seq}") if disposition == "applied" else []
-        transcripts = [e for e in step.effects if isinstance(e, PersistTranscript)]
-        incidents = [e for e in step.effects if isinstance(e, RecordIncident)]
-        state = step.state
-        parameters: list[Any] = [
-            *self._event_row(envelope, disposition, order, outbound),
-        ]
-        for item in transcripts:
-            parameters += [
-                self.id,
-                item.role,
-                item.text,
-                item.item_id,
-                item.response_id,
-                envelope.seq,
-                disposition == "late",
-            ]
-        for incident in incidents:
-            parameters += [
-                self.id,
-                incident.code,
-                incident.severity,
-                incident.summary,
-                json.dumps(incident.context),
-            ]
-        parameters += self._session_row(state, envelope.seq, max(head.logged_seq, envelope.seq), order)
-        self._cursor.execute(_write_sql(len(transcripts), len(incidents)), parameters)
-        if self._cursor.fetchone() is None:
-            # Only a provider event already applied under a lower seq conflicts here: this
-            # seq is a duplicate that occupies its slot and applies as nothing.
-            self._insert_event(envelope, "duplicate", order, keep_provider_event_id=False)
-            head.applied_seq = head.logged_seq = envelope.seq
-            head.applied_count = order
-            applied.dispositions.append((envelope.seq, "duplicate"))
-            return False
-        self._collect(step, applied, outbound)
-        head.applied_seq = envelope.seq
-        head.logged_seq = max(head.logged_seq, envelope.seq)
-        head.applied_count = order
-        applied.dispositions.append((envelope.seq, disposition))
-        return True
-
     def _drain(self, applied: Applied) -> None:
-        """Apply logged events from applied_seq + 1 upward while they are contiguous."""
+        """Apply the logged events after applied_seq while they are contiguous."""
         head = self._head
         if head.logged_seq <= head.applied_seq:
             return
         self._cursor.execute(PENDING_EVENTS, (self.id, head.applied_seq))
-        for seq, provider_event_id, payload, generation, disposition in self._cursor.fetchall():
-            if seq != head.applied_seq + 1:
-                break
-            order = head.applied_count + 1
+        rows = {row[0]: row for row in self._cursor.fetchall()}
+        for seq in sequencer.contiguous(head.applied_seq, rows):
+            _, provider_event_id, payload, generation, disposition = rows[seq]
             if disposition == "duplicate" or self._was_applied(provider_event_id):
-                self._cursor.execute(UPDATE_EVENT, ("duplicate", order, "[]", self.id, seq))
-                applied.dispositions.append((seq, "duplicate"))
+                self._apply_duplicate(seq, applied, write=self._update_pending(seq))
             else:
-                step, decided = self._decide(payload, generation)
-                outbound = self._outbound(step, f"ctl_{seq}") if decided == "applied" else []
-                controls = json.dumps([item.model_dump(mode="json") for item in outbound])
-                self._cursor.execute(UPDATE_EVENT, (decided, order, controls, self.id, seq))
-                self._persist_effects(step, seq, late=decided == "late")
-                self._collect(step, applied, outbound)
-                applied.dispositions.append((seq, decided))
-            head.applied_seq = seq
-            head.applied_count = order
-
-    def _was_applied(self, provider_event_id: str | None) -> bool:
-        if provider_event_id is None:
-            return False
-        self._cursor.execute(WAS_APPLIED, (self.id, provider_event_id))
-        return self._cursor.fetchone() is not None
+                decided = self._decide(payload, generation)
+                self._apply_event(decided, seq, applied, write=self._update_pending(seq))
 
     # ── host inputs: creation, admission, timers ───────────────────────────────────────
 
-    def apply_host(self, event: dict[str, Any], now: float) -> Applied:
+    def apply_host(self, event: HostInput, now: float) -> Applied:
         """Decide, log and carry out one host input. A refusal raises before anything is
         logged, so a refused request leaves no trace in the fold."""
-        step = apply(self.state, parse_inbound(event), self.state.generation)
         applied = Applied()
-        order = self._head.applied_count + 1
-        outbound = self._outbound(step, f"ctl_x{order}")
-        controls = json.dumps([item.model_dump(mode="json") for item in outbound])
-        self._cursor.execute(
-            INSERT_EVENT,
-            (
-                self.id,
-                None,
-                None,
-                event["type"],
-                json.dumps(event),
-                self.state.generation,
-                now,
-                "applied",
-                order,
-                controls,
-            ),
-        )
-        self._persist_effects(step, None, late=False)
-        self._collect(step, applied, outbound)
-        self._head.applied_count = order
+        self._apply_event(self._decide_host(event), None, applied, write=self._insert_host(event, now))
         self._save()
         self._settle_unsaved(applied, now)
         return applied
@@ -449,7 +398,7 @@ class LockedSession:
         there), and the session re-opens its sideband through it."""
         self._cursor.execute(TAKE_OVER, (gateway_id, self.id))
         self._head.owning_gateway = gateway_id
-        return self.apply_host({"type": "switchboard.gateway_lost", "gateway_id": gateway_id}, now)
+        return self.apply_host(GatewayLost(gateway_id=gateway_id), now)
 
     def fire_timer(self, name: str, now: float) -> Applied:
         """A timer fired (its delayed message, or the sweeper): it is no longer pending, and the
@@ -457,104 +406,205 @@ class LockedSession:
         or fired already by the other of its two paths) fires nothing."""
         if not timers.fired(self, name):
             return Applied()
-        if name.startswith(GAP_TIMER):
-            return self._skip_gap(int(name.removeprefix(GAP_TIMER)), now)
-        return self.apply_host({"type": "switchboard.timer_fired", "name": name}, now)
+        missing = sequencer.gap_of(name)
+        if missing is not None:
+            return self._skip_gap(missing, now)
+        return self.apply_host(TimerFired(name=name), now)
 
     # ── gaps: a seq that never arrives ─────────────────────────────────────────────────
 
     def _watch_gap(self, applied: Applied) -> None:
         """Events wait behind a missing seq: if it has not come within the gap timeout, it is
         declared lost (the gateway died between numbering and enqueueing it, say)."""
-        missing = self._head.applied_seq + 1
-        name = f"{GAP_TIMER}{missing}"
-        if timers.schedule_once(self, name, GAP_TIMEOUT_MS):
-            applied.timers.append(ScheduleTimer(name=name, delay_ms=GAP_TIMEOUT_MS))
+        missing = sequencer.awaited(self._head.applied_seq, self._head.logged_seq)
+        if missing is None:
+            return
+        name = sequencer.gap_timer(missing)
+        if timers.schedule_once(self, name, sequencer.GAP_TIMEOUT_MS):
+            applied.timers.append(ScheduleTimer(name=name, delay_ms=sequencer.GAP_TIMEOUT_MS))
 
     def _skip_gap(self, missing: int, now: float) -> Applied:
+        """The gap timer of `missing` fired: if the seq is still the one awaited, a `seq_lost`
+        marker takes its place (an `event_lost` warning) and the events after it are applied."""
         applied = Applied()
         head = self._head
-        if head.applied_seq + 1 != missing:
+        if not sequencer.is_still_missing(head.applied_seq, missing):
             return applied  # it arrived (or an earlier gap is still open)
         self._cursor.execute(SEQ_LOGGED, (self.id, missing))
         if self._cursor.fetchone() is None:
-            order = head.applied_count + 1
-            marker = {"type": "switchboard.seq_lost", "seq": missing}
-            self._cursor.execute(
-                INSERT_EVENT,
-                (
-                    self.id,
-                    missing,
-                    None,
-                    marker["type"],
-                    json.dumps(marker),
-                    head.generation,
-                    now,
-                    "lost",
-                    order,
-                    "[]",
-                ),
+            marker = SeqLost(seq=missing)
+            self._apply_event(
+                self._decide_host(marker), missing, applied, write=self._insert_marker(marker, now)
             )
-            incident = RecordIncident(
-                code="event_lost",
-                summary=f"seq {missing} never came in {GAP_TIMEOUT_MS // 1000} s; the events after it go on",
-                severity="warning",
-                context={"seq": missing},
-            )
-            self._persist_effects(Step(state=self.state, effects=(incident,)), missing, late=False)
-            applied.incidents.append(incident)
-            applied.dispositions.append((missing, "lost"))
-            head.applied_seq = missing
-            head.applied_count = order
             head.logged_seq = max(head.logged_seq, missing)
         self._drain(applied)
-        if head.logged_seq > head.applied_seq:
-            self._watch_gap(applied)
+        self._watch_gap(applied)
         self._save()
         return applied
 
-    def _apply_lost(self, envelope: EventEnvelope, applied: Applied) -> None:
-        """A seq declared lost arrived after all: it is recorded now, at the end of the log, as
-        arrived late — its transcript lands, but nothing acts on an event the call has moved
-        past (a stale speech_started would cancel today's answer)."""
-        self._cursor.execute(LOST_EVENT, (self.id, envelope.seq))
-        if self._cursor.fetchone() is None:
-            return
-        order = self._head.applied_count + 1
-        wrapped = {"type": "switchboard.arrived_late", "event": envelope.event}
-        step, decided = self._decide(wrapped, envelope.generation)
-        outbound = self._outbound(step, f"ctl_{envelope.seq}") if decided == "applied" else []
-        controls = json.dumps([item.model_dump(mode="json") for item in outbound])
-        self._cursor.execute(
-            REPLACE_LOST,
-            (
-                decided,
-                order,
-                controls,
-                json.dumps(wrapped),
-                wrapped["type"],
-                _provider_event_id(envelope.event),
-                self.id,
-                envelope.seq,
-            ),
-        )
-        self._persist_effects(step, envelope.seq, late=True)
-        self._collect(step, applied, outbound)
-        applied.dispositions.append((envelope.seq, decided))
-        self._head.applied_count = order
-        self._save()
+    def _was_applied(self, provider_event_id: str | None) -> bool:
+        if provider_event_id is None:
+            return False
+        self._cursor.execute(WAS_APPLIED, (self.id, provider_event_id))
+        return self._cursor.fetchone() is not None
+
+    def _was_declared_lost(self, seq: int) -> bool:
+        self._cursor.execute(LOST_EVENT, (self.id, seq))
+        return self._cursor.fetchone() is not None
 
     def _settle_unsaved(self, applied: Applied, now: float) -> None:
         """A summary that could not be stored abandons its compaction: logged as a host input
         in the same transaction, so the session's state stays the fold of its log."""
         while self._unsaved_summaries:
             number, reason = self._unsaved_summaries.pop(0)
-            event = {"type": "switchboard.compaction_unsaved", "compaction": number, "reason": reason}
-            more = self.apply_host(event, now)
+            more = self.apply_host(CompactionUnsaved(compaction=number, reason=reason), now)
             for name in ("outbound", "timers", "incidents", "tool_runs", "tool_cancels", "replies"):
                 getattr(applied, name).extend(getattr(more, name))
 
+    # ── the one apply path ─────────────────────────────────────────────────────────────
+
+    def _apply_event(
+        self,
+        decided: tuple[Step, Disposition],
+        seq: int | None,
+        applied: Applied,
+        *,
+        write: _Write,
+        arrived_late: bool = False,
+    ) -> bool:
+        """Write a decided event's row (how, `write` says), persist and collect its effects, and
+        advance the head. False when the write found the event a duplicate (its provider event
+        id applied under another seq): it then occupies its seq as one. The transcripts of a
+        late event, or of one that `arrived_late` after its seq was declared lost, are marked
+        late in the record."""
+        step, disposition = decided
+        order = self._head.applied_count + 1
+        prefix = f"ctl_{seq}" if seq is not None else f"ctl_x{order}"
+        outbound = self._outbound(step, prefix) if disposition == "applied" else []
+        written = write(step, disposition, order, outbound)
+        if written is _Written.DUPLICATE:
+            self._advance(seq, order)
+            applied.dispositions.append((seq, "duplicate"))
+            return False
+        if written is _Written.ROW_ONLY:
+            self._persist_effects(step, seq, late=arrived_late or disposition == "late")
+        self._collect(step, applied, outbound)
+        self._advance(seq, order)
+        applied.dispositions.append((seq, disposition))
+        return True
+
+    def _apply_duplicate(self, seq: int, applied: Applied, *, write: _Write) -> None:
+        """A seq whose provider event was applied under another seq: it occupies its slot in
+        the order and applies as nothing."""
+        order = self._head.applied_count + 1
+        write(Step(state=self.state), "duplicate", order, [])
+        self._advance(seq, order)
+        applied.dispositions.append((seq, "duplicate"))
+
+    def _advance(self, seq: int | None, order: int) -> None:
+        head = self._head
+        head.applied_count = order
+        if seq is not None and seq > head.applied_seq:
+            head.applied_seq = seq
+            head.logged_seq = max(head.logged_seq, seq)
+
+    # The ways an applied event's row is written. Each returns what it wrote: the row alone
+    # (the effects are persisted after it), everything (the hot path's one statement), or
+    # nothing because the event proved a duplicate.
+
+    def _write_all(self, envelope: EventEnvelope) -> _Write:
+        """The next event, nothing waiting: its row, its transcripts and incidents and the
+        session in one statement, conditional on the row being new."""
+
+        def write(step: Step, disposition: str, order: int, outbound: list[Outbound]) -> _Written:
+            seq = envelope.seq
+            transcripts = [e for e in step.effects if isinstance(e, PersistTranscript)]
+            incidents = [e for e in step.effects if isinstance(e, RecordIncident)]
+            parameters: list[Any] = [*self._event_row(envelope, disposition, order, outbound)]
+            for item in transcripts:
+                late = disposition == "late"
+                parameters += [self.id, item.role, item.text, item.item_id, item.response_id, seq, late]
+            for incident in incidents:
+                context = json.dumps(incident.context)
+                parameters += [self.id, incident.code, incident.severity, incident.summary, context]
+            logged = max(self._head.logged_seq, seq)
+            parameters += self._session_row(step.state, seq, logged, order)
+            self._cursor.execute(_write_sql(len(transcripts), len(incidents)), parameters)
+            if self._cursor.fetchone() is not None:
+                return _Written.ALL
+            # Only a provider event already applied under a lower seq conflicts here: this seq
+            # occupies its slot as a duplicate (and the session is saved by the caller).
+            self._insert_event(envelope, "duplicate", order, keep_provider_event_id=False)
+            return _Written.DUPLICATE
+
+        return write
+
+    def _update_pending(self, seq: int) -> _Write:
+        """A logged (pending) event is applied: its row gets its disposition and controls."""
+
+        def write(_step: Step, disposition: str, order: int, outbound: list[Outbound]) -> _Written:
+            self._cursor.execute(UPDATE_EVENT, (disposition, order, _controls(outbound), self.id, seq))
+            return _Written.ROW_ONLY
+
+        return write
+
+    def _replace_lost(self, late: ArrivedLate, envelope: EventEnvelope) -> _Write:
+        """A seq declared lost came after all: the marker's row becomes the late event."""
+
+        def write(_step: Step, disposition: str, order: int, outbound: list[Outbound]) -> _Written:
+            self._cursor.execute(
+                REPLACE_LOST,
+                (
+                    disposition,
+                    order,
+                    _controls(outbound),
+                    json.dumps(host_event(late)),
+                    late.type,
+                    _provider_event_id(envelope.event),
+                    self.id,
+                    envelope.seq,
+                ),
+            )
+            return _Written.ROW_ONLY
+
+        return write
+
+    def _insert_host(self, event: HostInput, now: float) -> _Write:
+        """A host input: a row of its own, without a seq, in the order it was applied."""
+        return self._insert_unnumbered(event, None, now)
+
+    def _insert_marker(self, marker: SeqLost, now: float) -> _Write:
+        """The marker of a lost seq, in that seq's place."""
+        return self._insert_unnumbered(marker, marker.seq, now)
+
+    def _insert_unnumbered(self, event: HostInput, seq: int | None, now: float) -> _Write:
+        def write(_step: Step, disposition: str, order: int, outbound: list[Outbound]) -> _Written:
+            self._cursor.execute(
+                INSERT_EVENT,
+                (
+                    self.id,
+                    seq,
+                    None,
+                    event.type,
+                    json.dumps(host_event(event)),
+                    self.state.generation,
+                    now,
+                    disposition,
+                    order,
+                    _controls(outbound),
+                ),
+            )
+            return _Written.ROW_ONLY
+
+        return write
+
     # ── shared ─────────────────────────────────────────────────────────────────────────
+
+    def _decide_host(self, event: HostInput) -> tuple[Step, Disposition]:
+        """What a host input does; it is logged applied (a refusal raises before anything is
+        logged), but for the marker of a lost seq."""
+        step = apply(self.state, event, self.state.generation)
+        return step, "lost" if isinstance(event, SeqLost) else "applied"
 
     def _decide(self, event: dict[str, Any], generation: int) -> tuple[Step, Disposition]:
         """What a numbered event does, and how the log records it (the pipeline decides both;

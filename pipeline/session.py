@@ -19,6 +19,7 @@ from typing import Literal
 from pipeline import admission, budget, compaction, tools, transcript
 from pipeline.catalog import ToolOutcome
 from pipeline.errors import MalformedFrame
+from pipeline.sequencer import GAP_TIMEOUT_MS
 from pipeline.state import Limits, Phase, SessionState
 from pipeline.step import PersistTranscript, RecordIncident, Step, unchanged
 from pipeline.wire import (
@@ -40,6 +41,7 @@ from pipeline.wire import (
     ProviderError,
     ResponseCreated,
     ResponseDone,
+    SeqLost,
     SessionCreated,
     SessionUpdated,
     SidebandClosed,
@@ -53,12 +55,15 @@ from pipeline.wire import (
     parse_inbound,
 )
 
-Disposition = Literal["applied", "late"]
+Disposition = Literal["applied", "late", "lost"]
 
 
 def disposition_of(state: SessionState, event: InboundEvent, generation: int) -> Disposition:
-    """How the log records an event: applied, or late (recorded, acting on nothing). An end
-    request is never late: ending an ended session is an answer, not a stale event."""
+    """How the log records an event: applied, or late (recorded, acting on nothing), or — the
+    marker of a seq that never came — lost. An end request is never late: ending an ended
+    session is an answer, not a stale event."""
+    if isinstance(event, SeqLost):
+        return "lost"
     if isinstance(event, EndRequested):
         return "applied"
     return "late" if is_late(state, event, generation) else "applied"
@@ -145,9 +150,23 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
             return compaction.summary_unsaved(state, event.compaction, event.reason)
         case EventsDropped():
             return events_dropped(state, event)
+        case SeqLost():
+            return seq_lost(state, event)
     if is_late(state, event, generation):
         return record_late(state, event)
     return _decide(state, event)
+
+
+def seq_lost(state: SessionState, event: SeqLost) -> Step:
+    """A seq never came within the gap timeout: a warning in its place, and the events after it
+    go on (if it comes after all, it is recorded as arrived late)."""
+    incident = RecordIncident(
+        code="event_lost",
+        summary=f"seq {event.seq} never came in {GAP_TIMEOUT_MS // 1000} s; the events after it go on",
+        severity="warning",
+        context={"seq": event.seq},
+    )
+    return Step(state=state, effects=(incident,))
 
 
 def events_dropped(state: SessionState, event: EventsDropped) -> Step:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from functools import cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from pipeline.limits import (
     DEFAULT_COMPACTION_INPUT_TOKENS,
@@ -150,6 +151,14 @@ class Usage(_Frozen):
         )
 
 
+@cache
+def _field_adapter(name: str) -> TypeAdapter[Any]:
+    field = SessionState.model_fields.get(name)
+    if field is None or field.annotation is None:
+        raise ValueError(f"SessionState has no field {name!r}")
+    return TypeAdapter(field.annotation)
+
+
 class SessionState(_Frozen):
     """The decision state of one session; a frozen value changed with `evolve`."""
 
@@ -190,7 +199,10 @@ class SessionState(_Frozen):
     end_reason: str | None = None
 
     def evolve(self, **changes: object) -> SessionState:
-        return self.model_copy(update=changes)
+        """This state with `changes`, each checked against its field's type: a misspelt field
+        or a value of the wrong type raises here, not when the stored state is next loaded."""
+        checked = {name: _field_adapter(name).validate_python(value) for name, value in changes.items()}
+        return self.model_copy(update=checked)
 
     @property
     def is_terminal(self) -> bool:

@@ -278,12 +278,12 @@ class ItemDeleted(_Inbound):
 
 
 class SidebandConnected(_Inbound):
-    type: Literal["switchboard.sideband_connected"]
+    type: Literal["switchboard.sideband_connected"] = "switchboard.sideband_connected"
     call_id: str
 
 
 class SidebandClosed(_Inbound):
-    type: Literal["switchboard.sideband_closed"]
+    type: Literal["switchboard.sideband_closed"] = "switchboard.sideband_closed"
     code: int | None = None
     reason: str = ""
     # True when Switchboard closed it (end, failure); False when the provider or network did.
@@ -295,7 +295,7 @@ class EndRequested(_Inbound):
     waiting gateway: 202 when it ended the call, 409 when the call was over already (so of two
     concurrent ends, one is told it ended the call)."""
 
-    type: Literal["switchboard.end_requested"]
+    type: Literal["switchboard.end_requested"] = "switchboard.end_requested"
     reason: str = "ended_by_api"
     request_id: str | None = None
     gateway_id: str | None = None
@@ -304,7 +304,7 @@ class EndRequested(_Inbound):
 class SessionCreated(_Inbound):
     """The first input of every session: what it was created with."""
 
-    type: Literal["switchboard.session_created"]
+    type: Literal["switchboard.session_created"] = "switchboard.session_created"
     instructions: str
     tools: tuple[dict[str, Any], ...] = ()
     catalog_digest: str = ""
@@ -314,29 +314,29 @@ class SessionCreated(_Inbound):
 
 
 class AdmissionBegun(_Inbound):
-    type: Literal["switchboard.admission_begun"]
+    type: Literal["switchboard.admission_begun"] = "switchboard.admission_begun"
 
 
 class CallAttached(_Inbound):
-    type: Literal["switchboard.call_attached"]
+    type: Literal["switchboard.call_attached"] = "switchboard.call_attached"
     call_id: str
 
 
 class AdmissionFailed(_Inbound):
-    type: Literal["switchboard.admission_failed"]
+    type: Literal["switchboard.admission_failed"] = "switchboard.admission_failed"
     code: str
     detail: str = ""
 
 
 class TimerFired(_Inbound):
-    type: Literal["switchboard.timer_fired"]
+    type: Literal["switchboard.timer_fired"] = "switchboard.timer_fired"
     name: str
 
 
 class ToolFinished(_Inbound):
     """A tool body's outcome, back from the tool_runs queue (a ToolOutcome's fields)."""
 
-    type: Literal["switchboard.tool_finished"]
+    type: Literal["switchboard.tool_finished"] = "switchboard.tool_finished"
     call_id: str
     outcome: dict[str, Any]
 
@@ -344,7 +344,7 @@ class ToolFinished(_Inbound):
 class CompactionRequested(_Inbound):
     """A compaction forced from the API; the answer goes back to the waiting gateway."""
 
-    type: Literal["switchboard.compaction_requested"]
+    type: Literal["switchboard.compaction_requested"] = "switchboard.compaction_requested"
     request_id: str
     gateway_id: str
 
@@ -352,7 +352,7 @@ class CompactionRequested(_Inbound):
 class CompactionUnsaved(_Inbound):
     """The worker could not persist a compaction's summary: the cycle is abandoned."""
 
-    type: Literal["switchboard.compaction_unsaved"]
+    type: Literal["switchboard.compaction_unsaved"] = "switchboard.compaction_unsaved"
     compaction: int
     reason: str = ""
 
@@ -361,7 +361,7 @@ class TextInjected(_Inbound):
     """Typed text from the API, spoken to the model as a user message (checked and bounded by
     the gateway; the item id is Switchboard's own)."""
 
-    type: Literal["switchboard.text_injected"]
+    type: Literal["switchboard.text_injected"] = "switchboard.text_injected"
     item_id: str
     text: str
 
@@ -369,14 +369,14 @@ class TextInjected(_Inbound):
 class InterruptRequested(_Inbound):
     """The API asks to stop the response that is playing, as a barge-in would."""
 
-    type: Literal["switchboard.interrupt_requested"]
+    type: Literal["switchboard.interrupt_requested"] = "switchboard.interrupt_requested"
     playback: Playback | None = None
 
 
 class GatewayLost(_Inbound):
     """The gateway holding the session's sideband died; `gateway_id` took the session over."""
 
-    type: Literal["switchboard.gateway_lost"]
+    type: Literal["switchboard.gateway_lost"] = "switchboard.gateway_lost"
     gateway_id: str
 
 
@@ -384,7 +384,7 @@ class ArrivedLate(_Inbound):
     """A numbered event that came after its seq was declared lost: recorded (its transcript
     lands), never acted on — the call has moved on."""
 
-    type: Literal["switchboard.arrived_late"]
+    type: Literal["switchboard.arrived_late"] = "switchboard.arrived_late"
     event: dict[str, Any]
 
 
@@ -394,10 +394,18 @@ class EventsDropped(_Inbound):
     have been, so the log shows the hole. `types` counts them by type. Recorded, acts on nothing
     (a turn whose `response.done` was among them is settled by its response deadline)."""
 
-    type: Literal["switchboard.events_dropped"]
+    type: Literal["switchboard.events_dropped"] = "switchboard.events_dropped"
     count: int
     types: dict[str, int] = Field(default_factory=dict)
     reason: str = ""
+
+
+class SeqLost(_Inbound):
+    """The marker logged in place of a seq that never came within the gap timeout: the events
+    after it are applied; if it comes after all, it is recorded as arrived late."""
+
+    type: Literal["switchboard.seq_lost"] = "switchboard.seq_lost"
+    seq: int
 
 
 class UnknownEvent(_Inbound):
@@ -435,31 +443,37 @@ KnownInbound = Annotated[
     | InterruptRequested
     | GatewayLost
     | ArrivedLate
-    | EventsDropped,
+    | EventsDropped
+    | SeqLost,
     Field(discriminator="type"),
 ]
 InboundEvent = KnownInbound | UnknownEvent
 _KNOWN_INBOUND: TypeAdapter[Any] = TypeAdapter(KnownInbound)
-_HOST_TYPES = frozenset(
-    {
-        "switchboard.sideband_connected",
-        "switchboard.sideband_closed",
-        "switchboard.end_requested",
-        "switchboard.session_created",
-        "switchboard.admission_begun",
-        "switchboard.call_attached",
-        "switchboard.admission_failed",
-        "switchboard.timer_fired",
-        "switchboard.tool_finished",
-        "switchboard.compaction_requested",
-        "switchboard.compaction_unsaved",
-        "switchboard.text_injected",
-        "switchboard.interrupt_requested",
-        "switchboard.gateway_lost",
-        "switchboard.arrived_late",
-        "switchboard.events_dropped",
-    }
+HostInput = (
+    SidebandConnected
+    | SidebandClosed
+    | EndRequested
+    | SessionCreated
+    | AdmissionBegun
+    | CallAttached
+    | AdmissionFailed
+    | TimerFired
+    | ToolFinished
+    | CompactionRequested
+    | CompactionUnsaved
+    | TextInjected
+    | InterruptRequested
+    | GatewayLost
+    | ArrivedLate
+    | EventsDropped
+    | SeqLost
 )
+_HOST_TYPES = frozenset(str(model.model_fields["type"].default) for model in HostInput.__args__)
+
+
+def host_event(event: HostInput) -> dict[str, Any]:
+    """A host input as it travels and is logged (what `parse_inbound` reads back)."""
+    return event.model_dump(mode="json", exclude_none=True)
 
 
 def ga_type(event_type: str) -> str:

@@ -49,6 +49,7 @@ from pipeline.names import (
     gateway_alive_key,
 )
 from pipeline.step import RecordIncident
+from pipeline.wire import AdmissionBegun, AdmissionFailed, CallAttached, SessionCreated, ToolFinished
 from workers import runtime
 from workers.middleware import TimerSweeper
 from workers.tools.runner import run_tool as execute_tool
@@ -119,12 +120,9 @@ def create_session(
 
     def create() -> tuple[int, dict[str, Any]]:
         checked = SessionSpec.model_validate(spec)
-        event = {
-            "type": "switchboard.session_created",
-            "instructions": checked.instructions,
-            "limits": _limits(checked),
-            **_session_catalog(checked.tools),
-        }
+        event = SessionCreated(
+            instructions=checked.instructions, limits=_limits(checked), **_session_catalog(checked.tools)
+        )
         with new_session(session_id, gateway_id, _runtime.settings.broker_namespace) as session:
             applied = session.apply_host(event, now)
         _after_commit(session_id, applied)
@@ -144,16 +142,15 @@ def begin_admission(request_id: str, gateway_id: str, session_id: str, now: floa
             ):
                 # The tools changed (a deploy) between creation and connect: the session's
                 # durable tool identities would lie, so it fails instead of connecting.
-                failed = {
-                    "type": "switchboard.admission_failed",
-                    "code": "tool_catalog_changed",
-                    "detail": "the registered tools changed after the session was created",
-                }
+                failed = AdmissionFailed(
+                    code="tool_catalog_changed",
+                    detail="the registered tools changed after the session was created",
+                )
                 applied = session.apply_host(failed, now)
                 _publish(session, applied)
                 state = session.state
             else:
-                applied = session.apply_host({"type": "switchboard.admission_begun"}, now)
+                applied = session.apply_host(AdmissionBegun(), now)
                 _publish(session, applied)
                 state = session.state
         _after_commit(session_id, applied)
@@ -174,9 +171,8 @@ def attach_call(request_id: str, gateway_id: str, session_id: str, call_id: str,
     """Record the provider call id; the owning gateway is told to open the sideband."""
 
     def attach() -> tuple[int, dict[str, Any]]:
-        event = {"type": "switchboard.call_attached", "call_id": call_id}
         with locked_session(session_id) as session:
-            applied = session.apply_host(event, now)
+            applied = session.apply_host(CallAttached(call_id=call_id), now)
             _publish(session, applied)
             state = session.state
         _after_commit(session_id, applied)
@@ -197,12 +193,13 @@ def admission_failed(
     """The provider refused or failed the call: the session fails with that reason."""
 
     def record() -> tuple[int, dict[str, Any]]:
-        event = {"type": "switchboard.admission_failed", "code": code, "detail": detail}
         with locked_session(session_id) as session:
-            applied = session.apply_host(event, now)
+            applied = session.apply_host(AdmissionFailed(code=code, detail=detail), now)
             _publish(session, applied)
+            state = session.state
         _after_commit(session_id, applied)
-        return 200, {"session_id": session_id, "status": "failed", "reason": code}
+        # A stale report (the call connected since) changes nothing: the answer says so.
+        return 200, {"session_id": session_id, "status": str(state.phase), "reason": state.end_reason}
 
     _answer(request_id, gateway_id, record)
 
@@ -352,11 +349,7 @@ def run_tool(session_id: str, call_id: str, name: str, arguments: str) -> None:
             timeout_ms=_runtime.settings.tool_timeout_ms,
             cancelled=lambda: bool(_runtime.broker.client.exists(cancel_key)),
         )
-    event = {
-        "type": "switchboard.tool_finished",
-        "call_id": call_id,
-        "outcome": outcome.model_dump(mode="json"),
-    }
+    event = ToolFinished(call_id=call_id, outcome=outcome.model_dump(mode="json"))
     with locked_session(session_id) as session:
         try:
             tool_steps.finish_step(session, call_id, outcome)

@@ -28,6 +28,7 @@ from pipeline.config import Settings
 from pipeline.envelope import OutboundBatch, Reply, SendControl
 from pipeline.limits import MAXIMUM_LIVE_TRANSCRIPT_BYTES
 from pipeline.names import control_queue
+from pipeline.wire import SidebandClosed, SidebandConnected
 from switchboard.services import Services
 from workers.broker import make_broker
 from workers.emit import ControlPublisher
@@ -54,7 +55,7 @@ async def running_provider() -> AsyncIterator[Provider]:
         yield endpoint
 
 
-async def _open_socket(provider: Provider, host_events: list[dict[str, Any]]) -> CallSocket:
+async def _open_socket(provider: Provider, host_events: list[Any]) -> CallSocket:
     socket = CallSocket(
         "sess_x",
         "rtc_x",
@@ -79,9 +80,9 @@ def test_a_control_id_is_sent_once_however_often_it_arrives() -> None:
 
 async def _send_twice() -> None:
     async with running_provider() as provider:
-        host_events: list[dict[str, Any]] = []
+        host_events: list[Any] = []
         socket = await _open_socket(provider, host_events)
-        assert host_events[0] == {"type": "switchboard.sideband_connected", "call_id": "rtc_x"}
+        assert host_events[0] == SidebandConnected(call_id="rtc_x")
         control = {"type": "response.create", "event_id": "ctl_4_0"}
         assert socket.send("ctl_4_0", control) is True
         assert socket.send("ctl_4_0", control) is False
@@ -89,8 +90,8 @@ async def _send_twice() -> None:
         await socket.close()
         await asyncio.sleep(0.05)
         assert [frame["event_id"] for frame in provider.received] == ["ctl_4_0", "ctl_5_0"]
-        assert host_events[-1]["type"] == "switchboard.sideband_closed"
-        assert host_events[-1]["by_host"] is True
+        assert isinstance(host_events[-1], SidebandClosed)
+        assert host_events[-1].by_host is True
 
 
 def test_controls_for_another_generation_are_dropped(services: Services) -> None:

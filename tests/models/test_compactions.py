@@ -33,10 +33,10 @@ class Call:
         now = time.time()
         created = ev.session_created(limits={"max_output_tokens": 512, "compaction_input_tokens": 100})
         with new_session(self.id, GATEWAY) as session:
-            session.apply_host(created, now)
+            session.apply_host(parse_inbound(created), now)
         for event in (ev.admission_begun(), ev.call_attached("rtc_test")):
             with locked_session(self.id) as session:
-                session.apply_host(event, now)
+                session.apply_host(parse_inbound(event), now)
 
     def deliver(self, event: dict[str, Any]) -> Applied:
         self.seq += 1

@@ -8,7 +8,8 @@ import time
 from typing import Any
 
 from models.records import event_log, session_record
-from models.sessions import GAP_TIMEOUT_MS, locked_session
+from models.sessions import locked_session
+from pipeline.sequencer import GAP_TIMEOUT_MS
 from pipeline.state import Phase
 from tests.support.calls import admit, deliver, new_session_id, refold, spoken_turns
 

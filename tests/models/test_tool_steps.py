@@ -12,13 +12,14 @@ from models.tool_steps import finish_step, interrupt_active_steps, request_step,
 from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.errors import ProviderCallIdConflict, ToolOutcomeConflict, ToolStepTerminal
 from pipeline.tool_steps import ToolStepIdentity
+from pipeline.wire import SessionCreated
 from tests.support.calls import GATEWAY, new_session_id
 
 
 def _session() -> str:
     session_id = new_session_id()
     with new_session(session_id, GATEWAY) as session:
-        session.apply_host({"type": "switchboard.session_created", "instructions": "Hi."}, time.time())
+        session.apply_host(SessionCreated(instructions="Hi."), time.time())
     return session_id
 
 

@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from pipeline.envelope import EventEnvelope
+from pipeline.wire import AdmissionBegun, CallAttached, SessionCreated
 
 GATEWAY = "gw-test"
 
@@ -82,11 +83,8 @@ def admit(session_id: str, instructions: str = "Be brief.") -> None:
 
     now = time.time()
     with new_session(session_id, GATEWAY) as session:
-        session.apply_host({"type": "switchboard.session_created", "instructions": instructions}, now)
-    for event in (
-        {"type": "switchboard.admission_begun"},
-        {"type": "switchboard.call_attached", "call_id": "rtc_test"},
-    ):
+        session.apply_host(SessionCreated(instructions=instructions), now)
+    for event in (AdmissionBegun(), CallAttached(call_id="rtc_test")):
         with locked_session(session_id) as session:
             session.apply_host(event, now)
 

@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from models.sessions import locked_session, new_session
+from pipeline.wire import AdmissionBegun, SessionCreated
 from tests.support.calls import GATEWAY, new_session_id
 from tests.workers.conftest import drain
 
@@ -19,9 +20,9 @@ def test_a_call_created_after_the_admission_timeout_is_hung_up_and_refused(
 
     session_id = new_session_id()
     with new_session(session_id, GATEWAY) as session:
-        session.apply_host({"type": "switchboard.session_created", "instructions": "Hi."}, time.time())
+        session.apply_host(SessionCreated(instructions="Hi."), time.time())
     with locked_session(session_id) as session:
-        session.apply_host({"type": "switchboard.admission_begun"}, time.time())
+        session.apply_host(AdmissionBegun(), time.time())
     session_timer.fn(session_id=session_id, name="admission_timeout")
     drain(control_inbox)
 
@@ -44,7 +45,7 @@ def test_connect_is_refused_unless_the_session_was_just_created(
 
     session_id = new_session_id()
     with new_session(session_id, GATEWAY) as session:
-        session.apply_host({"type": "switchboard.session_created", "instructions": "Hi."}, time.time())
+        session.apply_host(SessionCreated(instructions="Hi."), time.time())
     begin_admission.fn(request_id="req_1", gateway_id=GATEWAY, session_id=session_id, now=time.time())
     begin_admission.fn(request_id="req_2", gateway_id=GATEWAY, session_id=session_id, now=time.time())
     replies = [item for batch in drain(control_inbox) for item in batch["items"] if item["kind"] == "reply"]

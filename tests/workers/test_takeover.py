@@ -13,6 +13,7 @@ import redis
 
 from models.sessions import locked_session, new_session
 from pipeline.names import gateway_alive_key
+from pipeline.wire import AdmissionBegun, CallAttached, SessionCreated
 from tests.support.calls import GATEWAY, new_session_id
 from tests.workers.conftest import drain
 
@@ -37,10 +38,10 @@ def liveness(worker_runtime: Any) -> Iterator[tuple[redis.Redis, str, Callable[[
 def _live_session_owned_by(gateway_id: str) -> str:
     session_id = new_session_id()
     with new_session(session_id, gateway_id) as session:
-        session.apply_host({"type": "switchboard.session_created", "instructions": "Hi."}, time.time())
+        session.apply_host(SessionCreated(instructions="Hi."), time.time())
     with locked_session(session_id) as session:
-        session.apply_host({"type": "switchboard.admission_begun"}, time.time())
-        session.apply_host({"type": "switchboard.call_attached", "call_id": "rtc_x"}, time.time())
+        session.apply_host(AdmissionBegun(), time.time())
+        session.apply_host(CallAttached(call_id="rtc_x"), time.time())
     return session_id
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from models.db import database
 from models.sessions import locked_session, new_session
 from models.timers import claim_overdue
+from pipeline.wire import parse_inbound
 from tests.pipeline import events as ev
 from tests.support.calls import GATEWAY, new_session_id
 
@@ -28,7 +29,7 @@ def test_a_lost_timer_is_fired_by_the_sweeper_once(worker_runtime: Any, control_
     namespace = worker_runtime.settings.broker_namespace
     session_id = new_session_id()
     with new_session(session_id, GATEWAY, namespace) as session:
-        session.apply_host(ev.session_created(), time.time())
+        session.apply_host(parse_inbound(ev.session_created()), time.time())
     [(name, due_in)] = _timers(session_id)
     assert name == "admission_timeout" and 29 < due_in <= 30
 
@@ -59,7 +60,7 @@ def test_a_timer_that_fires_on_time_leaves_nothing_to_sweep(worker_runtime: Any,
 
     session_id = new_session_id()
     with new_session(session_id, GATEWAY) as session:
-        session.apply_host(ev.session_created(), time.time())
+        session.apply_host(parse_inbound(ev.session_created()), time.time())
     session_timer(session_id=session_id, name="admission_timeout")
     assert _timers(session_id) == []
 
@@ -69,8 +70,8 @@ def test_a_session_that_ends_takes_its_timers_with_it(worker_runtime: Any, contr
     do nothing), so none is left to be swept and fired again and again."""
     session_id = new_session_id()
     with new_session(session_id, GATEWAY, worker_runtime.settings.broker_namespace) as session:
-        session.apply_host(ev.session_created(), time.time())
+        session.apply_host(parse_inbound(ev.session_created()), time.time())
     assert [name for name, _ in _timers(session_id)] == ["admission_timeout"]
     with locked_session(session_id) as session:
-        session.apply_host(ev.end_requested(), time.time())
+        session.apply_host(parse_inbound(ev.end_requested()), time.time())
     assert _timers(session_id) == []
