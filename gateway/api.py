@@ -69,6 +69,7 @@ def build_api(gateway: Gateway) -> Starlette:
     api = _Api(gateway)
     session_routes: list[tuple[str, str, Handler]] = [
         ("", "GET", api.describe),
+        ("/log", "GET", api.call_log),
         ("/connect", "POST", api.connect),
         ("/end", "POST", api.end),
         ("/say", "POST", api.say),
@@ -165,6 +166,15 @@ class _Api:
         status, body = await self.rpc.call(
             "describe_session", session_id=session_id, with_events=request.query_params.get("events") == "1"
         )
+        return JSONResponse(body, status_code=status)
+
+    async def call_log(self, request: Request, session_id: str) -> Response:
+        """The call's story as ordered entries (those after `?after=N`), read from the durable
+        log; `ended` says whether `call.ended` has been written."""
+        after = request.query_params.get("after", "0")
+        if not after.isdigit():
+            return error_response(422, "malformed_request", "after must be an entry number")
+        status, body = await self.rpc.call("session_call_log", session_id=session_id, after=int(after))
         return JSONResponse(body, status_code=status)
 
     async def connect(self, request: Request, session_id: str) -> Response:

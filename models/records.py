@@ -14,6 +14,7 @@ from models.db import (
     is_connection_lost,
     reopen,
 )
+from pipeline.call_log import CallLogEntry, LoggedInput, ended_by, project
 from pipeline.errors import SessionNotFound
 from pipeline.state import Phase
 
@@ -62,6 +63,7 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
         "id": row.id,
         "status": row.status,
         "end_reason": row.end_reason,
+        "ended_by": ended_by(Phase(row.status), row.end_reason),
         "generation": row.generation,
         "provider_call_id": row.provider_call_id,
         "owning_gateway": row.owning_gateway,
@@ -98,6 +100,27 @@ def _why(status: str, end_reason: str | None, incidents: list[dict[str, Any]]) -
         "at": failure["at"] if failure else None,
         "warnings_before": [i["code"] for i in incidents if i["severity"] == "warning"],
     }
+
+
+CALL_LOG_INPUTS = """
+SELECT received_at, disposition, generation, payload FROM session_events
+ WHERE session_id = %s AND disposition IN ('applied', 'late') ORDER BY applied_order
+"""
+
+
+def call_log(session_id: str, after: int = 0) -> list[CallLogEntry]:
+    """The session's call log (entries numbered above `after`), projected from its durable log
+    in applied order: the same after any crash."""
+    if SessionRow.get_or_none(SessionRow.id == session_id) is None:
+        raise SessionNotFound(f"no session {session_id!r}")
+    rows = database.execute_sql(CALL_LOG_INPUTS, (session_id,)).fetchall()
+    logged = (
+        LoggedInput(
+            received_at=float(received_at), disposition=disposition, generation=generation, payload=payload
+        )
+        for received_at, disposition, generation, payload in rows
+    )
+    return project(logged, after)
 
 
 def event_log(session_id: str) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +50,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a session's durable record (show) or its recording for replay (export), or act on "
         "its live call through the gateway: end, interrupt, say --text, compact",
     )
-    sessions.add_argument("action", choices=["show", "export", "end", "interrupt", "say", "compact"])
+    sessions.add_argument("action", choices=["show", "log", "export", "end", "interrupt", "say", "compact"])
     sessions.add_argument("session_id")
     sessions.add_argument("--text", help="for say: the text to type into the call")
+    sessions.add_argument(
+        "--follow", action="store_true", help="for log: keep printing entries until the call ends"
+    )
     sessions.add_argument("--reason", default="ended_by_api", help="for end: the reason recorded")
     sessions.add_argument(
         "--api", help="the gateway's API (default: http://SWITCHBOARD_GATEWAY_HOST:SWITCHBOARD_GATEWAY_PORT)"
@@ -119,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_dlq(
             settings, services, arguments.action, arguments.ids, every=arguments.all, as_json=arguments.json
         )
+    if arguments.command == "sessions" and arguments.action == "log":
+        return _print_call_log(_services(settings, quiet=True), arguments.session_id, follow=arguments.follow)
     if arguments.command == "sessions" and arguments.action == "export":
         from switchboard.export import run_export
 
@@ -144,6 +150,35 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\nfailed: {why['code']}: {why['summary']}", file=sys.stderr)
         return 0
     return 2
+
+
+# A follower looks for new entries this often; the log is read from PostgreSQL, not the gateway.
+CALL_LOG_POLL_S = 1.0
+
+
+def _print_call_log(services: Services, session_id: str, *, follow: bool) -> int:
+    """Print a session's call log as JSON lines; with `follow`, keep printing new entries until
+    `call.ended` (exit 1 for an unknown session)."""
+    from models.db import connect
+    from models.records import call_log
+    from pipeline.errors import SessionNotFound
+
+    connect(services.database_url)
+    seen = 0
+    while True:
+        try:
+            entries = call_log(session_id, seen)
+        except SessionNotFound as error:
+            print(f"switchboard sessions log: {error}", file=sys.stderr)
+            return 1
+        for entry in entries:
+            print(entry.model_dump_json(), flush=True)
+            seen = entry.seq
+            if entry.kind == "call.ended":
+                return 0
+        if not follow:
+            return 0
+        time.sleep(CALL_LOG_POLL_S)
 
 
 def _act_on_session(settings: Settings, arguments: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ import sentry_sdk
 from pydantic import ValidationError
 
 from models import incidents, timers, tool_steps
-from models.records import session_record
+from models.records import call_log, session_record
 from models.sessions import (
     Applied,
     LockedSession,
@@ -277,6 +277,21 @@ def session_owners(request_id: str, gateway_id: str) -> None:
     the liveness registry, which a Redis that restarted empty has lost."""
     namespace = _runtime.settings.broker_namespace
     _answer(request_id, gateway_id, lambda: (200, {"gateways": owners_of_unfinished(namespace)}))
+
+
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="session_call_log", **_REQUEST_POLICY)
+def session_call_log(request_id: str, gateway_id: str, session_id: str, after: int = 0) -> None:
+    """A session's call log (the entries after `after`), projected from its durable log."""
+
+    def read() -> tuple[int, dict[str, Any]]:
+        entries = call_log(session_id)
+        return 200, {
+            "session_id": session_id,
+            "entries": [entry.model_dump(mode="json") for entry in entries if entry.seq > after],
+            "ended": any(entry.kind == "call.ended" for entry in entries),
+        }
+
+    _answer(request_id, gateway_id, read)
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="describe_session", **_REQUEST_POLICY)

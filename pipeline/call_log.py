@@ -1,0 +1,213 @@
+"""The call log: a call's story as ordered entries, projected from its durable log.
+
+The projection folds the session's logged inputs, in the order they were applied, through the
+same transitions the workers ran (`pipeline.session.apply`) and turns what each one did into
+entries, so the log reads the same after any crash and never says what the call did not do:
+
+call.started     the sideband first connected                {call_id}
+turn.user        the caller's words, spoken or typed          {text, item_id, typed}
+turn.agent       what the agent said, once its response ended {text, item_id, response_id,
+                                                              interrupted, latency_ms}
+tool.call        a function call taken up or refused          {call_id, name, arguments, refused?}
+tool.result      a tool body's outcome                        {call_id, status, error, elapsed_ms}
+error            a failure, or an error the provider reported {code, message}
+call.ended       last, exactly once (what comes after the end   {reason, ended_by, duration_s}
+                 is in the session record, not the story)
+
+`seq` numbers the entries from 1 in that order; a follower asks for those after the last it saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from pipeline.errors import MalformedFrame, SwitchboardError
+from pipeline.session import apply
+from pipeline.state import Phase, SessionState
+from pipeline.step import PersistTranscript, RecordIncident, RefuseToolStep, RequestToolStep, Step
+from pipeline.wire import (
+    AdmissionFailed,
+    InboundEvent,
+    ProviderError,
+    ResponseCreated,
+    ResponseDone,
+    SidebandConnected,
+    TextInjected,
+    ToolFinished,
+    parse_inbound,
+)
+
+EndedBy = Literal["caller", "agent", "supervisor", "app", "platform"]
+
+# How the call log names today's end reasons (what the session record keeps is unchanged).
+_CALL_ENDED_REASONS = {
+    "provider_call_ended": "caller_hung_up",
+    "ended_by_api": "app_ended",
+    "session_timeout": "max_duration",
+}
+# Who ended a call that ended normally, by its end reason; any other reason came with an end
+# request from the app (the API's `end`, whose reason the app chooses).
+_ENDED_BY: dict[str, EndedBy] = {
+    "provider_call_ended": "caller",
+    "caller_hung_up": "caller",
+    "agent_hung_up": "agent",
+    "supervisor_ended": "supervisor",
+    "transferred": "supervisor",
+    "session_timeout": "platform",
+    "usage_budget_reached": "platform",
+}
+
+
+class CallLogEntry(BaseModel):
+    """One entry of the call log."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int
+    at: str
+    kind: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LoggedInput:
+    """One row of a session's durable log, as the projection reads it."""
+
+    received_at: float
+    disposition: str
+    generation: int
+    payload: dict[str, Any]
+
+
+def ended_by(phase: Phase, end_reason: str | None) -> EndedBy | None:
+    """Who ended a finished call (None while it is not over)."""
+    if phase is Phase.FAILED:
+        return "platform"
+    if phase is not Phase.ENDED:
+        return None
+    return _ENDED_BY.get(end_reason or "", "app")
+
+
+def project(logged: Iterable[LoggedInput], after: int = 0) -> list[CallLogEntry]:
+    """The call log of a session from its logged inputs in applied order; only the entries
+    numbered above `after`."""
+    return [entry for entry in _Projection().entries(logged) if entry.seq > after]
+
+
+class _Projection:
+    def __init__(self) -> None:
+        self.state = SessionState()
+        self.count = 0
+        self.started_at: float | None = None
+        # When each caller input was heard, for the latency of the response that answers it.
+        self.heard_at: dict[str, float] = {}
+        # The agent's words of each response, held until the response ends (interrupted or not):
+        # (when it was said, the entry's data).
+        self.said: dict[str, list[tuple[float, dict[str, Any]]]] = {}
+        self.latency_ms: dict[str, int] = {}
+
+    def entries(self, logged: Iterable[LoggedInput]) -> Iterator[CallLogEntry]:
+        for row in logged:
+            if row.disposition not in ("applied", "late"):
+                continue
+            try:
+                event = parse_inbound(row.payload)
+            except MalformedFrame:
+                continue
+            before = self.state
+            try:
+                step = apply(before, event, row.generation)
+            except SwitchboardError:
+                continue  # a refused request is never logged; a hand-made row proves nothing
+            self.state = step.state
+            if before.is_terminal:
+                # call.ended is last: what arrives after the end (a late caller line, a stale
+                # close) stays in the session record, not in the story.
+                continue
+            yield from self._entries_of(before, event, step, row.received_at)
+
+    def _entry(self, at: float, kind: str, data: dict[str, Any]) -> CallLogEntry:
+        self.count += 1
+        stamp = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return CallLogEntry(seq=self.count, at=stamp, kind=kind, data=data)
+
+    def _entries_of(
+        self, before: SessionState, event: InboundEvent, step: Step, at: float
+    ) -> Iterator[CallLogEntry]:
+        after = step.state
+        if isinstance(event, SidebandConnected) and self.started_at is None and not before.is_terminal:
+            self.started_at = at
+            yield self._entry(at, "call.started", {"call_id": event.call_id})
+        if isinstance(event, ResponseCreated) and before.turn is not None:
+            heard = self.heard_at.get(before.turn.context.input_item_id)
+            if heard is not None:
+                self.latency_ms[event.response.id] = round((at - heard) * 1000)
+        for effect in step.effects:
+            if isinstance(effect, PersistTranscript) and effect.role == "user":
+                self.heard_at.setdefault(effect.item_id, at)
+                data = {
+                    "text": effect.text,
+                    "item_id": effect.item_id,
+                    "typed": isinstance(event, TextInjected),
+                }
+                yield self._entry(at, "turn.user", data)
+            elif isinstance(effect, PersistTranscript):
+                response_id = effect.response_id or ""
+                data = {
+                    "text": effect.text,
+                    "item_id": effect.item_id,
+                    "response_id": effect.response_id,
+                    "interrupted": False,
+                    "latency_ms": self.latency_ms.get(response_id),
+                }
+                self.said.setdefault(response_id, []).append((at, data))
+            elif isinstance(effect, RequestToolStep | RefuseToolStep):
+                data = {"call_id": effect.call_id, "name": effect.name, "arguments": effect.arguments}
+                if isinstance(effect, RefuseToolStep):
+                    data["refused"] = effect.code
+                yield self._entry(at, "tool.call", data)
+            elif isinstance(effect, RecordIncident) and effect.severity == "error":
+                yield self._entry(at, "error", {"code": effect.code, "message": effect.summary})
+        if isinstance(event, ToolFinished):
+            outcome = event.outcome
+            data = {
+                "call_id": event.call_id,
+                "status": outcome.get("status"),
+                "error": outcome.get("error"),
+                "elapsed_ms": outcome.get("elapsed_ms"),
+            }
+            yield self._entry(at, "tool.result", data)
+        if isinstance(event, ProviderError):
+            error = {"code": event.error.code or event.error.type, "message": event.error.message}
+            yield self._entry(at, "error", error)
+        if isinstance(event, ResponseDone):
+            interrupted = event.response.status == "cancelled"
+            yield from self._release(event.response.id, interrupted)
+        if after.is_terminal and not before.is_terminal:
+            for response_id in list(self.said):
+                yield from self._release(response_id, interrupted=True)
+            yield self._ended(after, event, at)
+
+    def _release(self, response_id: str, interrupted: bool) -> Iterator[CallLogEntry]:
+        """The agent's words of a response that ended, in the log at the moment it ended (a
+        follower never sees an entry appear before one it has seen)."""
+        for at, data in self.said.pop(response_id, []):
+            yield self._entry(at, "turn.agent", {**data, "interrupted": interrupted})
+
+    def _ended(self, state: SessionState, event: InboundEvent, at: float) -> CallLogEntry:
+        reason = state.end_reason or ""
+        data: dict[str, Any] = {
+            "reason": "error" if state.phase is Phase.FAILED else _CALL_ENDED_REASONS.get(reason, reason),
+            "ended_by": ended_by(state.phase, state.end_reason),
+            "duration_s": round(at - self.started_at, 1) if self.started_at is not None else 0.0,
+        }
+        if state.phase is Phase.FAILED:
+            data["code"] = reason
+        if isinstance(event, AdmissionFailed):
+            data["detail"] = event.detail
+        return self._entry(at, "call.ended", data)

@@ -1,0 +1,64 @@
+"""The call log end to end: `GET /v1/sessions/{id}/log` and `switchboard sessions log --follow`
+tell a real call's story from its durable log."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from switchboard.client import Client
+from switchboard.services import Services
+from switchboard.stack import Stack
+from tests.e2e.conftest import SCRIPTS, set_script
+
+
+def test_a_spoken_call_s_log_reads_in_order_and_the_cli_follows_it_to_the_end(
+    stack: Stack, client: Client, services: Services
+) -> None:
+    """A three-turn call's log is call.started, three user/agent turn pairs and call.ended
+    (caller_hung_up, by the caller) once and last; the record says who ended it; `?after=N` is
+    the tail; the CLI follower, started while the call runs, prints the same entries and stops
+    at call.ended; an unknown session is 404 and a bad `after` 422."""
+    set_script(stack, SCRIPTS / "spoken_call.json")
+    session = client.create_session("You are the order desk. Answer briefly.")
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "switchboard", "sessions", "log", session["id"], "--follow"],
+        env={
+            **os.environ,
+            "SWITCHBOARD_DATABASE_URL": services.database_url,
+            "SWITCHBOARD_REDIS_URL": services.redis_url,
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    client.connect(session["id"])
+    record = client.wait_for_status(session["id"], timeout_s=60)
+    assert (record["end_reason"], record["ended_by"]) == ("provider_call_ended", "caller")
+
+    status, body = client.request("GET", f"/v1/sessions/{session['id']}/log")
+    assert status == 200 and body["ended"] is True
+    entries = body["entries"]
+    assert [e["kind"] for e in entries] == [
+        "call.started",
+        *["turn.user", "turn.agent"] * 3,
+        "call.ended",
+    ]
+    assert [e["seq"] for e in entries] == list(range(1, 9))
+    assert entries[1]["data"]["text"] == "Hi, I'd like to check on an order."
+    assert all(e["data"]["latency_ms"] is not None for e in entries if e["kind"] == "turn.agent")
+    assert entries[-1]["data"]["reason"] == "caller_hung_up" and entries[-1]["data"]["ended_by"] == "caller"
+
+    status, tail = client.request("GET", f"/v1/sessions/{session['id']}/log?after=6")
+    assert status == 200 and tail["entries"] == entries[6:]
+
+    out, err = follower.communicate(timeout=60)
+    assert follower.returncode == 0, err
+    assert [json.loads(line) for line in out.splitlines()] == entries
+
+    status, missing = client.request("GET", "/v1/sessions/sess_nobody/log")
+    assert (status, missing["error"]["code"]) == (404, "session_not_found")
+    status, bad = client.request("GET", f"/v1/sessions/{session['id']}/log?after=x")
+    assert (status, bad["error"]["code"]) == (422, "malformed_request")
