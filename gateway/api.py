@@ -32,7 +32,7 @@ from gateway.live import CLOSE_SESSION_ENDED, CLOSE_UNKNOWN_SESSION
 from gateway.provider import ProviderCallError
 from gateway.web import EXCEPTION_HANDLERS, ASGIApp, Receive, Scope, Send, error_body, error_response
 from pipeline import live_tokens
-from pipeline.api import ConnectRequest, EndRequest, SessionSpec, TypedText
+from pipeline.api import AgentReply, AgentSay, ConnectRequest, EndRequest, SessionSpec, TypedText
 from pipeline.errors import BadInput, MalformedRequest, ProviderUnavailable
 from pipeline.limits import (
     API_REPLY_TIMEOUT_MS,
@@ -42,6 +42,8 @@ from pipeline.limits import (
 )
 from pipeline.state import LIVE_PHASES, TERMINAL_PHASES
 from pipeline.wire import (
+    AgentReplyRequested,
+    AgentSayRequested,
     CompactionRequested,
     EndRequested,
     HostInput,
@@ -72,7 +74,9 @@ def build_api(gateway: Gateway) -> Starlette:
         ("/log", "GET", api.call_log),
         ("/connect", "POST", api.connect),
         ("/end", "POST", api.end),
-        ("/say", "POST", api.say),
+        ("/caller/text", "POST", api.caller_text),
+        ("/agent/say", "POST", api.agent_say),
+        ("/agent/reply", "POST", api.agent_reply),
         ("/interrupt", "POST", api.interrupt),
         ("/compact", "POST", api.compact),
         ("/live-token", "POST", api.live_token),
@@ -230,9 +234,28 @@ class _Api:
         event = EndRequested(reason=end.reason)
         return await self._in_order(session_id, event, API_REPLY_TIMEOUT_MS, queued)
 
-    async def say(self, request: Request, session_id: str) -> Response:
-        """Typed text into a live call: answered like speech. Trimmed, non-empty, bounded, and
-        at most TYPED_MESSAGES_PER_MINUTE a minute per session."""
+    async def agent_say(self, request: Request, session_id: str) -> Response:
+        """The agent says these words now: 202 when its response is asked for, 409 when the
+        call is not live or the agent is answering (answered by the worker, in the call's order)."""
+        try:
+            words = AgentSay.model_validate(await _json_body(request))
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        event = AgentSayRequested(text=words.text)
+        return await self._in_order(session_id, event, API_REPLY_TIMEOUT_MS, _queued(session_id))
+
+    async def agent_reply(self, request: Request, session_id: str) -> Response:
+        """The agent replies now, steered by these instructions: 202, or 409 as for agent/say."""
+        try:
+            steer = AgentReply.model_validate(await _json_body(request))
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        event = AgentReplyRequested(instructions=steer.instructions)
+        return await self._in_order(session_id, event, API_REPLY_TIMEOUT_MS, _queued(session_id))
+
+    async def caller_text(self, request: Request, session_id: str) -> Response:
+        """Typed text into a live call, as the caller's message: answered like speech. Trimmed,
+        non-empty, bounded, and at most TYPED_MESSAGES_PER_MINUTE a minute per session."""
         try:
             typed = TypedText.model_validate(await _json_body(request))
         except (ValidationError, BadInput) as error:
@@ -339,7 +362,7 @@ class _Api:
     async def _in_order(
         self,
         session_id: str,
-        event: EndRequested | CompactionRequested,
+        event: EndRequested | CompactionRequested | AgentSayRequested | AgentReplyRequested,
         timeout_ms: int,
         still_waiting: dict[str, Any],
     ) -> Response:
@@ -393,6 +416,10 @@ class _Api:
         if record is not None and record["status"] not in _LIVE_STATUSES:
             return None, error_response(409, "session_not_live", f"session is {record['status']}")
         return record, refusal
+
+
+def _queued(session_id: str) -> dict[str, Any]:
+    return {"session_id": session_id, "status": "queued"}
 
 
 def _invalid(error: Exception) -> Response:

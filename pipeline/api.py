@@ -95,3 +95,26 @@ class TypedText(BaseModel):
         if len(value.encode()) > MAXIMUM_TYPED_TEXT_BYTES:
             raise ValueError(f"text exceeds {MAXIMUM_TYPED_TEXT_BYTES} bytes")
         return value
+
+
+class AgentSay(TypedText):
+    """`POST /v1/sessions/{id}/agent/say`: words the agent says (trimmed, bounded like typed text)."""
+
+
+class AgentReply(BaseModel):
+    """`POST /v1/sessions/{id}/agent/reply`: what steers the agent's reply (bounded like the
+    session's own instructions)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    instructions: str
+
+    @field_validator("instructions")
+    @classmethod
+    def _present_and_bounded(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("instructions are empty")
+        if len(value.encode()) > MAXIMUM_INSTRUCTIONS_BYTES:
+            raise ValueError(f"instructions exceed {MAXIMUM_INSTRUCTIONS_BYTES} bytes")
+        return value

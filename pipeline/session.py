@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from pipeline import admission, budget, compaction, tools, transcript
+from pipeline import admission, agent, budget, compaction, tools, transcript
 from pipeline.catalog import ToolOutcome
 from pipeline.errors import MalformedFrame
 from pipeline.sequencer import GAP_TIMEOUT_MS
@@ -25,6 +25,8 @@ from pipeline.step import PersistTranscript, RecordIncident, Step, unchanged
 from pipeline.wire import (
     AdmissionBegun,
     AdmissionFailed,
+    AgentReplyRequested,
+    AgentSayRequested,
     ArrivedLate,
     AssistantTranscriptFinal,
     CallAttached,
@@ -64,7 +66,7 @@ def disposition_of(state: SessionState, event: InboundEvent, generation: int) ->
     session is an answer, not a stale event."""
     if isinstance(event, SeqLost):
         return "lost"
-    if isinstance(event, EndRequested):
+    if isinstance(event, EndRequested | AgentSayRequested | AgentReplyRequested):
         return "applied"
     return "late" if is_late(state, event, generation) else "applied"
 
@@ -152,6 +154,11 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
             return events_dropped(state, event)
         case SeqLost():
             return seq_lost(state, event)
+        case AgentSayRequested():
+            # Answered whatever the session's state (a refusal is an answer too).
+            return agent.say(state, event)
+        case AgentReplyRequested():
+            return agent.reply(state, event)
     if is_late(state, event, generation):
         return record_late(state, event)
     return _decide(state, event)

@@ -63,6 +63,8 @@ class ResponseContext(_Frozen):
     instructions: str
     max_output_tokens: int | Literal["inf"]
     input_item_id: str
+    # "none" for a turn the app or a person directs (the agent says given words): no tool runs.
+    tool_choice: Literal["auto", "none"] = "auto"
 
 
 class Turn(_Frozen):

@@ -90,7 +90,7 @@ def begin_response(state: SessionState, input_item_id: str) -> Step:
     return ask_for_response(responding, Turn(context=context))
 
 
-def ask_for_response(state: SessionState, turn: Turn, tool_choice: str = "auto") -> Step:
+def ask_for_response(state: SessionState, turn: Turn, tool_choice: str | None = None) -> Step:
     """Ask the provider for the turn's response, and arm the deadline that settles the turn if
     this response's `response.done` never comes. Each request gets the next number, so a
     deadline armed for an earlier one finds it is no longer owed."""
@@ -120,12 +120,13 @@ def response_deadline_ms(context: ResponseContext) -> int:
     return max(RESPONSE_DEADLINE_MS, cap * RESPONSE_MS_PER_OUTPUT_TOKEN)
 
 
-def response_create(context: ResponseContext, tool_choice: str = "auto") -> ResponseCreate:
+def response_create(context: ResponseContext, tool_choice: str | None = None) -> ResponseCreate:
+    """The turn's response.create (its tool choice, unless this request overrides it)."""
     return ResponseCreate(
         response=ResponseParams(
             instructions=context.instructions,
             max_output_tokens=context.max_output_tokens,
-            tool_choice=tool_choice,
+            tool_choice=tool_choice or context.tool_choice,
         )
     )
 

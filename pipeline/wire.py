@@ -400,6 +400,26 @@ class EventsDropped(_Inbound):
     reason: str = ""
 
 
+class AgentSayRequested(_Inbound):
+    """The app asks the agent to say these words (a response asked to say exactly them, with no
+    tool); the worker that applies it answers the waiting gateway."""
+
+    type: Literal["switchboard.agent_say"] = "switchboard.agent_say"
+    text: str
+    request_id: str | None = None
+    gateway_id: str | None = None
+
+
+class AgentReplyRequested(_Inbound):
+    """The app asks the agent to reply now, steered by these instructions (added to the
+    session's own for this response)."""
+
+    type: Literal["switchboard.agent_reply"] = "switchboard.agent_reply"
+    instructions: str
+    request_id: str | None = None
+    gateway_id: str | None = None
+
+
 class SeqLost(_Inbound):
     """The marker logged in place of a seq that never came within the gap timeout: the events
     after it are applied; if it comes after all, it is recorded as arrived late."""
@@ -444,7 +464,9 @@ KnownInbound = Annotated[
     | GatewayLost
     | ArrivedLate
     | EventsDropped
-    | SeqLost,
+    | SeqLost
+    | AgentSayRequested
+    | AgentReplyRequested,
     Field(discriminator="type"),
 ]
 InboundEvent = KnownInbound | UnknownEvent
@@ -467,6 +489,8 @@ HostInput = (
     | ArrivedLate
     | EventsDropped
     | SeqLost
+    | AgentSayRequested
+    | AgentReplyRequested
 )
 _HOST_TYPES = frozenset(str(model.model_fields["type"].default) for model in HostInput.__args__)
 

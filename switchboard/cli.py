@@ -50,9 +50,25 @@ def main(argv: list[str] | None = None) -> int:
         help="a session's durable record (show) or its recording for replay (export), or act on "
         "its live call through the gateway: end, interrupt, say --text, compact",
     )
-    sessions.add_argument("action", choices=["show", "log", "export", "end", "interrupt", "say", "compact"])
+    sessions.add_argument(
+        "action",
+        choices=[
+            "show",
+            "log",
+            "export",
+            "end",
+            "interrupt",
+            "caller-text",
+            "agent-say",
+            "agent-reply",
+            "compact",
+        ],
+    )
     sessions.add_argument("session_id")
-    sessions.add_argument("--text", help="for say: the text to type into the call")
+    sessions.add_argument(
+        "--text",
+        help="caller-text: typed as the caller; agent-say: the agent's words; agent-reply: what steers it",
+    )
     sessions.add_argument(
         "--follow", action="store_true", help="for log: keep printing entries until the call ends"
     )
@@ -190,15 +206,20 @@ def _act_on_session(settings: Settings, arguments: argparse.Namespace) -> int:
     api = arguments.api or f"http://{settings.gateway_host}:{settings.gateway_port}"
     client = Client(api, settings.api_token)
     session_id = arguments.session_id
-    if arguments.action == "say" and not (arguments.text or "").strip():
-        print("switchboard: say needs --text", file=sys.stderr)
+    texted = ("caller-text", "agent-say", "agent-reply")
+    if arguments.action in texted and not (arguments.text or "").strip():
+        print(f"switchboard: {arguments.action} needs --text", file=sys.stderr)
         return 2
     try:
         if arguments.action == "compact":
             status, result = client.compact(session_id)
             succeeded = status == 200 and bool(result.get("compacted"))
-        elif arguments.action == "say":
-            result, succeeded = client.say(session_id, arguments.text), True
+        elif arguments.action == "caller-text":
+            result, succeeded = client.caller_text(session_id, arguments.text), True
+        elif arguments.action == "agent-say":
+            result, succeeded = client.agent_say(session_id, arguments.text), True
+        elif arguments.action == "agent-reply":
+            result, succeeded = client.agent_reply(session_id, arguments.text), True
         elif arguments.action == "interrupt":
             result, succeeded = client.interrupt(session_id), True
         else:

@@ -81,8 +81,19 @@ class Client:
     def end(self, session_id: str, reason: str = "ended_by_api") -> dict[str, Any]:
         return dict(self._ok("POST", f"/v1/sessions/{session_id}/end", {"reason": reason}))
 
-    def say(self, session_id: str, text: str) -> dict[str, Any]:
-        return dict(self._ok("POST", f"/v1/sessions/{session_id}/say", {"text": text}))
+    def caller_text(self, session_id: str, text: str) -> dict[str, Any]:
+        """Text typed into the call as the caller's message."""
+        return dict(self._ok("POST", f"/v1/sessions/{session_id}/caller/text", {"text": text}))
+
+    def agent_say(self, session_id: str, text: str) -> dict[str, Any]:
+        """The agent says these words."""
+        return dict(self._ok("POST", f"/v1/sessions/{session_id}/agent/say", {"text": text}))
+
+    def agent_reply(self, session_id: str, instructions: str) -> dict[str, Any]:
+        """The agent replies now, steered by these instructions."""
+        return dict(
+            self._ok("POST", f"/v1/sessions/{session_id}/agent/reply", {"instructions": instructions})
+        )
 
     def interrupt(self, session_id: str) -> dict[str, Any]:
         return dict(self._ok("POST", f"/v1/sessions/{session_id}/interrupt"))

@@ -76,7 +76,7 @@ def test_interrupt_from_the_cli_then_typed_text_from_the_api(stack: Stack, clien
 
     _wait_for(cancelled, "the answer to be cancelled")
     _wait_for(lambda: client.session(session["id"])["status"] == "listening", "the session to listen")
-    typed = client.say(session["id"], "  My order number is 4417.  ")
+    typed = client.caller_text(session["id"], "  My order number is 4417.  ")
     assert typed["status"] == "queued"
 
     def answered() -> bool:
@@ -115,16 +115,16 @@ def test_typed_text_is_checked_and_rate_limited(stack: Stack, client: Client) ->
     client.connect(session["id"])
     _wait_for(lambda: client.session(session["id"])["status"] == "listening", "the session to listen")
     for body in ({"text": "   "}, {"text": "x" * 4001}, {}, {"text": "hi", "extra": 1}):
-        status, answer = client.request("POST", f"/v1/sessions/{session['id']}/say", body)
+        status, answer = client.request("POST", f"/v1/sessions/{session['id']}/caller/text", body)
         assert (status, answer["error"]["code"]) == (422, "malformed_request"), (body, answer)
     statuses = [
-        client.request("POST", f"/v1/sessions/{session['id']}/say", {"text": f"note {i}"})[0]
+        client.request("POST", f"/v1/sessions/{session['id']}/caller/text", {"text": f"note {i}"})[0]
         for i in range(TYPED_MESSAGES_PER_MINUTE + 1)
     ]
     assert statuses == [202] * TYPED_MESSAGES_PER_MINUTE + [429]
     client.end(session["id"])
     client.wait_for_status(session["id"])
-    status, answer = client.request("POST", f"/v1/sessions/{session['id']}/say", {"text": "hello?"})
+    status, answer = client.request("POST", f"/v1/sessions/{session['id']}/caller/text", {"text": "hello?"})
     assert (status, answer["error"]["code"]) == (409, "session_not_live")
     assert client.request("POST", f"/v1/sessions/{session['id']}/interrupt")[0] == 409
 

@@ -164,7 +164,7 @@ def bad_requests(seed: int, count: int, token: str, session_id: str) -> Iterator
         elif how == 4:
             yield BadRequest("POST", "/v1/sessions", json.dumps(chance.choice(shapes)).encode(), good)
         elif how == 5:
-            action = chance.choice(["say", "end", "interrupt", "connect"])
+            action = chance.choice(["caller/text", "agent/say", "agent/reply", "end", "interrupt", "connect"])
             body = json.dumps(chance.choice(shapes)).encode()
             yield BadRequest("POST", f"/v1/sessions/{session_id}/{action}", body, good)
         elif how == 6:

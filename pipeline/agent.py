@@ -1,0 +1,76 @@
+"""What the app has the agent do: say given words, or reply now as it is told.
+
+Either is a directed turn: a response Switchboard asks for with no caller input behind it, held
+to the same rules as any turn (its response deadline, barge-in, its response.done ending it). It
+starts only while the line is free — the call is live and no response is owed — so it never
+talks over a running answer; otherwise the app is told why (409) and may ask again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.state import LIVE_PHASES, Phase, ResponseContext, SessionState, Turn
+from pipeline.step import AnswerRequest, Step, unchanged
+from pipeline.transcript import ask_for_response
+from pipeline.wire import AgentReplyRequested, AgentSayRequested
+
+# How a response is asked to say given words and nothing else (the model speaks them in its
+# voice; it may not answer, add or call a tool).
+SAY_EXACTLY = (
+    "Say exactly the following words to the caller, word for word, and nothing else. "
+    "Do not answer them, add to them or comment on them:\n\n{text}"
+)
+
+
+def say(state: SessionState, event: AgentSayRequested) -> Step:
+    """The agent says the app's words now (202), or the app is told why not (409)."""
+    refusal = _busy(state)
+    if refusal is not None:
+        return _answered(unchanged(state), event, 409, refusal)
+    context = ResponseContext(
+        instructions=SAY_EXACTLY.format(text=event.text),
+        max_output_tokens=state.limits.max_output_tokens,
+        input_item_id="",
+        tool_choice="none",
+    )
+    return _answered(_directed(state, context), event, 202, {"status": "speaking"})
+
+
+def reply(state: SessionState, event: AgentReplyRequested) -> Step:
+    """The agent replies now, steered by the app's instructions (202), or the app is told why
+    not (409)."""
+    refusal = _busy(state)
+    if refusal is not None:
+        return _answered(unchanged(state), event, 409, refusal)
+    context = ResponseContext(
+        instructions=f"{state.instructions}\n\n{event.instructions}",
+        max_output_tokens=state.limits.max_output_tokens,
+        input_item_id="",
+    )
+    return _answered(_directed(state, context), event, 202, {"status": "replying"})
+
+
+def _busy(state: SessionState) -> dict[str, Any] | None:
+    """Why the agent cannot be directed now, as the API's error body; None when it can."""
+    if state.phase not in LIVE_PHASES:
+        return {"error": {"code": "session_not_live", "message": f"session is {state.phase}"}}
+    if state.turn is not None or state.phase is not Phase.LISTENING:
+        message = "the agent is answering (or still being configured); ask again when it listens"
+        return {"error": {"code": "agent_busy", "message": message}}
+    return None
+
+
+def _directed(state: SessionState, context: ResponseContext) -> Step:
+    """A turn the app directs: the session responds, as for caller input, without any."""
+    responding = state.evolve(phase=Phase.RESPONDING, chain=state.chain.next_turn())
+    return ask_for_response(responding, Turn(context=context))
+
+
+def _answered(
+    step: Step, event: AgentSayRequested | AgentReplyRequested, status: int, body: dict[str, Any]
+) -> Step:
+    if event.request_id is None or event.gateway_id is None:
+        return step
+    answer = AnswerRequest(request_id=event.request_id, gateway_id=event.gateway_id, status=status, body=body)
+    return step.then(Step(state=step.state, effects=(answer,)))
