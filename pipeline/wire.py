@@ -435,42 +435,7 @@ class UnknownEvent(_Inbound):
     event_id: str | None = None
 
 
-KnownInbound = Annotated[
-    SessionUpdated
-    | SpeechStarted
-    | UserTranscriptFinal
-    | UserTranscriptFailed
-    | ResponseCreated
-    | AssistantTranscriptFinal
-    | FunctionCallArgumentsDone
-    | FunctionCallItemDone
-    | ResponseDone
-    | ProviderError
-    | ItemTruncated
-    | ItemDeleted
-    | SidebandConnected
-    | SidebandClosed
-    | EndRequested
-    | SessionCreated
-    | AdmissionBegun
-    | CallAttached
-    | AdmissionFailed
-    | TimerFired
-    | ToolFinished
-    | CompactionRequested
-    | CompactionUnsaved
-    | TextInjected
-    | InterruptRequested
-    | GatewayLost
-    | ArrivedLate
-    | EventsDropped
-    | SeqLost
-    | AgentSayRequested
-    | AgentReplyRequested,
-    Field(discriminator="type"),
-]
-InboundEvent = KnownInbound | UnknownEvent
-_KNOWN_INBOUND: TypeAdapter[Any] = TypeAdapter(KnownInbound)
+# What the gateway and the workers themselves say into a session's log.
 HostInput = (
     SidebandConnected
     | SidebandClosed
@@ -492,6 +457,24 @@ HostInput = (
     | AgentSayRequested
     | AgentReplyRequested
 )
+KnownInbound = Annotated[
+    SessionUpdated
+    | SpeechStarted
+    | UserTranscriptFinal
+    | UserTranscriptFailed
+    | ResponseCreated
+    | AssistantTranscriptFinal
+    | FunctionCallArgumentsDone
+    | FunctionCallItemDone
+    | ResponseDone
+    | ProviderError
+    | ItemTruncated
+    | ItemDeleted
+    | HostInput,
+    Field(discriminator="type"),
+]
+InboundEvent = KnownInbound | UnknownEvent
+_KNOWN_INBOUND: TypeAdapter[Any] = TypeAdapter(KnownInbound)
 _HOST_TYPES = frozenset(str(model.model_fields["type"].default) for model in HostInput.__args__)
 
 
