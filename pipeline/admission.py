@@ -13,12 +13,12 @@ from pipeline.limits import (
 )
 from pipeline.state import LIVE_PHASES, Phase, SessionState
 from pipeline.step import (
-    AnswerRequest,
     CloseCall,
     OpenSideband,
     RecordIncident,
     ScheduleTimer,
     Step,
+    answering,
     unchanged,
 )
 from pipeline.transcript import ask_for_response
@@ -128,10 +128,7 @@ def end(state: SessionState, event: EndRequested) -> Step:
         step = finish(state, event.reason)
         status = 202
         body = {"status": "ending", "reason": event.reason}
-    if event.request_id is None or event.gateway_id is None:
-        return step
-    answer = AnswerRequest(request_id=event.request_id, gateway_id=event.gateway_id, status=status, body=body)
-    return step.then(Step(state=step.state, effects=(answer,)))
+    return answering(step, event.request_id, event.gateway_id, status, body)
 
 
 def finish(state: SessionState, reason: str) -> Step:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.state import LIVE_PHASES, Phase, ResponseContext, SessionState, Turn
-from pipeline.step import AnswerRequest, Step, unchanged
+from pipeline.step import Step, answering, unchanged
 from pipeline.transcript import ask_for_response
 from pipeline.wire import AgentReplyRequested, AgentSayRequested
 
@@ -27,14 +27,16 @@ def say(state: SessionState, event: AgentSayRequested) -> Step:
     """The agent says the app's words now (202), or the app is told why not (409)."""
     refusal = _busy(state)
     if refusal is not None:
-        return _answered(unchanged(state), event, 409, refusal)
+        return answering(unchanged(state), event.request_id, event.gateway_id, 409, refusal)
     context = ResponseContext(
         instructions=SAY_EXACTLY.format(text=event.text),
         max_output_tokens=state.limits.max_output_tokens,
         input_item_id="",
         tool_choice="none",
     )
-    return _answered(_directed(state, context), event, 202, {"status": "speaking"})
+    return answering(
+        _directed(state, context), event.request_id, event.gateway_id, 202, {"status": "speaking"}
+    )
 
 
 def reply(state: SessionState, event: AgentReplyRequested) -> Step:
@@ -42,13 +44,15 @@ def reply(state: SessionState, event: AgentReplyRequested) -> Step:
     not (409)."""
     refusal = _busy(state)
     if refusal is not None:
-        return _answered(unchanged(state), event, 409, refusal)
+        return answering(unchanged(state), event.request_id, event.gateway_id, 409, refusal)
     context = ResponseContext(
         instructions=f"{state.instructions}\n\n{event.instructions}",
         max_output_tokens=state.limits.max_output_tokens,
         input_item_id="",
     )
-    return _answered(_directed(state, context), event, 202, {"status": "replying"})
+    return answering(
+        _directed(state, context), event.request_id, event.gateway_id, 202, {"status": "replying"}
+    )
 
 
 def _busy(state: SessionState) -> dict[str, Any] | None:
@@ -65,12 +69,3 @@ def _directed(state: SessionState, context: ResponseContext) -> Step:
     """A turn the app directs: the session responds, as for caller input, without any."""
     responding = state.evolve(phase=Phase.RESPONDING, chain=state.chain.next_turn())
     return ask_for_response(responding, Turn(context=context))
-
-
-def _answered(
-    step: Step, event: AgentSayRequested | AgentReplyRequested, status: int, body: dict[str, Any]
-) -> Step:
-    if event.request_id is None or event.gateway_id is None:
-        return step
-    answer = AnswerRequest(request_id=event.request_id, gateway_id=event.gateway_id, status=status, body=body)
-    return step.then(Step(state=step.state, effects=(answer,)))

@@ -217,5 +217,16 @@ class Step(BaseModel):
         )
 
 
+def answering(
+    step: Step, request_id: str | None, gateway_id: str | None, status: int, body: dict[str, Any]
+) -> Step:
+    """`step`, answering the API request that asked for it, when one did (an input replayed
+    or made without a request id answers nobody)."""
+    if request_id is None or gateway_id is None:
+        return step
+    answer = AnswerRequest(request_id=request_id, gateway_id=gateway_id, status=status, body=body)
+    return step.then(Step(state=step.state, effects=(answer,)))
+
+
 def unchanged(state: SessionState) -> Step:
     return Step(state=state)

@@ -532,8 +532,6 @@ def classify_frame(frame: str | bytes) -> ClassifiedFrame:
         raise MalformedFrame(f"frame is not JSON: {exc}") from exc
     if not isinstance(event, dict):
         raise MalformedFrame(f"frame is a JSON {type(event).__name__}, not an object")
-    if _may_nest_deeper(frame, MAXIMUM_FRAME_JSON_DEPTH) and exceeds_depth(event, MAXIMUM_FRAME_JSON_DEPTH):
-        raise MalformedFrame(f"frame is nested deeper than {MAXIMUM_FRAME_JSON_DEPTH} levels")
     raw_type = event.get("type")
     if not isinstance(raw_type, str):
         raise MalformedFrame("frame has no string 'type'")
@@ -544,9 +542,16 @@ def classify_frame(frame: str | bytes) -> ClassifiedFrame:
         if not isinstance(event.get("item_id"), str) or not isinstance(event.get("delta", ""), str):
             raise MalformedFrame(f"{event_type}: needs a string item_id and delta")
         return ClassifiedFrame(FrameKind.LIVE, event_type, event)
-    if event_type not in IGNORED_TYPES and _holds_unstorable(frame, event):
-        # Such an event could never be logged: PostgreSQL refuses it on every attempt.
-        raise MalformedFrame(f"{event_type}: a string holds U+0000 or a lone surrogate")
+    if event_type not in IGNORED_TYPES:
+        # What is kept (logged, or walked on its way to the log) must be storable and shallow;
+        # a live delta or an ignored event is only looked at, never walked.
+        if _may_nest_deeper(frame, MAXIMUM_FRAME_JSON_DEPTH) and exceeds_depth(
+            event, MAXIMUM_FRAME_JSON_DEPTH
+        ):
+            raise MalformedFrame(f"frame is nested deeper than {MAXIMUM_FRAME_JSON_DEPTH} levels")
+        if _holds_unstorable(frame, event):
+            # Such an event could never be logged: PostgreSQL refuses it on every attempt.
+            raise MalformedFrame(f"{event_type}: a string holds U+0000 or a lone surrogate")
     if event_type in DURABLE_TYPES:
         parse_inbound(event)
         return ClassifiedFrame(FrameKind.DURABLE, event_type, event)

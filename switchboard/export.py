@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from pipeline.api import SessionLimits, SessionSpec
 from pipeline.errors import SessionNotFound
+from pipeline.wire import ArrivedLate, SessionCreated, SidebandClosed
 from simulator.recording import (
     CloseFrame,
     RecordedClose,
@@ -32,9 +33,10 @@ from simulator.recording import (
 )
 from switchboard.services import Services
 
-CREATED = "switchboard.session_created"
-CLOSED = "switchboard.sideband_closed"
-ARRIVED_LATE = "switchboard.arrived_late"
+# The log's kinds, as the wire schemas name them.
+CREATED = SessionCreated.model_fields["type"].default
+CLOSED = SidebandClosed.model_fields["type"].default
+ARRIVED_LATE = ArrivedLate.model_fields["type"].default
 HOST_PREFIX = "switchboard."
 
 # A close the connection ended without a frame (1005, 1006, 1015) cannot be sent again; a replay

@@ -27,7 +27,6 @@ from models.sessions import (
     owners_of_unfinished,
     sessions_owned_by,
 )
-from pipeline import admission
 from pipeline.api import SessionSpec
 from pipeline.catalog import ToolCatalog, ToolError, ToolOutcome
 from pipeline.envelope import EventEnvelope, Reply
@@ -46,11 +45,11 @@ from pipeline.names import (
     TOOL_QUEUE,
     TOOL_RUNS_QUEUE,
     TRANSCRIPT_QUEUE,
-    gateway_alive_key,
 )
 from pipeline.step import RecordIncident
 from pipeline.wire import AdmissionBegun, AdmissionFailed, CallAttached, SessionCreated, ToolFinished
 from workers import runtime
+from workers.liveness import takeover_refusal_now
 from workers.middleware import TimerSweeper
 from workers.tools.runner import run_tool as execute_tool
 
@@ -261,14 +260,8 @@ def take_over_session(session_id: str, dead_gateway: str, gateway_id: str, now: 
 
 
 def _takeover_refusal(dead_gateway: str, new_gateway: str) -> str | None:
-    namespace = _runtime.settings.broker_namespace
-    with _runtime.broker.client.pipeline(transaction=False) as look:
-        look.exists(gateway_alive_key(namespace, dead_gateway))
-        look.exists(gateway_alive_key(namespace, new_gateway))
-        dead_is_alive, new_is_alive = look.execute()
-    return admission.takeover_refusal(
-        dead_gateway, new_gateway, dead_is_alive=bool(dead_is_alive), new_is_alive=bool(new_is_alive)
-    )
+    client, namespace = _runtime.broker.client, _runtime.settings.broker_namespace
+    return takeover_refusal_now(client, namespace, dead_gateway, new_gateway)
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="session_owners", **_REQUEST_POLICY)

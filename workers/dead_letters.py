@@ -28,7 +28,6 @@ import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.errors import DecodeError
 
-from pipeline.admission import takeover_refusal
 from pipeline.errors import UnreplayableDeadLetter
 from pipeline.names import (
     ADMISSION_QUEUE,
@@ -36,8 +35,8 @@ from pipeline.names import (
     TOOL_QUEUE,
     TOOL_RUNS_QUEUE,
     TRANSCRIPT_QUEUE,
-    gateway_alive_key,
 )
+from workers.liveness import takeover_refusal_now
 
 QUEUES = (ADMISSION_QUEUE, TRANSCRIPT_QUEUE, TOOL_QUEUE, COMPACTION_QUEUE, TOOL_RUNS_QUEUE)
 
@@ -260,7 +259,8 @@ class DeadLetters:
         kwargs = letter.message.kwargs
         actor = letter.message.actor_name
         if actor in ("take_over", "take_over_session"):
-            refusal = self._takeover_refusal(str(kwargs.get("dead_gateway")), str(kwargs.get("gateway_id")))
+            dead, new = str(kwargs.get("dead_gateway")), str(kwargs.get("gateway_id"))
+            refusal = takeover_refusal_now(self._redis, self._namespace, dead, new)
             if refusal is not None:
                 return f"nothing: the takeover will be refused ({refusal})"
             moved = "its unfinished sessions" if actor == "take_over" else f"session {letter.session_id}"
@@ -273,15 +273,6 @@ class DeadLetters:
                 "so the answer goes nowhere"
             )
         return effect
-
-    def _takeover_refusal(self, dead_gateway: str, new_gateway: str) -> str | None:
-        with self._redis.pipeline(transaction=False) as look:
-            look.exists(gateway_alive_key(self._namespace, dead_gateway))
-            look.exists(gateway_alive_key(self._namespace, new_gateway))
-            dead_is_alive, new_is_alive = look.execute()
-        return takeover_refusal(
-            dead_gateway, new_gateway, dead_is_alive=bool(dead_is_alive), new_is_alive=bool(new_is_alive)
-        )
 
     def _remove(self, letter: Letter) -> bool:
         pipeline = self._redis.pipeline()

@@ -3,25 +3,11 @@ told, and the caller's typed text is answered — each answered by the worker in
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from typing import Any
-
 from pipeline.agent import SAY_EXACTLY
 from simulator.oracle import wire_errors
 from switchboard.client import Client
-from switchboard.stack import Stack
+from switchboard.stack import Stack, wait_until
 from tests.e2e.conftest import set_script, simulator_call
-
-
-def _wait_for(condition: Callable[[], Any], what: str, timeout_s: float = 20) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_the_agent_says_and_replies_when_told_and_is_refused_while_answering(
@@ -41,7 +27,7 @@ def test_the_agent_says_and_replies_when_told_and_is_refused_while_answering(
     )
     session = client.create_session("You are the order desk.")
     call_id = client.connect(session["id"])["call_id"]
-    _wait_for(lambda: client.session(session["id"])["status"] == "listening", "the call to listen")
+    assert wait_until(lambda: client.session(session["id"])["status"] == "listening", 20)
 
     said = client.agent_say(session["id"], "Your order ships on Friday.")
     assert said["status"] == "speaking"
@@ -50,14 +36,14 @@ def test_the_agent_says_and_replies_when_told_and_is_refused_while_answering(
     )
     if status == 409:
         assert busy["error"]["code"] == "agent_busy"
-    _wait_for(lambda: client.session(session["id"])["status"] == "listening", "the words to be said")
+    assert wait_until(lambda: client.session(session["id"])["status"] == "listening", 20)
     if status == 409:
         assert client.agent_reply(session["id"], "Offer a callback.")["status"] == "replying"
-    _wait_for(
+    assert wait_until(
         lambda: (
             len([t for t in client.session(session["id"])["transcript"] if t["role"] == "assistant"]) == 2
         ),
-        "the reply",
+        20,
     )
     for path, body in (("agent/say", {"text": "  "}), ("agent/reply", {}), ("agent/say", {"words": "x"})):
         got, answer = client.request("POST", f"/v1/sessions/{session['id']}/{path}", body)

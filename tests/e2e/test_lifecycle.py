@@ -117,25 +117,25 @@ def test_a_live_token_opens_its_own_session_stream_and_nothing_else(stack: Stack
         assert json.loads(live.recv(timeout=30))["type"] == "session.closed"
 
 
+def _close_code(url: str, headers: dict[str, str]) -> int | None:
+    """The code a live stream is closed with before it sends anything."""
+    with connect(url, additional_headers=headers) as live:
+        try:
+            live.recv(timeout=15)
+        except ConnectionClosed:
+            pass
+    return live.close_code
+
+
 def test_the_live_stream_of_an_unknown_or_ended_session_closes_with_a_code(
     stack: Stack, client: Client
 ) -> None:
     """An unknown session closes with 4404, an ended one with 4410; neither is held open."""
     headers = {"Authorization": f"Bearer {stack.api_token}"}
-    with connect(f"{stack.live_url}/v1/sessions/sess_nobody/live", additional_headers=headers) as live:
-        try:
-            live.recv(timeout=15)
-        except ConnectionClosed:
-            pass
-    assert live.close_code == 4404
+    assert _close_code(f"{stack.live_url}/v1/sessions/sess_nobody/live", headers) == 4404
     session = client.create_session("Be brief.")
     client.end(session["id"])
     client.wait_for_status(session["id"], timeout_s=30)
-    with connect(f"{stack.live_url}/v1/sessions/{session['id']}/live", additional_headers=headers) as live:
-        try:
-            live.recv(timeout=15)
-        except ConnectionClosed:
-            pass
-    assert live.close_code == 4410
+    assert _close_code(f"{stack.live_url}/v1/sessions/{session['id']}/live", headers) == 4410
     status, answer = client.request("POST", f"/v1/sessions/{session['id']}/live-token")
     assert (status, answer["error"]["code"]) == (409, "session_ended")
