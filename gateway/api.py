@@ -32,7 +32,19 @@ from gateway.live import CLOSE_SESSION_ENDED, CLOSE_UNKNOWN_SESSION
 from gateway.provider import ProviderCallError
 from gateway.web import EXCEPTION_HANDLERS, ASGIApp, Receive, Scope, Send, error_body, error_response
 from pipeline import live_tokens
-from pipeline.api import AgentReply, AgentSay, ConnectRequest, EndRequest, SessionSpec, TypedText
+from pipeline.api import (
+    BLOCK_NAME,
+    AgentReply,
+    AgentSay,
+    AttentionSpec,
+    ConnectRequest,
+    EndRequest,
+    PromptText,
+    SessionSpec,
+    SupervisorCommand,
+    ToolsChange,
+    TypedText,
+)
 from pipeline.errors import BadInput, MalformedRequest, ProviderUnavailable
 from pipeline.limits import (
     API_REPLY_TIMEOUT_MS,
@@ -44,12 +56,17 @@ from pipeline.state import LIVE_PHASES, TERMINAL_PHASES
 from pipeline.wire import (
     AgentReplyRequested,
     AgentSayRequested,
+    AttentionRequested,
     CompactionRequested,
     EndRequested,
+    HoldRequested,
     HostInput,
     InterruptRequested,
     Playback,
+    PromptSetRequested,
+    SupervisorRequested,
     TextInjected,
+    ToolsSetRequested,
     exceeds_depth,
     holds_unstorable,
     host_event,
@@ -65,6 +82,18 @@ _LIVE_STATUSES = frozenset(str(phase) for phase in LIVE_PHASES)
 _TERMINAL_STATUSES = frozenset(str(phase) for phase in TERMINAL_PHASES)
 
 Handler = Callable[[Request, str], Awaitable[Response]]
+# Requests a worker answers when it applies them, in the call's order.
+AnsweredInput = (
+    EndRequested
+    | CompactionRequested
+    | AgentSayRequested
+    | AgentReplyRequested
+    | PromptSetRequested
+    | ToolsSetRequested
+    | HoldRequested
+    | AttentionRequested
+    | SupervisorRequested
+)
 
 
 def build_api(gateway: Gateway) -> Starlette:
@@ -77,6 +106,12 @@ def build_api(gateway: Gateway) -> Starlette:
         ("/caller/text", "POST", api.caller_text),
         ("/agent/say", "POST", api.agent_say),
         ("/agent/reply", "POST", api.agent_reply),
+        ("/prompt/{name}", "PUT", api.set_prompt),
+        ("/tools", "PUT", api.set_tools),
+        ("/hold", "POST", api.hold),
+        ("/unhold", "POST", api.unhold),
+        ("/attention", "POST", api.attention),
+        ("/supervisor", "POST", api.supervise),
         ("/interrupt", "POST", api.interrupt),
         ("/compact", "POST", api.compact),
         ("/live-token", "POST", api.live_token),
@@ -253,6 +288,66 @@ class _Api:
         event = AgentReplyRequested(instructions=steer.instructions)
         return await self._in_order(session_id, event, API_REPLY_TIMEOUT_MS, _queued(session_id))
 
+    async def set_prompt(self, request: Request, session_id: str) -> Response:
+        """Set one named block of the instructions (200 changed or unchanged; 422 past the bound)."""
+        name = request.path_params["name"]
+        try:
+            if not BLOCK_NAME.fullmatch(name):
+                raise MalformedRequest("a block's name is 1 to 64 letters, digits, '_' or '-'")
+            block = PromptText.model_validate(await _json_body(request))
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        event = PromptSetRequested(name=name, text=block.text)
+        return await self._in_order(session_id, event, API_REPLY_TIMEOUT_MS, _queued(session_id))
+
+    async def set_tools(self, request: Request, session_id: str) -> Response:
+        """Offer these registered tools from now on (422 for an unknown one, 409 while a tool runs)."""
+        try:
+            change = ToolsChange.model_validate(await _json_body(request))
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        status, catalog = await self.rpc.call("resolve_tools", names=list(change.tools))
+        if status != 200:
+            return JSONResponse(catalog, status_code=status)
+        event = ToolsSetRequested.model_validate(catalog)
+        return await self._in_order(session_id, event, API_REPLY_TIMEOUT_MS, _queued(session_id))
+
+    async def hold(self, request: Request, session_id: str) -> Response:
+        """Hold the line: the agent neither speaks nor hears until it is given back."""
+        return await self._hold(request, session_id, held=True)
+
+    async def unhold(self, request: Request, session_id: str) -> Response:
+        """Give the line back: the agent hears and speaks again."""
+        return await self._hold(request, session_id, held=False)
+
+    async def _hold(self, request: Request, session_id: str, *, held: bool) -> Response:
+        if (await request.body()).strip() not in (b"", b"{}"):
+            return error_response(422, "malformed_request", "hold and unhold take no parameters")
+        event = HoldRequested(held=held, playback=self._playback(session_id))
+        return await self._in_order(session_id, event, API_REPLY_TIMEOUT_MS, _queued(session_id))
+
+    async def attention(self, request: Request, session_id: str) -> Response:
+        """Hold the caller for a person for at most `wait_s` (202; 409 already_waiting)."""
+        try:
+            wanted = AttentionSpec.model_validate(await _json_body(request))
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        event = AttentionRequested(
+            reason=wanted.reason, wait_s=wanted.wait_s, playback=self._playback(session_id)
+        )
+        return await self._in_order(session_id, event, API_REPLY_TIMEOUT_MS, _queued(session_id))
+
+    async def supervise(self, request: Request, session_id: str) -> Response:
+        """A supervisor's verb: say, whisper, take_over, release, end or transfer."""
+        try:
+            command = SupervisorCommand.model_validate(await _json_body(request))
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        event = SupervisorRequested.model_validate(
+            {**command.model_dump(mode="json"), "playback": self._playback(session_id)}
+        )
+        return await self._in_order(session_id, event, API_REPLY_TIMEOUT_MS, _queued(session_id))
+
     async def caller_text(self, request: Request, session_id: str) -> Response:
         """Typed text into a live call, as the caller's message: answered like speech. Trimmed,
         non-empty, bounded, and at most TYPED_MESSAGES_PER_MINUTE a minute per session."""
@@ -284,9 +379,7 @@ class _Api:
         if record is None:
             assert refusal is not None
             return refusal
-        # Only the gateway holding the sideband knows what is playing.
-        playback = self.gateway.playback(session_id)
-        interrupt = InterruptRequested(playback=Playback.model_validate(playback) if playback else None)
+        interrupt = InterruptRequested(playback=self._playback(session_id))
         self._submit(session_id, record, interrupt)
         return JSONResponse({"session_id": session_id, "status": "interrupting"}, status_code=202)
 
@@ -359,10 +452,15 @@ class _Api:
 
     # ── shared ────────────────────────────────────────────────────────────────────────
 
+    def _playback(self, session_id: str) -> Playback | None:
+        """What the caller hears now, if this gateway holds the call (only it knows)."""
+        playback = self.gateway.playback(session_id)
+        return Playback.model_validate(playback) if playback else None
+
     async def _in_order(
         self,
         session_id: str,
-        event: EndRequested | CompactionRequested | AgentSayRequested | AgentReplyRequested,
+        event: AnsweredInput,
         timeout_ms: int,
         still_waiting: dict[str, Any],
     ) -> Response:

@@ -10,6 +10,7 @@ own); the API (`gateway.api`) and the heartbeat (`gateway.liveness`) run beside 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -30,7 +31,7 @@ from gateway.sockets import CallSocket
 from gateway.web import HttpLimits, RunningServer, start_server
 from pipeline import compaction, live_tokens
 from pipeline.config import Settings
-from pipeline.envelope import CloseCall, OpenSideband, OutboundBatch, Reply, SendControl
+from pipeline.envelope import CloseCall, OpenSideband, OutboundBatch, Reply, SendControl, TransferCall
 from pipeline.errors import BadInput, ProviderUnavailable
 from pipeline.names import control_queue
 from pipeline.state import TERMINAL_PHASES
@@ -38,6 +39,7 @@ from pipeline.wire import (
     FrameKind,
     SidebandClosed,
     SidebandConnected,
+    TransferFinished,
     classify_frame,
     function_call_id,
     host_event,
@@ -49,6 +51,10 @@ logger = logging.getLogger(__name__)
 CONTROL_QUEUE_RECONNECT_S = 0.5
 # A listener of a session this gateway holds no sideband for hears of its end by asking.
 LIVE_STATUS_CHECK_S = 5.0
+# A followed call log is read again at least this often (and at once after each batch of the
+# session's controls that this gateway carries out).
+LOG_FOLLOW_S = 2.0
+LOG_READ_GAP_S = 0.2
 # How often a gateway puts the owners of unfinished sessions back in the liveness registry: a
 # Redis that restarted empty lost it, and a gateway that died meanwhile would never be noticed.
 OWNER_REGISTRATION_S = 30.0
@@ -89,6 +95,9 @@ class Gateway:
         self._tasks: set[asyncio.Task[None]] = set()
         self._consumer: threading.Thread | None = None
         self._watchers: dict[str, asyncio.Task[None]] = {}
+        self._log_followers: dict[str, asyncio.Task[None]] = {}
+        self._log_pokes: dict[str, asyncio.Event] = {}
+        self._log_reads: dict[str, asyncio.Lock] = {}
         self.heartbeat = Heartbeat(redis_url, settings.broker_namespace, self.gateway_id, self._on_dead_peer)
         self.http_port = 0
 
@@ -280,6 +289,9 @@ class Gateway:
     def carry_out(self, batch: OutboundBatch) -> None:
         if batch.applied_seq is not None:
             self.sink.applied(batch.session_id, batch.applied_seq)
+        poke = self._log_pokes.get(batch.session_id)
+        if poke is not None:
+            poke.set()
         for item in batch.items:
             if isinstance(item, Reply):
                 self.rpc.resolve(item)
@@ -293,6 +305,28 @@ class Gateway:
             elif isinstance(item, CloseCall):
                 socket = self.sockets.pop(batch.session_id, None)
                 self._spawn(self._close_call(batch.session_id, socket, item), f"close-{batch.session_id}")
+            elif isinstance(item, TransferCall):
+                self._spawn(
+                    self._transfer(batch.session_id, batch.generation, item), f"refer-{batch.session_id}"
+                )
+
+    async def _transfer(self, session_id: str, generation: int, directive: TransferCall) -> None:
+        """Ask the provider to transfer the call, once; its answer goes into the session's log."""
+        try:
+            if not await asyncio.wrap_future(self.sink.first_time(session_id, directive.id)):
+                return
+        except redis.RedisError as error:
+            # Not asked twice, and not lost: the outcome says so and the call goes on.
+            finished = TransferFinished(to=directive.to, ok=False, error=f"not asked: {error}"[:300])
+            self.sink.submit_event(session_id, generation, host_event(finished), time.time())
+            return
+        try:
+            await self.provider.refer(directive.call_id, directive.to)
+            finished = TransferFinished(to=directive.to, ok=True)
+        except ProviderUnavailable as error:
+            logger.warning("transfer of %s to %s failed: %s", directive.call_id, directive.to, error)
+            finished = TransferFinished(to=directive.to, ok=False, error=str(error)[:300])
+        self.sink.submit_event(session_id, generation, host_event(finished), time.time())
 
     def _open_sideband(self, session_id: str, call_id: str, generation: int) -> None:
         existing = self.sockets.get(session_id)
@@ -319,6 +353,9 @@ class Gateway:
                 await self.provider.hangup(directive.call_id)
             except ProviderUnavailable as error:
                 logger.warning("hangup of %s failed: %s", directive.call_id, error)
+        if self.live.listeners(session_id):
+            # The end is durable before this directive was published: its entries go out first.
+            await self._send_new_entries(session_id)
         self.live.close(session_id, directive.reason)
         self.sink.forget(session_id)
 
@@ -337,7 +374,43 @@ class Gateway:
             watcher = asyncio.get_running_loop().create_task(self._watch_for_end(session_id))
             self._watchers[session_id] = watcher
             watcher.add_done_callback(lambda _task: self._watchers.pop(session_id, None))
+        if session_id not in self._log_followers:
+            follower = asyncio.get_running_loop().create_task(self._follow_log(session_id))
+            self._log_followers[session_id] = follower
+            follower.add_done_callback(lambda _task: self._log_followers.pop(session_id, None))
         await self.live.serve(session_id, websocket)
+
+    async def _follow_log(self, session_id: str) -> None:
+        """While anyone listens, send the call log's new entries as they are written: read
+        after each batch of the session's controls carried out here, and every LOG_FOLLOW_S
+        (the call may be held by another gateway)."""
+        poke = self._log_pokes.setdefault(session_id, asyncio.Event())
+        try:
+            while True:
+                await self._send_new_entries(session_id)
+                # Each read projects the whole log: a busy call is read a few times a second
+                # at most, however many batches it gets.
+                await asyncio.sleep(LOG_READ_GAP_S)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(poke.wait(), LOG_FOLLOW_S)
+                poke.clear()
+                if not self.live.listeners(session_id):
+                    return
+        finally:
+            self._log_pokes.pop(session_id, None)
+            self._log_reads.pop(session_id, None)
+
+    async def _send_new_entries(self, session_id: str) -> None:
+        """The entries after the last one sent, to the session's listeners (one read at a time,
+        so none is sent twice)."""
+        async with self._log_reads.setdefault(session_id, asyncio.Lock()):
+            after = self.live.logged(session_id)
+            status, body = await self.rpc.call("session_call_log", session_id=session_id, after=after)
+            if status != 200:
+                return  # the next poke or poll reads them
+            for entry in body["entries"]:
+                if entry["seq"] == self.live.logged(session_id) + 1:
+                    self.live.log_entry(session_id, entry)
 
     async def _watch_for_end(self, session_id: str) -> None:
         while True:
@@ -348,5 +421,6 @@ class Gateway:
                 continue  # its CloseCall comes here
             status, record = await self.rpc.call("describe_session", session_id=session_id)
             if status == 404 or (status == 200 and record["status"] in _TERMINAL_STATUSES):
+                await self._send_new_entries(session_id)
                 self.live.close(session_id, str(record.get("end_reason") or "session_over"))
                 return

@@ -1,4 +1,5 @@
-"""Live transcripts: deltas and finals fanned out to the WebSocket listeners of a session.
+"""Live transcripts: deltas and finals fanned out to the WebSocket listeners of a session, and
+the call log's entries as they are written (`log.entry`, the same as `GET /log` returns).
 
 They are a projection for people watching the call; the durable transcript is written by the
 workers from the final events. Each delta goes out as it came (a listener appends them); the
@@ -31,6 +32,9 @@ CLOSE_SESSION_ENDED = 4410
 class LiveHub:
     def __init__(self) -> None:
         self._subscribers: dict[str, set[asyncio.Queue[str]]] = {}
+        # The call log entries sent so far per session: a listener who joins later gets them
+        # first, so every listener sees the whole story in order.
+        self._log: dict[str, list[str]] = {}
         # Bytes of live transcript sent so far per (session, item): the bound, without the text.
         self._sent_bytes: dict[tuple[str, str], int] = {}
 
@@ -50,11 +54,23 @@ class LiveHub:
         self._sent_bytes.pop((session_id, item_id), None)
         self.publish(session_id, {"type": "transcript.final", "role": role, "item_id": item_id, "text": text})
 
+    def log_entry(self, session_id: str, entry: dict[str, Any]) -> None:
+        """One call log entry ({seq, at, kind, data}), to every listener now and later."""
+        encoded = json.dumps({"type": "log.entry", **entry})
+        self._log.setdefault(session_id, []).append(encoded)
+        self._send(session_id, encoded)
+
+    def logged(self, session_id: str) -> int:
+        """How many call log entries were sent for the session (the seq of the last)."""
+        return len(self._log.get(session_id, ()))
+
     def publish(self, session_id: str, message: dict[str, Any]) -> None:
+        self._send(session_id, json.dumps(message))
+
+    def _send(self, session_id: str, encoded: str) -> None:
         subscribers = self._subscribers.get(session_id)
         if not subscribers:
             return
-        encoded = json.dumps(message)
         for queue in subscribers:
             if queue.qsize() < SUBSCRIBER_QUEUE_MESSAGES:
                 queue.put_nowait(encoded)
@@ -65,6 +81,7 @@ class LiveHub:
         self.forget(session_id)
 
     def forget(self, session_id: str) -> None:
+        self._log.pop(session_id, None)
         for key in [key for key in self._sent_bytes if key[0] == session_id]:
             del self._sent_bytes[key]
 
@@ -78,6 +95,8 @@ class LiveHub:
         """Stream the session's live messages to one accepted listener until the session is
         over or the listener leaves."""
         queue: asyncio.Queue[str] = asyncio.Queue()
+        for entry in self._log.get(session_id, ())[-SUBSCRIBER_QUEUE_MESSAGES:]:
+            queue.put_nowait(entry)
         self._subscribers.setdefault(session_id, set()).add(queue)
         leaving = asyncio.ensure_future(_until_disconnected(websocket))
         try:

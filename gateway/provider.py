@@ -47,6 +47,8 @@ class RealtimeProvider(Protocol):
 
     async def hangup(self, call_id: str) -> None: ...
 
+    async def refer(self, call_id: str, target_uri: str) -> None: ...
+
     def sideband_url(self, call_id: str) -> str: ...
 
     def sideband_headers(self) -> dict[str, str]: ...
@@ -98,6 +100,17 @@ class OpenAIRealtime:
         )
         # 404: the call ended already, which is what a hangup wants.
         if status not in (200, 204, 404):
+            raise ProviderCallError(status, body.decode(errors="replace"))
+
+    async def refer(self, call_id: str, target_uri: str) -> None:
+        """Transfer a phone call (the SIP Refer-To is `target_uri`); raises if it is refused."""
+        status, _, body = await self._in_rest_thread(
+            "POST",
+            f"/realtime/calls/{quote(call_id, safe='')}/refer",
+            json.dumps({"target_uri": target_uri}).encode(),
+            {"Content-Type": "application/json"},
+        )
+        if status not in (200, 204):
             raise ProviderCallError(status, body.decode(errors="replace"))
 
     def sideband_url(self, call_id: str) -> str:

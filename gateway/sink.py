@@ -130,6 +130,10 @@ class _Held:
     enqueued_at: float
 
 
+# How long a carried-out directive is remembered: far longer than a batch is ever redelivered.
+DIRECTIVE_MEMORY_S = 86_400
+
+
 class EventSink:
     def __init__(self, redis_url: str, broker: dramatiq.Broker, gateway_id: str, namespace: str) -> None:
         self._redis = redis.Redis.from_url(redis_url)
@@ -220,6 +224,16 @@ class EventSink:
             return int(used) <= per_minute
 
         return self._executor.submit(count)
+
+    def first_time(self, session_id: str, directive_id: str) -> Future[bool]:
+        """Whether this directive is carried out for the first time by any gateway (a batch is
+        published again after a worker crash; a transfer must be asked of the provider once)."""
+
+        def claim() -> bool:
+            key = f"{self._namespace}:directive:{session_id}:{directive_id}"
+            return bool(self._redis.set(key, self._gateway_id, nx=True, ex=DIRECTIVE_MEMORY_S))
+
+        return self._executor.submit(claim)
 
     def applied(self, session_id: str, applied_seq: int) -> None:
         """A worker applied the session's events up to `applied_seq`: stop holding them. Only

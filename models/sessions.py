@@ -27,7 +27,15 @@ from models import compactions, timers
 from models.db import database, reopen
 from pipeline import sequencer
 from pipeline.catalog import ToolError, ToolOutcome
-from pipeline.envelope import CloseCall, EventEnvelope, OpenSideband, Outbound, Reply, SendControl
+from pipeline.envelope import (
+    CloseCall,
+    EventEnvelope,
+    OpenSideband,
+    Outbound,
+    Reply,
+    SendControl,
+    TransferCall,
+)
 from pipeline.errors import (
     MalformedFrame,
     SessionExists,
@@ -56,6 +64,7 @@ from pipeline.step import (
 )
 from pipeline.step import CloseCall as CloseCallEffect
 from pipeline.step import OpenSideband as OpenSidebandEffect
+from pipeline.step import TransferCall as TransferCallEffect
 from pipeline.tool_steps import ToolStepIdentity
 from pipeline.wire import (
     ArrivedLate,
@@ -629,6 +638,8 @@ class LockedSession:
         for index, effect in enumerate(step.effects):
             if isinstance(effect, OpenSidebandEffect):
                 items.append(OpenSideband(id=f"{prefix}_d{index}", call_id=effect.call_id))
+            elif isinstance(effect, TransferCallEffect) and step.state.call_id is not None:
+                items.append(TransferCall(id=f"{prefix}_d{index}", call_id=step.state.call_id, to=effect.to))
             elif isinstance(effect, CloseCallEffect):
                 items.append(
                     CloseCall(

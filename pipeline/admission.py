@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pipeline.errors import AdmissionRefused, SessionEnded
 from pipeline.limits import (
@@ -11,7 +11,8 @@ from pipeline.limits import (
     MAXIMUM_RECONNECT_DELAY_MS,
     RECONNECT_BACKOFF_MS,
 )
-from pipeline.state import LIVE_PHASES, Phase, SessionState
+from pipeline.prompt import offered_tools
+from pipeline.state import LIVE_PHASES, Phase, ResponseContext, SessionState
 from pipeline.step import (
     CloseCall,
     OpenSideband,
@@ -21,7 +22,7 @@ from pipeline.step import (
     answering,
     unchanged,
 )
-from pipeline.transcript import ask_for_response
+from pipeline.transcript import SAY_EXACTLY, ask_for_response, begin_directed, listen_again, may_respond
 from pipeline.wire import (
     EndRequested,
     ResponseCancel,
@@ -54,7 +55,7 @@ def begin_admission(state: SessionState) -> Step:
     return Step(state=state.evolve(phase=Phase.ADMITTING))
 
 
-def attach_call(state: SessionState, call_id: str) -> Step:
+def attach_call(state: SessionState, call_id: str, medium: Literal["webrtc", "sip"] = "webrtc") -> Step:
     """The provider created the call: remember its id and have the gateway open the sideband.
     A session that failed meanwhile (admission timeout) hangs the fresh call up instead."""
     if state.is_terminal:
@@ -64,7 +65,7 @@ def attach_call(state: SessionState, call_id: str) -> Step:
         )
     if state.phase is not Phase.ADMITTING:
         raise AdmissionRefused(f"session is {state.phase}; a call attaches only while admitting")
-    return Step(state=state.evolve(call_id=call_id), effects=(OpenSideband(call_id=call_id),))
+    return Step(state=state.evolve(call_id=call_id, medium=medium), effects=(OpenSideband(call_id=call_id),))
 
 
 def fail_admission(state: SessionState, code: str, detail: str) -> Step:
@@ -109,9 +110,26 @@ def sideband_connected(state: SessionState, event: SidebandConnected) -> Step:
 
 
 def session_updated(state: SessionState, event: SessionUpdated) -> Step:
-    """The provider confirmed the configuration: the session listens."""
+    """The provider confirmed the configuration: the session listens, and greets the caller if
+    it was created with a greeting (once; never on a closed line)."""
     if state.phase is Phase.CONNECTED and event.type == "session.updated":
-        return Step(state=state.evolve(phase=Phase.LISTENING))
+        listening = state.evolve(phase=Phase.LISTENING)
+        greeting = state.greeting
+        if greeting is None or state.greeted or listening.line_closed:
+            return Step(state=listening)
+        greeted = listening.evolve(greeted=True)
+        if greeting.say is not None:
+            instructions = SAY_EXACTLY.format(text=greeting.say)
+        else:
+            instructions = f"{state.instructions}\n\n{greeting.reply}"
+        # Tool-free: a model offered end_call while it greets may hang up before the caller speaks.
+        context = ResponseContext(
+            instructions=instructions,
+            max_output_tokens=state.limits.max_output_tokens,
+            input_item_id="",
+            tool_choice="none",
+        )
+        return begin_directed(greeted, context)
     return unchanged(state)
 
 
@@ -199,6 +217,9 @@ def _reconnected(state: SessionState) -> Step:
     if turn is None:
         return Step(state=state)
     cancel = (ResponseCancel(response_id=turn.response_id),) if turn.response_id else ()
+    if not may_respond(state, turn.context):
+        # The line closed meanwhile: what was owed is not asked for again.
+        return Step(state=state, controls=cancel).then(listen_again(state))
     chain = state.chain
     if chain.pending is not None:
         moved_on = chain.model_copy(update={"response_completed": True, "continuation_allowed": False})
@@ -257,15 +278,25 @@ def session_configuration(state: SessionState) -> dict[str, Any]:
         "audio": {
             "input": {
                 "transcription": {"model": TRANSCRIPTION_MODEL},
-                "turn_detection": {
-                    "type": "server_vad",
-                    "create_response": False,
-                    "interrupt_response": False,
-                },
+                "turn_detection": turn_detection(state),
             }
         },
     }
-    if state.tools:
-        configuration["tools"] = [dict(tool) for tool in state.tools]
+    tools = offered_tools(state)
+    if tools:
+        configuration["tools"] = tools
         configuration["tool_choice"] = "auto"
     return configuration
+
+
+def turn_detection(state: SessionState) -> dict[str, Any] | None:
+    """Speech is detected (never answered or interrupted by the provider) unless the line is
+    held: then nothing is detected, so the agent hears nothing."""
+    if state.held:
+        return None
+    return {"type": "server_vad", "create_response": False, "interrupt_response": False}
+
+
+def turn_detection_update(state: SessionState) -> dict[str, Any]:
+    """The `session.update` body that switches turn detection to what the line needs."""
+    return {"type": "realtime", "audio": {"input": {"turn_detection": turn_detection(state)}}}

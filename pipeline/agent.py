@@ -10,17 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.state import LIVE_PHASES, Phase, ResponseContext, SessionState, Turn
+from pipeline.state import LIVE_PHASES, Phase, ResponseContext, SessionState
 from pipeline.step import Step, answering, unchanged
-from pipeline.transcript import ask_for_response
+from pipeline.transcript import SAY_EXACTLY, begin_directed
 from pipeline.wire import AgentReplyRequested, AgentSayRequested
-
-# How a response is asked to say given words and nothing else (the model speaks them in its
-# voice; it may not answer, add or call a tool).
-SAY_EXACTLY = (
-    "Say exactly the following words to the caller, word for word, and nothing else. "
-    "Do not answer them, add to them or comment on them:\n\n{text}"
-)
 
 
 def say(state: SessionState, event: AgentSayRequested) -> Step:
@@ -35,7 +28,7 @@ def say(state: SessionState, event: AgentSayRequested) -> Step:
         tool_choice="none",
     )
     return answering(
-        _directed(state, context), event.request_id, event.gateway_id, 202, {"status": "speaking"}
+        begin_directed(state, context), event.request_id, event.gateway_id, 202, {"status": "speaking"}
     )
 
 
@@ -51,7 +44,7 @@ def reply(state: SessionState, event: AgentReplyRequested) -> Step:
         input_item_id="",
     )
     return answering(
-        _directed(state, context), event.request_id, event.gateway_id, 202, {"status": "replying"}
+        begin_directed(state, context), event.request_id, event.gateway_id, 202, {"status": "replying"}
     )
 
 
@@ -59,13 +52,10 @@ def _busy(state: SessionState) -> dict[str, Any] | None:
     """Why the agent cannot be directed now, as the API's error body; None when it can."""
     if state.phase not in LIVE_PHASES:
         return {"error": {"code": "session_not_live", "message": f"session is {state.phase}"}}
+    if state.line_closed:
+        holder = f"{state.taken_by.id} holds the line" if state.taken_by else "the line is held"
+        return {"error": {"code": "line_held", "message": f"{holder}; the agent says nothing meanwhile"}}
     if state.turn is not None or state.phase is not Phase.LISTENING:
         message = "the agent is answering (or still being configured); ask again when it listens"
         return {"error": {"code": "agent_busy", "message": message}}
     return None
-
-
-def _directed(state: SessionState, context: ResponseContext) -> Step:
-    """A turn the app directs: the session responds, as for caller input, without any."""
-    responding = state.evolve(phase=Phase.RESPONDING, chain=state.chain.next_turn())
-    return ask_for_response(responding, Turn(context=context))

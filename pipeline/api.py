@@ -4,15 +4,17 @@ and the admission actor (which stores them)."""
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pipeline.limits import (
+    MAXIMUM_ATTENTION_WAIT_S,
     MAXIMUM_INSTRUCTIONS_BYTES,
     MAXIMUM_TYPED_TEXT_BYTES,
     MAXIMUM_USAGE_BUDGET_TOKENS,
 )
+from pipeline.prompt import END_CALL
 
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
@@ -36,6 +38,51 @@ class SessionLimits(BaseModel):
         return value
 
 
+def _tool_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    for name in names:
+        if not TOOL_NAME.fullmatch(name):
+            raise ValueError(f"{name!r} is not a tool name")
+    if len(set(names)) != len(names):
+        raise ValueError("a tool is named twice")
+    return names
+
+
+def _present(value: str, what: str, maximum_bytes: int) -> str:
+    value = value.strip()
+    if not value:
+        raise ValueError(f"{what} is empty")
+    if len(value.encode()) > maximum_bytes:
+        raise ValueError(f"{what} exceeds {maximum_bytes} bytes")
+    return value
+
+
+class GreetingSpec(BaseModel):
+    """What the agent does when the call connects: `say` these words, or `reply` as told."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    say: str | None = None
+    reply: str | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> GreetingSpec:
+        if (self.say is None) == (self.reply is None):
+            raise ValueError('a greeting is {"say": ...} or {"reply": ...}')
+        if self.say is not None:
+            _present(self.say, "greeting.say", MAXIMUM_TYPED_TEXT_BYTES)
+        if self.reply is not None:
+            _present(self.reply, "greeting.reply", MAXIMUM_INSTRUCTIONS_BYTES)
+        return self
+
+
+class HangupSpec(BaseModel):
+    """The model may end the call (the built-in end_call tool), when this says so."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    when: str = Field(min_length=1, max_length=2_000)
+
+
 class SessionSpec(BaseModel):
     """`POST /v1/sessions`: what a session is created with."""
 
@@ -45,17 +92,17 @@ class SessionSpec(BaseModel):
     # Names of registered tools this session may call (SWITCHBOARD_TOOL_MODULES); none by default.
     tools: tuple[str, ...] = Field(default=(), max_length=64)
 
-    @field_validator("tools")
-    @classmethod
-    def _tool_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
-        for name in names:
-            if not TOOL_NAME.fullmatch(name):
-                raise ValueError(f"{name!r} is not a tool name")
-        if len(set(names)) != len(names):
-            raise ValueError("a tool is named twice")
-        return names
+    _names = field_validator("tools")(classmethod(lambda cls, names: _tool_names(names)))
 
     limits: SessionLimits = SessionLimits()
+    greeting: GreetingSpec | None = None
+    hangup: HangupSpec | None = None
+
+    @model_validator(mode="after")
+    def _end_call_is_built_in(self) -> SessionSpec:
+        if self.hangup is not None and END_CALL in self.tools:
+            raise ValueError(f"{END_CALL} is the built-in hangup tool; a session with hangup has it already")
+        return self
 
     @field_validator("instructions")
     @classmethod
@@ -118,3 +165,123 @@ class AgentReply(BaseModel):
         if len(value.encode()) > MAXIMUM_INSTRUCTIONS_BYTES:
             raise ValueError(f"instructions exceed {MAXIMUM_INSTRUCTIONS_BYTES} bytes")
         return value
+
+
+class PromptText(BaseModel):
+    """`PUT /v1/sessions/{id}/prompt/{name}`: one block's text (empty removes the block)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    text: str
+
+    @field_validator("text")
+    @classmethod
+    def _bounded(cls, value: str) -> str:
+        if len(value.encode()) > MAXIMUM_INSTRUCTIONS_BYTES:
+            raise ValueError(f"text exceeds {MAXIMUM_INSTRUCTIONS_BYTES} bytes")
+        return value
+
+
+# A prompt block's name, as it appears in the route.
+BLOCK_NAME = TOOL_NAME
+
+
+class ToolsChange(BaseModel):
+    """`PUT /v1/sessions/{id}/tools`: the registered tools offered from now on (by name)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tools: tuple[str, ...] = Field(max_length=64)
+
+    _names = field_validator("tools")(classmethod(lambda cls, names: _tool_names(names)))
+
+
+class AttentionSpec(BaseModel):
+    """`POST /v1/sessions/{id}/attention`: why a person is wanted, and how long to wait."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reason: str = Field(max_length=500)
+    wait_s: float = Field(gt=0, le=MAXIMUM_ATTENTION_WAIT_S, allow_inf_nan=False)
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str) -> str:
+        return _present(value, "reason", 2_000)
+
+
+class PersonSpec(BaseModel):
+    """Who acts: a supervisor's id (required) and name."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    id: str = Field(min_length=1, max_length=128)
+    name: str = Field(default="", max_length=128)
+
+
+class _Words(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    text: str
+
+    @field_validator("text")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        return _present(value, "text", MAXIMUM_TYPED_TEXT_BYTES)
+
+
+class SaySpec(_Words):
+    type: Literal["say"]
+
+
+class WhisperSpec(_Words):
+    type: Literal["whisper"]
+
+
+class TakeOverSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["take_over"]
+
+
+class ReleaseSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["release"]
+
+
+class EndSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["end"]
+    reason: str = Field(default="ended_by_supervisor", min_length=1, max_length=128)
+
+
+# Where a phone call may be sent: a telephone number or a SIP address (the SIP Refer-To).
+TRANSFER_TARGET = re.compile(r"tel:\+?[0-9][0-9*#\-.()]{0,31}|sip:[^\s<>\"]{1,256}")
+
+
+class TransferSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["transfer"]
+    to: str
+
+    @field_validator("to")
+    @classmethod
+    def _uri(cls, value: str) -> str:
+        if not TRANSFER_TARGET.fullmatch(value):
+            raise ValueError("to must be a tel: or sip: URI")
+        return value
+
+
+class SupervisorCommand(BaseModel):
+    """`POST /v1/sessions/{id}/supervisor`: one verb, and who uses it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    by: PersonSpec
+    verb: Annotated[
+        SaySpec | WhisperSpec | TakeOverSpec | ReleaseSpec | EndSpec | TransferSpec,
+        Field(discriminator="type"),
+    ]

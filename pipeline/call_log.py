@@ -10,6 +10,13 @@ turn.agent       what the agent said, once its response ended {text, item_id, re
                                                               interrupted, latency_ms}
 tool.call        a function call taken up or refused          {call_id, name, arguments, refused?}
 tool.result      a tool body's outcome                        {call_id, status, error, elapsed_ms}
+prompt.changed   a block of the instructions was set         {name, hash, chars, changed}
+tools.changed    the tools offered changed                    {tools}
+call.line        the line was held, or given back             {held}
+attention.requested  the caller waits for a person            {reason, wait_s}
+attention.answered   once per request: a person came, or not  {ok, by, error?}
+supervisor.said|whispered|took_over|released|ended|transferred  a person acted {by, …}
+call.transferred the provider's answer to a transfer          {to, ok, error}
 error            a failure, or an error the provider reported {code, message}
 call.ended       last, exactly once (what comes after the end   {reason, ended_by, duration_s}
                  is in the session record, not the story)
@@ -29,7 +36,14 @@ from pydantic import BaseModel, ConfigDict
 from pipeline.errors import MalformedFrame, SwitchboardError
 from pipeline.session import apply
 from pipeline.state import Phase, SessionState
-from pipeline.step import PersistTranscript, RecordIncident, RefuseToolStep, RequestToolStep, Step
+from pipeline.step import (
+    LogEntry,
+    PersistTranscript,
+    RecordIncident,
+    RefuseToolStep,
+    RequestToolStep,
+    Step,
+)
 from pipeline.wire import (
     AdmissionFailed,
     InboundEvent,
@@ -171,6 +185,8 @@ class _Projection:
                 if isinstance(effect, RefuseToolStep):
                     data["refused"] = effect.code
                 yield self._entry(at, "tool.call", data)
+            elif isinstance(effect, LogEntry):
+                yield self._entry(at, effect.kind, effect.data)
             elif isinstance(effect, RecordIncident) and effect.severity == "error":
                 yield self._entry(at, "error", {"code": effect.code, "message": effect.summary})
         if isinstance(event, ToolFinished):

@@ -97,6 +97,9 @@ def blocker(state: SessionState, *, forced: bool) -> str | None:
     """Why a compaction cannot start now, or None when it can."""
     if state.phase not in (Phase.LISTENING, Phase.RESPONDING):
         return "session_not_live"
+    if state.line_closed:
+        # A held line sends no response but a person's words; maintenance waits for the line.
+        return "line_held"
     if state.compaction is not None:
         return "compaction_in_flight"
     if state.chain.pending is not None:

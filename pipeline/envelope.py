@@ -54,6 +54,17 @@ class CloseCall(BaseModel):
     hangup: bool
 
 
+class TransferCall(BaseModel):
+    """Transfer the session's phone call to `to` (the provider's `refer`), once per id."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["transfer_call"] = "transfer_call"
+    id: str
+    call_id: str
+    to: str
+
+
 class Reply(BaseModel):
     """The answer to an API request the gateway is waiting on."""
 
@@ -66,7 +77,9 @@ class Reply(BaseModel):
     body: dict[str, Any]
 
 
-Outbound = Annotated[SendControl | OpenSideband | CloseCall | Reply, Field(discriminator="kind")]
+Outbound = Annotated[
+    SendControl | OpenSideband | CloseCall | TransferCall | Reply, Field(discriminator="kind")
+]
 
 
 class OutboundBatch(BaseModel):

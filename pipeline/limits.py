@@ -37,7 +37,8 @@ DEFAULT_MAXIMUM_OUTPUT_TOKENS = 1_024
 # but instructions this long are a client bug, and they ride on every response.create).
 MAXIMUM_INSTRUCTIONS_BYTES = 32_000
 
-# How long an API call waits for a worker's answer before the gateway says 503.
+# How long an API call waits for a worker's answer: a read then answers 503, a command numbered
+# into the session's log 202 `queued` (it is in the log and will be applied).
 API_REPLY_TIMEOUT_MS = 10_000
 
 # A tool body that outlives this is cancelled and answered as timed out.
@@ -119,3 +120,9 @@ SEQ_COUNTER_TTL_SECONDS = 86_400
 # after the gateway stopped renewing it. Expiring under a live gateway (Redis unreachable that
 # long) costs one needless retransmission of the events it holds, never a lost one.
 GATEWAY_MARKER_TTL_SECONDS = 60
+
+# The named blocks a session's instructions may be made of (PUT /v1/sessions/{id}/prompt/{name}).
+MAXIMUM_PROMPT_BLOCKS = 32
+
+# The longest a caller may be held waiting for a person (POST /v1/sessions/{id}/attention).
+MAXIMUM_ATTENTION_WAIT_S = 3_600

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from pipeline import admission, agent, budget, compaction, tools, transcript
+from pipeline import admission, agent, budget, compaction, line, prompt, tools, transcript
 from pipeline.catalog import ToolOutcome
 from pipeline.errors import MalformedFrame
 from pipeline.sequencer import GAP_TIMEOUT_MS
@@ -29,6 +29,7 @@ from pipeline.wire import (
     AgentSayRequested,
     ArrivedLate,
     AssistantTranscriptFinal,
+    AttentionRequested,
     CallAttached,
     CompactionRequested,
     CompactionUnsaved,
@@ -37,9 +38,11 @@ from pipeline.wire import (
     FunctionCallArgumentsDone,
     FunctionCallItemDone,
     GatewayLost,
+    HoldRequested,
     InboundEvent,
     InterruptRequested,
     ItemDeleted,
+    PromptSetRequested,
     ProviderError,
     ResponseCreated,
     ResponseDone,
@@ -49,15 +52,31 @@ from pipeline.wire import (
     SidebandClosed,
     SidebandConnected,
     SpeechStarted,
+    SupervisorRequested,
     TextInjected,
     TimerFired,
     ToolFinished,
+    ToolsSetRequested,
+    TransferFinished,
     UserTranscriptFailed,
     UserTranscriptFinal,
     parse_inbound,
 )
 
 Disposition = Literal["applied", "late", "lost"]
+
+# Requests the app or a person makes: answered whatever the session's state (a refusal is an
+# answer too), so never late.
+REQUESTS = (
+    EndRequested,
+    AgentSayRequested,
+    AgentReplyRequested,
+    PromptSetRequested,
+    ToolsSetRequested,
+    HoldRequested,
+    AttentionRequested,
+    SupervisorRequested,
+)
 
 
 def disposition_of(state: SessionState, event: InboundEvent, generation: int) -> Disposition:
@@ -66,7 +85,7 @@ def disposition_of(state: SessionState, event: InboundEvent, generation: int) ->
     session is an answer, not a stale event."""
     if isinstance(event, SeqLost):
         return "lost"
-    if isinstance(event, EndRequested | AgentSayRequested | AgentReplyRequested):
+    if isinstance(event, REQUESTS):
         return "applied"
     return "late" if is_late(state, event, generation) else "applied"
 
@@ -81,10 +100,11 @@ def is_late(state: SessionState, event: InboundEvent, generation: int) -> bool:
 
 def still_counts(state: SessionState, event: InboundEvent) -> bool:
     """Whether an event from a superseded sideband of a live call is still acted on: the
-    caller's final transcript, and the response.done of exactly the response the current turn
-    waits on. (A turn whose response is only asked for — response_id None, as after a
-    reconnect's re-ask — accepts no stale response.done: that one ended an older response.)"""
-    if isinstance(event, UserTranscriptFinal):
+    caller's final transcript, a transfer's outcome, and the response.done of exactly the
+    response the current turn waits on. (A turn whose response is only asked for — response_id
+    None, as after a reconnect's re-ask — accepts no stale response.done: that one ended an
+    older response.)"""
+    if isinstance(event, UserTranscriptFinal | TransferFinished):
         return True
     if isinstance(event, ResponseDone):
         turn = state.turn
@@ -95,7 +115,8 @@ def still_counts(state: SessionState, event: InboundEvent) -> bool:
 def apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
     """Decide what one event means for the session."""
     step = _apply(state, event, generation)
-    return compaction.interrupted_by_end(state, tools.interrupted_by_end(state, step))
+    step = compaction.interrupted_by_end(state, tools.interrupted_by_end(state, step))
+    return line.answered_by_end(state, step)
 
 
 def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
@@ -104,6 +125,8 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
             return admission.created(
                 state.evolve(
                     instructions=event.instructions,
+                    greeting=event.greeting,
+                    hangup_when=event.hangup_when,
                     tools=event.tools,
                     catalog_digest=event.catalog_digest,
                     tool_versions=event.tool_versions,
@@ -119,7 +142,7 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
         case AdmissionBegun():
             return admission.begin_admission(state)
         case CallAttached():
-            return admission.attach_call(state, event.call_id)
+            return admission.attach_call(state, event.call_id, event.medium)
         case AdmissionFailed():
             return admission.fail_admission(state, event.code, event.detail)
         case TimerFired() if event.name.startswith(tools.TOOL_DEADLINE_TIMER):
@@ -132,6 +155,9 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
         case TimerFired() if event.name.startswith(compaction.DEADLINE_TIMER):
             number = event.name.removeprefix(compaction.DEADLINE_TIMER)
             return compaction.deadline_passed(state, int(number) if number.isdigit() else 0)
+        case TimerFired() if event.name.startswith(line.ATTENTION_TIMER):
+            number = event.name.removeprefix(line.ATTENTION_TIMER)
+            return line.nobody_came(state, int(number) if number.isdigit() else 0)
         case TimerFired() if event.name.startswith(transcript.RESPONSE_DEADLINE_TIMER):
             number = event.name.removeprefix(transcript.RESPONSE_DEADLINE_TIMER)
             lost = transcript.response_lost(state, int(number) if number.isdigit() else 0)
@@ -159,6 +185,16 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
             return agent.say(state, event)
         case AgentReplyRequested():
             return agent.reply(state, event)
+        case PromptSetRequested():
+            return prompt.set_prompt(state, event)
+        case ToolsSetRequested():
+            return prompt.set_tools(state, event)
+        case HoldRequested():
+            return line.hold(state, event)
+        case AttentionRequested():
+            return line.attention(state, event)
+        case SupervisorRequested():
+            return line.supervise(state, event)
     if is_late(state, event, generation):
         return record_late(state, event)
     return _decide(state, event)
@@ -220,6 +256,9 @@ def _response_given_up(state: SessionState) -> Step:
     listens, or answers queued input at once. A tool still running keeps the turn: its outcome
     (or its deadline) ends the chain as usual, so the call gets exactly one output and the
     continuation is driven unless the caller moved on. An outcome already in is delivered now."""
+    hung_up = tools.hung_up_by_agent(state)
+    if hung_up is not None:
+        return hung_up
     chain = state.chain
     pending = chain.pending
     if pending is None:
@@ -247,6 +286,11 @@ def _response_done(state: SessionState, event: ResponseDone) -> Step:
     if maintenance:
         return warned.then(compaction.maintenance_finished(warned.state, event))
     warned = warned.then(transcript.deadline_met(warned.state, event))
+    turn = warned.state.turn
+    if turn is not None and turn.response_id in (event.response.id, None):
+        hung_up = tools.hung_up_by_agent(warned.state)
+        if hung_up is not None:
+            return warned.then(hung_up)
     chained = tools.response_finished(warned.state, event)
     if chained is not None:
         finished = warned.then(chained)
@@ -259,8 +303,12 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
     match event:
         case SidebandConnected():
             return admission.sideband_connected(state, event)
+        case SidebandClosed() if event.code == 1000 and not event.by_host and state.transferring_to:
+            return line.closed_while_transferring(state) or unchanged(state)
         case SidebandClosed():
             return admission.sideband_closed(state, event)
+        case TransferFinished():
+            return line.transfer_finished(state, event)
         case SessionUpdated():
             return admission.session_updated(state, event)
         case UserTranscriptFinal():

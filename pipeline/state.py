@@ -15,6 +15,9 @@ from pipeline.limits import (
     MAXIMUM_SESSION_SECONDS,
 )
 
+# The block a session's own instructions are, until the app names others.
+FIRST_BLOCK = "instructions"
+
 
 class Phase(StrEnum):
     """A session is in one of these phases.
@@ -65,6 +68,9 @@ class ResponseContext(_Frozen):
     input_item_id: str
     # "none" for a turn the app or a person directs (the agent says given words): no tool runs.
     tool_choice: Literal["auto", "none"] = "auto"
+    # A supervisor's `say`: the one response that may be asked for while the line is held or a
+    # person holds it (the person speaks through it, in the agent's voice).
+    by_supervisor: bool = False
 
 
 class Turn(_Frozen):
@@ -136,6 +142,36 @@ class Compaction(_Frozen):
     reply_to: str | None = None
 
 
+class Person(_Frozen):
+    """Someone at the contact centre: a supervisor who speaks, whispers or holds the line."""
+
+    id: str
+    name: str = ""
+
+
+class Attention(_Frozen):
+    """The caller waits for a person: asked once at a time, answered exactly once (a person
+    took the line, nobody did within `wait_s`, the line was given back, or the call ended)."""
+
+    number: int
+    reason: str
+    wait_s: float
+
+
+class PromptBlock(_Frozen):
+    """One named block of the session's instructions (they are the blocks, in order)."""
+
+    name: str
+    text: str
+
+
+class Greeting(_Frozen):
+    """What the agent does when the call connects: say these words, or reply as told."""
+
+    say: str | None = None
+    reply: str | None = None
+
+
 class Usage(_Frozen):
     """Provider-reported usage, summed over every `response.done`."""
 
@@ -199,6 +235,27 @@ class SessionState(_Frozen):
     budget_warning_sent: bool = False
     speech_started_count: int = 0
     end_reason: str | None = None
+    # The instructions as named blocks, in order (empty: one block, "instructions", holding
+    # `instructions`, as the session was created).
+    prompt_blocks: tuple[PromptBlock, ...] = ()
+    # How the caller reached the agent: a phone call (SIP) can be transferred, a WebRTC one not.
+    medium: Literal["webrtc", "sip"] = "webrtc"
+    greeting: Greeting | None = None
+    greeted: bool = False
+    # Set when the session offers the built-in end_call tool: when the model is to use it.
+    hangup_when: str | None = None
+    # The model called end_call: the call ends when that response is done.
+    hanging_up: bool = False
+    # The line is held: the agent neither speaks nor hears (turn detection is off).
+    held: bool = False
+    # The person who holds the line, if one does: the model answers nobody meanwhile.
+    taken_by: Person | None = None
+    attention: Attention | None = None
+    attentions: int = 0
+    # A response owed once the running turn ends (a supervisor's words, or a reply to a note).
+    directed: ResponseContext | None = None
+    # A transfer was asked of the provider and its outcome is not in yet.
+    transferring_to: str | None = None
 
     def evolve(self, **changes: object) -> SessionState:
         """This state with `changes`, each checked against its field's type: a misspelt field
@@ -209,3 +266,13 @@ class SessionState(_Frozen):
     @property
     def is_terminal(self) -> bool:
         return self.phase in TERMINAL_PHASES
+
+    @property
+    def line_closed(self) -> bool:
+        """Whether the model must not answer: the line is held, or a person holds it."""
+        return self.held or self.taken_by is not None
+
+    @property
+    def blocks(self) -> tuple[PromptBlock, ...]:
+        """The instructions as named blocks, in order."""
+        return self.prompt_blocks or (PromptBlock(name=FIRST_BLOCK, text=self.instructions),)

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pipeline.limits import MAXIMUM_INCIDENT_CODE_CHARS
 from pipeline.state import SessionState
 from pipeline.wire import (
+    InputAudioBufferClear,
     ItemCreate,
     ItemDelete,
     ItemTruncate,
@@ -170,6 +171,20 @@ class FinishCompaction(_Effect):
     items_after: int = 0
 
 
+class LogEntry(_Effect):
+    """An entry of the call log that no other effect implies (a prompt changed, the line held, a
+    person acting): nothing is carried out, the call log's projection reads it."""
+
+    kind: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class TransferCall(_Effect):
+    """Ask the owning gateway to transfer the phone call to `to` (the provider's `refer`)."""
+
+    to: str
+
+
 class AnswerRequest(_Effect):
     """Answer the API request a gateway is waiting on."""
 
@@ -195,8 +210,18 @@ Effect = (
     | SaveCompactionSummary
     | FinishCompaction
     | AnswerRequest
+    | LogEntry
+    | TransferCall
 )
-Control = SessionUpdate | ResponseCreate | ResponseCancel | ItemCreate | ItemDelete | ItemTruncate
+Control = (
+    SessionUpdate
+    | ResponseCreate
+    | ResponseCancel
+    | ItemCreate
+    | ItemDelete
+    | ItemTruncate
+    | InputAudioBufferClear
+)
 
 
 class Step(BaseModel):
@@ -226,6 +251,14 @@ def answering(
         return step
     answer = AnswerRequest(request_id=request_id, gateway_id=gateway_id, status=status, body=body)
     return step.then(Step(state=step.state, effects=(answer,)))
+
+
+def refused(
+    state: SessionState, request_id: str | None, gateway_id: str | None, status: int, code: str, message: str
+) -> Step:
+    """Nothing changes, and the request that asked is told why (a typed error)."""
+    body = {"error": {"code": code, "message": message}}
+    return answering(unchanged(state), request_id, gateway_id, status, body)
 
 
 def unchanged(state: SessionState) -> Step:

@@ -19,13 +19,15 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pipeline.admission import fail
+from pipeline.admission import fail, finish
 from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS
+from pipeline.prompt import END_CALL
 from pipeline.state import Phase, SessionState, ToolCall, ToolChain
 from pipeline.step import (
     CancelTool,
     InterruptToolStep,
+    LogEntry,
     RefuseToolStep,
     RequestToolStep,
     RunTool,
@@ -33,7 +35,7 @@ from pipeline.step import (
     Step,
     unchanged,
 )
-from pipeline.transcript import ask_for_response, begin_response
+from pipeline.transcript import ask_for_response, may_respond, owed_next
 from pipeline.wire import FunctionCallArgumentsDone, ItemCreate, ResponseDone
 
 # Timers named with this prefix and a call id check that call's outcome came back.
@@ -79,6 +81,8 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
         return unchanged(state)
     chain = chain.model_copy(update={"seen": (*chain.seen, event.call_id)})
     state = state.evolve(chain=chain)
+    if event.name == END_CALL and state.hangup_when is not None:
+        return _hanging_up(state, event)
     if chain.pending is not None:
         return Step(
             state=state,
@@ -123,6 +127,29 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
             deadline,
         ),
     )
+
+
+def _hanging_up(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
+    """The model ends the call: the goodbye it says in this response is heard to its end, then
+    the call ends (`agent_hung_up`). The call gets no output: nothing follows it."""
+    call = {"call_id": event.call_id, "name": END_CALL, "arguments": event.arguments}
+    return Step(
+        state=state.evolve(hanging_up=True),
+        effects=(
+            LogEntry(kind="tool.call", data=call),
+            LogEntry(
+                kind="tool.result", data={"call_id": event.call_id, "status": "succeeded", "error": None}
+            ),
+        ),
+    )
+
+
+def hung_up_by_agent(state: SessionState) -> Step | None:
+    """The response in which the model called end_call is over: the call ends. None when the
+    model has not asked to hang up."""
+    if not state.hanging_up or state.is_terminal:
+        return None
+    return finish(state.evolve(hanging_up=False), "agent_hung_up")
 
 
 def _taken_up(chain: ToolChain, event: FunctionCallArgumentsDone, output: str | None) -> ToolChain:
@@ -222,7 +249,7 @@ def response_finished(state: SessionState, event: ResponseDone) -> Step | None:
     completed = event.response.status == "completed"
     pending = chain.pending
     if pending is None:
-        if completed and chain.limit_refused:
+        if completed and chain.limit_refused and may_respond(state, turn.context):
             reported = state.evolve(chain=chain.model_copy(update={"limit_refused": False}))
             return ask_for_response(reported, turn, tool_choice="none")
         return None
@@ -261,6 +288,9 @@ def continue_after_tool(state: SessionState) -> Step:
     pending = state.chain.pending
     turn = state.turn
     assert pending is not None and pending.output is not None and turn is not None
+    if not may_respond(state, turn.context):
+        # The line closed while the tool ran: its output is stored, no response is asked for.
+        return deliver_without_response(state)
     chain = state.chain.model_copy(update={"pending": None, "response_completed": False})
     delivered = Step(state=state.evolve(chain=chain), controls=(_output(pending.call_id, pending.output),))
     return delivered.then(ask_for_response(delivered.state, turn))
@@ -273,9 +303,7 @@ def deliver_without_response(state: SessionState) -> Step:
     assert pending is not None and pending.output is not None
     released = state.evolve(phase=Phase.LISTENING, turn=None, chain=state.chain.next_turn())
     step = Step(state=released, controls=(_output(pending.call_id, pending.output),))
-    if state.queued_input_item_id is not None:
-        return step.then(begin_response(released, state.queued_input_item_id))
-    return step
+    return step.then(owed_next(released))
 
 
 def refusal(call_id: str, code: str, message: str) -> str:

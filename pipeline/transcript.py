@@ -38,6 +38,15 @@ from pipeline.wire import (
 # Timers named with this prefix and a request number settle a response that never reported done.
 RESPONSE_DEADLINE_TIMER = "response_deadline:"
 
+# How a response is asked to say given words and nothing else (the model speaks them in its
+# voice; it may not answer, add or call a tool).
+SAY_EXACTLY = (
+    "Say exactly the following words to the caller, word for word, and nothing else. "
+    "Do not answer them, add to them or comment on them:\n\n{text}"
+)
+# The metadata a supervisor's words are asked with: the one response a closed line allows.
+SUPERVISOR_METADATA = {"switchboard": "supervisor_say"}
+
 
 def hear(state: SessionState, event: UserTranscriptFinal) -> Step:
     """The caller finished speaking: persist what they said and begin the response, or queue
@@ -70,7 +79,9 @@ def typed(state: SessionState, event: TextInjected) -> Step:
 def _answer_input(step: Step, input_item_id: str) -> Step:
     """The caller's input (spoken or typed) is answered now, or after the response still owed."""
     state = step.state
-    if state.phase not in LIVE_PHASES:
+    if state.phase not in LIVE_PHASES or state.line_closed:
+        # A closed line answers nobody: the words are in the record and the conversation, and
+        # the model reads them when it speaks again.
         return step
     if state.turn is not None:
         return step.then(Step(state=state.evolve(queued_input_item_id=input_item_id)))
@@ -88,6 +99,19 @@ def begin_response(state: SessionState, input_item_id: str) -> Step:
         phase=Phase.RESPONDING, queued_input_item_id=None, chain=state.chain.next_turn()
     )
     return ask_for_response(responding, Turn(context=context))
+
+
+def begin_directed(state: SessionState, context: ResponseContext) -> Step:
+    """A turn nobody's input asked for (the app's or a person's words, a reply to a note): the
+    session responds, as for caller input, without any."""
+    responding = state.evolve(phase=Phase.RESPONDING, chain=state.chain.next_turn(), directed=None)
+    return ask_for_response(responding, Turn(context=context))
+
+
+def may_respond(state: SessionState, context: ResponseContext) -> bool:
+    """Whether a response with this context may be asked for now: not while the line is closed,
+    unless a supervisor speaks through it."""
+    return context.by_supervisor or not state.line_closed
 
 
 def ask_for_response(state: SessionState, turn: Turn, tool_choice: str | None = None) -> Step:
@@ -127,6 +151,7 @@ def response_create(context: ResponseContext, tool_choice: str | None = None) ->
             instructions=context.instructions,
             max_output_tokens=context.max_output_tokens,
             tool_choice=tool_choice or context.tool_choice,
+            metadata=dict(SUPERVISOR_METADATA) if context.by_supervisor else None,
         )
     )
 
@@ -177,9 +202,17 @@ def barge_in(state: SessionState, playback: Playback | None) -> Step:
 
 
 def response_started(state: SessionState, event: ResponseCreated) -> Step:
-    """The provider started the response Switchboard asked for."""
-    if state.turn is not None and state.turn.response_id is None:
-        return Step(state=state.evolve(turn=state.turn.model_copy(update={"response_id": event.response.id})))
+    """The provider started the response Switchboard asked for. On a closed line a response
+    nobody may give (asked for before the line closed, or not asked for at all) is cancelled
+    as it starts."""
+    turn = state.turn
+    if turn is not None and turn.response_id is None:
+        started = state.evolve(turn=turn.model_copy(update={"response_id": event.response.id}))
+        if may_respond(state, turn.context):
+            return Step(state=started)
+        return barge_in(started, None)
+    if state.line_closed and (turn is None or turn.response_id != event.response.id):
+        return Step(state=state, controls=(ResponseCancel(response_id=event.response.id),))
     return unchanged(state)
 
 
@@ -236,9 +269,11 @@ def count_usage(state: SessionState, event: ResponseDone) -> SessionState:
 def end_turn(state: SessionState, event: ResponseDone) -> Step:
     """The turn's response is over: listen again, or begin the response queued input is owed."""
     turn = state.turn
-    if turn is not None and turn.refused:
+    if turn is not None and turn.refused and may_respond(state, turn.context):
         # The response that blocked ours has finished: ask for ours again.
         return ask_for_response(state, turn)
+    if turn is not None and turn.refused:
+        return listen_again(state)
     # A response.done without its response.created (seen during interruptions) ends the
     # turn that was waiting for it, so the session never waits forever.
     is_ours = turn is not None and turn.response_id in (event.response.id, None)
@@ -248,10 +283,18 @@ def end_turn(state: SessionState, event: ResponseDone) -> Step:
 
 
 def listen_again(state: SessionState) -> Step:
-    """The turn is over: the session listens, or begins the response queued input is owed."""
-    released = state.evolve(phase=Phase.LISTENING, turn=None, chain=state.chain.next_turn())
-    if state.queued_input_item_id is not None:
-        return begin_response(released, state.queued_input_item_id)
+    """The turn is over: the session listens, or begins the response it owes next."""
+    return owed_next(state.evolve(phase=Phase.LISTENING, turn=None, chain=state.chain.next_turn()))
+
+
+def owed_next(released: SessionState) -> Step:
+    """A session whose turn just ended begins what it owes: a directed response first (a
+    person's words, a reply to a note), then the caller's queued input."""
+    directed = released.directed
+    if directed is not None and may_respond(released, directed):
+        return begin_directed(released, directed)
+    if released.queued_input_item_id is not None and not released.line_closed:
+        return begin_response(released, released.queued_input_item_id)
     return Step(state=released)
 
 

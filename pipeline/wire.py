@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 
 from pipeline.errors import MalformedFrame, OversizedFrame
 from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH, MAXIMUM_PROVIDER_FRAME_BYTES
+from pipeline.state import Greeting, Person
 
 # What an incident quotes is cut at this depth, and the rest shown as a preview of this length.
 MAXIMUM_STORED_CONTEXT_DEPTH = 16
@@ -306,6 +307,8 @@ class SessionCreated(_Inbound):
 
     type: Literal["switchboard.session_created"] = "switchboard.session_created"
     instructions: str
+    greeting: Greeting | None = None
+    hangup_when: str | None = None
     tools: tuple[dict[str, Any], ...] = ()
     catalog_digest: str = ""
     tool_versions: dict[str, str] = Field(default_factory=dict)
@@ -320,6 +323,8 @@ class AdmissionBegun(_Inbound):
 class CallAttached(_Inbound):
     type: Literal["switchboard.call_attached"] = "switchboard.call_attached"
     call_id: str
+    # A phone call came through the SIP door; any other through WebRTC.
+    medium: Literal["webrtc", "sip"] = "webrtc"
 
 
 class AdmissionFailed(_Inbound):
@@ -420,6 +425,106 @@ class AgentReplyRequested(_Inbound):
     gateway_id: str | None = None
 
 
+class PromptSetRequested(_Inbound):
+    """The app rewrites one named block of the session's instructions (or adds it, last)."""
+
+    type: Literal["switchboard.prompt_set"] = "switchboard.prompt_set"
+    name: str
+    text: str
+    request_id: str | None = None
+    gateway_id: str | None = None
+
+
+class ToolsSetRequested(_Inbound):
+    """The app changes the tools offered to the model, resolved against the registered tools
+    before it was numbered (so the log says exactly what was offered)."""
+
+    type: Literal["switchboard.tools_set"] = "switchboard.tools_set"
+    tools: tuple[dict[str, Any], ...] = ()
+    catalog_digest: str = ""
+    tool_versions: dict[str, str] = Field(default_factory=dict)
+    tool_side_effects: dict[str, str] = Field(default_factory=dict)
+    request_id: str | None = None
+    gateway_id: str | None = None
+
+
+class HoldRequested(_Inbound):
+    """Hold the line (`held`) or give it back (`held` false)."""
+
+    type: Literal["switchboard.hold"] = "switchboard.hold"
+    held: bool
+    # What was playing when it was asked (the gateway knows): a cut keeps only what was heard.
+    playback: Playback | None = None
+    request_id: str | None = None
+    gateway_id: str | None = None
+
+
+class AttentionRequested(_Inbound):
+    """The app asks for a person: the caller is held for at most `wait_s`."""
+
+    type: Literal["switchboard.attention"] = "switchboard.attention"
+    reason: str
+    wait_s: float
+    # What was playing when it was asked (the gateway knows): a cut keeps only what was heard.
+    playback: Playback | None = None
+    request_id: str | None = None
+    gateway_id: str | None = None
+
+
+class SayVerb(_Inbound):
+    type: Literal["say"] = "say"
+    text: str
+
+
+class WhisperVerb(_Inbound):
+    type: Literal["whisper"] = "whisper"
+    text: str
+
+
+class TakeOverVerb(_Inbound):
+    type: Literal["take_over"] = "take_over"
+
+
+class ReleaseVerb(_Inbound):
+    type: Literal["release"] = "release"
+
+
+class EndVerb(_Inbound):
+    type: Literal["end"] = "end"
+    reason: str = "ended_by_supervisor"
+
+
+class TransferVerb(_Inbound):
+    type: Literal["transfer"] = "transfer"
+    to: str
+
+
+Verb = Annotated[
+    SayVerb | WhisperVerb | TakeOverVerb | ReleaseVerb | EndVerb | TransferVerb, Field(discriminator="type")
+]
+
+
+class SupervisorRequested(_Inbound):
+    """A person at the contact centre acts on the call: one of the six verbs."""
+
+    type: Literal["switchboard.supervisor"] = "switchboard.supervisor"
+    by: Person
+    verb: Verb
+    # What was playing when it was asked (the gateway knows): a cut keeps only what was heard.
+    playback: Playback | None = None
+    request_id: str | None = None
+    gateway_id: str | None = None
+
+
+class TransferFinished(_Inbound):
+    """The provider's answer to a transfer (`refer`): the caller went to `to`, or did not."""
+
+    type: Literal["switchboard.transfer_finished"] = "switchboard.transfer_finished"
+    to: str
+    ok: bool
+    error: str | None = None
+
+
 class SeqLost(_Inbound):
     """The marker logged in place of a seq that never came within the gap timeout: the events
     after it are applied; if it comes after all, it is recorded as arrived late."""
@@ -456,6 +561,12 @@ HostInput = (
     | SeqLost
     | AgentSayRequested
     | AgentReplyRequested
+    | PromptSetRequested
+    | ToolsSetRequested
+    | HoldRequested
+    | AttentionRequested
+    | SupervisorRequested
+    | TransferFinished
 )
 KnownInbound = Annotated[
     SessionUpdated
@@ -716,6 +827,10 @@ class ItemCreate(_Control):
 class ItemDelete(_Control):
     type: Literal["conversation.item.delete"] = "conversation.item.delete"
     item_id: str
+
+
+class InputAudioBufferClear(_Control):
+    type: Literal["input_audio_buffer.clear"] = "input_audio_buffer.clear"
 
 
 class ItemTruncate(_Control):

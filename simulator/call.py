@@ -89,6 +89,10 @@ class IdMint:
         return f"{prefix}_{next(counter)}"
 
 
+# 24 kHz mono PCM16: what a millisecond of the caller's speech fills the input buffer with.
+PCM16_BYTES_PER_MS = 48
+
+
 @dataclass
 class CallLog:
     """What happened on a call: every server event sent and client event received, timestamped.
@@ -106,6 +110,8 @@ class CallLog:
     attached_at: float | None = None
     closed_at: float | None = None
     close_code: int | None = None
+    # Where a `refer` sent the caller (the SIP Refer-To), if one did.
+    referred_to: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The log as the `GET /_sim/calls/{id}` body."""
@@ -118,6 +124,7 @@ class CallLog:
             "attached_at": self.attached_at,
             "closed_at": self.closed_at,
             "close_code": self.close_code,
+            "referred_to": self.referred_to,
         }
 
     def __getitem__(self, key: str) -> Any:
@@ -419,8 +426,14 @@ class SimulatedCall:
         return lambda: self._answers_finished >= count
 
     async def _speak(self, words: str) -> int:
-        """One user turn over server VAD; answers how many answers had started at its transcript."""
+        """One user turn over server VAD; answers how many answers had started at its transcript.
+        With turn detection off (a held line) nothing is detected: the speech only fills the
+        input buffer, until the host commits or clears it."""
         timing = self.script.timing
+        if self._turn_detection() is None:
+            await asyncio.sleep(timing.speech_ms / 1000)
+            self._input_audio_bytes += timing.speech_ms * PCM16_BYTES_PER_MS
+            return self._answers_started
         item_id = self._mint("item")
         start_ms = self._audio_clock_ms()
         self._emit(

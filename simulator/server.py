@@ -6,7 +6,7 @@ REST (PROTOCOL.md §1.1-1.2), on the HTTP port, Bearer auth required:
     POST /v1/realtime/calls/{id}/hangup      → 200; closes the sideband with 1000 (404 if gone)
     POST /v1/realtime/calls/{id}/accept      → 200 (a JSON session config sets the call's session)
     POST /v1/realtime/calls/{id}/reject      → 200; ends the call
-    POST /v1/realtime/calls/{id}/refer       → 200
+    POST /v1/realtime/calls/{id}/refer       → 200 {target_uri}; the caller goes there, the call ends
 Control API, on the same port, no auth:
     PUT  /_sim/script                        the call script for calls created from now on
     GET  /_sim/calls                         {"calls": [call ids]}
@@ -232,7 +232,16 @@ class Simulator:
             if problems:
                 return _error(400, f"Invalid session: {'; '.join(problems)}", "invalid_session")
             call.accept(session)
-        if action in ("hangup", "reject"):
+        if action == "refer":
+            try:
+                target = json.loads(body).get("target_uri")
+            except (ValueError, AttributeError):
+                target = None
+            if not isinstance(target, str) or not target.startswith(("tel:", "sip:")):
+                return _error(400, "target_uri must be a tel: or sip: URI.", "invalid_target_uri")
+            # The caller's leg goes to the target; this call (and its sideband) ends.
+            call.log.referred_to = target
+        if action in ("hangup", "reject", "refer"):
             await call.end(1000)
         return Response(status_code=200)
 

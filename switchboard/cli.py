@@ -62,12 +62,28 @@ def main(argv: list[str] | None = None) -> int:
             "agent-say",
             "agent-reply",
             "compact",
+            "hold",
+            "unhold",
+            "attention",
+            "supervise",
+            "prompt",
+            "tools",
         ],
     )
     sessions.add_argument("session_id")
     sessions.add_argument(
+        "words",
+        nargs="*",
+        help="supervise: the verb (say, whisper, take_over, release, end, transfer) and its text, "
+        "reason or target; prompt: the block's name; tools: the tools' names",
+    )
+    sessions.add_argument("--by", help="supervise: the supervisor's id")
+    sessions.add_argument("--name", default="", help="supervise: the supervisor's name")
+    sessions.add_argument("--wait", type=float, default=60.0, help="attention: seconds to wait for a person")
+    sessions.add_argument(
         "--text",
-        help="caller-text: typed as the caller; agent-say: the agent's words; agent-reply: what steers it",
+        help="caller-text: typed as the caller; agent-say: the agent's words; agent-reply: what "
+        "steers it; prompt: the block's text; attention: the reason",
     )
     sessions.add_argument(
         "--follow", action="store_true", help="for log: keep printing entries until the call ends"
@@ -206,12 +222,29 @@ def _act_on_session(settings: Settings, arguments: argparse.Namespace) -> int:
     api = arguments.api or f"http://{settings.gateway_host}:{settings.gateway_port}"
     client = Client(api, settings.api_token)
     session_id = arguments.session_id
-    texted = ("caller-text", "agent-say", "agent-reply")
+    texted = ("caller-text", "agent-say", "agent-reply", "attention")
     if arguments.action in texted and not (arguments.text or "").strip():
         print(f"switchboard: {arguments.action} needs --text", file=sys.stderr)
         return 2
+    if arguments.action == "supervise" and not (arguments.by and arguments.words):
+        print("switchboard: supervise needs a verb and --by ID", file=sys.stderr)
+        return 2
+    if arguments.action == "prompt" and (len(arguments.words) != 1 or arguments.text is None):
+        print("switchboard: prompt needs the block's name and --text (empty removes it)", file=sys.stderr)
+        return 2
     try:
-        if arguments.action == "compact":
+        if arguments.action == "supervise":
+            by = {"id": arguments.by, "name": arguments.name}
+            result, succeeded = client.supervise(session_id, by, _verb(arguments.words)), True
+        elif arguments.action in ("hold", "unhold"):
+            result, succeeded = getattr(client, arguments.action)(session_id), True
+        elif arguments.action == "attention":
+            result, succeeded = client.attention(session_id, arguments.text, arguments.wait), True
+        elif arguments.action == "prompt":
+            result, succeeded = client.set_prompt(session_id, arguments.words[0], arguments.text), True
+        elif arguments.action == "tools":
+            result, succeeded = client.set_tools(session_id, arguments.words), True
+        elif arguments.action == "compact":
             status, result = client.compact(session_id)
             succeeded = status == 200 and bool(result.get("compacted"))
         elif arguments.action == "caller-text":
@@ -232,6 +265,14 @@ def _act_on_session(settings: Settings, arguments: argparse.Namespace) -> int:
         return 1
     print(json.dumps(result, indent=2))
     return 0 if succeeded else 1
+
+
+def _verb(words: list[str]) -> dict[str, Any]:
+    """A supervisor's verb from the command line: `say TEXT`, `whisper TEXT`, `take_over`,
+    `release`, `end [REASON]`, `transfer TARGET` (the gateway validates the rest)."""
+    kind, rest = words[0], " ".join(words[1:])
+    field = {"say": "text", "whisper": "text", "end": "reason", "transfer": "to"}.get(kind)
+    return {"type": kind, field: rest} if field and rest else {"type": kind}
 
 
 def _services(settings: Settings, *, quiet: bool = False) -> Services:

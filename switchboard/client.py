@@ -9,6 +9,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
@@ -94,6 +95,35 @@ class Client:
         return dict(
             self._ok("POST", f"/v1/sessions/{session_id}/agent/reply", {"instructions": instructions})
         )
+
+    def set_prompt(self, session_id: str, name: str, text: str) -> dict[str, Any]:
+        """Set one named block of the session's instructions (empty text removes it)."""
+        return dict(
+            self._ok("PUT", f"/v1/sessions/{session_id}/prompt/{quote(name, safe='')}", {"text": text})
+        )
+
+    def set_tools(self, session_id: str, tools: list[str]) -> dict[str, Any]:
+        """Offer these registered tools from now on."""
+        return dict(self._ok("PUT", f"/v1/sessions/{session_id}/tools", {"tools": tools}))
+
+    def hold(self, session_id: str) -> dict[str, Any]:
+        return dict(self._ok("POST", f"/v1/sessions/{session_id}/hold"))
+
+    def unhold(self, session_id: str) -> dict[str, Any]:
+        return dict(self._ok("POST", f"/v1/sessions/{session_id}/unhold"))
+
+    def attention(self, session_id: str, reason: str, wait_s: float) -> dict[str, Any]:
+        """Hold the caller for a person, for at most `wait_s`."""
+        body = {"reason": reason, "wait_s": wait_s}
+        return dict(self._ok("POST", f"/v1/sessions/{session_id}/attention", body))
+
+    def supervise(self, session_id: str, by: dict[str, str], verb: dict[str, Any]) -> dict[str, Any]:
+        """One of a supervisor's verbs: say, whisper, take_over, release, end, transfer."""
+        return dict(self._ok("POST", f"/v1/sessions/{session_id}/supervisor", {"by": by, "verb": verb}))
+
+    def call_log(self, session_id: str, after: int = 0) -> dict[str, Any]:
+        """The call's story as ordered entries (those after entry `after`)."""
+        return dict(self._ok("GET", f"/v1/sessions/{session_id}/log?after={after}"))
 
     def interrupt(self, session_id: str) -> dict[str, Any]:
         return dict(self._ok("POST", f"/v1/sessions/{session_id}/interrupt"))

@@ -46,6 +46,8 @@ from pipeline.names import (
     TOOL_RUNS_QUEUE,
     TRANSCRIPT_QUEUE,
 )
+from pipeline.prompt import offered_tools
+from pipeline.state import Greeting
 from pipeline.step import RecordIncident
 from pipeline.wire import AdmissionBegun, AdmissionFailed, CallAttached, SessionCreated, ToolFinished
 from workers import runtime
@@ -120,7 +122,11 @@ def create_session(
     def create() -> tuple[int, dict[str, Any]]:
         checked = SessionSpec.model_validate(spec)
         event = SessionCreated(
-            instructions=checked.instructions, limits=_limits(checked), **_session_catalog(checked.tools)
+            instructions=checked.instructions,
+            limits=_limits(checked),
+            greeting=Greeting.model_validate(checked.greeting.model_dump()) if checked.greeting else None,
+            hangup_when=checked.hangup.when if checked.hangup else None,
+            **_session_catalog(checked.tools),
         )
         with new_session(session_id, gateway_id, _runtime.settings.broker_namespace) as session:
             applied = session.apply_host(event, now)
@@ -128,6 +134,13 @@ def create_session(
         return 201, session_record(session_id)
 
     _answer(request_id, gateway_id, create)
+
+
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="resolve_tools", **_REQUEST_POLICY)
+def resolve_tools(request_id: str, gateway_id: str, names: list[str]) -> None:
+    """The registered tools of these names as a session is offered them (422 for an unknown
+    one): what `PUT /v1/sessions/{id}/tools` numbers into the session's log."""
+    _answer(request_id, gateway_id, lambda: (200, _session_catalog(tuple(names))))
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="begin_admission", **_REQUEST_POLICY)
@@ -159,7 +172,7 @@ def begin_admission(request_id: str, gateway_id: str, session_id: str, now: floa
         return 200, {
             "session_id": session_id,
             "instructions": state.instructions,
-            "tools": [dict(tool) for tool in state.tools],
+            "tools": offered_tools(state),
         }
 
     _answer(request_id, gateway_id, begin)

@@ -1,5 +1,5 @@
 """The call log end to end: `GET /v1/sessions/{id}/log` and `switchboard sessions log --follow`
-tell a real call's story from its durable log."""
+and the live stream tell a real call's story from its durable log."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 from switchboard.client import Client
 from switchboard.services import Services
@@ -20,7 +21,8 @@ def test_a_spoken_call_s_log_reads_in_order_and_the_cli_follows_it_to_the_end(
     """A three-turn call's log is call.started, three user/agent turn pairs and call.ended
     (caller_hung_up, by the caller) once and last; the record says who ended it; `?after=N` is
     the tail; the CLI follower, started while the call runs, prints the same entries and stops
-    at call.ended; an unknown session is 404 and a bad `after` 422."""
+    at call.ended; a live listener gets the same entries as `log.entry` messages before the
+    stream closes; an unknown session is 404 and a bad `after` 422."""
     set_script(stack, SCRIPTS / "spoken_call.json")
     session = client.create_session("You are the order desk. Answer briefly.")
     follower = subprocess.Popen(
@@ -34,6 +36,8 @@ def test_a_spoken_call_s_log_reads_in_order_and_the_cli_follows_it_to_the_end(
         stderr=subprocess.PIPE,
         text=True,
     )
+    heard: list[dict[str, Any]] = []
+    listener = client.follow_live(session["id"], heard.append)
     client.connect(session["id"])
     record = client.wait_for_status(session["id"], timeout_s=60)
     assert (record["end_reason"], record["ended_by"]) == ("provider_call_ended", "caller")
@@ -53,6 +57,11 @@ def test_a_spoken_call_s_log_reads_in_order_and_the_cli_follows_it_to_the_end(
 
     status, tail = client.request("GET", f"/v1/sessions/{session['id']}/log?after=6")
     assert status == 200 and tail["entries"] == entries[6:]
+
+    listener.join(30)
+    streamed = [{k: v for k, v in m.items() if k != "type"} for m in heard if m["type"] == "log.entry"]
+    assert streamed == entries
+    assert heard[-1]["type"] == "session.closed"
 
     out, err = follower.communicate(timeout=60)
     assert follower.returncode == 0, err

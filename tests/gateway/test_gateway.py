@@ -25,11 +25,13 @@ from gateway.provider import SimulatedRealtime
 from gateway.sink import EventSink
 from gateway.sockets import CallSocket
 from pipeline.config import Settings
-from pipeline.envelope import OutboundBatch, Reply, SendControl
+from pipeline.envelope import OutboundBatch, Reply, SendControl, TransferCall
 from pipeline.limits import MAXIMUM_LIVE_TRANSCRIPT_BYTES
 from pipeline.names import control_queue
 from pipeline.wire import SidebandClosed, SidebandConnected
+from simulator.server import Simulator
 from switchboard.services import Services
+from tests.simulator.support import quick, running
 from workers.broker import make_broker
 from workers.emit import ControlPublisher
 
@@ -368,3 +370,46 @@ def test_a_function_call_named_twice_is_queued_once() -> None:
     assert socket.first_sight_of_call("call_1") is True
     assert socket.first_sight_of_call("call_1") is False
     assert socket.first_sight_of_call("call_2") is True
+
+
+def test_a_transfer_is_referred_once_however_often_its_batch_arrives(services: Services) -> None:
+    """A transfer directive published twice (a worker died after publishing) asks the provider
+    to refer the call once; its outcome is numbered into the session's log as a host input."""
+    asyncio.run(_refer_once(services))
+
+
+async def _refer_once(services: Services) -> None:
+    async with running(Simulator(quick("three_turn"))) as simulator:
+        call_id = simulator.create_call()
+        settings = Settings(gateway_id=f"gw-refer-{uuid.uuid4().hex[:6]}", gateway_port=0)
+        broker = make_broker(services.redis_url, namespace=f"sbtest-refer-{uuid.uuid4().hex[:6]}")
+        gateway = Gateway(
+            settings,
+            services.redis_url,
+            services.kombu_url,
+            broker,
+            SimulatedRealtime(simulator.http_url, simulator.ws_url, "sk", "m"),
+        )
+        submitted: list[dict[str, Any]] = []
+        numbered = gateway.sink.submit_event
+
+        def spy(session_id: str, generation: int, event: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+            submitted.append(event)
+            numbered(session_id, generation, event, *args, **kwargs)
+
+        gateway.sink.submit_event = spy  # type: ignore[method-assign]
+        batch = OutboundBatch(
+            session_id=f"sess_refer_{uuid.uuid4().hex[:6]}",
+            generation=1,
+            items=(TransferCall(id="ctl_7_d0", call_id=call_id, to="tel:+14155550123"),),
+        )
+        gateway.carry_out(batch)
+        gateway.carry_out(batch)
+        for _ in range(300):
+            if submitted:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)
+        assert submitted == [{"type": "switchboard.transfer_finished", "to": "tel:+14155550123", "ok": True}]
+        assert simulator.calls[call_id].referred_to == "tel:+14155550123"
+        gateway.sink.close()

@@ -1,0 +1,370 @@
+"""The line: who speaks to the caller. The app holds it or asks for a person; a supervisor says,
+whispers, takes it over, releases it, ends or transfers the call.
+
+While the line is held the agent neither speaks nor hears: a running response is cut, turn
+detection is switched off, and nothing is answered. While a person holds it the model answers
+nobody (the caller is still transcribed, so the person can follow), and the person speaks through
+`say`. A supervisor's `say` is the one response asked for while the line is closed. Every change
+writes its call-log entry; every request is answered (200/202, or 409 with the reason).
+
+What a sideband cannot do: play music while the caller waits (it carries events, never audio),
+or bridge a person's own voice into the call (a warm transfer needs a media path). A phone call
+can be handed on cold, with the provider's `refer`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline import admission
+from pipeline.state import LIVE_PHASES, Attention, Person, Phase, ResponseContext, SessionState
+from pipeline.step import (
+    CancelTimer,
+    CloseCall,
+    LogEntry,
+    RecordIncident,
+    ScheduleTimer,
+    Step,
+    TransferCall,
+    answering,
+    refused,
+    unchanged,
+)
+from pipeline.transcript import SAY_EXACTLY, barge_in, begin_directed
+from pipeline.wire import (
+    AttentionRequested,
+    EndVerb,
+    HoldRequested,
+    InputAudioBufferClear,
+    ItemCreate,
+    Playback,
+    ReleaseVerb,
+    SayVerb,
+    SessionUpdate,
+    SupervisorRequested,
+    TakeOverVerb,
+    TransferFinished,
+    TransferVerb,
+    WhisperVerb,
+)
+
+# Timers named with this prefix and an attention's number give the line back if nobody came.
+ATTENTION_TIMER = "attention:"
+
+NOBODY_TOOK_IT = "nobody took the line within {wait_s:g}s"
+GIVEN_BACK = "the line was given back before a person took it"
+CALL_ENDED = "the call ended before a person took the line"
+
+# Notes the model is given as system messages (the caller hears none of them).
+A_WHISPER = "A supervisor tells you this; the caller does not hear it: {text}"
+A_RELEASE = (
+    "A person from the team was on the line with the caller and has handed the call back to "
+    "you. Carry on from where they left it."
+)
+NOBODY_CAME = (
+    "You asked for a person ({reason}), but nobody took the line within {wait_s:g}s. Tell the "
+    "caller so, and offer to go on helping them yourself."
+)
+
+
+def hold(state: SessionState, event: HoldRequested) -> Step:
+    """Hold the line or give it back (200; the same request again changes nothing)."""
+    refusal = _not_live(state, event.request_id, event.gateway_id)
+    if refusal is not None:
+        return refusal
+    if event.held == state.held:
+        body = {"status": "held" if state.held else "free", "changed": False}
+        return answering(unchanged(state), event.request_id, event.gateway_id, 200, body)
+    if event.held:
+        step = hold_line(state, event.playback)
+    else:
+        answered = _answered(state, ok=False, error=GIVEN_BACK)
+        step = answered.then(give_back(answered.state))
+    body = {"status": "held" if event.held else "free", "changed": True}
+    return answering(step, event.request_id, event.gateway_id, 200, body)
+
+
+def hold_line(state: SessionState, playback: Playback | None) -> Step:
+    """The agent neither speaks nor hears: what it is saying is cut, turn detection goes off,
+    and no caller input waits to be answered."""
+    cut = _silenced(state, playback)
+    held = cut.state.evolve(held=True)
+    return cut.then(
+        Step(
+            state=held,
+            controls=(SessionUpdate(session=admission.turn_detection_update(held)),),
+            effects=(LogEntry(kind="call.line", data={"held": True}),),
+        )
+    )
+
+
+def give_back(state: SessionState) -> Step:
+    """The agent hears and speaks again: what the caller said meanwhile is dropped from the
+    input buffer and turn detection is restored. Nothing is answered for it."""
+    if not state.held:
+        return unchanged(state)
+    free = state.evolve(held=False)
+    return Step(
+        state=free,
+        controls=(InputAudioBufferClear(), SessionUpdate(session=admission.turn_detection_update(free))),
+        effects=(LogEntry(kind="call.line", data={"held": False}),),
+    )
+
+
+def attention(state: SessionState, event: AttentionRequested) -> Step:
+    """Hold the caller for a person for at most `wait_s` (202), once at a time."""
+    refusal = _not_live(state, event.request_id, event.gateway_id)
+    if refusal is not None:
+        return refusal
+    if state.attention is not None:
+        message = "the caller is already waiting for a person"
+        return refused(state, event.request_id, event.gateway_id, 409, "already_waiting", message)
+    if state.taken_by is not None:
+        message = f"{state.taken_by.id} already holds the line"
+        return refused(state, event.request_id, event.gateway_id, 409, "already_held", message)
+    number = state.attentions + 1
+    waiting = state.evolve(
+        attention=Attention(number=number, reason=event.reason, wait_s=event.wait_s), attentions=number
+    )
+    step = Step(
+        state=waiting,
+        effects=(
+            LogEntry(kind="attention.requested", data={"reason": event.reason, "wait_s": event.wait_s}),
+            ScheduleTimer(name=f"{ATTENTION_TIMER}{number}", delay_ms=round(event.wait_s * 1000)),
+        ),
+    )
+    if not waiting.held:
+        step = step.then(hold_line(waiting, event.playback))
+    body = {"status": "waiting", "wait_s": event.wait_s}
+    return answering(step, event.request_id, event.gateway_id, 202, body)
+
+
+def nobody_came(state: SessionState, number: int) -> Step:
+    """The attention's wait is over and nobody took the line: it is answered so, the line is
+    given back, and the model is told, so it can tell the caller."""
+    waiting = state.attention
+    if state.is_terminal or waiting is None or waiting.number != number:
+        return unchanged(state)
+    answered = _answered(state, ok=False, error=NOBODY_TOOK_IT.format(wait_s=waiting.wait_s))
+    given = answered.then(give_back(answered.state))
+    note = NOBODY_CAME.format(reason=waiting.reason, wait_s=waiting.wait_s)
+    return given.then(_noted_and_answered(given.state, note))
+
+
+def supervise(state: SessionState, event: SupervisorRequested) -> Step:
+    """One of a supervisor's verbs, each with its call-log entry before it acts."""
+    refusal = _not_live(state, event.request_id, event.gateway_id)
+    if refusal is not None:
+        return refusal
+    by, verb = event.by, event.verb
+    who = _person(by)
+    match verb:
+        case SayVerb():
+            return _say(state, event, verb.text)
+        case WhisperVerb():
+            logged = Step(
+                state=state, effects=(LogEntry(kind="supervisor.whispered", data={**who, "text": verb.text}),)
+            )
+            replied = logged.then(_noted_and_answered(state, A_WHISPER.format(text=verb.text)))
+            status = "replying" if _asked_for_response(replied) or replied.state.directed else "noted"
+            return answering(replied, event.request_id, event.gateway_id, 202, {"status": status})
+        case TakeOverVerb():
+            return _take_over(state, event)
+        case ReleaseVerb():
+            if state.taken_by is None:
+                message = "nobody holds the line, so there is nothing to release"
+                return refused(state, event.request_id, event.gateway_id, 409, "nobody_holds", message)
+            released = state.evolve(taken_by=None)
+            step = Step(state=released, effects=(LogEntry(kind="supervisor.released", data=who),))
+            step = step.then(_noted_and_answered(released, A_RELEASE))
+            return answering(step, event.request_id, event.gateway_id, 200, {"status": "released"})
+        case EndVerb():
+            logged = Step(
+                state=state, effects=(LogEntry(kind="supervisor.ended", data={**who, "reason": verb.reason}),)
+            )
+            step = logged.then(admission.finish(state, "supervisor_ended"))
+            return answering(step, event.request_id, event.gateway_id, 202, {"status": "ending"})
+        case TransferVerb():
+            return _transfer(state, event, verb.to)
+    return unchanged(state)
+
+
+def transfer_finished(state: SessionState, event: TransferFinished) -> Step:
+    """The provider answered the transfer: the call ends `transferred`, or goes on."""
+    if state.is_terminal or state.transferring_to != event.to:
+        return unchanged(state)
+    outcome = {"to": event.to, "ok": event.ok, "error": event.error}
+    logged = Step(
+        state=state.evolve(transferring_to=None), effects=(LogEntry(kind="call.transferred", data=outcome),)
+    )
+    if event.ok:
+        return logged.then(transferred(logged.state))
+    incident = RecordIncident(
+        code="transfer_failed",
+        summary=f"the transfer to {event.to} failed: {event.error or 'no reason given'}",
+        severity="warning",
+        context={"to": event.to},
+    )
+    return logged.then(Step(state=logged.state, effects=(incident,)))
+
+
+def transferred(state: SessionState) -> Step:
+    """The caller went on to the transfer's target: the call is over here. The provider ends the
+    leg itself (a hangup now could cut the transfer short)."""
+    return Step(
+        state=state.evolve(phase=Phase.ENDED, end_reason="transferred", turn=None, transferring_to=None),
+        effects=(CloseCall(reason="transferred", hangup=False),),
+    )
+
+
+def closed_while_transferring(state: SessionState) -> Step | None:
+    """The provider ended the call while a transfer was under way: the caller went on (the
+    outcome may be read after the end, where it changes nothing)."""
+    if state.transferring_to is None or state.is_terminal:
+        return None
+    outcome = {"to": state.transferring_to, "ok": True, "error": None}
+    logged = Step(state=state, effects=(LogEntry(kind="call.transferred", data=outcome),))
+    return logged.then(transferred(state))
+
+
+def answered_by_end(before: SessionState, step: Step) -> Step:
+    """A caller still waiting for a person when the call ends gets their answer (every
+    attention is answered exactly once)."""
+    if before.attention is None or before.is_terminal or not step.state.is_terminal:
+        return step
+    answer = LogEntry(kind="attention.answered", data={"ok": False, "by": None, "error": CALL_ENDED})
+    return Step(
+        state=step.state.evolve(attention=None),
+        controls=step.controls,
+        effects=(answer, *step.effects),
+    )
+
+
+# ── the verbs ───────────────────────────────────────────────────────────────────────────
+
+
+def _say(state: SessionState, event: SupervisorRequested, text: str) -> Step:
+    """The person's words, spoken in the agent's voice: now if the agent is quiet (`speaking`),
+    or after the response that is running (`after_response`); 409 if words already wait."""
+    if state.directed is not None and state.directed.by_supervisor:
+        message = "words of a supervisor already wait for the running response to end"
+        return refused(state, event.request_id, event.gateway_id, 409, "agent_busy", message)
+    context = ResponseContext(
+        instructions=SAY_EXACTLY.format(text=text),
+        max_output_tokens=state.limits.max_output_tokens,
+        input_item_id="",
+        tool_choice="none",
+        by_supervisor=True,
+    )
+    logged = Step(
+        state=state, effects=(LogEntry(kind="supervisor.said", data={**_person(event.by), "text": text}),)
+    )
+    if state.turn is None and state.phase is Phase.LISTENING:
+        step = logged.then(begin_directed(state, context))
+        return answering(step, event.request_id, event.gateway_id, 202, {"status": "speaking"})
+    step = logged.then(Step(state=state.evolve(directed=context)))
+    # Not "queued": that is the gateway's answer when no worker answered in time.
+    return answering(step, event.request_id, event.gateway_id, 202, {"status": "after_response"})
+
+
+def _take_over(state: SessionState, event: SupervisorRequested) -> Step:
+    """One person at a time takes the line: a waiting attention is answered, a held line is
+    freed for them, and the agent is cut and answers nobody until they release it."""
+    if state.taken_by is not None:
+        message = f"{state.taken_by.id} already holds the line; they release it, or nobody does"
+        return refused(state, event.request_id, event.gateway_id, 409, "already_held", message)
+    who = _person(event.by)
+    step = Step(state=state, effects=(LogEntry(kind="supervisor.took_over", data=who),))
+    if state.attention is not None:
+        step = step.then(_answered(state, ok=True, by=event.by))
+    step = step.then(give_back(step.state))
+    step = step.then(_silenced(step.state, event.playback))
+    step = Step(state=step.state.evolve(taken_by=event.by), controls=step.controls, effects=step.effects)
+    return answering(step, event.request_id, event.gateway_id, 200, {"status": "taken"})
+
+
+def _transfer(state: SessionState, event: SupervisorRequested, to: str) -> Step:
+    if state.medium != "sip":
+        message = "only a phone call can be transferred; this call came through WebRTC"
+        return refused(state, event.request_id, event.gateway_id, 409, "not_a_phone_call", message)
+    if state.transferring_to is not None:
+        message = f"the call is already being transferred to {state.transferring_to}"
+        return refused(state, event.request_id, event.gateway_id, 409, "already_transferring", message)
+    logged = Step(
+        state=state.evolve(transferring_to=to),
+        effects=(
+            LogEntry(kind="supervisor.transferred", data={**_person(event.by), "to": to, "mode": "cold"}),
+            TransferCall(to=to),
+        ),
+    )
+    return answering(logged, event.request_id, event.gateway_id, 202, {"status": "transferring", "to": to})
+
+
+# ── shared ──────────────────────────────────────────────────────────────────────────────
+
+
+def _not_live(state: SessionState, request_id: str | None, gateway_id: str | None) -> Step | None:
+    """The refusal of a request that needs a live call, or None when the call is live."""
+    if state.is_terminal:
+        return refused(state, request_id, gateway_id, 409, "session_ended", f"session is {state.phase}")
+    if state.phase not in LIVE_PHASES:
+        return refused(state, request_id, gateway_id, 409, "session_not_live", f"session is {state.phase}")
+    return None
+
+
+def _silenced(state: SessionState, playback: Playback | None) -> Step:
+    """The model stops: its running response is cut, a tool's outcome will be delivered without
+    a response, and neither the caller's queued input nor a reply is still owed (a supervisor's
+    words that wait are kept: a person may speak on a closed line)."""
+    cut = barge_in(state, playback)
+    chain = cut.state.chain
+    if chain.pending is not None:
+        chain = chain.model_copy(update={"continuation_allowed": False})
+    directed = state.directed if state.directed is not None and state.directed.by_supervisor else None
+    # A goodbye cut short is no longer the agent's last word: the call goes on with the line.
+    quiet = cut.state.evolve(chain=chain, queued_input_item_id=None, directed=directed, hanging_up=False)
+    return Step(state=quiet, controls=cut.controls, effects=cut.effects)
+
+
+def _answered(state: SessionState, *, ok: bool, by: Person | None = None, error: str | None = None) -> Step:
+    """The waiting attention is answered (once), and its timer goes."""
+    waiting = state.attention
+    if waiting is None:
+        return unchanged(state)
+    data: dict[str, Any] = {"ok": ok, "by": by.model_dump(mode="json") if by is not None else None}
+    if error is not None:
+        data["error"] = error
+    return Step(
+        state=state.evolve(attention=None),
+        effects=(
+            LogEntry(kind="attention.answered", data=data),
+            CancelTimer(name=f"{ATTENTION_TIMER}{waiting.number}"),
+        ),
+    )
+
+
+def _noted_and_answered(state: SessionState, note: str) -> Step:
+    """A note joins the conversation as a system message; the model replies to it unless the
+    line is closed (now, or once the running response ends)."""
+    message = ItemCreate(
+        item={"type": "message", "role": "system", "content": [{"type": "input_text", "text": note}]}
+    )
+    noted = Step(state=state, controls=(message,))
+    if state.line_closed:
+        return noted
+    context = ResponseContext(
+        instructions=state.instructions, max_output_tokens=state.limits.max_output_tokens, input_item_id=""
+    )
+    if state.turn is None and state.phase is Phase.LISTENING:
+        return noted.then(begin_directed(state, context))
+    if state.directed is None:
+        return noted.then(Step(state=state.evolve(directed=context)))
+    return noted
+
+
+def _asked_for_response(step: Step) -> bool:
+    return any(control.type == "response.create" for control in step.controls)
+
+
+def _person(by: Person) -> dict[str, Any]:
+    return {"by": by.model_dump(mode="json")}
