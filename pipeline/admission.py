@@ -22,7 +22,14 @@ from pipeline.step import (
     answering,
     unchanged,
 )
-from pipeline.transcript import SAY_EXACTLY, ask_for_response, begin_directed, listen_again, may_respond
+from pipeline.transcript import (
+    SAY_EXACTLY,
+    ask_for_response,
+    begin_directed,
+    listen_again,
+    may_respond,
+    owed_next,
+)
 from pipeline.wire import (
     EndRequested,
     ResponseCancel,
@@ -116,7 +123,8 @@ def session_updated(state: SessionState, event: SessionUpdated) -> Step:
         listening = state.evolve(phase=Phase.LISTENING)
         greeting = state.greeting
         if greeting is None or state.greeted or listening.line_closed:
-            return Step(state=listening)
+            # What was asked for while the session was configured (a person's words) starts now.
+            return owed_next(listening) if state.turn is None else Step(state=listening)
         greeted = listening.evolve(greeted=True)
         if greeting.say is not None:
             instructions = SAY_EXACTLY.format(text=greeting.say)

@@ -166,7 +166,8 @@ def supervise(state: SessionState, event: SupervisorRequested) -> Step:
                 state=state, effects=(LogEntry(kind="supervisor.whispered", data={**who, "text": verb.text}),)
             )
             replied = logged.then(_noted_and_answered(state, A_WHISPER.format(text=verb.text)))
-            status = "replying" if _asked_for_response(replied) or replied.state.directed else "noted"
+            reply_owed = replied.state.directed is not None and not replied.state.directed.by_supervisor
+            status = "replying" if _asked_for_response(replied) or reply_owed else "noted"
             return answering(replied, event.request_id, event.gateway_id, 202, {"status": status})
         case TakeOverVerb():
             return _take_over(state, event)
@@ -271,7 +272,8 @@ def _take_over(state: SessionState, event: SupervisorRequested) -> Step:
     """One person at a time takes the line: a waiting attention is answered, a held line is
     freed for them, and the agent is cut and answers nobody until they release it."""
     if state.taken_by is not None:
-        message = f"{state.taken_by.id} already holds the line; they release it, or nobody does"
+        # Any supervisor may release it (a lead may end a colleague's hold); the log says who.
+        message = f"{state.taken_by.id} already holds the line; release it first"
         return refused(state, event.request_id, event.gateway_id, 409, "already_held", message)
     who = _person(event.by)
     step = Step(state=state, effects=(LogEntry(kind="supervisor.took_over", data=who),))

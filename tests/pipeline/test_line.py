@@ -242,3 +242,23 @@ def test_no_compaction_starts_while_the_line_is_held() -> None:
     assert _creates(step) == []
     [answer] = [e for e in step.effects if isinstance(e, AnswerRequest)]
     assert answer.body["compacted"] is False and answer.body["reason"] == "line_held"
+
+
+def test_a_supervisors_words_asked_for_before_the_call_listens_are_spoken_when_it_does() -> None:
+    state = ev.state_after(ev.admitted())
+    asked = ev.step_of(state, op.supervisor({"type": "say", "text": "One moment please."}))
+    assert _creates(asked) == [] and _answer(asked) == (202, {"status": "after_response"})
+
+    listening = ev.step_of(asked.state, ev.session_updated())
+
+    [create] = _creates(listening)
+    assert create.response is not None and create.response.metadata == SUPERVISOR_METADATA
+
+
+def test_a_whisper_while_a_persons_words_wait_is_only_noted() -> None:
+    state = ev.state_after(
+        [*_answering(), op.supervisor({"type": "take_over"}), op.supervisor({"type": "say", "text": "Hi."})]
+    )
+    whispered = ev.step_of(state, op.supervisor({"type": "whisper", "text": "VIP caller."}))
+    assert [c.type for c in whispered.controls] == ["conversation.item.create"]
+    assert _answer(whispered) == (202, {"status": "noted"})
