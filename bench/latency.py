@@ -5,6 +5,10 @@ latency of a turn is from the caller's final transcript (`…transcription.compl
 the simulator to the `response.create` it causes arriving back. Measured at idle (one call,
 events at least 200 ms apart) and under load (N concurrent calls), with Switchboard's
 wake-up consumer and, in the same run, with Dramatiq's stock polling consumer.
+
+Beside it, with the wake-up consumer, a verb's path: an API request (`hold`, `unhold`) sent →
+the control it causes arriving at the simulator, idle and while the N calls run, with a
+`GET /healthz` round trip measured alongside as the one HTTP hop a verb has and an event has not.
 """
 
 from __future__ import annotations
@@ -13,14 +17,16 @@ import json
 import os
 import statistics
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.config import Settings
-from switchboard.client import Client
+from switchboard.client import ApiError, Client
 from switchboard.stack import Stack
 
 IDLE_TURNS = 60
@@ -28,6 +34,17 @@ TOOL_IDLE_TURNS = 30
 TOOL_LOAD_TURNS = 4
 LOAD_TURNS = 8
 CALL_TIMEOUT_S = 180.0
+# Between the starts of two loaded calls: a ramp, not a thundering herd.
+RAMP_S = 0.02
+IDLE_VERBS = 60
+IDLE_VERB_GAP_S = 0.2
+# Verbs under load go to calls of their own beside the N talking calls: a hold on a talking
+# call cuts its answer and stops its transcripts, which would corrupt the event → control
+# figure the verbs are compared with. Five calls, a verb every half second each: ~10 a second.
+LOAD_VERB_CALLS = 5
+LOAD_VERB_GAP_S = 0.5
+# Long enough to outlast any run; the bench ends these calls itself.
+LISTENING_HANGUP_MS = 600_000
 
 
 def idle_script(turns: int) -> dict[str, Any]:
@@ -93,14 +110,15 @@ def measure(
     *,
     tools: tuple[str, ...] = (),
     latencies: Callable[[dict[str, Any], dict[str, Any]], list[float]] | None = None,
+    first_ended: threading.Event | None = None,
 ) -> list[float]:
     """Run `calls` concurrent scripted calls and return every turn's latency (by default the
-    transcript → response.create latency)."""
+    transcript → response.create latency). `first_ended` is set when the first call ends."""
     _put_script(stack, script)
     client = Client(stack.api_url, stack.api_token)
 
     def one_call(index: int) -> list[float]:
-        time.sleep(index * 0.02)  # a ramp, not a thundering herd
+        time.sleep(index * RAMP_S)
         session = client.create_session(
             "You are a benchmark agent. Answer in one sentence.", tools=list(tools)
         )
@@ -110,6 +128,8 @@ def measure(
         deadline = time.monotonic() + CALL_TIMEOUT_S
         while _call_status(stack, call_id) != "ended" and time.monotonic() < deadline:
             time.sleep(0.25)
+        if first_ended is not None:
+            first_ended.set()
         record = client.wait_for_status(session["id"], timeout_s=10)
         if record["status"] != "ended":
             print(
@@ -172,14 +192,204 @@ def tool_turnaround_ms(call: dict[str, Any], record: dict[str, Any]) -> list[flo
     return turnarounds
 
 
+def listening_script() -> dict[str, Any]:
+    """A caller who says nothing and stays on the line: after the session's set-up, the only
+    controls its call gets are the ones the bench's verbs cause."""
+    return {
+        "name": "bench-listening",
+        "caller": [{"hangup": True, "after_ms": LISTENING_HANGUP_MS}],
+        "model": [],
+    }
+
+
+def verb_of_control(control: dict[str, Any] | None) -> str | None:
+    """The verb whose first control this is: `hold`'s session.update switching turn detection
+    off, or `unhold`'s input_audio_buffer.clear. On a listening call nothing else sends either
+    (the session's set-up turns detection on, not off)."""
+    if control is None:
+        return None
+    if control.get("type") == "input_audio_buffer.clear":
+        return "unhold"
+    if control.get("type") == "session.update":
+        audio_input = (control.get("session") or {}).get("audio", {}).get("input", {})
+        if "turn_detection" in audio_input and audio_input["turn_detection"] is None:
+            return "hold"
+    return None
+
+
+def verb_latencies_ms(sent: list[tuple[str, float]], call: dict[str, Any]) -> tuple[list[float], int]:
+    """Verb sent → the first control it causes arriving, per verb, from the call's simulator
+    log; and how many verbs no control answered. `sent` is (verb, time.time() just before the
+    request), in order; a verb's control is the first of its kind to arrive after it was sent."""
+    arrivals: dict[str, list[float]] = {"hold": [], "unhold": []}
+    for entry in call["controls"]:
+        verb = verb_of_control(entry["control"])
+        if verb is not None:
+            arrivals[verb].append(entry["t"])
+    next_unused = {"hold": 0, "unhold": 0}
+    latencies: list[float] = []
+    unanswered = 0
+    for verb, sent_at in sent:
+        times, index = arrivals[verb], next_unused[verb]
+        while index < len(times) and times[index] < sent_at:
+            index += 1
+        if index == len(times):
+            unanswered += 1
+            continue
+        latencies.append((times[index] - sent_at) * 1000)
+        next_unused[verb] = index + 1
+    return latencies, unanswered
+
+
+@dataclass
+class VerbRun:
+    """What one call's verbs did: each verb that changed the line and when it was sent, the
+    round trips measured between them, and the failures (after one, the call's verbs stop)."""
+
+    sent: list[tuple[str, float]] = field(default_factory=list)
+    hop_ms: list[float] = field(default_factory=list)
+    read_ms: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+def issue_verbs(
+    client: Client,
+    session_id: str,
+    *,
+    gap_s: float,
+    done: Callable[[int], bool],
+    read_session: bool = False,
+) -> VerbRun:
+    """Hold, unhold, hold, … on a listening call until `done(verbs issued)`, each verb at least
+    `gap_s` after the one before, with one `GET /healthz` round trip halfway between two (and,
+    with `read_session`, one `GET /v1/sessions/{id}` after it)."""
+    run = VerbRun()
+    verbs = (("hold", client.hold), ("unhold", client.unhold))
+    issued = 0
+    while not done(issued):
+        name, verb = verbs[issued % 2]
+        sent_at = time.time()
+        try:
+            answer = verb(session_id)
+        except (ApiError, OSError) as error:
+            # Whether the line changed is unknown now, so later verbs could not be told apart
+            # from this one's control: this call's verbs stop here.
+            run.failures.append(f"{name}: {error}")
+            return run
+        if answer.get("changed"):
+            run.sent.append((name, sent_at))
+        issued += 1
+        time.sleep(gap_s / 2)
+        started = time.perf_counter()
+        try:
+            client.request("GET", "/healthz")
+        except OSError as error:
+            run.failures.append(f"healthz: {error}")
+            return run
+        run.hop_ms.append((time.perf_counter() - started) * 1000)
+        if read_session:
+            started = time.perf_counter()
+            status, _ = client.request("GET", f"/v1/sessions/{session_id}")
+            if status == 200:
+                run.read_ms.append((time.perf_counter() - started) * 1000)
+        time.sleep(gap_s / 2)
+    return run
+
+
+def open_listening_calls(stack: Stack, client: Client, count: int) -> list[tuple[str, str]]:
+    """`count` calls with the listening script, each listening: (session id, simulator call id)."""
+    _put_script(stack, listening_script())
+    calls = []
+    for _ in range(count):
+        session = client.create_session("You are a benchmark agent. Answer in one sentence.")
+        calls.append((session["id"], client.connect(session["id"])["call_id"]))
+    for session_id, _ in calls:
+        record = client.wait_for_status(session_id, ("listening",), timeout_s=30)
+        if record["status"] != "listening":
+            raise RuntimeError(f"bench: listening call {session_id} is {record['status']}")
+    return calls
+
+
+def close_listening_calls(stack: Stack, client: Client, calls: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """End the calls (so they weigh on nothing measured next) and return their simulator logs."""
+    for session_id, _ in calls:
+        client.end(session_id)
+    for session_id, _ in calls:
+        client.wait_for_status(session_id, timeout_s=30)
+    return [_call_log(stack, call_id) for _, call_id in calls]
+
+
+def verb_figures(runs: list[VerbRun], logs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The verbs' latency figures (with any unanswered or failed verbs) and the HTTP hop's."""
+    latencies: list[float] = []
+    unanswered = 0
+    for run, log in zip(runs, logs, strict=True):
+        call_latencies, call_unanswered = verb_latencies_ms(run.sent, log)
+        latencies += call_latencies
+        unanswered += call_unanswered
+    failures = [failure for run in runs for failure in run.failures]
+    for failure in failures:
+        print(f"bench: verb failed: {failure}", file=sys.stderr)
+    verbs = {**percentiles(latencies), "unanswered": unanswered, "failed": len(failures)}
+    return verbs, percentiles([ms for run in runs for ms in run.hop_ms])
+
+
+def measure_idle_verbs(stack: Stack, verbs: int) -> dict[str, Any]:
+    """`verbs` verbs on one listening call and nothing else running."""
+    client = Client(stack.api_url, stack.api_token)
+    calls = open_listening_calls(stack, client, 1)
+    # Idle only, the session read: under load its worker round trips would add to the load.
+    run = issue_verbs(
+        client,
+        calls[0][0],
+        gap_s=IDLE_VERB_GAP_S,
+        done=lambda issued: issued >= verbs,
+        read_session=True,
+    )
+    logs = close_listening_calls(stack, client, calls)
+    verb_idle, hop_idle = verb_figures([run], logs)
+    return {
+        "verb_idle": {"calls": 1, **verb_idle},
+        "http_hop_idle": hop_idle,
+        "session_read_idle": percentiles(run.read_ms),
+    }
+
+
+def measure_load_with_verbs(stack: Stack, load_calls: int) -> dict[str, Any]:
+    """The loaded event → control run, with verbs issued on listening calls of their own while
+    every talking call is up: from the end of the talking calls' ramp to the first one's end."""
+    client = Client(stack.api_url, stack.api_token)
+    calls = open_listening_calls(stack, client, LOAD_VERB_CALLS)
+    first_ended = threading.Event()
+
+    def verbs_on(index: int, session_id: str) -> VerbRun:
+        # Spread the calls' verbs over the gap, rather than five at once every half second.
+        if first_ended.wait(load_calls * RAMP_S + index * LOAD_VERB_GAP_S / LOAD_VERB_CALLS):
+            return VerbRun()
+        return issue_verbs(client, session_id, gap_s=LOAD_VERB_GAP_S, done=lambda _: first_ended.is_set())
+
+    with ThreadPoolExecutor(max_workers=LOAD_VERB_CALLS) as pool:
+        pending = [pool.submit(verbs_on, index, session_id) for index, (session_id, _) in enumerate(calls)]
+        try:
+            events = measure(stack, load_script(LOAD_TURNS), load_calls, first_ended=first_ended)
+        finally:
+            first_ended.set()
+        runs = [future.result() for future in pending]
+    logs = close_listening_calls(stack, client, calls)
+    verb_load, hop_load = verb_figures(runs, logs)
+    return {
+        "load": {"calls": load_calls, **percentiles(events)},
+        "verb_load": {"calls": load_calls, "verb_calls": LOAD_VERB_CALLS, **verb_load},
+        "http_hop_load": hop_load,
+    }
+
+
 FLOOR_SAMPLES = 500
 
 
 def measure_floor(database_url: str, redis_url: str, samples: int = FLOOR_SAMPLES) -> dict[str, Any]:
     """The physical floor, measured there and then: a Redis push→pop round trip between two
     threads, and a PostgreSQL row-lock transaction (BEGIN; SELECT … FOR UPDATE; UPDATE; COMMIT)."""
-    import threading
-
     import psycopg2
     import redis
 
@@ -257,9 +467,18 @@ def latency_figures(
         with Stack(database_url, redis_url, extra_env=env, simulator_args=lenient) as stack:
             stack.start(workers=1)
             figures[f"{prefix}idle"] = percentiles(measure(stack, idle_script(IDLE_TURNS), 1))
-            log(f"{consumer} consumer: load, {load_calls} concurrent calls of {LOAD_TURNS} turns")
-            load = percentiles(measure(stack, load_script(LOAD_TURNS), load_calls))
-            figures[f"{prefix}load"] = {"calls": load_calls, **load}
+            if consumer == "wake":
+                log(f"verb → control: idle, {IDLE_VERBS} verbs (hold, unhold, …) on one listening call")
+                figures.update(measure_idle_verbs(stack, IDLE_VERBS))
+                log(
+                    f"{consumer} consumer: load, {load_calls} concurrent calls of {LOAD_TURNS} turns, "
+                    f"and verbs on {LOAD_VERB_CALLS} listening calls beside them"
+                )
+                figures.update(measure_load_with_verbs(stack, load_calls))
+            else:
+                log(f"{consumer} consumer: load, {load_calls} concurrent calls of {LOAD_TURNS} turns")
+                load = percentiles(measure(stack, load_script(LOAD_TURNS), load_calls))
+                figures[f"{prefix}load"] = {"calls": load_calls, **load}
             if consumer == "wake":
                 log(f"tool turnaround: idle, one call of {TOOL_IDLE_TURNS} turns")
                 idle_tools = measure(
@@ -281,6 +500,7 @@ def latency_figures(
                 )
                 figures["tool_load"] = {"calls": load_calls, **percentiles(loaded_tools)}
     figures["ratios"] = ratios(figures)
+    figures["verb_margin"] = verb_margins(figures)
     return figures
 
 
@@ -299,8 +519,35 @@ def ratios(figures: dict[str, Any]) -> dict[str, float]:
         stock = (figures.get(f"stock_{scenario}") or {}).get("p50_ms")
         if ours and stock:
             out[f"stock_vs_wake_{scenario}"] = round(stock / ours, 2)
+    for scenario in ("idle", "load"):
+        verb = (figures.get(f"verb_{scenario}") or {}).get("p50_ms")
+        event = (figures.get(scenario) or {}).get("p50_ms")
+        if verb and event:
+            out[f"verb_vs_event_{scenario}"] = round(verb / event, 2)
     if figures.get("tool_vs_peer_p50"):
         out["tool_vs_peer"] = figures["tool_vs_peer_p50"]
+    return out
+
+
+def verb_margins(figures: dict[str, Any]) -> dict[str, Any]:
+    """What a verb's path takes beyond an event's (p50s), beside the one HTTP hop the verb has
+    and the event has not (a `GET /healthz` round trip, measured alongside the verbs)."""
+    out: dict[str, Any] = {}
+    for scenario in ("idle", "load"):
+        verb = (figures.get(f"verb_{scenario}") or {}).get("p50_ms")
+        event = (figures.get(scenario) or {}).get("p50_ms")
+        hop = (figures.get(f"http_hop_{scenario}") or {}).get("p50_ms")
+        if verb is None or event is None or hop is None:
+            continue
+        beyond = round(verb - event, 2)
+        out[scenario] = {
+            "verb_minus_event_p50_ms": beyond,
+            "http_hop_p50_ms": hop,
+            "within_one_hop": beyond <= hop,
+        }
+        read = (figures.get(f"session_read_{scenario}") or {}).get("p50_ms")
+        if read is not None:
+            out[scenario]["session_read_p50_ms"] = read
     return out
 
 
@@ -324,7 +571,7 @@ def _peer_figures(stack: Stack, tool_idle: dict[str, Any], log: Callable[[str], 
 
 def render(figures: dict[str, Any]) -> str:
     lines = ["event → control latency (ms): transcript final → response.create", ""]
-    lines.append(f"{'':34}{'n':>6}{'p50':>9}{'p95':>9}{'p99':>9}")
+    lines.append(_HEADER)
     names = {
         "idle": "wake-up consumer, idle",
         "load": "wake-up consumer, {calls} calls",
@@ -339,8 +586,7 @@ def render(figures: dict[str, Any]) -> str:
         if row and "skipped" in row:
             lines.append(f"{name:34} skipped: {row['skipped']}")
         elif row:
-            label = name.format(calls=row.get("calls"))
-            lines.append(f"{label:34}{row['n']:>6}{row['p50_ms']:>9}{row['p95_ms']:>9}{row['p99_ms']:>9}")
+            lines.append(_row(name.format(calls=row.get("calls")), row))
     ratio = figures.get("ratios") or {}
     if ratio.get("tool_vs_peer"):
         lines.append(f"Switchboard's tool turnaround ÷ the peer's (p50): {ratio['tool_vs_peer']}×")
@@ -354,6 +600,7 @@ def render(figures: dict[str, Any]) -> str:
             f"idle event → control ÷ the floor (a Redis round trip + a row-lock transaction, p50): "
             f"{ratio['idle_vs_floor']}×"
         )
+    lines += _render_verbs(figures)
     floor = figures.get("floor")
     if floor:
         lines += ["", "floor, measured in the same run (ms):"]
@@ -361,9 +608,68 @@ def render(figures: dict[str, Any]) -> str:
             ("redis_round_trip", "Redis push→pop round trip"),
             ("postgres_row_lock_txn", "PostgreSQL row-lock transaction"),
         ):
-            row = floor[key]
-            lines.append(f"{label:34}{row['n']:>6}{row['p50_ms']:>9}{row['p95_ms']:>9}{row['p99_ms']:>9}")
+            lines.append(_row(label, floor[key]))
     return "\n".join(lines)
+
+
+_HEADER = f"{'':34}{'n':>6}{'p50':>9}{'p95':>9}{'p99':>9}"
+
+
+def _row(label: str, row: dict[str, Any]) -> str:
+    # !s: a scenario with no samples has None percentiles, which a width alone cannot format.
+    return f"{label:34}{row['n']:>6}{row['p50_ms']!s:>9}{row['p95_ms']!s:>9}{row['p99_ms']!s:>9}"
+
+
+def _render_verbs(figures: dict[str, Any]) -> list[str]:
+    """The verb → control section: the verbs, the HTTP hop beside them, and the comparison."""
+    if not figures.get("verb_idle") and not figures.get("verb_load"):
+        return []
+    lines = [
+        "",
+        "verb → control latency (ms): API request sent → its first control at the provider",
+        "(hold → session.update turning detection off, unhold → input_audio_buffer.clear)",
+        "",
+        _HEADER,
+    ]
+    names = {
+        "verb_idle": "verb → control, idle",
+        "verb_load": "verb → control, {calls} calls",
+        "http_hop_idle": "GET /healthz round trip, idle",
+        "http_hop_load": "GET /healthz round trip, {calls} calls",
+        "session_read_idle": "GET /v1/sessions/{{id}} RT, idle",
+    }
+    for key, name in names.items():
+        row = figures.get(key)
+        if row:
+            calls = row.get("calls") or (figures.get("verb_load") or {}).get("calls")
+            lines.append(_row(name.format(calls=calls), row))
+    verb_load = figures.get("verb_load") or {}
+    if verb_load.get("verb_calls"):
+        lines.append(
+            f"(under load the verbs go to {verb_load['verb_calls']} listening calls beside the "
+            f"{verb_load['calls']} talking ones, while all of those are up)"
+        )
+    missing = sum((figures.get(key) or {}).get(part, 0) for key in names for part in ("unanswered", "failed"))
+    if missing:
+        lines.append(f"verbs with no control to show for them (unanswered or failed): {missing}")
+    ratio = figures.get("ratios") or {}
+    if ratio.get("verb_vs_event_idle"):
+        lines.append(
+            f"verb → control ÷ event → control (p50): {ratio['verb_vs_event_idle']}× idle, "
+            f"{ratio.get('verb_vs_event_load', '-')}× under load"
+        )
+    for scenario, margin in (figures.get("verb_margin") or {}).items():
+        verdict = "within" if margin["within_one_hop"] else "more than"
+        lines.append(
+            f"verb p50 − event p50, {scenario}: {margin['verb_minus_event_p50_ms']} ms, {verdict} one "
+            f"HTTP round trip ({margin['http_hop_p50_ms']} ms)"
+        )
+        if "session_read_p50_ms" in margin:
+            lines.append(
+                f"  (the gateway reads the session through a worker before it numbers a verb: "
+                f"a session read over HTTP is {margin['session_read_p50_ms']} ms)"
+            )
+    return lines
 
 
 def _put_script(stack: Stack, script: dict[str, Any]) -> None:
