@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from openai.types.webhooks import RealtimeCallIncomingWebhookEvent
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -29,6 +30,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from gateway.live import CLOSE_SESSION_ENDED, CLOSE_UNKNOWN_SESSION
+from gateway.phone import WebhookRefused
 from gateway.provider import ProviderCallError
 from gateway.web import EXCEPTION_HANDLERS, ASGIApp, Receive, Scope, Send, error_body, error_response
 from pipeline import live_tokens
@@ -40,6 +42,7 @@ from pipeline.api import (
     ConnectRequest,
     EndRequest,
     PromptText,
+    RouteSpec,
     SessionSpec,
     SupervisorCommand,
     ToolsChange,
@@ -78,6 +81,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SESSION_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
+WEBHOOK_PATH = "/v1/webhooks/openai"
 _LIVE_STATUSES = frozenset(str(phase) for phase in LIVE_PHASES)
 _TERMINAL_STATUSES = frozenset(str(phase) for phase in TERMINAL_PHASES)
 
@@ -118,6 +122,11 @@ def build_api(gateway: Gateway) -> Starlette:
     ]
     routes: list[Route | WebSocketRoute] = [
         Route("/healthz", api.health, methods=["GET"]),
+        Route(WEBHOOK_PATH, api.openai_webhook, methods=["POST"]),
+        Route("/v1/routes", api.list_routes, methods=["GET"]),
+        Route("/v1/routes", api.add_route, methods=["POST"]),
+        Route("/v1/routes/{route_id}", api.remove_route, methods=["DELETE"]),
+        Route("/v1/phone-calls/{call_id}", api.phone_call, methods=["GET"]),
         Route("/v1/sessions", api.create, methods=["POST"]),
         *(
             Route(f"/v1/sessions/{{session_id}}{suffix}", _for_session(handler), methods=[method])
@@ -129,13 +138,14 @@ def build_api(gateway: Gateway) -> Starlette:
 
 
 def authenticated(app: ASGIApp, api_token: str) -> ASGIApp:
-    """Every HTTP request but the health check carries the API token (checked before routing,
-    so an unauthenticated client learns nothing of the routes). The live stream checks its
-    own credentials: it also takes a live token."""
+    """Every HTTP request but the health check and the provider's webhooks carries the API
+    token (checked before routing, so an unauthenticated client learns nothing of the routes).
+    The live stream checks its own credentials: it also takes a live token."""
     expected = api_token.encode()
 
     async def guard(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] != "/healthz":
+        # The provider's webhooks carry its signature instead, checked by their route.
+        if scope["type"] == "http" and scope["path"] not in ("/healthz", WEBHOOK_PATH):
             header = _header(scope, b"authorization")
             if not bearer_matches(header, expected):
                 response = error_response(
@@ -401,6 +411,50 @@ class _Api:
             return refusal
         return JSONResponse({"session_id": session_id, **self._live_credentials(session_id)}, status_code=201)
 
+    # ── phone calls ───────────────────────────────────────────────────────────────────
+
+    async def openai_webhook(self, request: Request) -> Response:
+        """The provider announces a phone call. Its signature is checked (400 and nothing
+        created otherwise); the delivery is recorded and the call answered once per call id
+        (accepted with its route's session, or rejected with a SIP status) before the 2xx. A
+        delivery that could not be recorded, or whose call could not be answered, gets a 5xx
+        so the provider delivers it again."""
+        body = await request.body()
+        try:
+            event = self.gateway.phone_door.unwrap(body, request.headers)
+        except WebhookRefused as refused:
+            self.gateway.count_refused_webhook(refused.code)
+            return error_response(400, refused.code, str(refused))
+        if not isinstance(event, RealtimeCallIncomingWebhookEvent):
+            return JSONResponse({"received": event.type, "acted": False})
+        return await self.gateway.answer_phone_call(
+            request.headers.get("webhook-id", event.id), event.data.call_id, event.data.sip_headers
+        )
+
+    async def list_routes(self, _request: Request) -> Response:
+        status, body = await self.rpc.call("routes", verb="list")
+        if status == 200:
+            body = {**body, "refused": {**body["refused"], **await self.gateway.refused_webhooks()}}
+        return JSONResponse(body, status_code=status)
+
+    async def add_route(self, request: Request) -> Response:
+        """Add a route (or replace the one for the same number): 201, or 422."""
+        try:
+            route = RouteSpec.model_validate(await _json_body(request))
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        status, body = await self.rpc.call("routes", verb="add", route=route.model_dump(mode="json"))
+        return JSONResponse(body, status_code=status)
+
+    async def phone_call(self, request: Request) -> Response:
+        """What became of a phone call (by the provider's call id): its session, or why not."""
+        status, body = await self.rpc.call("routes", verb="call", route_id=request.path_params["call_id"])
+        return JSONResponse(body, status_code=status)
+
+    async def remove_route(self, request: Request) -> Response:
+        status, body = await self.rpc.call("routes", verb="remove", route_id=request.path_params["route_id"])
+        return JSONResponse(body, status_code=status)
+
     # ── the live stream ───────────────────────────────────────────────────────────────
 
     async def live(self, websocket: WebSocket) -> None:
@@ -467,10 +521,18 @@ class _Api:
         """Number a request into a session that is not over, and answer with what the worker that
         applies it (in the call's order) replies; 202 `still_waiting` if that takes longer than
         `timeout_ms` (the request is in the log and will be applied)."""
-        record, refusal = await self._session_not_over(session_id)
-        if record is None:
-            assert refusal is not None
-            return refusal
+        generation = self.gateway.held_generation(session_id)
+        if generation is not None:
+            # The call is held here: its generation is known and this gateway numbers its
+            # events, so the request goes straight into the log (an ended session answers
+            # session_ended itself) without reading the record through a worker first.
+            record: dict[str, Any] = {"generation": generation, "logged_seq": 0}
+        else:
+            found, refusal = await self._session_not_over(session_id)
+            if found is None:
+                assert refusal is not None
+                return refusal
+            record = found
         request_id = uuid.uuid4().hex
         reply = self.rpc.expect(request_id)
         asking = event.model_copy(update={"request_id": request_id, "gateway_id": self.gateway.gateway_id})

@@ -19,11 +19,13 @@ from typing import Any
 import dramatiq
 import redis
 from kombu import Connection, Exchange, Queue  # type: ignore[attr-defined]
+from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from gateway.api import authenticated, build_api
 from gateway.live import LiveHub
 from gateway.liveness import Heartbeat
+from gateway.phone import PhoneDoor, answer_call
 from gateway.provider import RealtimeProvider
 from gateway.rpc import WorkerRpc
 from gateway.sink import EventSink
@@ -98,6 +100,7 @@ class Gateway:
         self._log_followers: dict[str, asyncio.Task[None]] = {}
         self._log_pokes: dict[str, asyncio.Event] = {}
         self._log_reads: dict[str, asyncio.Lock] = {}
+        self.phone_door = PhoneDoor(settings.webhook_secret)
         self.heartbeat = Heartbeat(redis_url, settings.broker_namespace, self.gateway_id, self._on_dead_peer)
         self.http_port = 0
 
@@ -137,7 +140,11 @@ class Gateway:
         if self._consumer is not None:
             await asyncio.to_thread(self._consumer.join, 5)
         self.sink.close()
-        self.provider.close()
+        await self.provider.close()
+
+    def spawn_task(self, work: Any, name: str) -> None:
+        """Run `work` as a task of the gateway's (cancelled when it stops)."""
+        self._spawn(work, name)
 
     def _spawn(self, work: Any, name: str) -> None:
         task = asyncio.get_running_loop().create_task(work, name=name)
@@ -359,7 +366,28 @@ class Gateway:
         self.live.close(session_id, directive.reason)
         self.sink.forget(session_id)
 
+    # ── phone calls ────────────────────────────────────────────────────────────────────
+
+    async def answer_phone_call(self, webhook_id: str, call_id: str, sip_headers: list[Any]) -> Response:
+        headers = [{"name": header.name, "value": header.value} for header in sip_headers]
+        return await answer_call(self, webhook_id, call_id, headers)
+
+    def count_refused_webhook(self, code: str) -> None:
+        """A delivery refused before anything was recorded (counted, not an incident: anyone
+        can send one)."""
+        self.sink.increment(f"webhooks_refused:{code}")
+
+    async def refused_webhooks(self) -> dict[str, int]:
+        counts = await asyncio.wrap_future(self.sink.counters("webhooks_refused:"))
+        return {f"webhook_{code}": count for code, count in counts.items()}
+
     # ── what the API needs of the calls held here ──────────────────────────────────────
+
+    def held_generation(self, session_id: str) -> int | None:
+        """The generation of a call whose sideband this gateway holds (None: held elsewhere,
+        or by nobody)."""
+        socket = self.sockets.get(session_id)
+        return socket.generation if socket is not None else None
 
     def playback(self, session_id: str) -> dict[str, Any] | None:
         """What the caller of a call held here is hearing now (None when nothing plays, or the

@@ -225,6 +225,30 @@ class EventSink:
 
         return self._executor.submit(count)
 
+    def increment(self, counter: str) -> None:
+        """Count one of something, shared by every gateway of the deployment (best effort)."""
+
+        def count() -> None:
+            try:
+                self._redis.incr(f"{self._namespace}:count:{counter}")
+            except redis.RedisError:
+                logger.warning("could not count %s", counter)
+
+        self._executor.submit(count)
+
+    def counters(self, prefix: str) -> Future[dict[str, int]]:
+        """The counters whose names start with `prefix`, by the rest of their names."""
+
+        def read() -> dict[str, int]:
+            start = f"{self._namespace}:count:{prefix}"
+            keys = list(self._redis.scan_iter(match=f"{start}*", count=100))
+            values = self._redis.mget(keys) if keys else []
+            return {
+                key.decode()[len(start) :]: int(value or 0) for key, value in zip(keys, values, strict=True)
+            }
+
+        return self._executor.submit(read)
+
     def first_time(self, session_id: str, directive_id: str) -> Future[bool]:
         """Whether this directive is carried out for the first time by any gateway (a batch is
         published again after a worker crash; a transfer must be asked of the provider once)."""

@@ -302,7 +302,11 @@ def turn_detection(state: SessionState) -> dict[str, Any] | None:
     held: then nothing is detected, so the agent hears nothing."""
     if state.held:
         return None
-    return {"type": "server_vad", "create_response": False, "interrupt_response": False}
+    detection: dict[str, Any] = {"type": "server_vad", "create_response": False, "interrupt_response": False}
+    if state.phone is not None and state.phone.silences is not None:
+        # The provider reports the caller's silence after this long (the route counts them).
+        detection["idle_timeout_ms"] = state.phone.silence_ms
+    return detection
 
 
 def turn_detection_update(state: SessionState) -> dict[str, Any]:

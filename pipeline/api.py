@@ -14,6 +14,7 @@ from pipeline.limits import (
     MAXIMUM_TYPED_TEXT_BYTES,
     MAXIMUM_USAGE_BUDGET_TOKENS,
 )
+from pipeline.phone import ROUTE_NUMBER
 from pipeline.prompt import END_CALL
 
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
@@ -285,3 +286,58 @@ class SupervisorCommand(BaseModel):
         SaySpec | WhisperSpec | TakeOverSpec | ReleaseSpec | EndSpec | TransferSpec,
         Field(discriminator="type"),
     ]
+
+
+class RouteTerms(BaseModel):
+    """What a route allows its calls, beside their session."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # Calls this route answers at once; the next caller hears busy (486).
+    max_calls: int | None = Field(default=None, ge=1, le=100_000)
+    # The only places a call on this route may be transferred to (by a supervisor or the model).
+    transfer_targets: tuple[str, ...] = Field(default=(), max_length=32)
+    # Keypad presses (DTMF) and what they do: "attention" (ask for a person) or "end".
+    keys: dict[str, Literal["attention", "end"]] = Field(default_factory=dict)
+    # Idle timeouts (the caller said nothing for `silence_ms` after the agent spoke) before the
+    # agent says goodbye and hangs up; each one before that asks whether the caller is there.
+    silences: int | None = Field(default=None, ge=1, le=20)
+    silence_ms: int = Field(default=10_000, ge=500, le=120_000)
+
+    @field_validator("transfer_targets")
+    @classmethod
+    def _targets(cls, targets: tuple[str, ...]) -> tuple[str, ...]:
+        for target in targets:
+            if not TRANSFER_TARGET.fullmatch(target):
+                raise ValueError(f"{target!r} is not a tel: or sip: URI")
+        return targets
+
+    @field_validator("keys")
+    @classmethod
+    def _keys(cls, keys: dict[str, str]) -> dict[str, str]:
+        for key in keys:
+            if key not in DTMF_KEYS:
+                raise ValueError(f"{key!r} is not a keypad key (0-9, *, #, A-D)")
+        return keys
+
+
+class RouteSpec(RouteTerms):
+    """`POST /v1/routes`: which agent answers a number dialled (a number, a prefix ending in
+    `*`, or `*` for any), the session each call gets, and the route's terms."""
+
+    number: str
+    session: SessionSpec
+
+    @field_validator("number")
+    @classmethod
+    def _number(cls, value: str) -> str:
+        if not ROUTE_NUMBER.fullmatch(value):
+            raise ValueError("number is digits with an optional leading +, an optional trailing *, or *")
+        return value
+
+    @property
+    def terms(self) -> RouteTerms:
+        return RouteTerms.model_validate(self.model_dump(exclude={"number", "session"}))
+
+
+DTMF_KEYS = frozenset("0123456789*#ABCD")

@@ -4,7 +4,8 @@ The projection folds the session's logged inputs, in the order they were applied
 same transitions the workers ran (`pipeline.session.apply`) and turns what each one did into
 entries, so the log reads the same after any crash and never says what the call did not do:
 
-call.started     the sideband first connected                {call_id}
+call.started     the sideband first connected                {call_id, and for a phone call:
+                                                              medium, caller, dialled, route_id}
 turn.user        the caller's words, spoken or typed          {text, item_id, typed}
 turn.agent       what the agent said, once its response ended {text, item_id, response_id,
                                                               interrupted, latency_ms}
@@ -17,6 +18,8 @@ attention.requested  the caller waits for a person            {reason, wait_s}
 attention.answered   once per request: a person came, or not  {ok, by, error?}
 supervisor.said|whispered|took_over|released|ended|transferred  a person acted {by, …}
 call.transferred the provider's answer to a transfer          {to, ok, error}
+call.key         a keypad press on a phone call (DTMF)        {key}
+call.silence     the caller said nothing for the idle timeout {count}
 error            a failure, or an error the provider reported {code, message}
 call.ended       last, exactly once (what comes after the end   {reason, ended_by, duration_s}
                  is in the session record, not the story)
@@ -61,6 +64,7 @@ EndedBy = Literal["caller", "agent", "supervisor", "app", "platform"]
 # How the call log names today's end reasons (what the session record keeps is unchanged).
 _CALL_ENDED_REASONS = {
     "provider_call_ended": "caller_hung_up",
+    "agent_transferred": "transferred",
     "ended_by_api": "app_ended",
     "session_timeout": "max_duration",
 }
@@ -72,6 +76,9 @@ _ENDED_BY: dict[str, EndedBy] = {
     "agent_hung_up": "agent",
     "supervisor_ended": "supervisor",
     "transferred": "supervisor",
+    "agent_transferred": "agent",
+    "caller_silent": "agent",
+    "caller_pressed_end": "caller",
     "session_timeout": "platform",
     "usage_budget_reached": "platform",
 }
@@ -156,7 +163,16 @@ class _Projection:
         after = step.state
         if isinstance(event, SidebandConnected) and self.started_at is None and not before.is_terminal:
             self.started_at = at
-            yield self._entry(at, "call.started", {"call_id": event.call_id})
+            started: dict[str, Any] = {"call_id": event.call_id}
+            phone = before.phone
+            if phone is not None:
+                # Who called and the number dialled, as the SIP headers said (untrusted).
+                started.update(
+                    medium="sip", caller=phone.caller, dialled=phone.dialled, route_id=phone.route_id
+                )
+                if phone.asserted_identity:
+                    started["asserted_identity"] = phone.asserted_identity
+            yield self._entry(at, "call.started", started)
         if isinstance(event, ResponseCreated) and before.turn is not None:
             heard = self.heard_at.get(before.turn.context.input_item_id)
             if heard is not None:

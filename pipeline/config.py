@@ -61,6 +61,13 @@ class Settings(BaseModel):
     # API token (which all gateways of a deployment share).
     live_token_secret: str | None = None
 
+    # Phone calls (the SIP front door): the secret the provider signs its webhooks with (the
+    # door is closed without it), the SIP header whose number picks the route, and the most
+    # phone calls the deployment answers at once (the next caller is turned away with 503).
+    webhook_secret: str | None = None
+    route_header: str = Field(default="To", min_length=1, max_length=100)
+    max_phone_calls: int = Field(default=1_000, ge=1)
+
     sentry_dsn: str | None = None
     sentry_environment: str = "development"
 

@@ -2,7 +2,10 @@
 
 SwitchboardError
 ├── Refusal                  a request that is wrong for the state it found; never retried
-│   ├── SessionNotFound
+│   ├── NotFound             what it names does not exist (404)
+│   │   ├── SessionNotFound
+│   │   ├── RouteNotFound
+│   │   └── PhoneCallNotFound
 │   ├── SessionExists
 │   ├── SessionEnded
 │   ├── AdmissionRefused
@@ -36,8 +39,22 @@ class Refusal(SwitchboardError):
     code = "refused"
 
 
-class SessionNotFound(Refusal):
+class NotFound(Refusal):
+    """What the request names does not exist."""
+
+    code = "not_found"
+
+
+class SessionNotFound(NotFound):
     code = "session_not_found"
+
+
+class RouteNotFound(NotFound):
+    code = "route_not_found"
+
+
+class PhoneCallNotFound(NotFound):
+    code = "call_not_found"
 
 
 class SessionExists(Refusal):

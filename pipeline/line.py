@@ -14,6 +14,7 @@ can be handed on cold, with the provider's `refer`.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pipeline import admission
@@ -195,26 +196,44 @@ def transfer_finished(state: SessionState, event: TransferFinished) -> Step:
     if state.is_terminal or state.transferring_to != event.to:
         return unchanged(state)
     outcome = {"to": event.to, "ok": event.ok, "error": event.error}
+    asked_by_model = state.transfer_call_id
     logged = Step(
-        state=state.evolve(transferring_to=None), effects=(LogEntry(kind="call.transferred", data=outcome),)
+        state=state.evolve(transferring_to=None, transfer_call_id=None),
+        effects=(LogEntry(kind="call.transferred", data=outcome),),
     )
     if event.ok:
-        return logged.then(transferred(logged.state))
+        return logged.then(transferred(logged.state, by_agent=asked_by_model is not None))
     incident = RecordIncident(
         code="transfer_failed",
         summary=f"the transfer to {event.to} failed: {event.error or 'no reason given'}",
         severity="warning",
         context={"to": event.to},
     )
-    return logged.then(Step(state=logged.state, effects=(incident,)))
+    failed = logged.then(Step(state=logged.state, effects=(incident,)))
+    if asked_by_model is None:
+        return failed
+    # The model's transfer_call gets its outcome, and the model replies to it (the caller is
+    # still here).
+    output = ItemCreate(
+        item={
+            "type": "function_call_output",
+            "call_id": asked_by_model,
+            "output": json.dumps({"transferred": False, "error": event.error or "the transfer failed"}),
+        }
+    )
+    answered = failed.then(Step(state=failed.state, controls=(output,)))
+    return answered.then(_replied(answered.state))
 
 
-def transferred(state: SessionState) -> Step:
+def transferred(state: SessionState, *, by_agent: bool = False) -> Step:
     """The caller went on to the transfer's target: the call is over here. The provider ends the
     leg itself (a hangup now could cut the transfer short)."""
+    reason = "agent_transferred" if by_agent else "transferred"
     return Step(
-        state=state.evolve(phase=Phase.ENDED, end_reason="transferred", turn=None, transferring_to=None),
-        effects=(CloseCall(reason="transferred", hangup=False),),
+        state=state.evolve(
+            phase=Phase.ENDED, end_reason=reason, turn=None, transferring_to=None, transfer_call_id=None
+        ),
+        effects=(CloseCall(reason=reason, hangup=False),),
     )
 
 
@@ -225,7 +244,7 @@ def closed_while_transferring(state: SessionState) -> Step | None:
         return None
     outcome = {"to": state.transferring_to, "ok": True, "error": None}
     logged = Step(state=state, effects=(LogEntry(kind="call.transferred", data=outcome),))
-    return logged.then(transferred(state))
+    return logged.then(transferred(state, by_agent=state.transfer_call_id is not None))
 
 
 def answered_by_end(before: SessionState, step: Step) -> Step:
@@ -351,17 +370,22 @@ def _noted_and_answered(state: SessionState, note: str) -> Step:
     message = ItemCreate(
         item={"type": "message", "role": "system", "content": [{"type": "input_text", "text": note}]}
     )
-    noted = Step(state=state, controls=(message,))
+    return Step(state=state, controls=(message,)).then(_replied(state))
+
+
+def _replied(state: SessionState) -> Step:
+    """The model replies to what was just added to the conversation: now, or once the running
+    response ends; never on a closed line."""
     if state.line_closed:
-        return noted
+        return unchanged(state)
     context = ResponseContext(
         instructions=state.instructions, max_output_tokens=state.limits.max_output_tokens, input_item_id=""
     )
     if state.turn is None and state.phase is Phase.LISTENING:
-        return noted.then(begin_directed(state, context))
+        return begin_directed(state, context)
     if state.directed is None:
-        return noted.then(Step(state=state.evolve(directed=context)))
-    return noted
+        return Step(state=state.evolve(directed=context))
+    return unchanged(state)
 
 
 def _asked_for_response(step: Step) -> bool:

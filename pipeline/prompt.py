@@ -18,6 +18,7 @@ from pipeline.step import LogEntry, Step, answering, refused
 from pipeline.wire import PromptSetRequested, SessionUpdate, ToolsSetRequested
 
 END_CALL = "end_call"
+TRANSFER_CALL = "transfer_call"
 
 # The goodbye comes in the same response as the call to end: nothing said after it is heard.
 SAY_GOODBYE_FIRST = (
@@ -98,7 +99,27 @@ def offered_tools(state: SessionState) -> list[dict[str, Any]]:
     tools = [dict(tool) for tool in state.tools]
     if state.hangup_when is not None:
         tools.append(end_call_tool(state.hangup_when))
+    if state.phone is not None and state.phone.transfer_targets:
+        tools.append(transfer_call_tool(state.phone.transfer_targets))
     return tools
+
+
+def transfer_call_tool(targets: tuple[str, ...]) -> dict[str, Any]:
+    """The built-in tool with which the model hands a phone call on: only to the route's
+    targets (an enum, so the model cannot invent a number)."""
+    return {
+        "type": "function",
+        "name": TRANSFER_CALL,
+        "description": (
+            "Transfer the caller to a person or another line, when they ask for it or you cannot "
+            "help. Tell the caller first, in the same reply. Only these targets exist."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {"target": {"type": "string", "enum": list(targets)}},
+            "required": ["target"],
+        },
+    }
 
 
 def end_call_tool(when: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from pipeline import admission, agent, budget, compaction, line, prompt, tools, transcript
+from pipeline import admission, agent, budget, compaction, line, prompt, telephony, tools, transcript
 from pipeline.catalog import ToolOutcome
 from pipeline.errors import MalformedFrame
 from pipeline.sequencer import GAP_TIMEOUT_MS
@@ -31,6 +31,7 @@ from pipeline.wire import (
     AssistantTranscriptFinal,
     AttentionRequested,
     CallAttached,
+    CallerSilent,
     CompactionRequested,
     CompactionUnsaved,
     EndRequested,
@@ -42,6 +43,7 @@ from pipeline.wire import (
     InboundEvent,
     InterruptRequested,
     ItemDeleted,
+    KeyPressed,
     PromptSetRequested,
     ProviderError,
     ResponseCreated,
@@ -127,6 +129,7 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
                     instructions=event.instructions,
                     greeting=event.greeting,
                     hangup_when=event.hangup_when,
+                    phone=event.phone,
                     tools=event.tools,
                     catalog_digest=event.catalog_digest,
                     tool_versions=event.tool_versions,
@@ -312,9 +315,15 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
         case SessionUpdated():
             return admission.session_updated(state, event)
         case UserTranscriptFinal():
+            # The caller spoke: their silences start counting again.
+            heard = state.evolve(silences_heard=0) if state.silences_heard else state
             return _caller_input(
-                state, lambda now: transcript.hear(compaction.track(now, event.item_id), event)
+                heard, lambda now: transcript.hear(compaction.track(now, event.item_id), event)
             )
+        case KeyPressed():
+            return telephony.key_pressed(state, event)
+        case CallerSilent():
+            return telephony.caller_silent(state, event)
         case TextInjected():
             return _caller_input(state, lambda now: transcript.typed(now, event))
         case InterruptRequested():

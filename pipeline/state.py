@@ -14,6 +14,7 @@ from pipeline.limits import (
     DEFAULT_USAGE_BUDGET_TOKENS,
     MAXIMUM_SESSION_SECONDS,
 )
+from pipeline.phone import PhoneLine
 
 # The block a session's own instructions are, until the app names others.
 FIRST_BLOCK = "instructions"
@@ -256,6 +257,14 @@ class SessionState(_Frozen):
     directed: ResponseContext | None = None
     # A transfer was asked of the provider and its outcome is not in yet.
     transferring_to: str | None = None
+    # A phone call: who called which number (untrusted SIP metadata), and the route's terms.
+    phone: PhoneLine | None = None
+    # The caller's silences (idle timeouts) since they last spoke.
+    silences_heard: int = 0
+    # Why the call ends when the response the model hung up in is done.
+    hangup_reason: str = "agent_hung_up"
+    # The model's transfer_call under way (its call id gets the outcome if the transfer fails).
+    transfer_call_id: str | None = None
 
     def evolve(self, **changes: object) -> SessionState:
         """This state with `changes`, each checked against its field's type: a misspelt field

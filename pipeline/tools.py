@@ -19,10 +19,11 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+from pipeline import telephony
 from pipeline.admission import fail, finish
 from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS
-from pipeline.prompt import END_CALL
+from pipeline.prompt import END_CALL, TRANSFER_CALL
 from pipeline.state import Phase, SessionState, ToolCall, ToolChain
 from pipeline.step import (
     CancelTool,
@@ -83,6 +84,10 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
     state = state.evolve(chain=chain)
     if event.name == END_CALL and state.hangup_when is not None:
         return _hanging_up(state, event)
+    if event.name == TRANSFER_CALL and state.phone is not None and state.phone.transfer_targets:
+        target = telephony.transfer_target(state, event.arguments)
+        if target is not None and chain.pending is None:
+            return telephony.transfer_requested(state, event.call_id, event.arguments, target)
     if chain.pending is not None:
         return Step(
             state=state,
@@ -149,7 +154,7 @@ def hung_up_by_agent(state: SessionState) -> Step | None:
     model has not asked to hang up."""
     if not state.hanging_up or state.is_terminal:
         return None
-    return finish(state.evolve(hanging_up=False), "agent_hung_up")
+    return finish(state.evolve(hanging_up=False), state.hangup_reason)
 
 
 def _taken_up(chain: ToolChain, event: FunctionCallArgumentsDone, output: str | None) -> ToolChain:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 
 from pipeline.errors import MalformedFrame, OversizedFrame
 from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH, MAXIMUM_PROVIDER_FRAME_BYTES
+from pipeline.phone import PhoneLine
 from pipeline.state import Greeting, Person
 
 # What an incident quotes is cut at this depth, and the rest shown as a preview of this length.
@@ -61,6 +62,8 @@ DURABLE_TYPES = frozenset(
         "response.done",
         "conversation.item.truncated",
         "conversation.item.deleted",
+        "input_audio_buffer.dtmf_event_received",
+        "input_audio_buffer.timeout_triggered",
         "error",
     }
 )
@@ -75,9 +78,7 @@ IGNORED_TYPES = frozenset(
         "conversation.item.retrieved",
         "input_audio_buffer.cleared",
         "input_audio_buffer.committed",
-        "input_audio_buffer.dtmf_event_received",
         "input_audio_buffer.speech_stopped",
-        "input_audio_buffer.timeout_triggered",
         "mcp_list_tools.completed",
         "mcp_list_tools.failed",
         "mcp_list_tools.in_progress",
@@ -148,6 +149,24 @@ class UserTranscriptFinal(_Inbound):
     item_id: str
     content_index: int = 0
     transcript: str
+
+
+class KeyPressed(_Inbound):
+    """A keypad press on a phone call (DTMF; SIP only)."""
+
+    type: Literal["input_audio_buffer.dtmf_event_received"]
+    event: str
+    received_at: int
+
+
+class CallerSilent(_Inbound):
+    """The caller said nothing for the idle timeout after the agent's last words."""
+
+    type: Literal["input_audio_buffer.timeout_triggered"]
+    event_id: str
+    item_id: str
+    audio_start_ms: int = 0
+    audio_end_ms: int = 0
 
 
 class UserTranscriptFailed(_Inbound):
@@ -309,6 +328,7 @@ class SessionCreated(_Inbound):
     instructions: str
     greeting: Greeting | None = None
     hangup_when: str | None = None
+    phone: PhoneLine | None = None
     tools: tuple[dict[str, Any], ...] = ()
     catalog_digest: str = ""
     tool_versions: dict[str, str] = Field(default_factory=dict)
@@ -581,6 +601,8 @@ KnownInbound = Annotated[
     | ProviderError
     | ItemTruncated
     | ItemDeleted
+    | KeyPressed
+    | CallerSilent
     | HostInput,
     Field(discriminator="type"),
 ]

@@ -37,7 +37,9 @@ from simulator.recording import DEFAULT_CLOSE_CODE, Recording
 from simulator.script import (
     FALLBACK_ANSWER,
     CallerHangsUp,
+    CallerPresses,
     CallerSays,
+    CallerStaysSilent,
     CallScript,
     ModelCalls,
     ModelCallsInParallel,
@@ -112,6 +114,11 @@ class CallLog:
     close_code: int | None = None
     # Where a `refer` sent the caller (the SIP Refer-To), if one did.
     referred_to: str | None = None
+    # A phone call: its webhook's deliveries ({attempt, status, sent_at, t}), how often it was
+    # accepted (once, or the host answered it twice), and the SIP status it was rejected with.
+    deliveries: list[dict[str, Any]] = field(default_factory=list)
+    accepts: list[float] = field(default_factory=list)
+    rejected_with: int | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The log as the `GET /_sim/calls/{id}` body."""
@@ -125,6 +132,9 @@ class CallLog:
             "closed_at": self.closed_at,
             "close_code": self.close_code,
             "referred_to": self.referred_to,
+            "deliveries": list(self.deliveries),
+            "accepts": list(self.accepts),
+            "rejected_with": self.rejected_with,
         }
 
     def __getitem__(self, key: str) -> Any:
@@ -385,7 +395,20 @@ class SimulatedCall:
                 await self.end(1000)
                 return
             out_of_band_before = self._out_of_band_started
-            answers_before = await self._speak(step.say)
+            if isinstance(step, CallerPresses):
+                answers_before = self._answers_started
+                self._emit(
+                    {
+                        "type": "input_audio_buffer.dtmf_event_received",
+                        "event": step.dtmf,
+                        "received_at": int(time.time()),
+                    }
+                )
+            elif isinstance(step, CallerStaysSilent):
+                answers_before = self._answers_started
+                await self._stay_silent()
+            else:
+                answers_before = await self._speak(step.say)
 
     async def _wait_for_out_of_band(self, started_before: int, wait_ms: int) -> None:
         """Wait until an out-of-band response (a host's maintenance response) has started since
@@ -460,6 +483,26 @@ class SimulatedCall:
         if turn_detection and turn_detection.get("create_response", True):
             self._create_response({}, client_event_id=None)
         return answers_at_transcript
+
+    async def _stay_silent(self) -> None:
+        """Nothing is said: with an idle timeout configured, once it has passed the provider
+        commits the silent audio and reports the timeout."""
+        detection = self._turn_detection() or {}
+        timeout_ms = detection.get("idle_timeout_ms")
+        if not isinstance(timeout_ms, int):
+            return
+        start_ms = self._audio_clock_ms()
+        await asyncio.sleep(timeout_ms / 1000)
+        item_id = self._mint("item")
+        self._emit(
+            {
+                "type": "input_audio_buffer.timeout_triggered",
+                "item_id": item_id,
+                "audio_start_ms": start_ms,
+                "audio_end_ms": start_ms + timeout_ms,
+            }
+        )
+        self._commit_user_audio(item_id)
 
     def _commit_user_audio(self, item_id: str) -> dict[str, Any]:
         item = {

@@ -63,7 +63,22 @@ class CallerHangsUp(_Strict):
     after_ms: int = Field(default=0, ge=0)
 
 
-CallerStep = CallerSays | CallerHangsUp
+class CallerPresses(_Strict):
+    """The caller presses a keypad key (a phone call's DTMF)."""
+
+    dtmf: Literal["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "*", "#", "A", "B", "C", "D"]
+    after_ms: int = Field(default=0, ge=0)
+
+
+class CallerStaysSilent(_Strict):
+    """The caller says nothing: with an idle timeout configured, the provider reports it once
+    that long has passed (`input_audio_buffer.timeout_triggered`)."""
+
+    silent: Literal[True]
+    after_ms: int = Field(default=0, ge=0)
+
+
+CallerStep = CallerSays | CallerHangsUp | CallerPresses | CallerStaysSilent
 
 
 class ModelSays(_Strict):

@@ -4,8 +4,9 @@ REST (PROTOCOL.md §1.1-1.2), on the HTTP port, Bearer auth required:
     POST /v1/realtime/calls                  SDP offer (multipart sdp+session, or application/sdp)
                                              → 201, SDP answer, Location: /v1/realtime/calls/rtc_…
     POST /v1/realtime/calls/{id}/hangup      → 200; closes the sideband with 1000 (404 if gone)
-    POST /v1/realtime/calls/{id}/accept      → 200 (a JSON session config sets the call's session)
-    POST /v1/realtime/calls/{id}/reject      → 200; ends the call
+    POST /v1/realtime/calls/{id}/accept      → 200 (a JSON session config sets the call's session);
+                                             400 call_already_accepted the second time
+    POST /v1/realtime/calls/{id}/reject      → 200 {status_code?}; ends the call
     POST /v1/realtime/calls/{id}/refer       → 200 {target_uri}; the caller goes there, the call ends
 Control API, on the same port, no auth:
     PUT  /_sim/script                        the call script for calls created from now on
@@ -15,16 +16,21 @@ Control API, on the same port, no auth:
     POST /_sim/calls/{id}/drop?code=1011     close the sideband without ending the call (a fault);
                                              &refuse=1 also refuses every later sideband of it
     POST /_sim/calls/{id}/inject             {"frames": [raw text, ...]} sent verbatim (a fault)
+    POST /_sim/sip/calls                     a phone call rings: {to, from, webhook_url, secret,
+                                             duplicates?, retries?, …} (see simulator.sip) → 201
+                                             {call_id, webhook_id}; the signed webhook is delivered
 Sideband (§1.3), on the WebSocket port: GET /v1/realtime?call_id=… with Bearer auth.
 """
 
 from __future__ import annotations
 
+import asyncio
 import email.policy
 import json
 import logging
 import secrets
 import socket
+import time
 from email.parser import BytesParser
 from pathlib import Path
 from typing import Any
@@ -45,6 +51,7 @@ from simulator.call import CallLog, IdMint, SimulatedCall
 from simulator.oracle import wire_errors
 from simulator.recording import Recording, read_recording
 from simulator.script import CallScript, load_script, parse_script
+from simulator.sip import PlaceCall, Ringing, announce
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +131,7 @@ class Simulator:
         self.strict = strict
         self._mint = IdMint()
         self._calls: dict[str, SimulatedCall] = {}
+        self._announcing: set[asyncio.Task[None]] = set()
         self._http: uvicorn.Server | None = None
         self._ws: Server | None = None
         self.http_url = ""
@@ -175,6 +183,26 @@ class Simulator:
             strict=self.strict,
         )
         return call_id
+
+    def place_sip_call(self, place: PlaceCall) -> tuple[str, str]:
+        """A phone call rings: announced to the host's webhook (retried, maybe duplicated);
+        it is talked on once the host accepts it and attaches the sideband."""
+        call_id = f"rtc_sip_{secrets.token_hex(14)}"
+        self._calls[call_id] = SimulatedCall(
+            call_id,
+            script=self.script,
+            mint=self._mint,
+            recording=self.recording,
+            speed=self.speed,
+            strict=self.strict,
+        )
+        ringing = Ringing(webhook_id=f"wh_{secrets.token_hex(12)}")
+        # The call's log lists the deliveries as they happen.
+        ringing.deliveries = self._calls[call_id].log.deliveries
+        task = asyncio.get_running_loop().create_task(announce(call_id, place, ringing))
+        self._announcing.add(task)
+        task.add_done_callback(self._announcing.discard)
+        return call_id, ringing.webhook_id
 
     # ── REST ────────────────────────────────────────────────────────────────────
 
@@ -232,6 +260,16 @@ class Simulator:
             if problems:
                 return _error(400, f"Invalid session: {'; '.join(problems)}", "invalid_session")
             call.accept(session)
+        if action == "accept":
+            call.log.accepts.append(time.time())
+            if len(call.log.accepts) > 1:
+                return _error(400, f"Call '{call_id}' was already accepted.", "call_already_accepted")
+        if action == "reject":
+            try:
+                status_code = json.loads(body or b"{}").get("status_code", 603)
+            except (ValueError, AttributeError):
+                return _error(400, "The body must be JSON.", "invalid_json")
+            call.log.rejected_with = int(status_code)
         if action == "refer":
             try:
                 target = json.loads(body).get("target_uri")
@@ -257,6 +295,15 @@ class Simulator:
             return JSONResponse({"script": self.script.name})
         if parts == ["calls"] and request.method == "GET":
             return JSONResponse({"calls": list(self._calls)})
+        if parts == ["sip", "calls"] and request.method == "POST":
+            try:
+                place = PlaceCall.model_validate_json(await request.body())
+            except ValidationError as exc:
+                return JSONResponse(
+                    {"error": {"message": "invalid call", "details": json.loads(exc.json())}}, status_code=400
+                )
+            call_id, webhook_id = self.place_sip_call(place)
+            return JSONResponse({"call_id": call_id, "webhook_id": webhook_id}, status_code=201)
         call = self._calls.get(parts[1]) if len(parts) >= 2 and parts[0] == "calls" else None
         if call is None:
             return _error(404, f"Unknown path {request.url.path}", "not_found")

@@ -23,7 +23,12 @@ ROOT = Path(__file__).resolve().parent.parent
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="switchboard", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("demo", help="place a scripted three-turn call through every process")
+    demo = commands.add_parser("demo", help="place a scripted three-turn call through every process")
+    demo.add_argument(
+        "--phone",
+        action="store_true",
+        help="a phone call instead: routed, rung through the SIP door, answered",
+    )
     gateway = commands.add_parser("gateway", help="run a gateway process")
     gateway.add_argument("--port", type=int)
     worker = commands.add_parser("worker", help="run a worker process (all queues)")
@@ -92,6 +97,24 @@ def main(argv: list[str] | None = None) -> int:
     sessions.add_argument(
         "--api", help="the gateway's API (default: http://SWITCHBOARD_GATEWAY_HOST:SWITCHBOARD_GATEWAY_PORT)"
     )
+    routes = commands.add_parser(
+        "routes", help="phone numbers and the agents that answer them: add, list or remove a route"
+    )
+    routes.add_argument("action", choices=["add", "list", "remove"])
+    routes.add_argument(
+        "target", nargs="?", help="add: the number (or a prefix ending in *); remove: the route id"
+    )
+    routes.add_argument("--instructions", help="add: the agent's instructions")
+    routes.add_argument("--tools", default="", help="add: registered tools, comma-separated")
+    routes.add_argument("--greeting", help="add: words the agent says when it answers")
+    routes.add_argument("--hangup-when", help="add: when the agent may end the call itself")
+    routes.add_argument("--max-calls", type=int, help="add: calls the route answers at once (then busy)")
+    routes.add_argument(
+        "--transfer-to", action="append", default=[], help="add: a tel:/sip: target (repeatable)"
+    )
+    routes.add_argument("--key", action="append", default=[], help="add: KEY=attention|end (repeatable)")
+    routes.add_argument("--silences", type=int, help="add: idle timeouts before the agent hangs up")
+    routes.add_argument("--api", help="the gateway's API (default: from the settings)")
     dlq = commands.add_parser("dlq", help="dead letters: list, show, replay or purge them")
     dlq.add_argument("action", choices=["list", "show", "replay", "purge"])
     dlq.add_argument("ids", nargs="*", help="message ids (a unique prefix is enough)")
@@ -119,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.command == "demo":
         from switchboard.demo import run_demo
 
-        return run_demo(settings)
+        return run_demo(settings, phone=arguments.phone)
     if arguments.command == "replay":
         from switchboard.replay import run_replay
 
@@ -148,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         from bench.latency import run_latency_bench
 
         return run_latency_bench(settings, as_json=arguments.json, load_calls=arguments.calls)
+    if arguments.command == "routes":
+        return _routes(settings, arguments)
     if arguments.command == "dlq":
         from switchboard.dlq import run_dlq
 
@@ -265,6 +290,49 @@ def _act_on_session(settings: Settings, arguments: argparse.Namespace) -> int:
         return 1
     print(json.dumps(result, indent=2))
     return 0 if succeeded else 1
+
+
+def _routes(settings: Settings, arguments: argparse.Namespace) -> int:
+    """Add, list or remove routes through a gateway's API; exit 1 on a refusal."""
+    from switchboard.client import ApiError, Client
+
+    api = arguments.api or f"http://{settings.gateway_host}:{settings.gateway_port}"
+    client = Client(api, settings.api_token)
+    try:
+        if arguments.action == "list":
+            result: Any = client.routes()
+        elif arguments.action == "remove":
+            if not arguments.target:
+                print("switchboard: routes remove needs the route id", file=sys.stderr)
+                return 2
+            result = client.remove_route(arguments.target)
+        else:
+            if not (arguments.target and arguments.instructions):
+                print("switchboard: routes add needs a number and --instructions", file=sys.stderr)
+                return 2
+            session: dict[str, Any] = {"instructions": arguments.instructions}
+            if arguments.tools:
+                session["tools"] = [name.strip() for name in arguments.tools.split(",") if name.strip()]
+            if arguments.greeting:
+                session["greeting"] = {"say": arguments.greeting}
+            if arguments.hangup_when:
+                session["hangup"] = {"when": arguments.hangup_when}
+            terms: dict[str, Any] = {"transfer_targets": arguments.transfer_to}
+            if arguments.max_calls is not None:
+                terms["max_calls"] = arguments.max_calls
+            if arguments.silences is not None:
+                terms["silences"] = arguments.silences
+            if arguments.key:
+                terms["keys"] = dict(pair.split("=", 1) for pair in arguments.key if "=" in pair)
+            result = client.add_route(arguments.target, session, **terms)
+    except ApiError as error:
+        print(json.dumps(error.body, indent=2), file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"switchboard: no gateway answered at {api}: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=2))
+    return 0
 
 
 def _verb(words: list[str]) -> dict[str, Any]:

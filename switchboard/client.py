@@ -125,6 +125,20 @@ class Client:
         """The call's story as ordered entries (those after entry `after`)."""
         return dict(self._ok("GET", f"/v1/sessions/{session_id}/log?after={after}"))
 
+    def add_route(self, number: str, session: dict[str, Any], **terms: Any) -> dict[str, Any]:
+        """Route calls to `number` (or a prefix ending in `*`) to an agent with this session."""
+        return dict(self._ok("POST", "/v1/routes", {"number": number, "session": session, **terms})["route"])
+
+    def routes(self) -> dict[str, Any]:
+        return dict(self._ok("GET", "/v1/routes"))
+
+    def remove_route(self, route_id: str) -> dict[str, Any]:
+        return dict(self._ok("DELETE", f"/v1/routes/{quote(route_id, safe='')}"))
+
+    def phone_call(self, call_id: str) -> dict[str, Any]:
+        """What became of a phone call: its session, or why it was turned away."""
+        return dict(self._ok("GET", f"/v1/phone-calls/{quote(call_id, safe='')}"))
+
     def interrupt(self, session_id: str) -> dict[str, Any]:
         return dict(self._ok("POST", f"/v1/sessions/{session_id}/interrupt"))
 

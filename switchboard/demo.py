@@ -1,10 +1,13 @@
-"""`switchboard demo`: one scripted three-turn call through every real process."""
+"""`switchboard demo`: one scripted three-turn call through every real process (with
+`--phone`, a phone call through the SIP door: routed, rung, accepted, talked on, hung up)."""
 
 from __future__ import annotations
 
 import json
 import sys
 import threading
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +22,11 @@ INSTRUCTIONS = (
     "confirm order numbers back to the caller."
 )
 CALL_TIMEOUT_S = 60.0
+PHONE_NUMBER = "+18005551212"
+CALLER_NUMBER = "+14155550100"
 
 
-def run_demo(settings: Settings) -> int:
+def run_demo(settings: Settings, *, phone: bool = False) -> int:
     say = _printer()
     services = resolve_services(
         settings.database_url, settings.redis_url, settings.data_dir, log=lambda m: say(f"· {m}")
@@ -40,7 +45,10 @@ def run_demo(settings: Settings) -> int:
             say("· starting simulator, worker and gateway as separate processes …")
             stack.start(workers=1)
             say(f"· gateway API {stack.api_url}, live stream {stack.live_url}")
-            return _place_call(Client(stack.api_url, stack.api_token, stack.live_url), say)
+            client = Client(stack.api_url, stack.api_token, stack.live_url)
+            if phone:
+                return _phone_call(stack, client, say)
+            return _place_call(client, say)
     finally:
         services.stop()
 
@@ -71,6 +79,48 @@ def _place_call(client: Client, say: Any) -> int:
                 say(f"  {control['event_id']:>10}  {control['type']}  ← {event['kind']}")
     ok = record["status"] == "ended" and len(record["transcript"]) == 6
     say("\n" + ("demo passed: the call completed and every turn is durable" if ok else "demo FAILED"))
+    return 0 if ok else 1
+
+
+def _phone_call(stack: Stack, client: Client, say: Any) -> int:
+    """A phone call from ring to hangup: a route for the number, the simulated provider's
+    signed webhook, the accept, the call, and its call log."""
+    route = client.add_route(PHONE_NUMBER, {"instructions": INSTRUCTIONS}, max_calls=10)
+    say(f"\n☎  route {route['id']}: {PHONE_NUMBER} → the order desk")
+    place = {
+        "to": PHONE_NUMBER,
+        "from": CALLER_NUMBER,
+        "webhook_url": stack.webhook_url,
+        "secret": stack.webhook_secret,
+    }
+    base = stack.simulator_url.removesuffix("/v1")
+    request = urllib.request.Request(
+        f"{base}/_sim/sip/calls",
+        data=json.dumps(place).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        call_id = json.loads(response.read())["call_id"]
+    say(f"☎  {CALLER_NUMBER} dials {PHONE_NUMBER}: provider call {call_id}, webhook delivered signed")
+    deadline = time.monotonic() + CALL_TIMEOUT_S
+    while time.monotonic() < deadline:
+        status, answered = client.request("GET", f"/v1/phone-calls/{call_id}")
+        if status == 200 and answered.get("session_id"):
+            break
+        time.sleep(0.05)
+    else:
+        say("demo FAILED: the call was never answered")
+        return 1
+    session_id = answered["session_id"]
+    say(f"☎  accepted once ({answered['action']}) with session {session_id}\n")
+    follower = client.follow_live(session_id, lambda message: _show_live(message, say))
+    record = client.wait_for_status(session_id, timeout_s=CALL_TIMEOUT_S)
+    follower.join(5)
+    say("\n── the call log " + "─" * 60)
+    for entry in client.call_log(session_id)["entries"]:
+        say(f"  {entry['seq']:>3}  {entry['kind']:<14} {json.dumps(entry['data'])[:90]}")
+    ok = record["status"] == "ended" and record["ended_by"] == "caller"
+    say("\n" + ("demo passed: the phone call was answered, talked on and hung up" if ok else "demo FAILED"))
     return 0 if ok else 1
 
 

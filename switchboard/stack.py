@@ -3,8 +3,10 @@ process, as the demo, `replay`, the benchmarks and the end-to-end tests need the
 
 from __future__ import annotations
 
+import base64
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -55,6 +57,7 @@ class Stack:
         namespace: str | None = None,
         gateway_id: str | None = None,
         api_token: str = "switchboard-dev-token",
+        webhook_secret: str | None = None,
         simulator_args: tuple[str, ...] = (),
         extra_env: dict[str, str] | None = None,
         echo: Callable[[str, str], None] | None = None,
@@ -62,6 +65,8 @@ class Stack:
         self.namespace = namespace or f"sb-{uuid.uuid4().hex[:8]}"
         self.gateway_id = gateway_id or f"gw-{uuid.uuid4().hex[:8]}"
         self.api_token = api_token
+        # The secret the simulated provider signs phone calls' webhooks with.
+        self.webhook_secret = webhook_secret or "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
         self.env = {
             **os.environ,
             **(extra_env or {}),
@@ -70,6 +75,7 @@ class Stack:
             "SWITCHBOARD_BROKER_NAMESPACE": self.namespace,
             "SWITCHBOARD_GATEWAY_ID": self.gateway_id,
             "SWITCHBOARD_API_TOKEN": api_token,
+            "SWITCHBOARD_WEBHOOK_SECRET": self.webhook_secret,
             "SWITCHBOARD_PROVIDER": "simulated",
             "PYTHONUNBUFFERED": "1",
         }
@@ -90,6 +96,11 @@ class Stack:
         assert self.gateway is not None
         # The live stream is served on the API's own port.
         return f"ws://127.0.0.1:{self.gateway.ready['http']}"
+
+    @property
+    def webhook_url(self) -> str:
+        """Where the provider delivers the SIP door's webhooks."""
+        return f"{self.api_url}/v1/webhooks/openai"
 
     @property
     def simulator_url(self) -> str:

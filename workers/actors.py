@@ -17,7 +17,7 @@ import dramatiq
 import sentry_sdk
 from pydantic import ValidationError
 
-from models import incidents, timers, tool_steps
+from models import incidents, phone, timers, tool_steps
 from models.records import call_log, session_record
 from models.sessions import (
     Applied,
@@ -27,14 +27,15 @@ from models.sessions import (
     owners_of_unfinished,
     sessions_owned_by,
 )
-from pipeline.api import SessionSpec
+from pipeline.admission import session_configuration
+from pipeline.api import RouteSpec, SessionSpec
 from pipeline.catalog import ToolCatalog, ToolError, ToolOutcome
 from pipeline.envelope import EventEnvelope, Reply
 from pipeline.errors import (
     BadInput,
     MalformedEnvelope,
+    NotFound,
     Refusal,
-    SessionNotFound,
     ToolOutcomeConflict,
     UnknownTool,
 )
@@ -46,10 +47,18 @@ from pipeline.names import (
     TOOL_RUNS_QUEUE,
     TRANSCRIPT_QUEUE,
 )
+from pipeline.phone import PhoneLine, kept_headers, line_of
 from pipeline.prompt import offered_tools
 from pipeline.state import Greeting
 from pipeline.step import RecordIncident
-from pipeline.wire import AdmissionBegun, AdmissionFailed, CallAttached, SessionCreated, ToolFinished
+from pipeline.wire import (
+    AdmissionBegun,
+    AdmissionFailed,
+    CallAttached,
+    HostInput,
+    SessionCreated,
+    ToolFinished,
+)
 from workers import runtime
 from workers.liveness import takeover_refusal_now
 from workers.middleware import TimerSweeper
@@ -134,6 +143,124 @@ def create_session(
         return 201, session_record(session_id)
 
     _answer(request_id, gateway_id, create)
+
+
+# ── phone calls: the SIP front door ─────────────────────────────────────────────────────
+
+
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="ring", **_REQUEST_POLICY)
+def ring(
+    request_id: str,
+    gateway_id: str,
+    webhook_id: str,
+    call_id: str,
+    sip_headers: list[dict[str, Any]],
+    now: float,
+) -> None:
+    """A phone call was announced: record the delivery, then decide (once per call id) to
+    accept it with a session of the route for the number dialled, or to reject it and why."""
+
+    def decide() -> tuple[int, dict[str, Any]]:
+        settings = _runtime.settings
+        phone.record_delivery(webhook_id, call_id, "realtime.call.incoming")
+        line = line_of(kept_headers(sip_headers), settings.route_header)
+        ringing = phone.Ringing(
+            webhook_id,
+            call_id,
+            line,
+            request_id,
+            gateway_id,
+            settings.broker_namespace,
+            settings.max_phone_calls,
+        )
+        decision = phone.ring(ringing, _phone_session, now)
+        for applied in decision.applied:
+            _after_commit(decision.session_id or "", applied)
+        if decision.action == "reject":
+            logger.info(
+                "phone call %s to %r turned away: %s (SIP %s)",
+                call_id,
+                line.dialled,
+                decision.reason,
+                decision.status_code,
+            )
+        body: dict[str, Any] = {
+            "action": decision.action,
+            "session_id": decision.session_id,
+            "status_code": decision.status_code,
+            "reason": decision.reason,
+            # Who holds the call's answer: the gateway says how it went under this claim.
+            "claim": request_id,
+            "again": decision.again,
+        }
+        if decision.state is not None:
+            body["session"] = session_configuration(decision.state)
+        return 200, body
+
+    _answer(request_id, gateway_id, decide)
+
+
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="phone_call_answered", **_REQUEST_POLICY)
+def phone_call_answered(
+    request_id: str, gateway_id: str, call_id: str, claim: str, outcome: str, detail: str, now: float
+) -> None:
+    """The gateway that claimed a call answered it (`accepted`, `rejected`), was refused by the
+    provider (`failed`) or could not reach it (`released`). An accepted call's sideband is then
+    opened, a failed one's session fails; each once, however often this is re-run."""
+
+    def record() -> tuple[int, dict[str, Any]]:
+        session_id = phone.answered(call_id, claim, outcome)
+        if session_id is None or outcome not in ("accepted", "failed"):
+            return 200, {"call_id": call_id, "outcome": outcome}
+        event: HostInput = (
+            CallAttached(call_id=call_id, medium="sip")
+            if outcome == "accepted"
+            else AdmissionFailed(code="provider_rejected_call", detail=detail)
+        )
+        with locked_session(session_id) as session:
+            applied = session.apply_host(event, now)
+            _publish(session, applied)
+        _after_commit(session_id, applied)
+        return 200, {"call_id": call_id, "session_id": session_id, "outcome": outcome}
+
+    _answer(request_id, gateway_id, record)
+
+
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="routes", **_REQUEST_POLICY)
+def routes(
+    request_id: str, gateway_id: str, verb: str, route: dict[str, Any] | None = None, route_id: str = ""
+) -> None:
+    """Add (or replace), list or remove the routes of this deployment."""
+    namespace = _runtime.settings.broker_namespace
+
+    def act() -> tuple[int, dict[str, Any]]:
+        if verb == "add":
+            spec = RouteSpec.model_validate(route)
+            _session_catalog(spec.session.tools)  # an unregistered tool is refused now, not per call
+            return 201, {"route": phone.add_route(namespace, spec).as_json()}
+        if verb == "remove":
+            phone.remove_route(namespace, route_id)
+            return 200, {"removed": route_id}
+        if verb == "call":
+            return 200, phone.phone_call(namespace, route_id)
+        return 200, {"routes": phone.routes(namespace), "refused": phone.refusals(namespace)}
+
+    _answer(request_id, gateway_id, act)
+
+
+def _phone_session(route: phone.Route, line: PhoneLine) -> list[HostInput]:
+    """The first inputs of a phone call's session: created as its route says, and admitting
+    (the provider's accept is the call's creation)."""
+    spec = SessionSpec.model_validate(route.spec)
+    created = SessionCreated(
+        instructions=spec.instructions,
+        limits=_limits(spec),
+        greeting=Greeting.model_validate(spec.greeting.model_dump()) if spec.greeting else None,
+        hangup_when=spec.hangup.when if spec.hangup else None,
+        phone=line,
+        **_session_catalog(spec.tools),
+    )
+    return [created, AdmissionBegun()]
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="resolve_tools", **_REQUEST_POLICY)
@@ -424,7 +551,7 @@ def _answer(request_id: str, gateway_id: str, work: Callable[[], tuple[int, dict
     for refusals and bad input (faults propagate, so Dramatiq retries them)."""
     try:
         status, body = work()
-    except SessionNotFound as exc:
+    except NotFound as exc:
         status, body = 404, {"error": {"code": exc.code, "message": str(exc)}}
     except Refusal as exc:
         status, body = 409, {"error": {"code": exc.code, "message": str(exc)}}

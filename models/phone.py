@@ -1,0 +1,363 @@
+"""Phone calls in PostgreSQL: the routes, every webhook delivery, and one row per call.
+
+A call's row is keyed by the provider's call id, so one call gets one session and one answer
+(accept or reject) however often, and however concurrently, it is announced. The answer is
+claimed by one request at a time: the request that claimed it gets the same decision again
+when it is re-run (a worker died after committing), another request waits out the claim's
+lease (the claimer may still be answering), and a claim whose gateway gave up is released.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import psycopg2.errors
+
+from models.db import database
+from models.sessions import Applied, locked_session, new_session
+from pipeline.api import RouteSpec, RouteTerms
+from pipeline.errors import PhoneCallNotFound, RouteNotFound, SessionNotFound
+from pipeline.phone import ALL_FULL, GONE_BEFORE_ANSWER, ROUTE_FULL, UNKNOWN_NUMBER, PhoneLine, route_matches
+from pipeline.state import TERMINAL_PHASES, SessionState
+
+# A claim younger than this is left to its claimer (a gateway answers within the API's reply
+# timeout); an older one, never answered, is taken over by the next delivery.
+CLAIM_LEASE_S = 15
+
+Action = Literal["accept", "reject", "answered", "busy"]
+
+
+@dataclass(frozen=True)
+class Route:
+    id: str
+    number: str
+    spec: dict[str, Any]
+    terms: RouteTerms
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "number": self.number,
+            "session": self.spec,
+            **self.terms.model_dump(mode="json"),
+        }
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the gateway that received a delivery does with the call."""
+
+    action: Action
+    session_id: str | None = None
+    status_code: int | None = None
+    reason: str | None = None
+    # The session of a call to accept, as it is now (what the accept configures).
+    state: SessionState | None = None
+    # What creating the session applied (its timers are sent once the transaction commits).
+    applied: tuple[Applied, ...] = ()
+    # The call was claimed before by a request that never said how it went: the provider may
+    # have accepted it already.
+    again: bool = False
+
+
+# ── routes ──────────────────────────────────────────────────────────────────────────────
+
+_ROUTE_COLUMNS = "id, number, spec, terms"
+
+
+def add_route(namespace: str, route: RouteSpec) -> Route:
+    """Add a route, or replace the one for the same number (the calls it answers keep theirs)."""
+    row = database.execute_sql(
+        f"INSERT INTO routes (id, namespace, number, spec, terms) VALUES (%s, %s, %s, %s::jsonb, %s::jsonb)"
+        f" ON CONFLICT (namespace, number) DO UPDATE SET spec = EXCLUDED.spec, terms = EXCLUDED.terms"
+        f" RETURNING {_ROUTE_COLUMNS}",
+        (
+            f"route_{uuid.uuid4().hex[:16]}",
+            namespace,
+            route.number,
+            route.session.model_dump_json(exclude_none=True),
+            route.terms.model_dump_json(),
+        ),
+    ).fetchone()
+    return _route(row)
+
+
+def routes(namespace: str) -> list[dict[str, Any]]:
+    """Every route of a deployment, with how many calls it answered, has live, and refused."""
+    rows = database.execute_sql(
+        f"SELECT {_ROUTE_COLUMNS} FROM routes WHERE namespace = %s ORDER BY number", (namespace,)
+    ).fetchall()
+    counts = {
+        row[0]: row[1:]
+        for row in database.execute_sql(
+            "SELECT p.route_id, count(*) FILTER (WHERE p.action = 'accept'),"
+            " count(*) FILTER (WHERE p.action = 'accept' AND s.status NOT IN ('ended', 'failed')),"
+            " count(*) FILTER (WHERE p.action = 'reject')"
+            " FROM phone_calls p LEFT JOIN sessions s ON s.id = p.session_id"
+            " WHERE p.namespace = %s GROUP BY p.route_id",
+            (namespace,),
+        ).fetchall()
+    }
+    listed = []
+    for row in rows:
+        route = _route(row)
+        answered, live, refused = counts.get(route.id, (0, 0, 0))
+        listed.append({**route.as_json(), "calls": {"answered": answered, "live": live, "refused": refused}})
+    return listed
+
+
+def refusals(namespace: str) -> dict[str, int]:
+    """Calls turned away, by why."""
+    rows = database.execute_sql(
+        "SELECT reason, count(*) FROM phone_calls WHERE namespace = %s AND action = 'reject' GROUP BY reason",
+        (namespace,),
+    ).fetchall()
+    return {str(reason): int(count) for reason, count in rows}
+
+
+def remove_route(namespace: str, route_id: str) -> None:
+    cursor = database.execute_sql(
+        "DELETE FROM routes WHERE namespace = %s AND id = %s", (namespace, route_id)
+    )
+    if not cursor.rowcount:
+        raise RouteNotFound(f"no route {route_id!r}")
+
+
+def _route(row: Any) -> Route:
+    route_id, number, spec, terms = row
+    return Route(route_id, number, spec, RouteTerms.model_validate(terms))
+
+
+def _route_for(namespace: str, dialled: str) -> Route | None:
+    """The route that answers a number: an exact number first, then the longest prefix."""
+    rows = database.execute_sql(f"SELECT {_ROUTE_COLUMNS} FROM routes WHERE namespace = %s", (namespace,))
+    candidates = [_route(row) for row in rows.fetchall() if route_matches(row[1], dialled)]
+    candidates.sort(key=lambda route: (not route.number.endswith("*"), len(route.number)), reverse=True)
+    return candidates[0] if candidates else None
+
+
+# ── calls ───────────────────────────────────────────────────────────────────────────────
+
+_CALL = (
+    "SELECT session_id, action, sip_status, reason, claimed_by,"
+    " claimed_at < now() - %s * interval '1 second', answered_at IS NOT NULL"
+    " FROM phone_calls WHERE call_id = %s FOR UPDATE"
+)
+
+_INSERT_CALL = (
+    "INSERT INTO phone_calls (call_id, namespace, session_id, route_id, number, caller, action,"
+    " sip_status, reason, claimed_by, claimed_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())"
+    " ON CONFLICT (call_id) DO NOTHING RETURNING 1"
+)
+
+
+@dataclass(frozen=True)
+class Ringing:
+    """One delivery of `realtime.call.incoming`, as the gateway received it."""
+
+    webhook_id: str
+    call_id: str
+    line: PhoneLine
+    request_id: str
+    gateway_id: str
+    namespace: str
+    # The most phone calls the deployment answers at once.
+    maximum_calls: int
+
+
+def record_delivery(webhook_id: str, call_id: str | None, event_type: str) -> None:
+    """Every delivery is recorded (a retried one counted) before anything is answered."""
+    database.execute_sql(
+        "INSERT INTO webhook_deliveries (webhook_id, call_id, event_type) VALUES (%s, %s, %s)"
+        " ON CONFLICT (webhook_id) DO UPDATE SET deliveries = webhook_deliveries.deliveries + 1,"
+        " last_at = now()",
+        (webhook_id, call_id, event_type),
+    )
+
+
+def ring(ringing: Ringing, session_for: Any, now: float) -> Decision:
+    """What to do with a call announced by this delivery: accept it (its session is created,
+    admitting), reject it (and why), or nothing — it was answered, or is being answered by
+    another request. `session_for(route, line)` builds the session's first inputs."""
+    for _ in range(3):
+        decided = _known_call(ringing)
+        if decided is not None:
+            return decided
+        route = _route_for(ringing.namespace, ringing.line.dialled)
+        refusal = _refusal(ringing, route)
+        if refusal is not None:
+            status, reason = refusal
+            if _insert_rejection(ringing, route, status, reason):
+                return Decision("reject", status_code=status, reason=reason)
+            continue  # another delivery recorded the call meanwhile: decide as it did
+        assert route is not None
+        session_id = f"sess_{uuid.uuid4().hex}"
+        terms = route.terms
+        line = ringing.line.model_copy(
+            update={
+                "route_id": route.id,
+                "transfer_targets": terms.transfer_targets,
+                "keys": terms.keys,
+                "silences": terms.silences,
+                "silence_ms": terms.silence_ms,
+            }
+        )
+        try:
+            with new_session(session_id, ringing.gateway_id, ringing.namespace) as session:
+                inserted = session.execute(
+                    _INSERT_CALL,
+                    (
+                        ringing.call_id,
+                        ringing.namespace,
+                        session_id,
+                        route.id,
+                        line.dialled[:200],
+                        line.caller[:400],
+                        "accept",
+                        None,
+                        None,
+                        ringing.request_id,
+                    ),
+                ).fetchone()
+                if inserted is None:
+                    raise _AlreadyRinging
+                applied = tuple(session.apply_host(event, now) for event in session_for(route, line))
+                state = session.state
+        except _AlreadyRinging:
+            continue
+        return Decision("accept", session_id=session_id, state=state, applied=applied)
+    return Decision("busy", reason="the call is being answered")
+
+
+def answered(call_id: str, request_id: str, outcome: str) -> str | None:
+    """The gateway answered the call as its claim said (`accepted`, `rejected`) or could not
+    (`failed`: the provider refused; `released`: it could not reach the provider, so the next
+    delivery claims the call again). Answers the session id of an accepted call, once: None when
+    this request no longer holds the claim, or the call was answered already."""
+    with database.atomic():
+        row = database.execute_sql(
+            "SELECT session_id, claimed_by, answered_at IS NOT NULL FROM phone_calls"
+            " WHERE call_id = %s FOR UPDATE",
+            (call_id,),
+        ).fetchone()
+        if row is None or row[1] != request_id or row[2]:
+            return None
+        if outcome == "released":
+            database.execute_sql("UPDATE phone_calls SET claimed_by = NULL WHERE call_id = %s", (call_id,))
+            return None
+        database.execute_sql(
+            "UPDATE phone_calls SET answered_at = now(), outcome = %s WHERE call_id = %s", (outcome, call_id)
+        )
+        return str(row[0]) if row[0] is not None else None
+
+
+def phone_call(namespace: str, call_id: str) -> dict[str, Any]:
+    """What became of a phone call: its session (if it was accepted), or why it was turned away."""
+    row = database.execute_sql(
+        "SELECT session_id, route_id, number, caller, action, sip_status, reason, outcome,"
+        " (SELECT coalesce(sum(deliveries), 0) FROM webhook_deliveries w WHERE w.call_id = p.call_id)"
+        " FROM phone_calls p WHERE namespace = %s AND call_id = %s",
+        (namespace, call_id),
+    ).fetchone()
+    if row is None:
+        raise PhoneCallNotFound(f"no phone call {call_id!r}")
+    session_id, route_id, number, caller, action, status, reason, outcome, deliveries = row
+    return {
+        "call_id": call_id,
+        "session_id": session_id,
+        "route_id": route_id,
+        "dialled": number,
+        "caller": caller,
+        "action": action,
+        "sip_status": status,
+        "reason": reason,
+        "outcome": outcome,
+        "deliveries": int(deliveries),
+    }
+
+
+class _AlreadyRinging(Exception):
+    """Another delivery created the call's row first: this session is rolled back."""
+
+
+def _known_call(ringing: Ringing) -> Decision | None:
+    """The decision for a call already recorded, or None for a call never seen."""
+    with database.atomic():
+        row = database.execute_sql(_CALL, (CLAIM_LEASE_S, ringing.call_id)).fetchone()
+        if row is None:
+            return None
+        session_id, action, status, reason, claimed_by, lease_over, was_answered = row
+        if was_answered:
+            return Decision("answered", session_id=session_id)
+        if claimed_by is not None and claimed_by != ringing.request_id and not lease_over:
+            return Decision("busy", session_id=session_id, reason="the call is being answered")
+        again = claimed_by != ringing.request_id
+        if again:
+            database.execute_sql(
+                "UPDATE phone_calls SET claimed_by = %s, claimed_at = now() WHERE call_id = %s",
+                (ringing.request_id, ringing.call_id),
+            )
+            if session_id is not None:
+                # The answer (and the sideband) move to the gateway that claimed it now.
+                database.execute_sql(
+                    "UPDATE sessions SET owning_gateway = %s WHERE id = %s", (ringing.gateway_id, session_id)
+                )
+    if action == "reject":
+        return Decision("reject", status_code=status, reason=reason)
+    return _accept_again(session_id, again=again)
+
+
+def _accept_again(session_id: str, *, again: bool) -> Decision:
+    """The claim is this request's (again): accept with the session as it is, unless it ended
+    meanwhile (its admission timed out), when the caller is turned away."""
+    try:
+        with locked_session(session_id) as session:
+            state: SessionState = session.state
+    except SessionNotFound:
+        return Decision("reject", status_code=GONE_BEFORE_ANSWER, reason="session_gone")
+    if state.phase in TERMINAL_PHASES:
+        return Decision(
+            "reject", session_id=session_id, status_code=GONE_BEFORE_ANSWER, reason="session_over"
+        )
+    return Decision("accept", session_id=session_id, state=state, again=again)
+
+
+def _refusal(ringing: Ringing, route: Route | None) -> tuple[int, str] | None:
+    if route is None:
+        return UNKNOWN_NUMBER, "unknown_number"
+    live = database.execute_sql(
+        "SELECT count(*) FILTER (WHERE p.route_id = %s), count(*) FROM phone_calls p"
+        " JOIN sessions s ON s.id = p.session_id"
+        " WHERE p.namespace = %s AND p.action = 'accept' AND s.status NOT IN ('ended', 'failed')",
+        (route.id, ringing.namespace),
+    ).fetchone()
+    on_route, everywhere = int(live[0]), int(live[1])
+    if everywhere >= ringing.maximum_calls:
+        return ALL_FULL, "all_lines_busy"
+    if route.terms.max_calls is not None and on_route >= route.terms.max_calls:
+        return ROUTE_FULL, "route_busy"
+    return None
+
+
+def _insert_rejection(ringing: Ringing, route: Route | None, status: int, reason: str) -> bool:
+    try:
+        row = database.execute_sql(
+            _INSERT_CALL,
+            (
+                ringing.call_id,
+                ringing.namespace,
+                None,
+                route.id if route is not None else None,
+                ringing.line.dialled[:200],
+                ringing.line.caller[:400],
+                "reject",
+                status,
+                reason,
+                ringing.request_id,
+            ),
+        ).fetchone()
+    except psycopg2.errors.UniqueViolation:
+        return False
+    return row is not None
