@@ -75,6 +75,8 @@ def summary(latency: dict[str, Any], capacity: dict[str, Any]) -> dict[str, Any]
         met = None if value is None else (value >= target if name == "held_calls" else value <= target)
         rows[name] = {"target": target, "measured": value, "met": met}
     rows["lost_events"] = {"target": 0, "measured": lost, "met": lost == 0}
+    # A phone call's admission (webhook → accept), measured by the latency bench.
+    rows.update(latency.get("admission_targets") or {})
     return rows
 
 

@@ -9,6 +9,9 @@ wake-up consumer and, in the same run, with Dramatiq's stock polling consumer.
 Beside it, with the wake-up consumer, a verb's path: an API request (`hold`, `unhold`) sent →
 the control it causes arriving at the simulator, idle and while the N calls run, with a
 `GET /healthz` round trip measured alongside as the one HTTP hop a verb has and an event has not.
+
+And a phone call's admission: the provider's `realtime.call.incoming` webhook sent → the
+gateway's `accept` arriving back, both on the simulator's clock, idle and while the N calls run.
 """
 
 from __future__ import annotations
@@ -45,6 +48,19 @@ LOAD_VERB_CALLS = 5
 LOAD_VERB_GAP_S = 0.5
 # Long enough to outlast any run; the bench ends these calls itself.
 LISTENING_HANGUP_MS = 600_000
+ADMISSION_NUMBER = "+18005550199"
+ADMISSION_IDLE_CALLS = 40
+# After a phone call's caller hangs up, before the next rings: time for the session's end (the
+# gateway's and a worker's part) to be over, so each idle admission has the stack to itself.
+ADMISSION_IDLE_SETTLE_S = 0.15
+ADMISSION_LOAD_CALLS = 40
+ADMISSION_LOAD_GAP_S = 0.25
+# The caller hangs up this long after the sideband attaches: long enough for the session's set-up
+# to be done, short enough that the phone calls add little beside what is measured.
+ADMISSION_HANGUP_MS = 100
+ADMISSION_CALL_TIMEOUT_S = 15.0
+# The targets the SIP issue set for admission (idle): the caller hears ringing meanwhile.
+ADMISSION_TARGETS = {"admission_idle_p50_ms": 20.0, "admission_idle_p99_ms": 60.0}
 
 
 def idle_script(turns: int) -> dict[str, Any]:
@@ -111,9 +127,11 @@ def measure(
     tools: tuple[str, ...] = (),
     latencies: Callable[[dict[str, Any], dict[str, Any]], list[float]] | None = None,
     first_ended: threading.Event | None = None,
+    connected: threading.Semaphore | None = None,
 ) -> list[float]:
     """Run `calls` concurrent scripted calls and return every turn's latency (by default the
-    transcript → response.create latency). `first_ended` is set when the first call ends."""
+    transcript → response.create latency). `first_ended` is set when the first call ends;
+    `connected` is released once per call as it connects (the call has taken up the script)."""
     _put_script(stack, script)
     client = Client(stack.api_url, stack.api_token)
 
@@ -123,6 +141,8 @@ def measure(
             "You are a benchmark agent. Answer in one sentence.", tools=list(tools)
         )
         call_id = client.connect(session["id"])["call_id"]
+        if connected is not None:
+            connected.release()
         # Wait on the simulator, not the API: polling the API from every call would load the
         # workers being measured.
         deadline = time.monotonic() + CALL_TIMEOUT_S
@@ -356,11 +376,14 @@ def measure_idle_verbs(stack: Stack, verbs: int) -> dict[str, Any]:
 
 
 def measure_load_with_verbs(stack: Stack, load_calls: int) -> dict[str, Any]:
-    """The loaded event → control run, with verbs issued on listening calls of their own while
-    every talking call is up: from the end of the talking calls' ramp to the first one's end."""
+    """The loaded event → control run, with verbs issued on listening calls of their own and
+    phone calls rung, while every talking call is up: from the end of the talking calls' ramp
+    (for the phone calls, from every talking call connected) to the first one's end."""
     client = Client(stack.api_url, stack.api_token)
+    add_admission_route(client)
     calls = open_listening_calls(stack, client, LOAD_VERB_CALLS)
     first_ended = threading.Event()
+    connected = threading.Semaphore(0)
 
     def verbs_on(index: int, session_id: str) -> VerbRun:
         # Spread the calls' verbs over the gap, rather than five at once every half second.
@@ -368,20 +391,129 @@ def measure_load_with_verbs(stack: Stack, load_calls: int) -> dict[str, Any]:
             return VerbRun()
         return issue_verbs(client, session_id, gap_s=LOAD_VERB_GAP_S, done=lambda _: first_ended.is_set())
 
-    with ThreadPoolExecutor(max_workers=LOAD_VERB_CALLS) as pool:
+    with ThreadPoolExecutor(max_workers=LOAD_VERB_CALLS + 1) as pool:
         pending = [pool.submit(verbs_on, index, session_id) for index, (session_id, _) in enumerate(calls)]
+        ringing = pool.submit(ring_while_talking, stack, load_calls, connected, first_ended)
         try:
-            events = measure(stack, load_script(LOAD_TURNS), load_calls, first_ended=first_ended)
+            events = measure(
+                stack, load_script(LOAD_TURNS), load_calls, first_ended=first_ended, connected=connected
+            )
         finally:
             first_ended.set()
         runs = [future.result() for future in pending]
+        phone_calls = ringing.result()
     logs = close_listening_calls(stack, client, calls)
     verb_load, hop_load = verb_figures(runs, logs)
     return {
         "load": {"calls": load_calls, **percentiles(events)},
         "verb_load": {"calls": load_calls, "verb_calls": LOAD_VERB_CALLS, **verb_load},
         "http_hop_load": hop_load,
+        "admission_load": {"calls": load_calls, **admission_figures(stack, phone_calls)},
     }
+
+
+def phone_script() -> dict[str, Any]:
+    """A phone caller who hangs up soon after the call is answered: a call that costs little
+    beyond its admission."""
+    return {
+        "name": "bench-phone",
+        "caller": [{"hangup": True, "after_ms": ADMISSION_HANGUP_MS}],
+        "model": [],
+    }
+
+
+def add_admission_route(client: Client) -> None:
+    """The route the bench's phone calls ring (adding it again replaces it)."""
+    client.add_route(
+        ADMISSION_NUMBER,
+        {"instructions": "You are a benchmark agent. Answer in one sentence."},
+        # Never the reason a bench call is turned away, even were none of them to end.
+        max_calls=max(ADMISSION_IDLE_CALLS, ADMISSION_LOAD_CALLS),
+    )
+
+
+def admission_ms(call: dict[str, Any]) -> float | None:
+    """The webhook's first delivery sent → the first accept arriving, from one simulator call
+    log (both `time.time()` in the simulator); None when the call was never accepted."""
+    if not call["deliveries"] or not call["accepts"]:
+        return None
+    first_sent = min(delivery["sent_at"] for delivery in call["deliveries"])
+    return float((call["accepts"][0] - first_sent) * 1000)
+
+
+def was_redelivered(call: dict[str, Any]) -> bool:
+    """Whether the first delivery was not answered 2xx (its admission includes a retry)."""
+    first = min(call["deliveries"], key=lambda delivery: delivery["sent_at"])
+    return not 200 <= first["status"] < 300
+
+
+def measure_idle_admission(stack: Stack, calls: int) -> dict[str, Any]:
+    """`calls` phone calls rung one at a time, each once the one before has hung up and its end
+    has settled, with nothing else running."""
+    client = Client(stack.api_url, stack.api_token)
+    add_admission_route(client)
+    _put_script(stack, phone_script())
+    call_ids = []
+    for _ in range(calls):
+        call_id = ring(stack, ADMISSION_NUMBER)
+        # No status polls before the caller can have hung up: the admission has the simulator
+        # to itself.
+        time.sleep(ADMISSION_HANGUP_MS / 1000)
+        wait_for_call_end(stack, call_id)
+        call_ids.append(call_id)
+        time.sleep(ADMISSION_IDLE_SETTLE_S)
+    return {"admission_idle": admission_figures(stack, call_ids)}
+
+
+def ring_while_talking(
+    stack: Stack, talking_calls: int, connected: threading.Semaphore, first_ended: threading.Event
+) -> list[str]:
+    """Once every talking call has connected, phone calls rung one every ADMISSION_LOAD_GAP_S
+    until ADMISSION_LOAD_CALLS have rung or the first talking call ends: their call ids."""
+    waiting = talking_calls
+    while waiting:
+        if first_ended.is_set():
+            return []
+        if connected.acquire(timeout=0.1):
+            waiting -= 1
+    # The simulator's script is for the calls created from now on: every talking call has
+    # taken up the load script already, so only the phone calls get this one.
+    _put_script(stack, phone_script())
+    call_ids: list[str] = []
+    for index in range(ADMISSION_LOAD_CALLS):
+        if index and first_ended.wait(ADMISSION_LOAD_GAP_S):
+            break
+        try:
+            call_ids.append(ring(stack, ADMISSION_NUMBER))
+        except OSError as error:
+            print(f"bench: a phone call could not ring: {error}", file=sys.stderr)
+            break
+    return call_ids
+
+
+def admission_figures(stack: Stack, call_ids: list[str]) -> dict[str, Any]:
+    """The phone calls' admission latency figures, once each call has ended, with how many were
+    never accepted and how many were accepted only on a redelivery of the webhook."""
+    latencies: list[float] = []
+    unanswered = redelivered = 0
+    for call_id in call_ids:
+        wait_for_call_end(stack, call_id)
+        log = _call_log(stack, call_id)
+        latency = admission_ms(log)
+        if latency is None:
+            unanswered += 1
+            print(f"bench: phone call {call_id} was never accepted: {log['deliveries']}", file=sys.stderr)
+            continue
+        latencies.append(latency)
+        redelivered += was_redelivered(log)
+    return {**percentiles(latencies), "unanswered": unanswered, "redelivered": redelivered}
+
+
+def wait_for_call_end(stack: Stack, call_id: str) -> None:
+    """Until the simulator says the call ended (the caller hung up, or it was turned away)."""
+    deadline = time.monotonic() + ADMISSION_CALL_TIMEOUT_S
+    while _call_status(stack, call_id) != "ended" and time.monotonic() < deadline:
+        time.sleep(0.025)
 
 
 FLOOR_SAMPLES = 500
@@ -450,7 +582,8 @@ def latency_figures(
     database_url: str, redis_url: str, *, load_calls: int, log: Callable[[str], None]
 ) -> dict[str, Any]:
     """Idle and loaded event → control latency with Switchboard's consumer and the stock one,
-    tool turnaround, the peer, and the floor, all measured in this run."""
+    verb → control and phone-call admission beside it, tool turnaround, the peer, and the floor,
+    all measured in this run."""
     from models.db import connect
     from models.migrate import migrate
 
@@ -468,11 +601,14 @@ def latency_figures(
             stack.start(workers=1)
             figures[f"{prefix}idle"] = percentiles(measure(stack, idle_script(IDLE_TURNS), 1))
             if consumer == "wake":
+                log(f"admission: idle, {ADMISSION_IDLE_CALLS} phone calls rung one at a time")
+                figures.update(measure_idle_admission(stack, ADMISSION_IDLE_CALLS))
                 log(f"verb → control: idle, {IDLE_VERBS} verbs (hold, unhold, …) on one listening call")
                 figures.update(measure_idle_verbs(stack, IDLE_VERBS))
                 log(
                     f"{consumer} consumer: load, {load_calls} concurrent calls of {LOAD_TURNS} turns, "
-                    f"and verbs on {LOAD_VERB_CALLS} listening calls beside them"
+                    f"verbs on {LOAD_VERB_CALLS} listening calls beside them, and up to "
+                    f"{ADMISSION_LOAD_CALLS} phone calls rung one every {ADMISSION_LOAD_GAP_S} s"
                 )
                 figures.update(measure_load_with_verbs(stack, load_calls))
             else:
@@ -501,6 +637,7 @@ def latency_figures(
                 figures["tool_load"] = {"calls": load_calls, **percentiles(loaded_tools)}
     figures["ratios"] = ratios(figures)
     figures["verb_margin"] = verb_margins(figures)
+    figures["admission_targets"] = admission_targets(figures)
     return figures
 
 
@@ -526,7 +663,23 @@ def ratios(figures: dict[str, Any]) -> dict[str, float]:
             out[f"verb_vs_event_{scenario}"] = round(verb / event, 2)
     if figures.get("tool_vs_peer_p50"):
         out["tool_vs_peer"] = figures["tool_vs_peer_p50"]
+    admission_idle = (figures.get("admission_idle") or {}).get("p50_ms")
+    admission_load = (figures.get("admission_load") or {}).get("p50_ms")
+    if admission_idle and admission_load:
+        out["admission_load_vs_idle"] = round(admission_load / admission_idle, 2)
     return out
+
+
+def admission_targets(figures: dict[str, Any]) -> dict[str, Any]:
+    """Each admission target beside what this run measured, as `bench.everything` sets its
+    targets beside a run: {target, measured, met}, met None when not measured."""
+    idle = figures.get("admission_idle") or {}
+    measured = {"admission_idle_p50_ms": idle.get("p50_ms"), "admission_idle_p99_ms": idle.get("p99_ms")}
+    rows: dict[str, Any] = {}
+    for name, target in ADMISSION_TARGETS.items():
+        value = measured[name]
+        rows[name] = {"target": target, "measured": value, "met": None if value is None else value <= target}
+    return rows
 
 
 def verb_margins(figures: dict[str, Any]) -> dict[str, Any]:
@@ -601,6 +754,7 @@ def render(figures: dict[str, Any]) -> str:
             f"{ratio['idle_vs_floor']}×"
         )
     lines += _render_verbs(figures)
+    lines += _render_admission(figures)
     floor = figures.get("floor")
     if floor:
         lines += ["", "floor, measured in the same run (ms):"]
@@ -666,9 +820,45 @@ def _render_verbs(figures: dict[str, Any]) -> list[str]:
         )
         if "session_read_p50_ms" in margin:
             lines.append(
-                f"  (the gateway reads the session through a worker before it numbers a verb: "
-                f"a session read over HTTP is {margin['session_read_p50_ms']} ms)"
+                f"  (a session read over HTTP, through a worker, is {margin['session_read_p50_ms']} ms: "
+                f"the read a verb skips when this gateway holds its call)"
             )
+    return lines
+
+
+def _render_admission(figures: dict[str, Any]) -> list[str]:
+    """The admission section: idle and under load, and the targets beside them."""
+    if not figures.get("admission_idle") and not figures.get("admission_load"):
+        return []
+    lines = [
+        "",
+        "admission latency (ms): the call's webhook sent → the accept arriving at the provider",
+        "(both on the simulator's clock: the webhook's own HTTP hop is in the figure)",
+        "",
+        _HEADER,
+    ]
+    names = {"admission_idle": "admission, idle", "admission_load": "admission, {calls} calls talking"}
+    for key, name in names.items():
+        row = figures.get(key)
+        if row:
+            lines.append(_row(name.format(calls=row.get("calls")), row))
+    unanswered = sum((figures.get(key) or {}).get("unanswered", 0) for key in names)
+    redelivered = sum((figures.get(key) or {}).get("redelivered", 0) for key in names)
+    if unanswered or redelivered:
+        lines.append(
+            f"phone calls never accepted: {unanswered}; accepted only on a redelivery "
+            f"(their figure includes the retry): {redelivered}"
+        )
+    ratio = (figures.get("ratios") or {}).get("admission_load_vs_idle")
+    if ratio:
+        lines.append(f"admission under load ÷ idle (p50): {ratio}×")
+    targets = figures.get("admission_targets") or {}
+    if targets:
+        lines.append("admission targets (this run):")
+    for name, row in targets.items():
+        verdict = {True: "met", False: "missed", None: "not measured"}[row["met"]]
+        label = name.replace("_", " ")
+        lines.append(f"  {label:22} target {row['target']:>7}  measured {row['measured']!s:>8}  {verdict}")
     return lines
 
 
@@ -686,6 +876,25 @@ def _call_status(stack: Stack, call_id: str) -> str:
 
 def _base(stack: Stack) -> str:
     return stack.simulator_url.removesuffix("/v1")
+
+
+def ring(stack: Stack, number: str) -> str:
+    """A phone call to `number` rings at the simulator, its webhook for the stack's gateway:
+    the simulator's call id."""
+    return ring_at(_base(stack), number, webhook_url=stack.webhook_url, secret=stack.webhook_secret)
+
+
+def ring_at(base: str, number: str, *, webhook_url: str, secret: str) -> str:
+    """Ring a phone call at the simulator's control API at `base`; answers its call id."""
+    body = {"to": number, "webhook_url": webhook_url, "secret": secret}
+    request = urllib.request.Request(
+        f"{base}/_sim/sip/calls",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return str(json.loads(response.read())["call_id"])
 
 
 def put_script_at(base: str, script: dict[str, Any]) -> None:

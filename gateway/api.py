@@ -12,7 +12,6 @@ with what came back.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import re
@@ -29,6 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from gateway.keys import KeyRing
 from gateway.live import CLOSE_SESSION_ENDED, CLOSE_UNKNOWN_SESSION
 from gateway.phone import WebhookRefused
 from gateway.provider import ProviderCallError
@@ -55,6 +55,7 @@ from pipeline.limits import (
     MAXIMUM_REQUEST_JSON_DEPTH,
     TYPED_MESSAGES_PER_MINUTE,
 )
+from pipeline.roles import Identity, Permission, Role, permission_for
 from pipeline.state import LIVE_PHASES, TERMINAL_PHASES
 from pipeline.wire import (
     AgentReplyRequested,
@@ -137,17 +138,17 @@ def build_api(gateway: Gateway) -> Starlette:
     return Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS)
 
 
-def authenticated(app: ASGIApp, api_token: str) -> ASGIApp:
-    """Every HTTP request but the health check and the provider's webhooks carries the API
-    token (checked before routing, so an unauthenticated client learns nothing of the routes).
-    The live stream checks its own credentials: it also takes a live token."""
-    expected = api_token.encode()
+def authenticated(app: ASGIApp, keyring: KeyRing) -> ASGIApp:
+    """Every HTTP request but the health check and the provider's webhooks carries a bearer
+    token: the deployment's API token or an API key (401 otherwise), whose role must allow the
+    route (403 otherwise). Checked before routing, so an unauthenticated client learns nothing
+    of the routes; the identity rides on the request (`scope["identity"]`). The live stream
+    checks its own credentials: it also takes a live token."""
 
     async def guard(scope: Scope, receive: Receive, send: Send) -> None:
-        # The provider's webhooks carry its signature instead, checked by their route.
         if scope["type"] == "http" and scope["path"] not in ("/healthz", WEBHOOK_PATH):
-            header = _header(scope, b"authorization")
-            if not bearer_matches(header, expected):
+            identity = await keyring.identify(_header(scope, b"authorization"))
+            if identity is None:
                 response = error_response(
                     401,
                     "unauthorized",
@@ -156,17 +157,15 @@ def authenticated(app: ASGIApp, api_token: str) -> ASGIApp:
                 )
                 await response(scope, receive, send)
                 return
+            needed = permission_for(scope["method"], scope["path"])
+            if not identity.may(needed):
+                message = f"a {identity.role} key may not {needed} (this route needs it)"
+                await error_response(403, "forbidden", message)(scope, receive, send)
+                return
+            scope["identity"] = identity
         await app(scope, receive, send)
 
     return guard
-
-
-def bearer_matches(header: bytes, expected: bytes) -> bool:
-    """Whether an Authorization header carries exactly the expected bearer token. Compared as
-    bytes in constant time: a header may hold any byte, and `hmac.compare_digest` refuses a
-    str with non-ASCII characters (it raised, and every route answered 500)."""
-    scheme, _, token = header.partition(b" ")
-    return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), expected)
 
 
 def _header(scope: Scope, name: bytes) -> bytes:
@@ -351,10 +350,11 @@ class _Api:
         """A supervisor's verb: say, whisper, take_over, release, end or transfer."""
         try:
             command = SupervisorCommand.model_validate(await _json_body(request))
+            by = _supervisor(request, command)
         except (ValidationError, BadInput) as error:
             return _invalid(error)
         event = SupervisorRequested.model_validate(
-            {**command.model_dump(mode="json"), "playback": self._playback(session_id)}
+            {"by": by, "verb": command.verb.model_dump(mode="json"), "playback": self._playback(session_id)}
         )
         return await self._in_order(session_id, event, API_REPLY_TIMEOUT_MS, _queued(session_id))
 
@@ -462,7 +462,7 @@ class _Api:
         the Authorization header) or by a live token for this session (`?token=`); an unknown
         session is closed with 4404, an ended one with 4410."""
         session_id = websocket.path_params["session_id"]
-        if not self._may_listen(websocket, session_id):
+        if not await self._may_listen(websocket, session_id):
             await websocket.send_denial_response(
                 error_response(
                     401,
@@ -489,10 +489,12 @@ class _Api:
             return
         await self.gateway.listen(session_id, websocket)
 
-    def _may_listen(self, websocket: WebSocket, session_id: str) -> bool:
+    async def _may_listen(self, websocket: WebSocket, session_id: str) -> bool:
         header = _header(websocket.scope, b"authorization")
-        if header and bearer_matches(header, self.gateway.settings.api_token.encode()):
-            return True
+        if header:
+            identity = await self.gateway.keyring.identify(header)
+            if identity is not None and identity.may(Permission.READ):
+                return True
         token = websocket.query_params.get("token", "")
         return live_tokens.session_of(self._live_secret, token, time.time()) == session_id
 
@@ -578,6 +580,17 @@ class _Api:
         return record, refusal
 
 
+def _supervisor(request: Request, command: SupervisorCommand) -> dict[str, str]:
+    """Who uses a supervisor's verb: a supervisor's key says who (its id and name; a `by` in the
+    body is not trusted over it); the deployment's token or an admin key names them in `by`."""
+    identity: Identity | None = request.scope.get("identity")
+    if identity is not None and identity.role is Role.SUPERVISOR:
+        return {"id": identity.key_id, "name": identity.name}
+    if command.by is None:
+        raise MalformedRequest("by: who acts is required ({id, name}) unless a supervisor's key is used")
+    return command.by.model_dump(mode="json")
+
+
 def _queued(session_id: str) -> dict[str, Any]:
     return {"session_id": session_id, "status": "queued"}
 
@@ -616,4 +629,4 @@ async def _sdp_offer(request: Request) -> str:
     return ConnectRequest.model_validate(_parse_json(body)).sdp
 
 
-__all__ = ["authenticated", "bearer_matches", "build_api", "error_body"]
+__all__ = ["authenticated", "build_api", "error_body"]

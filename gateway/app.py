@@ -23,6 +23,7 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from gateway.api import authenticated, build_api
+from gateway.keys import KeyRing
 from gateway.live import LiveHub
 from gateway.liveness import Heartbeat
 from gateway.phone import PhoneDoor, answer_call
@@ -36,6 +37,7 @@ from pipeline.config import Settings
 from pipeline.envelope import CloseCall, OpenSideband, OutboundBatch, Reply, SendControl, TransferCall
 from pipeline.errors import BadInput, ProviderUnavailable
 from pipeline.names import control_queue
+from pipeline.phone import MAXIMUM_SIP_HEADERS, kept_headers
 from pipeline.state import TERMINAL_PHASES
 from pipeline.wire import (
     FrameKind,
@@ -101,6 +103,7 @@ class Gateway:
         self._log_pokes: dict[str, asyncio.Event] = {}
         self._log_reads: dict[str, asyncio.Lock] = {}
         self.phone_door = PhoneDoor(settings.webhook_secret)
+        self.keyring = KeyRing(settings.api_token, self.rpc)
         self.heartbeat = Heartbeat(redis_url, settings.broker_namespace, self.gateway_id, self._on_dead_peer)
         self.http_port = 0
 
@@ -108,7 +111,7 @@ class Gateway:
 
     async def start(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
-        app = authenticated(build_api(self), self.settings.api_token)
+        app = authenticated(build_api(self), self.keyring)
         self._http = await start_server(
             app, self.settings.gateway_host, self.settings.gateway_port, self._http_limits
         )
@@ -369,8 +372,10 @@ class Gateway:
     # ── phone calls ────────────────────────────────────────────────────────────────────
 
     async def answer_phone_call(self, webhook_id: str, call_id: str, sip_headers: list[Any]) -> Response:
-        headers = [{"name": header.name, "value": header.value} for header in sip_headers]
-        return await answer_call(self, webhook_id, call_id, headers)
+        # Untrusted and unbounded as sent: bounded before they travel or are stored.
+        raw = [{"name": header.name, "value": header.value} for header in sip_headers[:MAXIMUM_SIP_HEADERS]]
+        headers = [{"name": name, "value": value} for name, value in kept_headers(raw)]
+        return await answer_call(self, webhook_id[:200], call_id, headers)
 
     def count_refused_webhook(self, code: str) -> None:
         """A delivery refused before anything was recorded (counted, not an incident: anyone

@@ -37,6 +37,8 @@ SIGNATURE_TOLERANCE_S = 300
 # call was answered at the provider: its delivery is not answered 5xx, or it would be again).
 RECORD_RETRY_S = 1.0
 RECORD_ATTEMPTS = 30
+# A provider call id is short and opaque; the door stores at most this much of one.
+MAXIMUM_CALL_ID_CHARS = 200
 
 
 class WebhookRefused(Exception):
@@ -78,7 +80,10 @@ class PhoneDoor:
         try:
             event = _Event.model_validate_json(body)
             if event.type == "realtime.call.incoming":
-                return RealtimeCallIncomingWebhookEvent.model_validate(json.loads(body), strict=False)
+                call = RealtimeCallIncomingWebhookEvent.model_validate(json.loads(body), strict=False)
+                if not 0 < len(call.data.call_id) <= MAXIMUM_CALL_ID_CHARS:
+                    raise ValueError(f"a call id is 1 to {MAXIMUM_CALL_ID_CHARS} characters")
+                return call
         except (ValidationError, ValueError) as error:
             raise WebhookRefused("malformed_webhook", f"not a webhook event: {error}"[:500]) from None
         return event

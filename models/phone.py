@@ -16,7 +16,7 @@ from typing import Any, Literal
 import psycopg2.errors
 
 from models.db import database
-from models.sessions import Applied, locked_session, new_session
+from models.sessions import Applied, LockedSession, locked_session, new_session
 from pipeline.api import RouteSpec, RouteTerms
 from pipeline.errors import PhoneCallNotFound, RouteNotFound, SessionNotFound
 from pipeline.phone import ALL_FULL, GONE_BEFORE_ANSWER, ROUTE_FULL, UNKNOWN_NUMBER, PhoneLine, route_matches
@@ -231,26 +231,39 @@ def ring(ringing: Ringing, session_for: Any, now: float) -> Decision:
     return Decision("busy", reason="the call is being answered")
 
 
-def answered(call_id: str, request_id: str, outcome: str) -> str | None:
-    """The gateway answered the call as its claim said (`accepted`, `rejected`) or could not
-    (`failed`: the provider refused; `released`: it could not reach the provider, so the next
-    delivery claims the call again). Answers the session id of an accepted call, once: None when
-    this request no longer holds the claim, or the call was answered already."""
-    with database.atomic():
-        row = database.execute_sql(
-            "SELECT session_id, claimed_by, answered_at IS NOT NULL FROM phone_calls"
-            " WHERE call_id = %s FOR UPDATE",
-            (call_id,),
-        ).fetchone()
-        if row is None or row[1] != request_id or row[2]:
-            return None
-        if outcome == "released":
-            database.execute_sql("UPDATE phone_calls SET claimed_by = NULL WHERE call_id = %s", (call_id,))
-            return None
+def claimed_session(call_id: str, request_id: str) -> str | None:
+    """The session of a call this request still holds the unanswered claim of (None otherwise)."""
+    row = database.execute_sql(
+        "SELECT session_id FROM phone_calls WHERE call_id = %s AND claimed_by = %s AND answered_at IS NULL",
+        (call_id, request_id),
+    ).fetchone()
+    return str(row[0]) if row is not None and row[0] is not None else None
+
+
+_ANSWER = (
+    "UPDATE phone_calls SET answered_at = now(), outcome = %s"
+    " WHERE call_id = %s AND claimed_by = %s AND answered_at IS NULL RETURNING 1"
+)
+
+
+def mark_answered(session: LockedSession, call_id: str, request_id: str, outcome: str) -> bool:
+    """In the session's own transaction: the call was answered under this claim. The session's
+    next input (the sideband attached, or the admission failed) commits with it, so a worker
+    killed between them cannot leave a call answered at the provider with no sideband."""
+    return session.execute(_ANSWER, (outcome, call_id, request_id)).fetchone() is not None
+
+
+def answered_without_session(call_id: str, request_id: str, outcome: str) -> None:
+    """A rejected call (it has no session) was answered, or the claim was let go (`released`:
+    the provider could not be reached; the next delivery claims the call again)."""
+    if outcome == "released":
         database.execute_sql(
-            "UPDATE phone_calls SET answered_at = now(), outcome = %s WHERE call_id = %s", (outcome, call_id)
+            "UPDATE phone_calls SET claimed_by = NULL"
+            " WHERE call_id = %s AND claimed_by = %s AND answered_at IS NULL",
+            (call_id, request_id),
         )
-        return str(row[0]) if row[0] is not None else None
+        return
+    database.execute_sql(_ANSWER, (outcome, call_id, request_id))
 
 
 def phone_call(namespace: str, call_id: str) -> dict[str, Any]:
@@ -299,11 +312,13 @@ def _known_call(ringing: Ringing) -> Decision | None:
                 "UPDATE phone_calls SET claimed_by = %s, claimed_at = now() WHERE call_id = %s",
                 (ringing.request_id, ringing.call_id),
             )
-            if session_id is not None:
-                # The answer (and the sideband) move to the gateway that claimed it now.
-                database.execute_sql(
-                    "UPDATE sessions SET owning_gateway = %s WHERE id = %s", (ringing.gateway_id, session_id)
-                )
+    if again and session_id is not None:
+        # The answer (and the sideband) move to the gateway that claimed it now. Not in the
+        # claim's transaction: that would lock the call's row, then the session's, while the
+        # answer's record locks them the other way round.
+        database.execute_sql(
+            "UPDATE sessions SET owning_gateway = %s WHERE id = %s", (ringing.gateway_id, session_id)
+        )
     if action == "reject":
         return Decision("reject", status_code=status, reason=reason)
     return _accept_again(session_id, again=again)

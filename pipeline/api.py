@@ -281,7 +281,8 @@ class SupervisorCommand(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    by: PersonSpec
+    # Who acts; a supervisor's key names them instead.
+    by: PersonSpec | None = None
     verb: Annotated[
         SaySpec | WhisperSpec | TakeOverSpec | ReleaseSpec | EndSpec | TransferSpec,
         Field(discriminator="type"),

@@ -5,7 +5,8 @@ SwitchboardError
 │   ├── NotFound             what it names does not exist (404)
 │   │   ├── SessionNotFound
 │   │   ├── RouteNotFound
-│   │   └── PhoneCallNotFound
+│   │   ├── PhoneCallNotFound
+│   │   └── KeyNotFound
 │   ├── SessionExists
 │   ├── SessionEnded
 │   ├── AdmissionRefused
@@ -55,6 +56,10 @@ class RouteNotFound(NotFound):
 
 class PhoneCallNotFound(NotFound):
     code = "call_not_found"
+
+
+class KeyNotFound(NotFound):
+    code = "key_not_found"
 
 
 class SessionExists(Refusal):

@@ -115,6 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     routes.add_argument("--key", action="append", default=[], help="add: KEY=attention|end (repeatable)")
     routes.add_argument("--silences", type=int, help="add: idle timeouts before the agent hangs up")
     routes.add_argument("--api", help="the gateway's API (default: from the settings)")
+    keys = commands.add_parser("keys", help="API keys with roles: add (the key is shown once), list, revoke")
+    keys.add_argument("action", choices=["add", "list", "revoke"])
+    keys.add_argument("target", nargs="?", help="add: the key's name (a person, an app); revoke: the key id")
+    keys.add_argument(
+        "--role", choices=["app", "supervisor", "viewer", "admin"], help="add: what the key may do"
+    )
     dlq = commands.add_parser("dlq", help="dead letters: list, show, replay or purge them")
     dlq.add_argument("action", choices=["list", "show", "replay", "purge"])
     dlq.add_argument("ids", nargs="*", help="message ids (a unique prefix is enough)")
@@ -173,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_latency_bench(settings, as_json=arguments.json, load_calls=arguments.calls)
     if arguments.command == "routes":
         return _routes(settings, arguments)
+    if arguments.command == "keys":
+        return _keys(settings, arguments)
     if arguments.command == "dlq":
         from switchboard.dlq import run_dlq
 
@@ -292,6 +300,42 @@ def _act_on_session(settings: Settings, arguments: argparse.Namespace) -> int:
     return 0 if succeeded else 1
 
 
+def _keys(settings: Settings, arguments: argparse.Namespace) -> int:
+    """API keys, in the deployment's database (the first admin key needs no key to make)."""
+    from models import keys
+    from models.db import connect
+    from pipeline.errors import KeyNotFound
+    from pipeline.roles import Role
+
+    services = _services(settings, quiet=True)
+    connect(services.database_url)
+    _migrate(services)
+    namespace = settings.broker_namespace
+    try:
+        if arguments.action == "list":
+            print(json.dumps(keys.keys(namespace), indent=2))
+            return 0
+        if not arguments.target or (arguments.action == "add" and not arguments.role):
+            print(
+                f"switchboard: keys {arguments.action} needs a name and --role (add) or a key id (revoke)",
+                file=sys.stderr,
+            )
+            return 2
+        if arguments.action == "revoke":
+            keys.revoke_key(namespace, arguments.target)
+            print(json.dumps({"revoked": arguments.target}))
+            return 0
+        made = keys.add_key(namespace, arguments.target, Role(arguments.role))
+    except KeyNotFound as error:
+        print(f"switchboard: {error}", file=sys.stderr)
+        return 1
+    finally:
+        services.stop()
+    print(json.dumps(made, indent=2))
+    print("the key is shown this once: keep it now", file=sys.stderr)
+    return 0
+
+
 def _routes(settings: Settings, arguments: argparse.Namespace) -> int:
     """Add, list or remove routes through a gateway's API; exit 1 on a refusal."""
     from switchboard.client import ApiError, Client
@@ -396,9 +440,18 @@ def run_worker(settings: Settings, threads: int | None, queues: set[str] | None 
 def run_gateway(settings: Settings, port: int | None) -> int:
     from gateway.app import Gateway
     from gateway.provider import provider_from
+    from pipeline.roles import DEVELOPMENT_TOKEN, is_loopback
     from switchboard.observability import init_sentry
     from workers.broker import make_broker
 
+    if settings.api_token == DEVELOPMENT_TOKEN and not is_loopback(settings.gateway_host):
+        # Anyone who can reach the address would hold the deployment's admin token.
+        print(
+            f"switchboard: refusing to listen on {settings.gateway_host} with the development API token;"
+            " set SWITCHBOARD_API_TOKEN (and make keys: switchboard keys add)",
+            file=sys.stderr,
+        )
+        return 2
     services = _services(settings)
     init_sentry(settings, "gateway")
     overrides: dict[str, Any] = {}

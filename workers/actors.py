@@ -18,6 +18,7 @@ import sentry_sdk
 from pydantic import ValidationError
 
 from models import incidents, phone, timers, tool_steps
+from models import keys as api_keys
 from models.records import call_log, session_record
 from models.sessions import (
     Applied,
@@ -33,6 +34,7 @@ from pipeline.catalog import ToolCatalog, ToolError, ToolOutcome
 from pipeline.envelope import EventEnvelope, Reply
 from pipeline.errors import (
     BadInput,
+    KeyNotFound,
     MalformedEnvelope,
     NotFound,
     Refusal,
@@ -209,8 +211,9 @@ def phone_call_answered(
     opened, a failed one's session fails; each once, however often this is re-run."""
 
     def record() -> tuple[int, dict[str, Any]]:
-        session_id = phone.answered(call_id, claim, outcome)
-        if session_id is None or outcome not in ("accepted", "failed"):
+        session_id = phone.claimed_session(call_id, claim) if outcome in ("accepted", "failed") else None
+        if session_id is None:
+            phone.answered_without_session(call_id, claim, outcome)
             return 200, {"call_id": call_id, "outcome": outcome}
         event: HostInput = (
             CallAttached(call_id=call_id, medium="sip")
@@ -218,6 +221,8 @@ def phone_call_answered(
             else AdmissionFailed(code="provider_rejected_call", detail=detail)
         )
         with locked_session(session_id) as session:
+            if not phone.mark_answered(session, call_id, claim, outcome):
+                return 200, {"call_id": call_id, "outcome": outcome}  # answered already: once
             applied = session.apply_host(event, now)
             _publish(session, applied)
         _after_commit(session_id, applied)
@@ -261,6 +266,20 @@ def _phone_session(route: phone.Route, line: PhoneLine) -> list[HostInput]:
         **_session_catalog(spec.tools),
     )
     return [created, AdmissionBegun()]
+
+
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="key_identity", **_REQUEST_POLICY)
+def key_identity(request_id: str, gateway_id: str, key_id: str) -> None:
+    """A live API key's name, role and secret digest, for the gateway to check a request's key
+    against (404 for an unknown or revoked key)."""
+
+    def look_up() -> tuple[int, dict[str, Any]]:
+        record = api_keys.key_for(_runtime.settings.broker_namespace, key_id)
+        if record is None:
+            raise KeyNotFound(f"no key {key_id!r}")
+        return 200, record
+
+    _answer(request_id, gateway_id, look_up)
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="resolve_tools", **_REQUEST_POLICY)
