@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from openai.types.webhooks import RealtimeCallIncomingWebhookEvent
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -123,6 +124,7 @@ def build_api(gateway: Gateway) -> Starlette:
     ]
     routes: list[Route | WebSocketRoute] = [
         Route("/healthz", api.health, methods=["GET"]),
+        Route("/metrics", api.metrics, methods=["GET"]),
         Route(WEBHOOK_PATH, api.openai_webhook, methods=["POST"]),
         Route("/v1/routes", api.list_routes, methods=["GET"]),
         Route("/v1/routes", api.add_route, methods=["POST"]),
@@ -194,6 +196,14 @@ class _Api:
 
     async def health(self, _request: Request) -> Response:
         return JSONResponse({"status": "ok", "gateway": self.gateway.gateway_id})
+
+    async def metrics(self, _request: Request) -> Response:
+        """The gateway's metrics in the Prometheus text format (read in a thread: the queues'
+        are read from Redis)."""
+        if self.gateway.metrics is None:
+            return error_response(404, "metrics_off", "metrics are off (SWITCHBOARD_METRICS=false)")
+        body = await asyncio.to_thread(generate_latest, self.gateway.metrics.registry)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     # ── sessions ──────────────────────────────────────────────────────────────────────
 
@@ -523,6 +533,9 @@ class _Api:
         """Number a request into a session that is not over, and answer with what the worker that
         applies it (in the call's order) replies; 202 `still_waiting` if that takes longer than
         `timeout_ms` (the request is in the log and will be applied)."""
+        command = event.type.removeprefix("switchboard.")
+        if isinstance(event, SupervisorRequested):
+            command = f"supervisor.{event.verb.type}"
         generation = self.gateway.held_generation(session_id)
         if generation is not None:
             # The call is held here: its generation is known and this gateway numbers its
@@ -533,6 +546,7 @@ class _Api:
             found, refusal = await self._session_not_over(session_id)
             if found is None:
                 assert refusal is not None
+                self.gateway.count_command(command, refusal.status_code)
                 return refusal
             record = found
         request_id = uuid.uuid4().hex
@@ -541,8 +555,10 @@ class _Api:
         self._submit(session_id, record, asking)
         answer = await self.rpc.wait(request_id, reply, timeout_ms)
         if answer is None:
+            self.gateway.count_command(command, 202)
             return JSONResponse(still_waiting, status_code=202)
         status, answered = answer
+        self.gateway.count_command(command, status)
         return JSONResponse(answered, status_code=status)
 
     def _submit(self, session_id: str, record: dict[str, Any], event: HostInput) -> None:

@@ -26,6 +26,7 @@ from gateway.api import authenticated, build_api
 from gateway.keys import KeyRing
 from gateway.live import LiveHub
 from gateway.liveness import Heartbeat
+from gateway.metrics import GatewayMetrics
 from gateway.phone import PhoneDoor, answer_call
 from gateway.provider import RealtimeProvider
 from gateway.rpc import WorkerRpc
@@ -103,6 +104,11 @@ class Gateway:
         self._log_pokes: dict[str, asyncio.Event] = {}
         self._log_reads: dict[str, asyncio.Lock] = {}
         self.phone_door = PhoneDoor(settings.webhook_secret)
+        self.metrics = (
+            GatewayMetrics(self.gateway_id, lambda: len(self.sockets), redis_url, settings.broker_namespace)
+            if settings.metrics
+            else None
+        )
         self.keyring = KeyRing(settings.api_token, self.rpc)
         self.heartbeat = Heartbeat(redis_url, settings.broker_namespace, self.gateway_id, self._on_dead_peer)
         self.http_port = 0
@@ -381,6 +387,15 @@ class Gateway:
         """A delivery refused before anything was recorded (counted, not an incident: anyone
         can send one)."""
         self.sink.increment(f"webhooks_refused:{code}")
+        self.count_webhook(code)
+
+    def count_webhook(self, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.webhooks.labels(outcome).inc()
+
+    def count_command(self, command: str, status: int) -> None:
+        if self.metrics is not None:
+            self.metrics.commands.labels(command, str(status)).inc()
 
     async def refused_webhooks(self) -> dict[str, int]:
         counts = await asyncio.wrap_future(self.sink.counters("webhooks_refused:"))

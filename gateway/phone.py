@@ -98,9 +98,11 @@ async def answer_call(
     )
     if status != 200:
         # Not recorded (or not known to be): the provider delivers it again.
+        gateway.count_webhook("not_recorded")
         return JSONResponse(decision, status_code=503 if status >= 500 else status)
     action = decision["action"]
     answered = {"call_id": call_id, "action": action, "session_id": decision.get("session_id")}
+    gateway.count_webhook(action)
     if action == "answered":
         return JSONResponse(answered)
     if action == "busy":
@@ -125,6 +127,7 @@ async def answer_call(
                 detail=str(error),
                 now=time.time(),
             )
+            gateway.count_webhook("provider_unavailable")
             return error_response(503, "provider_unavailable", "the provider could not be reached")
         if action == "accept" and decision.get("again") and error.status in (400, 409):
             # An earlier claimer's accept went through before it could say so.

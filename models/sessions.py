@@ -52,6 +52,7 @@ from pipeline.step import (
     CancelTool,
     FinishCompaction,
     InterruptToolStep,
+    NotifyApp,
     PersistTranscript,
     RecordIncident,
     RefuseToolStep,
@@ -225,6 +226,10 @@ class Applied:
     replies: list[tuple[str, Reply]] = field(default_factory=list)
     # (seq, disposition) of every event this transaction logged or applied, for tests and logs.
     dispositions: list[tuple[int | None, str]] = field(default_factory=list)
+    # How each compaction this transaction finished ended (for the metrics).
+    compactions_finished: list[str] = field(default_factory=list)
+    # What the app that owns the call is told, once the transaction commits.
+    notifications: list[NotifyApp] = field(default_factory=list)
 
 
 @dataclass
@@ -722,6 +727,9 @@ class LockedSession:
                     self._unsaved_summaries.append((effect.number, failure))
             elif isinstance(effect, FinishCompaction):
                 compactions.finish(self, effect)
+                applied.compactions_finished.append(effect.status)
+            elif isinstance(effect, NotifyApp):
+                applied.notifications.append(effect)
             elif isinstance(effect, AnswerRequest):
                 reply = Reply(
                     id=f"reply_{effect.request_id}",

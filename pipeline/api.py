@@ -16,6 +16,7 @@ from pipeline.limits import (
 )
 from pipeline.phone import ROUTE_NUMBER
 from pipeline.prompt import END_CALL
+from pipeline.signing import is_secret
 
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
@@ -76,6 +77,29 @@ class GreetingSpec(BaseModel):
         return self
 
 
+class AppWebhookSpec(BaseModel):
+    """Where the app is told of the session's call (signed webhooks), and the secret."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str = Field(max_length=2_000)
+    secret: str = Field(max_length=200)
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        if not re.fullmatch(r"https?://[^\s/?#]+[^\s]*", value):
+            raise ValueError("url must be an http(s) URL")
+        return value
+
+    @field_validator("secret")
+    @classmethod
+    def _standard(cls, value: str) -> str:
+        if not is_secret(value):
+            raise ValueError("secret must be whsec_ and at least 24 bytes in base64 (Standard Webhooks)")
+        return value
+
+
 class HangupSpec(BaseModel):
     """The model may end the call (the built-in end_call tool), when this says so."""
 
@@ -98,6 +122,7 @@ class SessionSpec(BaseModel):
     limits: SessionLimits = SessionLimits()
     greeting: GreetingSpec | None = None
     hangup: HangupSpec | None = None
+    webhook: AppWebhookSpec | None = None
 
     @model_validator(mode="after")
     def _end_call_is_built_in(self) -> SessionSpec:

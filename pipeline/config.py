@@ -6,12 +6,14 @@ Every variable is `SWITCHBOARD_<FIELD>` (upper case). Unset database and Redis U
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pipeline.cost import ModelPrices
 from pipeline.errors import BadInput
 from pipeline.limits import (
     DEFAULT_COMPACTION_INPUT_TOKENS,
@@ -67,6 +69,28 @@ class Settings(BaseModel):
     webhook_secret: str | None = None
     route_header: str = Field(default="To", min_length=1, max_length=100)
     max_phone_calls: int = Field(default=1_000, ge=1)
+
+    # Prometheus metrics: the gateway serves its own on /metrics (a reading key); workers on a
+    # machine share a directory (default: data_dir/metrics/<namespace>) and each serves the sum
+    # on its own loopback port (0: any free port, printed when it is ready).
+    metrics: bool = True
+    metrics_dir: Path | None = None
+    worker_metrics_host: str = "127.0.0.1"
+    worker_metrics_port: int = Field(default=0, ge=0, le=65535)
+
+    # Webhooks to the app (a session's `webhook`): how often a delivery is tried again, and the
+    # backoff between tries, before it becomes a dead letter (`switchboard dlq replay` re-sends
+    # it with the same id); and the price table a call's cost is computed from (per model:
+    # {"text": {"input", "cached", "output"}, "audio": {…}} in dollars per million tokens).
+    app_webhook_retries: int = Field(default=8, ge=0, le=30)
+    app_webhook_min_backoff_ms: int = Field(default=1_000, ge=10)
+    app_webhook_max_backoff_ms: int = Field(default=300_000, ge=10)
+    prices: dict[str, ModelPrices] = Field(default_factory=dict)
+
+    @field_validator("prices", mode="before")
+    @classmethod
+    def _prices_as_json(cls, value: object) -> object:
+        return json.loads(value) if isinstance(value, str) else value
 
     sentry_dsn: str | None = None
     sentry_environment: str = "development"

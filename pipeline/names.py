@@ -7,6 +7,8 @@ TRANSCRIPT_QUEUE = "transcript"
 TOOL_QUEUE = "tool"
 TOOL_RUNS_QUEUE = "tool_runs"
 COMPACTION_QUEUE = "compaction"
+# Webhooks to the apps that own calls: an endpoint that is slow or down never holds up a call.
+APP_WEBHOOKS_QUEUE = "app_webhooks"
 
 # Each durable event goes to the queue of the concern it belongs to; whichever worker takes
 # it applies every contiguous logged event of the session, so queues never reorder a session.

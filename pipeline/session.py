@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from pipeline import admission, agent, budget, compaction, line, prompt, telephony, tools, transcript
+from pipeline import admission, agent, budget, compaction, line, notify, prompt, telephony, tools, transcript
 from pipeline.catalog import ToolOutcome
 from pipeline.errors import MalformedFrame
 from pipeline.sequencer import GAP_TIMEOUT_MS
@@ -118,7 +118,7 @@ def apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
     """Decide what one event means for the session."""
     step = _apply(state, event, generation)
     step = compaction.interrupted_by_end(state, tools.interrupted_by_end(state, step))
-    return line.answered_by_end(state, step)
+    return notify.app_events(state, event, line.answered_by_end(state, step))
 
 
 def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
@@ -130,6 +130,7 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
                     greeting=event.greeting,
                     hangup_when=event.hangup_when,
                     phone=event.phone,
+                    app_webhook=event.app_webhook,
                     tools=event.tools,
                     catalog_digest=event.catalog_digest,
                     tool_versions=event.tool_versions,

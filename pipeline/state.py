@@ -166,6 +166,14 @@ class PromptBlock(_Frozen):
     text: str
 
 
+class AppWebhook(_Frozen):
+    """Where the app that owns the call is told of it, and the secret its webhooks are signed
+    with (Standard Webhooks: `whsec_` and the key in base64)."""
+
+    url: str
+    secret: str
+
+
 class Greeting(_Frozen):
     """What the agent does when the call connects: say these words, or reply as told."""
 
@@ -174,19 +182,29 @@ class Greeting(_Frozen):
 
 
 class Usage(_Frozen):
-    """Provider-reported usage, summed over every `response.done`."""
+    """Provider-reported usage, summed over every `response.done` (by modality too, and what
+    of the input was cached: what a call costs depends on all three)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
     responses: int = 0
+    input_text_tokens: int = 0
+    input_audio_tokens: int = 0
+    cached_text_tokens: int = 0
+    cached_audio_tokens: int = 0
+    output_text_tokens: int = 0
+    output_audio_tokens: int = 0
 
-    def plus(self, input_tokens: int, output_tokens: int, total_tokens: int) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens + input_tokens,
-            output_tokens=self.output_tokens + output_tokens,
-            total_tokens=self.total_tokens + total_tokens,
-            responses=self.responses + 1,
+    def plus(self, input_tokens: int, output_tokens: int, total_tokens: int, **details: int) -> Usage:
+        return self.model_copy(
+            update={
+                "input_tokens": self.input_tokens + input_tokens,
+                "output_tokens": self.output_tokens + output_tokens,
+                "total_tokens": self.total_tokens + total_tokens,
+                "responses": self.responses + 1,
+                **{name: getattr(self, name) + value for name, value in details.items()},
+            }
         )
 
 
@@ -265,6 +283,7 @@ class SessionState(_Frozen):
     hangup_reason: str = "agent_hung_up"
     # The model's transfer_call under way (its call id gets the outcome if the transfer fails).
     transfer_call_id: str | None = None
+    app_webhook: AppWebhook | None = None
 
     def evolve(self, **changes: object) -> SessionState:
         """This state with `changes`, each checked against its field's type: a misspelt field

@@ -185,6 +185,15 @@ class TransferCall(_Effect):
     to: str
 
 
+class NotifyApp(_Effect):
+    """Tell the app that owns the call (its webhook), once the transaction commits."""
+
+    kind: str
+    # With the session and the kind, what makes this notification one of its own (its id).
+    key: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
 class AnswerRequest(_Effect):
     """Answer the API request a gateway is waiting on."""
 
@@ -212,6 +221,7 @@ Effect = (
     | AnswerRequest
     | LogEntry
     | TransferCall
+    | NotifyApp
 )
 Control = (
     SessionUpdate

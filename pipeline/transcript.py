@@ -31,6 +31,7 @@ from pipeline.wire import (
     ResponseParams,
     SpeechStarted,
     TextInjected,
+    TokenUsage,
     UserTranscriptFailed,
     UserTranscriptFinal,
 )
@@ -263,7 +264,32 @@ def count_usage(state: SessionState, event: ResponseDone) -> SessionState:
     usage = event.response.usage
     if usage is None:
         return state.evolve(usage=state.usage.plus(0, 0, 0))
-    return state.evolve(usage=state.usage.plus(usage.input_tokens, usage.output_tokens, usage.total_tokens))
+    return state.evolve(
+        usage=state.usage.plus(usage.input_tokens, usage.output_tokens, usage.total_tokens, **_details(usage))
+    )
+
+
+def _details(usage: TokenUsage) -> dict[str, int]:
+    """The usage's tokens by modality, and the cached part of the input (PROTOCOL.md §2: the
+    cached tokens' own split is given by newer providers; without it they count as text)."""
+    given = usage.input_token_details or {}
+    out = usage.output_token_details or {}
+    cached = given.get("cached_tokens_details") or {}
+    cached_total = _count(given.get("cached_tokens"))
+    cached_audio = _count(cached.get("audio_tokens"))
+    cached_text = _count(cached.get("text_tokens")) if cached else max(cached_total - cached_audio, 0)
+    return {
+        "input_text_tokens": _count(given.get("text_tokens")),
+        "input_audio_tokens": _count(given.get("audio_tokens")),
+        "cached_text_tokens": cached_text,
+        "cached_audio_tokens": cached_audio,
+        "output_text_tokens": _count(out.get("text_tokens")),
+        "output_audio_tokens": _count(out.get("audio_tokens")),
+    }
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def end_turn(state: SessionState, event: ResponseDone) -> Step:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from pipeline.errors import MalformedFrame, OversizedFrame
 from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH, MAXIMUM_PROVIDER_FRAME_BYTES
 from pipeline.phone import PhoneLine
-from pipeline.state import Greeting, Person
+from pipeline.state import AppWebhook, Greeting, Person
 
 # What an incident quotes is cut at this depth, and the rest shown as a preview of this length.
 MAXIMUM_STORED_CONTEXT_DEPTH = 16
@@ -250,6 +250,9 @@ class TokenUsage(_Inbound):
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
+    # By modality (and what of the input was cached), for the call's cost.
+    input_token_details: dict[str, Any] | None = None
+    output_token_details: dict[str, Any] | None = None
 
 
 class ResponseSummary(_Inbound):
@@ -329,6 +332,7 @@ class SessionCreated(_Inbound):
     greeting: Greeting | None = None
     hangup_when: str | None = None
     phone: PhoneLine | None = None
+    app_webhook: AppWebhook | None = None
     tools: tuple[dict[str, Any], ...] = ()
     catalog_digest: str = ""
     tool_versions: dict[str, str] = Field(default_factory=dict)

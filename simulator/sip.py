@@ -60,7 +60,8 @@ class Ringing:
 
 
 def sign(secret: str, webhook_id: str, timestamp: int, body: str) -> str:
-    """A Standard Webhooks signature header value."""
+    """A Standard Webhooks signature header value (written out here: the simulator stands for
+    the provider, and shares no code with Switchboard)."""
     key = base64.b64decode(secret[6:]) if secret.startswith("whsec_") else secret.encode()
     digest = hmac.new(key, f"{webhook_id}.{timestamp}.{body}".encode(), hashlib.sha256).digest()
     return f"v1,{base64.b64encode(digest).decode()}"

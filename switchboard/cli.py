@@ -410,12 +410,18 @@ def run_worker(settings: Settings, threads: int | None, queues: set[str] | None 
     import dramatiq
 
     from switchboard.observability import init_sentry
-    from workers import runtime
+    from workers import metrics, runtime
 
     services = _services(settings)
     init_sentry(settings, "worker")
     _migrate(services)
+    if settings.metrics:
+        metrics.use_directory(
+            settings.metrics_dir or settings.data_dir / "metrics" / settings.broker_namespace
+        )
     rt = runtime.configure(settings, services.database_url, services.redis_url, services.kombu_url)
+    if settings.metrics:
+        metrics.count_messages(rt.broker)
     import workers.actors  # noqa: F401  (declares the actors on the configured broker)
 
     declared = rt.broker.get_declared_queues()
@@ -430,9 +436,15 @@ def run_worker(settings: Settings, threads: int | None, queues: set[str] | None 
         rt.broker, queues=queues, worker_threads=threads or settings.worker_threads, worker_timeout=1_000
     )
     worker.start()
-    print(f"worker ready pid={os.getpid()} queues={','.join(sorted(queues or declared))}", flush=True)
+    served = ""
+    if settings.metrics:
+        port = metrics.serve(settings.worker_metrics_host, settings.worker_metrics_port)
+        served = f" metrics={port}"
+    print(f"worker ready pid={os.getpid()} queues={','.join(sorted(queues or declared))}{served}", flush=True)
     _wait_for_signal()
     worker.stop()
+    if settings.metrics:
+        metrics.process_exited()
     rt.broker.close()
     return 0
 

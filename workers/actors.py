@@ -38,12 +38,14 @@ from pipeline.errors import (
     MalformedEnvelope,
     NotFound,
     Refusal,
+    SessionExists,
     ToolOutcomeConflict,
     UnknownTool,
 )
 from pipeline.limits import MAXIMUM_TOOL_MS
 from pipeline.names import (
     ADMISSION_QUEUE,
+    APP_WEBHOOKS_QUEUE,
     COMPACTION_QUEUE,
     TOOL_QUEUE,
     TOOL_RUNS_QUEUE,
@@ -51,7 +53,7 @@ from pipeline.names import (
 )
 from pipeline.phone import PhoneLine, kept_headers, line_of
 from pipeline.prompt import offered_tools
-from pipeline.state import Greeting
+from pipeline.state import AppWebhook, Greeting
 from pipeline.step import RecordIncident
 from pipeline.wire import (
     AdmissionBegun,
@@ -61,7 +63,8 @@ from pipeline.wire import (
     SessionCreated,
     ToolFinished,
 )
-from workers import runtime
+from workers import app_webhooks, runtime
+from workers import metrics as worker_metrics
 from workers.liveness import takeover_refusal_now
 from workers.middleware import TimerSweeper
 from workers.tools.runner import run_tool as execute_tool
@@ -90,7 +93,9 @@ def deliver(envelope_message: dict[str, Any]) -> Applied:
     with locked_session(envelope.session_id) as session:
         applied = session.deliver(envelope)
         _publish(session, applied)
+        published_at = time.time()
     _after_commit(envelope.session_id, applied)
+    worker_metrics.delivered(envelope, applied, published_at)
     return applied
 
 
@@ -137,10 +142,17 @@ def create_session(
             limits=_limits(checked),
             greeting=Greeting.model_validate(checked.greeting.model_dump()) if checked.greeting else None,
             hangup_when=checked.hangup.when if checked.hangup else None,
+            app_webhook=AppWebhook.model_validate(checked.webhook.model_dump()) if checked.webhook else None,
             **_session_catalog(checked.tools),
         )
-        with new_session(session_id, gateway_id, _runtime.settings.broker_namespace) as session:
-            applied = session.apply_host(event, now)
+        try:
+            with new_session(session_id, gateway_id, _runtime.settings.broker_namespace) as session:
+                applied = session.apply_host(event, now)
+        except SessionExists:
+            # The gateway names each new session afresh, so the session is this request's own:
+            # it was created by an earlier run of this message, which failed after the commit
+            # (a PostgreSQL restart while the record was read). The answer is the same.
+            return 201, session_record(session_id)
         _after_commit(session_id, applied)
         return 201, session_record(session_id)
 
@@ -262,10 +274,19 @@ def _phone_session(route: phone.Route, line: PhoneLine) -> list[HostInput]:
         limits=_limits(spec),
         greeting=Greeting.model_validate(spec.greeting.model_dump()) if spec.greeting else None,
         hangup_when=spec.hangup.when if spec.hangup else None,
+        app_webhook=AppWebhook.model_validate(spec.webhook.model_dump()) if spec.webhook else None,
         phone=line,
         **_session_catalog(spec.tools),
     )
     return [created, AdmissionBegun()]
+
+
+@dramatiq.actor(queue_name=APP_WEBHOOKS_QUEUE, actor_name="notify_app", max_retries=8)
+def notify_app(session_id: str, delivery_id: str, kind: str, data: dict[str, Any]) -> None:
+    """Tell the app that owns a call (its session's webhook); raises until it answers 2xx, so
+    Dramatiq tries again with backoff, then dead-letters it (a replay keeps its id)."""
+    settings = _runtime.settings
+    app_webhooks.deliver(session_id, delivery_id, kind, data, settings.prices, settings.provider_model)
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="key_identity", **_REQUEST_POLICY)
@@ -516,6 +537,7 @@ def run_tool(session_id: str, call_id: str, name: str, arguments: str) -> None:
             timeout_ms=_runtime.settings.tool_timeout_ms,
             cancelled=lambda: bool(_runtime.broker.client.exists(cancel_key)),
         )
+    worker_metrics.tool_ran(name, outcome)
     event = ToolFinished(call_id=call_id, outcome=outcome.model_dump(mode="json"))
     with locked_session(session_id) as session:
         try:
@@ -544,6 +566,20 @@ def _publish(session: LockedSession, applied: Applied) -> None:
 
 
 def _after_commit(session_id: str, applied: Applied) -> None:
+    worker_metrics.recorded(applied)
+    settings = _runtime.settings
+    for told in applied.notifications:
+        notify_app.send_with_options(
+            kwargs={
+                "session_id": session_id,
+                "delivery_id": app_webhooks.webhook_id(session_id, told.kind, told.key),
+                "kind": told.kind,
+                "data": told.data,
+            },
+            max_retries=settings.app_webhook_retries,
+            min_backoff=settings.app_webhook_min_backoff_ms,
+            max_backoff=settings.app_webhook_max_backoff_ms,
+        )
     for cancel in applied.tool_cancels:
         _runtime.broker.client.set(
             _cancel_key(session_id, cancel.call_id), cancel.reason, ex=TOOL_CANCEL_TTL_S

@@ -31,6 +31,7 @@ from dramatiq.errors import DecodeError
 from pipeline.errors import UnreplayableDeadLetter
 from pipeline.names import (
     ADMISSION_QUEUE,
+    APP_WEBHOOKS_QUEUE,
     COMPACTION_QUEUE,
     TOOL_QUEUE,
     TOOL_RUNS_QUEUE,
@@ -38,7 +39,14 @@ from pipeline.names import (
 )
 from workers.liveness import takeover_refusal_now
 
-QUEUES = (ADMISSION_QUEUE, TRANSCRIPT_QUEUE, TOOL_QUEUE, COMPACTION_QUEUE, TOOL_RUNS_QUEUE)
+QUEUES = (
+    ADMISSION_QUEUE,
+    TRANSCRIPT_QUEUE,
+    TOOL_QUEUE,
+    COMPACTION_QUEUE,
+    TOOL_RUNS_QUEUE,
+    APP_WEBHOOKS_QUEUE,
+)
 
 # Options that describe one attempt, not the message: a replay starts without them.
 _PER_ATTEMPT_OPTIONS = (
@@ -309,6 +317,9 @@ _REPLAY_EFFECTS = {
     "compaction_event": "applies its event in the session's order if that seq is still owed (else nothing)",
     "session_timer": "fires the timer if it is still pending (else nothing)",
     "run_tool": "runs the tool body unless its step has finished (else nothing)",
+    "notify_app": "sends the webhook to the app again, with the same webhook-id",
+    "ring": "decides the phone call again (once per call id: the same answer, or nothing new)",
+    "phone_call_answered": "records how the phone call was answered, once (else nothing)",
     "record_incident": "records the incident (a second copy if the first was stored)",
     "create_session": "creates the session unless it exists",
     "begin_admission": "moves the session to admitting if it is still only created (else nothing)",

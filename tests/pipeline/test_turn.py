@@ -124,7 +124,14 @@ def test_response_done_returns_to_listening_with_usage_counted() -> None:
 
     assert step.state.phase is Phase.LISTENING
     assert step.state.turn is None
-    assert step.state.usage == Usage(input_tokens=127, output_tokens=148, total_tokens=275, responses=1)
+    assert step.state.usage == Usage(
+        input_tokens=127,
+        output_tokens=148,
+        total_tokens=275,
+        responses=1,
+        input_text_tokens=127,
+        output_audio_tokens=148,
+    )
     assert step.state.last_response_input_tokens == 127
     assert step.controls == ()
     # The response came, so its deadline is no longer needed.
@@ -146,7 +153,14 @@ def test_usage_sums_over_turns() -> None:
     )
 
     assert state.phase is Phase.LISTENING
-    assert state.usage == Usage(input_tokens=400, output_tokens=70, total_tokens=470, responses=2)
+    assert state.usage.model_dump(include={"input_tokens", "output_tokens", "total_tokens", "responses"}) == {
+        "input_tokens": 400,
+        "output_tokens": 70,
+        "total_tokens": 470,
+        "responses": 2,
+    }
+    # By modality, as the provider reported it (the builders report text in, audio out).
+    assert (state.usage.input_text_tokens, state.usage.output_audio_tokens) == (400, 70)
     assert state.last_response_input_tokens == 300
 
 

@@ -1,0 +1,104 @@
+"""The gateway's metrics, served on its API port at `/metrics` (any reading key), in the
+Prometheus text format: the calls it holds, the operators' commands and the provider's
+webhooks it took, and — read from Redis when scraped — each queue's depth and lag and the dead
+letters, which no single worker sees."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import redis
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from pipeline.names import (
+    ADMISSION_QUEUE,
+    APP_WEBHOOKS_QUEUE,
+    COMPACTION_QUEUE,
+    TOOL_QUEUE,
+    TOOL_RUNS_QUEUE,
+    TRANSCRIPT_QUEUE,
+)
+
+QUEUES = (
+    ADMISSION_QUEUE,
+    TRANSCRIPT_QUEUE,
+    TOOL_QUEUE,
+    TOOL_RUNS_QUEUE,
+    COMPACTION_QUEUE,
+    APP_WEBHOOKS_QUEUE,
+)
+
+
+class GatewayMetrics:
+    def __init__(
+        self, gateway_id: str, live_calls: Callable[[], int], redis_url: str, namespace: str
+    ) -> None:
+        self.registry = CollectorRegistry()
+        live = Gauge(
+            "switchboard_live_calls",
+            "Calls whose sideband this gateway holds.",
+            ["gateway"],
+            registry=self.registry,
+        )
+        live.labels(gateway_id).set_function(lambda: float(live_calls()))
+        self.commands = Counter(
+            "switchboard_commands_total",
+            "Commands the app and supervisors sent, by command and answer status.",
+            ["command", "status"],
+            registry=self.registry,
+        )
+        self.webhooks = Counter(
+            "switchboard_webhook_deliveries_total",
+            "The provider's webhook deliveries, by what became of them.",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.registry.register(_Queues(redis_url, namespace))
+
+
+class _Queues(Collector):
+    """Each queue's depth (messages waiting), lag (the oldest's age) and dead letters."""
+
+    def __init__(self, redis_url: str, namespace: str) -> None:
+        self._redis = redis.Redis.from_url(redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        self._namespace = namespace
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        depth = GaugeMetricFamily("switchboard_queue_depth", "Messages waiting in a queue.", labels=["queue"])
+        lag = GaugeMetricFamily(
+            "switchboard_queue_lag_seconds",
+            "How long the oldest waiting message has waited.",
+            labels=["queue"],
+        )
+        dead = GaugeMetricFamily("switchboard_dead_letters", "Dead letters kept, by queue.", labels=["queue"])
+        try:
+            for queue in QUEUES:
+                key = f"{self._namespace}:{queue}"
+                pipe = self._redis.pipeline()
+                pipe.llen(key)
+                pipe.lindex(key, 0)
+                pipe.hlen(f"{key}.XQ.msgs")
+                waiting, oldest, letters = pipe.execute()
+                depth.add_metric([queue], float(waiting))
+                dead.add_metric([queue], float(letters))
+                lag.add_metric([queue], self._age(key, oldest))
+        except redis.RedisError:
+            return  # Redis away: these are unknown now, not zero
+        yield depth
+        yield lag
+        yield dead
+
+    def _age(self, key: str, message_id: Any) -> float:
+        if message_id is None:
+            return 0.0
+        body = self._redis.hget(f"{key}.msgs", message_id)
+        try:
+            stamp = json.loads(body)["message_timestamp"] if body else None
+        except (ValueError, KeyError, TypeError):
+            return 0.0
+        return max(time.time() - stamp / 1000, 0.0) if isinstance(stamp, int | float) else 0.0

@@ -1,0 +1,48 @@
+"""What a call cost, in dollars, from its provider-reported usage and a price table.
+
+Prices are the deployment's (SWITCHBOARD_PRICES: per model, per modality, dollars per million
+tokens of input, cached input and output); Switchboard ships none, since they change.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.state import Usage
+
+PER_TOKENS = 1_000_000
+
+
+class Rates(BaseModel):
+    """Dollars per million tokens of one modality."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input: float = Field(ge=0)
+    cached: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
+class ModelPrices(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    text: Rates
+    audio: Rates
+
+
+def cost_usd(usage: Usage, prices: ModelPrices | None) -> float | None:
+    """The usage's cost (None without prices for the model): cached input at its own rate, the
+    rest of the input and the output by modality."""
+    if prices is None:
+        return None
+    text_input = max(usage.input_text_tokens - usage.cached_text_tokens, 0)
+    audio_input = max(usage.input_audio_tokens - usage.cached_audio_tokens, 0)
+    dollars = (
+        text_input * prices.text.input
+        + usage.cached_text_tokens * prices.text.cached
+        + usage.output_text_tokens * prices.text.output
+        + audio_input * prices.audio.input
+        + usage.cached_audio_tokens * prices.audio.cached
+        + usage.output_audio_tokens * prices.audio.output
+    ) / PER_TOKENS
+    return round(dollars, 6)

@@ -1,0 +1,48 @@
+"""What the app that owns a call is told, as signed webhooks to the URL its session (or route)
+names: `call.started`, `call.ended` (with the end-of-call report), `attention.requested` and
+`tool.failed`. Decided here from each transition (a `NotifyApp` effect); delivered after the
+transaction commits, with retries, by the workers. Each notification's id is stable (the
+session, the kind and what makes it unique), so a retried or replayed delivery is recognisably
+the same one.
+"""
+
+from __future__ import annotations
+
+from pipeline.phone import PhoneLine
+from pipeline.state import TERMINAL_PHASES, Phase, SessionState
+from pipeline.step import LogEntry, NotifyApp, Step
+from pipeline.wire import InboundEvent, SidebandConnected, ToolFinished
+
+
+def app_events(before: SessionState, event: InboundEvent, step: Step) -> Step:
+    """`step`, with what the app is to be told of it."""
+    after = step.state
+    if after.app_webhook is None:
+        return step
+    told: list[NotifyApp] = []
+    first_connect = before.phase in (Phase.CREATED, Phase.ADMITTING) and after.phase is Phase.CONNECTED
+    if isinstance(event, SidebandConnected) and first_connect:
+        told.append(NotifyApp(kind="call.started", key="1", data=_started(event.call_id, after.phone)))
+    for effect in step.effects:
+        if isinstance(effect, LogEntry) and effect.kind == "attention.requested":
+            told.append(NotifyApp(kind="attention.requested", key=str(after.attentions), data=effect.data))
+    if isinstance(event, ToolFinished) and event.outcome.get("status") != "succeeded":
+        data = {
+            "call_id": event.call_id,
+            "status": event.outcome.get("status"),
+            "error": event.outcome.get("error"),
+        }
+        told.append(NotifyApp(kind="tool.failed", key=event.call_id, data=data))
+    if after.phase in TERMINAL_PHASES and before.phase not in TERMINAL_PHASES:
+        # The report itself (transcript, tool steps, usage, cost) is read when it is sent.
+        told.append(NotifyApp(kind="call.ended", key="1", data={"reason": after.end_reason}))
+    if not told:
+        return step
+    return Step(state=after, controls=step.controls, effects=(*step.effects, *told))
+
+
+def _started(call_id: str, phone: PhoneLine | None) -> dict[str, object]:
+    started: dict[str, object] = {"call_id": call_id, "medium": "sip" if phone is not None else "webrtc"}
+    if phone is not None:
+        started.update(caller=phone.caller, dialled=phone.dialled, route_id=phone.route_id)
+    return started

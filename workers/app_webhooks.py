@@ -1,0 +1,98 @@
+"""Webhooks to the app that owns a call: signed (Standard Webhooks), with a stable id, tried
+again with backoff until the app answers 2xx, then a dead letter like any other message.
+
+The message carries no secret (dead letters are shown by `switchboard dlq show`): the session's
+webhook is read from PostgreSQL when the delivery is made, and so is `call.ended`'s report —
+the durable record as it is then: transcript, tool steps, end reason and who, usage and cost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from models.db import SessionRow
+from models.records import session_record
+from pipeline.cost import ModelPrices, cost_usd
+from pipeline.errors import Fault
+from pipeline.signing import signature
+from pipeline.state import SessionState, Usage
+
+DELIVERY_TIMEOUT_S = 10.0
+# What of a refusal's answer is kept in the error (it reaches the dead letter).
+MAXIMUM_ANSWER_CHARS = 300
+
+
+class AppWebhookFailed(Fault):
+    """The app did not take the delivery (not 2xx, or not reachable): it is tried again."""
+
+    code = "app_webhook_failed"
+
+
+def webhook_id(session_id: str, kind: str, key: str) -> str:
+    """The notification's id, the same however often it is delivered or replayed."""
+    return "msg_" + hashlib.sha256(f"{session_id}:{kind}:{key}".encode()).hexdigest()[:32]
+
+
+def deliver(
+    session_id: str,
+    delivery_id: str,
+    kind: str,
+    data: dict[str, Any],
+    prices: dict[str, ModelPrices],
+    model: str,
+) -> int:
+    """POST one notification to the session's webhook; its HTTP status (raises unless 2xx)."""
+    row = SessionRow.get_or_none(SessionRow.id == session_id)
+    if row is None:
+        return 0  # the session is gone: nobody to tell
+    state = SessionState.model_validate(row.state)
+    if state.app_webhook is None:
+        return 0
+    payload: dict[str, Any] = {"session_id": session_id, **data}
+    if kind == "call.ended":
+        payload["report"] = report(session_id, state, prices.get(model))
+    timestamp = int(time.time())
+    body = json.dumps({"type": kind, "timestamp": timestamp, "data": payload}, default=str)
+    headers = {
+        "content-type": "application/json",
+        "user-agent": "Switchboard webhooks",
+        "webhook-id": delivery_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": signature(state.app_webhook.secret, delivery_id, timestamp, body),
+    }
+    request = urllib.request.Request(
+        state.app_webhook.url, data=body.encode(), method="POST", headers=headers
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=DELIVERY_TIMEOUT_S) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        answer = error.read()[:MAXIMUM_ANSWER_CHARS].decode(errors="replace")
+        raise AppWebhookFailed(f"{kind} {delivery_id}: the app answered {error.code}: {answer}") from None
+    except (urllib.error.URLError, OSError) as error:
+        raise AppWebhookFailed(
+            f"{kind} {delivery_id}: the app could not be reached ({type(error).__name__})"
+        ) from None
+
+
+def report(session_id: str, state: SessionState, prices: ModelPrices | None) -> dict[str, Any]:
+    """The end-of-call report: what the record holds, and what the call cost."""
+    record = session_record(session_id)
+    usage = Usage.model_validate(record["usage"]) if record["usage"] else state.usage
+    return {
+        "status": record["status"],
+        "end_reason": record["end_reason"],
+        "ended_by": record["ended_by"],
+        "created_at": record["created_at"],
+        "ended_at": record["ended_at"],
+        "transcript": [{"role": t["role"], "text": t["text"]} for t in record["transcript"] if not t["late"]],
+        "tool_steps": record["tool_steps"],
+        "usage": usage.model_dump(),
+        "cost_usd": cost_usd(usage, prices),
+        "why": record["why"],
+    }

@@ -1,0 +1,168 @@
+"""A worker's metrics, in prometheus-client's multi-process mode: every worker process on a
+machine writes to one directory (SWITCHBOARD_METRICS_DIR, set before prometheus_client is
+first imported), and each serves the sum over all of them on `/metrics` (loopback).
+
+What Dramatiq's own Prometheus middleware counts (messages, errors, retries, dead-lettered
+messages, durations per actor and queue) is its: installed beside these, not counted again.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from models.sessions import Applied
+    from pipeline.catalog import ToolOutcome
+    from pipeline.envelope import EventEnvelope
+
+# Seconds from a millisecond to a minute: a control is a few ms away, a stalled one seconds.
+LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+TOOL_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+_metrics: _Metrics | None = None
+# Off (SWITCHBOARD_METRICS=false): nothing is counted, so the bench can measure what counting costs.
+_enabled = False
+
+
+def use_directory(directory: Path) -> None:
+    """Count from now on, in multi-process mode (before prometheus_client is imported)."""
+    global _enabled
+    _enabled = True
+    directory.mkdir(parents=True, exist_ok=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+    # Dramatiq's middleware reads its own variable for the same directory.
+    os.environ["dramatiq_prom_db"] = str(directory)  # noqa: SIM112 (Dramatiq reads this lower-case name)
+
+
+class _Metrics:
+    def __init__(self) -> None:
+        from prometheus_client import Counter, Histogram
+
+        self.event_to_control = Histogram(
+            "switchboard_event_to_control_seconds",
+            "From the gateway receiving a provider event to a worker publishing the controls it caused.",
+            buckets=LATENCY_BUCKETS,
+        )
+        self.turn_latency = Histogram(
+            "switchboard_turn_latency_seconds",
+            "From the caller's final transcript reaching the gateway to the response.create it caused.",
+            buckets=LATENCY_BUCKETS,
+        )
+        self.events = Counter("switchboard_events_total", "Events logged, by disposition.", ["disposition"])
+        self.incidents = Counter(
+            "switchboard_incidents_total", "Incidents recorded, by code and severity.", ["code", "severity"]
+        )
+        self.tools = Histogram(
+            "switchboard_tool_seconds",
+            "Tool bodies run, by tool and outcome.",
+            ["tool", "status"],
+            buckets=TOOL_BUCKETS,
+        )
+        self.compactions = Counter(
+            "switchboard_compactions_total", "Compactions finished, by outcome.", ["status"]
+        )
+        self.tokens = Counter(
+            "switchboard_tokens_total",
+            "Provider-reported tokens of the responses applied, by kind.",
+            ["kind"],
+        )
+
+
+def metrics() -> _Metrics:
+    global _metrics
+    if _metrics is None:
+        _metrics = _Metrics()
+    return _metrics
+
+
+def delivered(envelope: EventEnvelope, applied: Applied, published_at: float) -> None:
+    """What one delivered event did: its dispositions and its controls' latency."""
+    if not _enabled:
+        return
+    measured = metrics()
+    for _seq, disposition in applied.dispositions:
+        measured.events.labels(disposition).inc()
+    prefix = f"ctl_{envelope.seq}_"
+    controls = [item for item in applied.outbound if item.kind == "control" and item.id.startswith(prefix)]
+    if controls:
+        waited = max(published_at - envelope.received_at, 0.0)
+        measured.event_to_control.observe(waited)
+        kind = envelope.event.get("type")
+        if kind == "conversation.item.input_audio_transcription.completed" and any(
+            getattr(item, "control", {}).get("type") == "response.create" for item in controls
+        ):
+            measured.turn_latency.observe(waited)
+    if envelope.event.get("type") == "response.done" and (envelope.seq, "applied") in applied.dispositions:
+        usage = (envelope.event.get("response") or {}).get("usage") or {}
+        for kind in ("input_tokens", "output_tokens"):
+            tokens = usage.get(kind)
+            if isinstance(tokens, int) and tokens > 0:
+                measured.tokens.labels(kind.removesuffix("_tokens")).inc(tokens)
+
+
+def recorded(applied: Applied) -> None:
+    """The incidents and finished compactions of any locked transaction."""
+    if not _enabled:
+        return
+    measured = metrics()
+    for incident in applied.incidents:
+        measured.incidents.labels(incident.code, incident.severity).inc()
+    for status in applied.compactions_finished:
+        measured.compactions.labels(status).inc()
+
+
+def tool_ran(name: str, outcome: ToolOutcome) -> None:
+    if not _enabled:
+        return
+    metrics().tools.labels(name, outcome.status).observe(outcome.elapsed_ms / 1000)
+
+
+def count_messages(broker: Any) -> None:
+    """Dramatiq's own Prometheus middleware, for what it counts (in the same directory)."""
+    from dramatiq.middleware.prometheus import Prometheus
+
+    middleware = Prometheus()
+    broker.add_middleware(middleware)
+    # `switchboard worker` is not Dramatiq's CLI, which is what emits process_boot.
+    middleware.after_process_boot(broker)
+
+
+def serve(host: str, port: int) -> int:
+    """Serve the machine's workers' metrics (summed over the directory) on `/metrics`; answers
+    the port (0 picks a free one)."""
+    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?")[0] != "/metrics":
+                self.send_error(404)
+                return
+            registry = CollectorRegistry()
+            MultiProcessCollector(registry)
+            body = generate_latest(registry)
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    return int(server.server_address[1])
+
+
+def process_exited() -> None:
+    """This worker stops: its live gauges stop counting (its counters stay in the sums)."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(os.getpid(), directory)
