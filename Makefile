@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean browser
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +16,16 @@ $(INSTALLED): pyproject.toml
 demo: $(INSTALLED)
 	$(PY) -m switchboard demo
 
-test: $(INSTALLED)
+# The console's test drives Debian's headless Chromium; it is installed when missing (as root).
+BROWSER := $(shell command -v chromium || command -v chromium-browser)
+
+browser:
+ifeq ($(BROWSER),)
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null || \
+		(apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null)
+endif
+
+test: $(INSTALLED) browser
 	$(PY) -m pytest
 
 lint: $(INSTALLED)

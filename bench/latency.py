@@ -12,6 +12,11 @@ the control it causes arriving at the simulator, idle and while the N calls run,
 
 And a phone call's admission: the provider's `realtime.call.incoming` webhook sent → the
 gateway's `accept` arriving back, both on the simulator's clock, idle and while the N calls run.
+
+And what Prometheus metrics cost: the idle event → control scenario on a stack with metrics off
+(`SWITCHBOARD_METRICS=false`), run just before the wake-up consumer's own (metrics on), with the
+CPU the gateway and the worker spent per turn in each; and, timed in process, the calls a worker
+makes per message with metrics on (bench.metrics_cost).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -26,7 +32,10 @@ import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import psutil
 
 from pipeline.config import Settings
 from switchboard.client import ApiError, Client
@@ -61,6 +70,10 @@ ADMISSION_HANGUP_MS = 100
 ADMISSION_CALL_TIMEOUT_S = 15.0
 # The targets the SIP issue set for admission (idle): the caller hears ringing meanwhile.
 ADMISSION_TARGETS = {"admission_idle_p50_ms": 20.0, "admission_idle_p99_ms": 60.0}
+# Metrics on and off differ in this alone; every stack of the run sets it, so that an operator's
+# SWITCHBOARD_METRICS=false in the bench's environment cannot turn the comparison into off vs off.
+METRICS_ON = {"SWITCHBOARD_METRICS": "true"}
+METRICS_OFF = {"SWITCHBOARD_METRICS": "false"}
 
 
 def idle_script(turns: int) -> dict[str, Any]:
@@ -568,6 +581,68 @@ def _echo(client: Any, key: str, count: int) -> None:
         client.lpush(f"{key}:out", 1)
 
 
+def measure_idle_with_cpu(stack: Stack) -> tuple[dict[str, Any], dict[str, float]]:
+    """The idle event → control figures, and the CPU the gateway and the worker spent on the
+    call, in ms per turn: steadier than latency, but counted in clock ticks (10 ms, 0.17 ms a
+    turn over 60 turns) and with each process's idle polling in it."""
+    assert stack.gateway is not None
+    processes = {
+        "gateway": psutil.Process(stack.gateway.popen.pid),
+        "worker": psutil.Process(stack.workers[0].popen.pid),
+    }
+    before = {name: _cpu_s(process) for name, process in processes.items()}
+    figures = percentiles(measure(stack, idle_script(IDLE_TURNS), 1))
+    cpu = {
+        name: round((_cpu_s(process) - before[name]) * 1000 / IDLE_TURNS, 2)
+        for name, process in processes.items()
+    }
+    return figures, cpu
+
+
+def _cpu_s(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+def check_metrics(stack: Stack, *, on: bool) -> None:
+    """Fail the run unless the stack's worker counts (or does not) as the comparison needs:
+    a worker with metrics on names its metrics port in its ready line."""
+    counting = "metrics" in stack.workers[0].ready
+    if counting != on:
+        raise RuntimeError(
+            f"bench: the worker's metrics are {'on' if counting else 'off'}, the bench wanted them "
+            f"{'on' if on else 'off'}: ready line {stack.workers[0].ready}"
+        )
+
+
+def measure_idle_metrics_off(
+    database_url: str, redis_url: str, simulator_args: tuple[str, ...]
+) -> dict[str, Any]:
+    """The idle scenario on a wake-up consumer's stack with metrics off everywhere."""
+    env = {"SWITCHBOARD_BROKER_CONSUMER": "wake", **METRICS_OFF}
+    with Stack(database_url, redis_url, extra_env=env, simulator_args=simulator_args) as stack:
+        stack.start(workers=1)
+        check_metrics(stack, on=False)
+        idle, cpu = measure_idle_with_cpu(stack)
+    return {"metrics_off_idle": idle, "metrics_cpu_ms_per_turn": {"off": cpu}}
+
+
+def measure_metrics_cost() -> dict[str, Any]:
+    """µs per call of what a worker does for metrics per message (bench.metrics_cost, in a
+    process of its own: prometheus-client's directory must be set before it is imported)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.metrics_cost"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0:
+        return {"skipped": f"bench.metrics_cost failed: {done.stderr.strip()[-300:]}"}
+    return dict(json.loads(done.stdout))
+
+
 def run_latency_bench(settings: Settings, *, as_json: bool, load_calls: int) -> int:
     from bench.running import on_services, report
 
@@ -582,8 +657,9 @@ def latency_figures(
     database_url: str, redis_url: str, *, load_calls: int, log: Callable[[str], None]
 ) -> dict[str, Any]:
     """Idle and loaded event → control latency with Switchboard's consumer and the stock one,
-    verb → control and phone-call admission beside it, tool turnaround, the peer, and the floor,
-    all measured in this run."""
+    verb → control and phone-call admission beside it, tool turnaround, the peer, the floor,
+    and the idle scenario with metrics off beside the same with metrics on, all measured in
+    this run."""
     from models.db import connect
     from models.migrate import migrate
 
@@ -591,16 +667,23 @@ def latency_figures(
     migrate(connect(database_url))
     log("floor: Redis round trip and PostgreSQL row-lock transaction")
     figures["floor"] = measure_floor(database_url, redis_url)
+    # The simulator skips its own wire validation here: the tests check the wire, and the
+    # benchmark should not pay for it on the same two cores.
+    lenient = ("--lenient",)
+    # Just before the wake-up consumer's idle call (metrics on), so that the two idle figures
+    # are back to back on this noisy machine, seconds apart.
+    log(f"metrics off: idle, one call of {IDLE_TURNS} turns (wake-up consumer)")
+    figures.update(measure_idle_metrics_off(database_url, redis_url, lenient))
+    log("metrics: what counting costs a worker per message, in process")
+    figures["metrics_cost_us"] = measure_metrics_cost()
     for consumer, prefix in (("wake", ""), ("stock", "stock_")):
         log(f"{consumer} consumer: idle, one call of {IDLE_TURNS} turns")
-        env = {"SWITCHBOARD_BROKER_CONSUMER": consumer}
-        # The simulator skips its own wire validation here: the tests check the wire, and
-        # the benchmark should not pay for it on the same two cores.
-        lenient = ("--lenient",)
+        env = {"SWITCHBOARD_BROKER_CONSUMER": consumer, **METRICS_ON}
         with Stack(database_url, redis_url, extra_env=env, simulator_args=lenient) as stack:
             stack.start(workers=1)
-            figures[f"{prefix}idle"] = percentiles(measure(stack, idle_script(IDLE_TURNS), 1))
             if consumer == "wake":
+                check_metrics(stack, on=True)
+                figures["idle"], figures["metrics_cpu_ms_per_turn"]["on"] = measure_idle_with_cpu(stack)
                 log(f"admission: idle, {ADMISSION_IDLE_CALLS} phone calls rung one at a time")
                 figures.update(measure_idle_admission(stack, ADMISSION_IDLE_CALLS))
                 log(f"verb → control: idle, {IDLE_VERBS} verbs (hold, unhold, …) on one listening call")
@@ -612,6 +695,7 @@ def latency_figures(
                 )
                 figures.update(measure_load_with_verbs(stack, load_calls))
             else:
+                figures[f"{prefix}idle"] = percentiles(measure(stack, idle_script(IDLE_TURNS), 1))
                 log(f"{consumer} consumer: load, {load_calls} concurrent calls of {LOAD_TURNS} turns")
                 load = percentiles(measure(stack, load_script(LOAD_TURNS), load_calls))
                 figures[f"{prefix}load"] = {"calls": load_calls, **load}
@@ -667,6 +751,9 @@ def ratios(figures: dict[str, Any]) -> dict[str, float]:
     admission_load = (figures.get("admission_load") or {}).get("p50_ms")
     if admission_idle and admission_load:
         out["admission_load_vs_idle"] = round(admission_load / admission_idle, 2)
+    metrics_off = (figures.get("metrics_off_idle") or {}).get("p50_ms")
+    if idle and metrics_off:
+        out["metrics_on_vs_off_idle"] = round(idle / metrics_off, 2)
     return out
 
 
@@ -755,6 +842,7 @@ def render(figures: dict[str, Any]) -> str:
         )
     lines += _render_verbs(figures)
     lines += _render_admission(figures)
+    lines += _render_metrics_cost(figures)
     floor = figures.get("floor")
     if floor:
         lines += ["", "floor, measured in the same run (ms):"]
@@ -859,6 +947,40 @@ def _render_admission(figures: dict[str, Any]) -> list[str]:
         verdict = {True: "met", False: "missed", None: "not measured"}[row["met"]]
         label = name.replace("_", " ")
         lines.append(f"  {label:22} target {row['target']:>7}  measured {row['measured']!s:>8}  {verdict}")
+    return lines
+
+
+def _render_metrics_cost(figures: dict[str, Any]) -> list[str]:
+    """Metrics on against off: the idle figures side by side, the ratio, and the CPU per turn."""
+    off = figures.get("metrics_off_idle")
+    if not off:
+        return []
+    lines = [
+        "",
+        "metrics on against off (ms): event → control, idle, wake-up consumer, back to back",
+        "",
+        _HEADER,
+    ]
+    if figures.get("idle"):
+        lines.append(_row("metrics on, idle", figures["idle"]))
+    lines.append(_row("metrics off, idle", off))
+    ratio = (figures.get("ratios") or {}).get("metrics_on_vs_off_idle")
+    if ratio:
+        lines.append(f"metrics on ÷ off (p50): {ratio}×")
+    cpu = figures.get("metrics_cpu_ms_per_turn") or {}
+    if cpu.get("on") and cpu.get("off"):
+        split = ", ".join(f"{name} {cpu['on'][name]} / {cpu['off'][name]}" for name in cpu["on"])
+        lines.append(f"CPU ms per idle turn, metrics on / off: {split}")
+    cost = figures.get("metrics_cost_us") or {}
+    if "skipped" in cost:
+        lines.append(f"per message, in process: skipped: {cost['skipped']}")
+    elif cost:
+        lines.append(
+            f"per message, in process (µs): delivered {cost['delivered_turn_us']} for a turn's "
+            f"final, {cost['delivered_event_us']} for another event; Dramatiq's middleware "
+            f"{cost['dramatiq_middleware_us']}; recorded {cost['recorded_us']}; "
+            f"delivered with metrics off {cost['delivered_off_us']}"
+        )
     return lines
 
 

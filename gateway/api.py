@@ -29,6 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from gateway import console
 from gateway.keys import KeyRing
 from gateway.live import CLOSE_SESSION_ENDED, CLOSE_UNKNOWN_SESSION
 from gateway.phone import WebhookRefused
@@ -131,6 +132,12 @@ def build_api(gateway: Gateway) -> Starlette:
         Route("/v1/routes/{route_id}", api.remove_route, methods=["DELETE"]),
         Route("/v1/phone-calls/{call_id}", api.phone_call, methods=["GET"]),
         Route("/v1/sessions", api.create, methods=["POST"]),
+        Route("/v1/sessions", api.list_sessions, methods=["GET"]),
+        Route("/v1/dead-letters", api.dead_letters, methods=["GET"]),
+        Route("/v1/dead-letters/{letter_id}", api.dead_letter, methods=["GET", "DELETE"]),
+        Route("/v1/dead-letters/{letter_id}/replay", api.replay_dead_letter, methods=["POST"]),
+        Route("/console", console.page, methods=["GET"]),
+        Route("/console/{asset}", console.asset, methods=["GET"]),
         *(
             Route(f"/v1/sessions/{{session_id}}{suffix}", _for_session(handler), methods=[method])
             for suffix, method, handler in session_routes
@@ -148,7 +155,7 @@ def authenticated(app: ASGIApp, keyring: KeyRing) -> ASGIApp:
     checks its own credentials: it also takes a live token."""
 
     async def guard(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] not in ("/healthz", WEBHOOK_PATH):
+        if scope["type"] == "http" and not _is_open(scope["path"]):
             identity = await keyring.identify(_header(scope, b"authorization"))
             if identity is None:
                 response = error_response(
@@ -168,6 +175,13 @@ def authenticated(app: ASGIApp, keyring: KeyRing) -> ASGIApp:
         await app(scope, receive, send)
 
     return guard
+
+
+def _is_open(path: str) -> bool:
+    """Routes without a bearer token: the health check, the provider's webhooks (signed), and
+    the console's page and scripts (they hold no data: the page asks for a key, and every call
+    it makes carries it)."""
+    return path in ("/healthz", WEBHOOK_PATH, "/console") or path.startswith("/console/")
 
 
 def _header(scope: Scope, name: bytes) -> bytes:
@@ -218,6 +232,40 @@ class _Api:
         )
         if status == 201:
             body = {**body, "live": self._live_credentials(session_id)}
+        return JSONResponse(body, status_code=status)
+
+    async def list_sessions(self, request: Request) -> Response:
+        """Sessions, newest first: `?status=`, `?route=`, `?end_reason=`, `?limit=` (≤ 500); and
+        the counts by status."""
+        query = request.query_params
+        limit = query.get("limit", "100")
+        if not limit.isdigit() or not 1 <= int(limit) <= 500:
+            return error_response(422, "malformed_request", "limit must be 1 to 500")
+        status, body = await self.rpc.call(
+            "list_sessions",
+            limit=int(limit),
+            status=query.get("status", "")[:128],
+            route=query.get("route", "")[:128],
+            end_reason=query.get("end_reason", "")[:128],
+        )
+        return JSONResponse(body, status_code=status)
+
+    async def dead_letters(self, _request: Request) -> Response:
+        status, body = await self.rpc.call("dead_letters", verb="list")
+        return JSONResponse(body, status_code=status)
+
+    async def dead_letter(self, request: Request) -> Response:
+        """A dead letter (with what a replay would do), or, with DELETE, purge it."""
+        verb = "purge" if request.method == "DELETE" else "show"
+        status, body = await self.rpc.call(
+            "dead_letters", verb=verb, letter_id=request.path_params["letter_id"]
+        )
+        return JSONResponse(body, status_code=status)
+
+    async def replay_dead_letter(self, request: Request) -> Response:
+        status, body = await self.rpc.call(
+            "dead_letters", verb="replay", letter_id=request.path_params["letter_id"]
+        )
         return JSONResponse(body, status_code=status)
 
     async def describe(self, request: Request, session_id: str) -> Response:

@@ -104,8 +104,9 @@ class Gateway:
         self._log_pokes: dict[str, asyncio.Event] = {}
         self._log_reads: dict[str, asyncio.Lock] = {}
         self.phone_door = PhoneDoor(settings.webhook_secret)
+        self._routes: dict[str, str] = {}
         self.metrics = (
-            GatewayMetrics(self.gateway_id, lambda: len(self.sockets), redis_url, settings.broker_namespace)
+            GatewayMetrics(self.gateway_id, self._live_calls_by_route, redis_url, settings.broker_namespace)
             if settings.metrics
             else None
         )
@@ -388,6 +389,20 @@ class Gateway:
         can send one)."""
         self.sink.increment(f"webhooks_refused:{code}")
         self.count_webhook(code)
+
+    def note_route(self, session_id: str, route_id: str) -> None:
+        """A phone call this gateway answered came in on this route (for the metrics)."""
+        self._routes[session_id] = route_id
+
+    def _live_calls_by_route(self) -> dict[str, int]:
+        counted: dict[str, int] = {}
+        for session_id in list(self.sockets):
+            route = self._routes.get(session_id, "")
+            counted[route] = counted.get(route, 0) + 1
+        # Routes of calls no longer held are forgotten here, where they are read.
+        for session_id in [known for known in self._routes if known not in self.sockets]:
+            self._routes.pop(session_id, None)
+        return counted
 
     def count_webhook(self, outcome: str) -> None:
         if self.metrics is not None:

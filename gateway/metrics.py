@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import redis
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -36,16 +36,10 @@ QUEUES = (
 
 class GatewayMetrics:
     def __init__(
-        self, gateway_id: str, live_calls: Callable[[], int], redis_url: str, namespace: str
+        self, gateway_id: str, live_calls: Callable[[], dict[str, int]], redis_url: str, namespace: str
     ) -> None:
         self.registry = CollectorRegistry()
-        live = Gauge(
-            "switchboard_live_calls",
-            "Calls whose sideband this gateway holds.",
-            ["gateway"],
-            registry=self.registry,
-        )
-        live.labels(gateway_id).set_function(lambda: float(live_calls()))
+        self.registry.register(_LiveCalls(gateway_id, live_calls))
         self.commands = Counter(
             "switchboard_commands_total",
             "Commands the app and supervisors sent, by command and answer status.",
@@ -59,6 +53,23 @@ class GatewayMetrics:
             registry=self.registry,
         )
         self.registry.register(_Queues(redis_url, namespace))
+
+
+class _LiveCalls(Collector):
+    """The calls whose sideband this gateway holds, by route (read when scraped)."""
+
+    def __init__(self, gateway_id: str, by_route: Callable[[], dict[str, int]]) -> None:
+        self._gateway_id = gateway_id
+        self._by_route = by_route
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        live = GaugeMetricFamily(
+            "switchboard_live_calls", "Calls whose sideband this gateway holds.", labels=["gateway", "route"]
+        )
+        counted = self._by_route() or {"": 0}
+        for route, count in counted.items():
+            live.add_metric([self._gateway_id, route], float(count))
+        yield live
 
 
 class _Queues(Collector):

@@ -69,6 +69,7 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
         "owning_gateway": row.owning_gateway,
         "instructions": row.instructions,
         "usage": row.usage,
+        "line": _line(row.state or {}),
         "applied_seq": row.applied_seq,
         "logged_seq": row.logged_seq,
         "created_at": row.created_at.isoformat(),
@@ -83,6 +84,15 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
     if with_events:
         record["log"] = event_log(session_id)
     return record
+
+
+def _line(state: dict[str, Any]) -> dict[str, Any]:
+    """Who has the call's line: held or not, the person who holds it, a caller waiting."""
+    return {
+        "held": bool(state.get("held")),
+        "taken_by": state.get("taken_by"),
+        "attention": state.get("attention"),
+    }
 
 
 def _why(status: str, end_reason: str | None, incidents: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -171,3 +181,48 @@ def _disposition_counts(session_id: str) -> dict[str, int]:
     ):
         counts[event.disposition] = counts.get(event.disposition, 0) + 1
     return counts
+
+
+LIST_SESSIONS = """
+SELECT s.id, s.status, s.end_reason, s.created_at, s.ended_at, s.provider_call_id,
+       p.route_id, p.caller, p.number, s.usage
+  FROM sessions s LEFT JOIN phone_calls p ON p.session_id = s.id
+ WHERE s.namespace = %s
+   AND (%s = '' OR s.status = %s)
+   AND (%s = '' OR p.route_id = %s)
+   AND (%s = '' OR s.end_reason = %s)
+ ORDER BY s.created_at DESC
+ LIMIT %s
+"""
+
+COUNT_SESSIONS = "SELECT status, count(*) FROM sessions WHERE namespace = %s GROUP BY status"
+
+
+def sessions(
+    namespace: str, *, status: str = "", route: str = "", end_reason: str = "", limit: int = 100
+) -> dict[str, Any]:
+    """The deployment's sessions, newest first (filtered by status, route and end reason), and
+    how many there are in each status."""
+    rows = database.execute_sql(
+        LIST_SESSIONS, (namespace, status, status, route, route, end_reason, end_reason, limit)
+    ).fetchall()
+    listed = [
+        {
+            "id": session_id,
+            "status": found_status,
+            "end_reason": reason,
+            "ended_by": ended_by(Phase(found_status), reason),
+            "created_at": created.isoformat(),
+            "ended_at": ended.isoformat() if ended else None,
+            "call_id": call_id,
+            "route_id": route_id,
+            "caller": caller,
+            "dialled": number,
+            "total_tokens": (usage or {}).get("total_tokens", 0),
+        }
+        for session_id, found_status, reason, created, ended, call_id, route_id, caller, number, usage in rows
+    ]
+    counts = {
+        str(found): int(n) for found, n in database.execute_sql(COUNT_SESSIONS, (namespace,)).fetchall()
+    }
+    return {"sessions": listed, "counts": counts}

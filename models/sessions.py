@@ -45,7 +45,7 @@ from pipeline.errors import (
 )
 from pipeline.sequencer import Arrival
 from pipeline.session import Disposition, apply, disposition_of
-from pipeline.state import TERMINAL_PHASES, Phase, SessionState
+from pipeline.state import TERMINAL_PHASES, Phase, SessionState, Usage
 from pipeline.step import (
     AnswerRequest,
     CancelTimer,
@@ -230,6 +230,10 @@ class Applied:
     compactions_finished: list[str] = field(default_factory=list)
     # What the app that owns the call is told, once the transaction commits.
     notifications: list[NotifyApp] = field(default_factory=list)
+    # The session's usage before and after this transaction (for the metrics: whatever events
+    # it applied, a drained one included).
+    usage_before: Usage | None = None
+    usage_after: Usage | None = None
 
 
 @dataclass
@@ -739,6 +743,9 @@ class LockedSession:
                 )
                 applied.replies.append((effect.gateway_id, reply))
         applied.outbound += outbound
+        if applied.usage_before is None:
+            applied.usage_before = self.state.usage
+        applied.usage_after = step.state.usage
         if step.state.is_terminal and not self.state.is_terminal:
             # Every timer checks a finished session and does nothing: they go with the call, so
             # none outlives it in the table (or is swept, fired and re-claimed for ever).

@@ -6,7 +6,8 @@ SwitchboardError
 │   │   ├── SessionNotFound
 │   │   ├── RouteNotFound
 │   │   ├── PhoneCallNotFound
-│   │   └── KeyNotFound
+│   │   ├── KeyNotFound
+│   │   └── DeadLetterNotFound
 │   ├── SessionExists
 │   ├── SessionEnded
 │   ├── AdmissionRefused
@@ -60,6 +61,10 @@ class PhoneCallNotFound(NotFound):
 
 class KeyNotFound(NotFound):
     code = "key_not_found"
+
+
+class DeadLetterNotFound(NotFound):
+    code = "dead_letter_not_found"
 
 
 class SessionExists(Refusal):

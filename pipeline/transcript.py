@@ -16,7 +16,7 @@ from pipeline.limits import (
     RESPONSE_DEADLINE_MS,
     RESPONSE_MS_PER_OUTPUT_TOKEN,
 )
-from pipeline.state import LIVE_PHASES, Phase, ResponseContext, SessionState, Turn
+from pipeline.state import LIVE_PHASES, Phase, ResponseContext, SessionState, Turn, Usage
 from pipeline.step import CancelTimer, PersistTranscript, RecordIncident, ScheduleTimer, Step, unchanged
 from pipeline.wire import (
     AssistantTranscriptFinal,
@@ -259,14 +259,19 @@ def count_response(state: SessionState, event: ResponseDone) -> Step:
     return Step(state=counted, effects=effects)
 
 
+def count_usage_of(usage: Usage, event: ResponseDone) -> Usage:
+    """`usage` with one response's provider-reported usage added."""
+    reported = event.response.usage
+    if reported is None:
+        return usage.plus(0, 0, 0)
+    return usage.plus(
+        reported.input_tokens, reported.output_tokens, reported.total_tokens, **_details(reported)
+    )
+
+
 def count_usage(state: SessionState, event: ResponseDone) -> SessionState:
     """Add a response's provider-reported usage to the session's."""
-    usage = event.response.usage
-    if usage is None:
-        return state.evolve(usage=state.usage.plus(0, 0, 0))
-    return state.evolve(
-        usage=state.usage.plus(usage.input_tokens, usage.output_tokens, usage.total_tokens, **_details(usage))
-    )
+    return state.evolve(usage=count_usage_of(state.usage, event))
 
 
 def _details(usage: TokenUsage) -> dict[str, int]:

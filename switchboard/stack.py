@@ -10,6 +10,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -67,6 +68,8 @@ class Stack:
         self.api_token = api_token
         # The secret the simulated provider signs phone calls' webhooks with.
         self.webhook_secret = webhook_secret or "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+        # The workers' shared metrics directory: the stack's own, gone with it.
+        self._metrics_dir = tempfile.TemporaryDirectory(prefix="switchboard-metrics-")
         self.env = {
             **os.environ,
             **(extra_env or {}),
@@ -79,6 +82,8 @@ class Stack:
             "SWITCHBOARD_PROVIDER": "simulated",
             "PYTHONUNBUFFERED": "1",
         }
+        if "SWITCHBOARD_METRICS_DIR" not in (extra_env or {}):
+            self.env["SWITCHBOARD_METRICS_DIR"] = self._metrics_dir.name
         self._simulator_args = simulator_args
         self._echo = echo
         self.simulator: Process | None = None
@@ -145,6 +150,7 @@ class Stack:
         for process in [self.gateway, *self.extra_gateways, *self.workers, self.simulator]:
             if process is not None:
                 process.stop()
+        self._metrics_dir.cleanup()
 
     def __enter__(self) -> Stack:
         return self

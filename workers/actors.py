@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from models import incidents, phone, timers, tool_steps
 from models import keys as api_keys
 from models.records import call_log, session_record
+from models.records import sessions as listed_sessions
 from models.sessions import (
     Applied,
     LockedSession,
@@ -34,6 +35,7 @@ from pipeline.catalog import ToolCatalog, ToolError, ToolOutcome
 from pipeline.envelope import EventEnvelope, Reply
 from pipeline.errors import (
     BadInput,
+    DeadLetterNotFound,
     KeyNotFound,
     MalformedEnvelope,
     NotFound,
@@ -65,6 +67,7 @@ from pipeline.wire import (
 )
 from workers import app_webhooks, runtime
 from workers import metrics as worker_metrics
+from workers.dead_letters import DeadLetters
 from workers.liveness import takeover_refusal_now
 from workers.middleware import TimerSweeper
 from workers.tools.runner import run_tool as execute_tool
@@ -209,6 +212,7 @@ def ring(
         }
         if decision.state is not None:
             body["session"] = session_configuration(decision.state)
+            body["route_id"] = decision.state.phone.route_id if decision.state.phone else ""
         return 200, body
 
     _answer(request_id, gateway_id, decide)
@@ -287,6 +291,41 @@ def notify_app(session_id: str, delivery_id: str, kind: str, data: dict[str, Any
     Dramatiq tries again with backoff, then dead-letters it (a replay keeps its id)."""
     settings = _runtime.settings
     app_webhooks.deliver(session_id, delivery_id, kind, data, settings.prices, settings.provider_model)
+
+
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="list_sessions", **_REQUEST_POLICY)
+def list_sessions(
+    request_id: str, gateway_id: str, status: str, route: str, end_reason: str, limit: int
+) -> None:
+    """The deployment's sessions, newest first, filtered; and the counts by status."""
+    namespace = _runtime.settings.broker_namespace
+
+    def read() -> tuple[int, dict[str, Any]]:
+        return 200, listed_sessions(namespace, status=status, route=route, end_reason=end_reason, limit=limit)
+
+    _answer(request_id, gateway_id, read)
+
+
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="dead_letters", **_REQUEST_POLICY)
+def dead_letters(request_id: str, gateway_id: str, verb: str, letter_id: str = "") -> None:
+    """The dead letters, as `switchboard dlq` shows and acts on them: list, show (with what a
+    replay would do), replay, purge."""
+
+    def act() -> tuple[int, dict[str, Any]]:
+        letters = DeadLetters(_runtime.broker)
+        now_ms = int(time.time() * 1000)
+        if verb == "list":
+            return 200, {"dead_letters": [letter.summary(now_ms) for letter in letters.list()]}
+        letter = letters.find(letter_id)
+        if letter is None:
+            raise DeadLetterNotFound(f"no dead letter {letter_id!r} (replayed or purged already?)")
+        if verb == "show":
+            return 200, {**letter.detail(now_ms), "replay_would": letters.outlook(letter, now_ms)}
+        outlook = letters.outlook(letter, now_ms)
+        done = letters.replay(letter) if verb == "replay" else letters.purge(letter)
+        return 200, {"id": letter.id, "done": done, "outlook": outlook if verb == "replay" else None}
+
+    _answer(request_id, gateway_id, act)
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="key_identity", **_REQUEST_POLICY)
@@ -566,8 +605,8 @@ def _publish(session: LockedSession, applied: Applied) -> None:
 
 
 def _after_commit(session_id: str, applied: Applied) -> None:
-    worker_metrics.recorded(applied)
     settings = _runtime.settings
+    worker_metrics.recorded(applied, settings.prices.get(settings.provider_model))
     for told in applied.notifications:
         notify_app.send_with_options(
             kwargs={

@@ -14,6 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.cost import ModelPrices, cost_usd
+from pipeline.state import Usage
+
 if TYPE_CHECKING:
     from models.sessions import Applied
     from pipeline.catalog import ToolOutcome
@@ -70,6 +73,7 @@ class _Metrics:
             "Provider-reported tokens of the responses applied, by kind.",
             ["kind"],
         )
+        self.cost = Counter("switchboard_cost_usd_total", "What the responses applied cost, in dollars.")
 
 
 def metrics() -> _Metrics:
@@ -96,19 +100,25 @@ def delivered(envelope: EventEnvelope, applied: Applied, published_at: float) ->
             getattr(item, "control", {}).get("type") == "response.create" for item in controls
         ):
             measured.turn_latency.observe(waited)
-    if envelope.event.get("type") == "response.done" and (envelope.seq, "applied") in applied.dispositions:
-        usage = (envelope.event.get("response") or {}).get("usage") or {}
-        for kind in ("input_tokens", "output_tokens"):
-            tokens = usage.get(kind)
-            if isinstance(tokens, int) and tokens > 0:
-                measured.tokens.labels(kind.removesuffix("_tokens")).inc(tokens)
 
 
-def recorded(applied: Applied) -> None:
-    """The incidents and finished compactions of any locked transaction."""
+def recorded(applied: Applied, prices: ModelPrices | None = None) -> None:
+    """The incidents, finished compactions, tokens and cost of any locked transaction."""
     if not _enabled:
         return
     measured = metrics()
+    before, after = applied.usage_before, applied.usage_after
+    if before is not None and after is not None and after.responses > before.responses:
+        added = Usage.model_validate(
+            {name: getattr(after, name) - getattr(before, name) for name in Usage.model_fields}
+        )
+        for kind in ("input", "output"):
+            tokens = getattr(added, f"{kind}_tokens")
+            if tokens > 0:
+                measured.tokens.labels(kind).inc(tokens)
+        spent = cost_usd(added, prices)
+        if spent:
+            measured.cost.inc(spent)
     for incident in applied.incidents:
         measured.incidents.labels(incident.code, incident.severity).inc()
     for status in applied.compactions_finished:
@@ -123,9 +133,11 @@ def tool_ran(name: str, outcome: ToolOutcome) -> None:
 
 def count_messages(broker: Any) -> None:
     """Dramatiq's own Prometheus middleware, for what it counts (in the same directory)."""
-    from dramatiq.middleware.prometheus import Prometheus
+    from dramatiq.middleware import prometheus
 
-    middleware = Prometheus()
+    # It reads its directory when first imported: set it again, in case that was earlier.
+    prometheus.DB_PATH = os.environ.get("PROMETHEUS_MULTIPROC_DIR", prometheus.DB_PATH)
+    middleware = prometheus.Prometheus()
     broker.add_middleware(middleware)
     # `switchboard worker` is not Dramatiq's CLI, which is what emits process_boot.
     middleware.after_process_boot(broker)

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -137,6 +138,12 @@ def test_the_app_is_told_of_its_call_with_a_report_and_retried_with_the_same_id(
     assert [t["role"] for t in report["transcript"]] == ["user", "assistant"]
     assert [step["status"] for step in report["tool_steps"]] == ["failed"]
     assert report["usage"]["output_tokens"] > 0 and report["cost_usd"] > 0
+    # The same prices make the workers' cost metric.
+    port = webhook_stack.workers[0].ready["metrics"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        scraped = response.read().decode()
+    [cost] = [line for line in scraped.splitlines() if line.startswith("switchboard_cost_usd_total ")]
+    assert float(cost.split()[1]) > 0
 
 
 def test_a_delivery_the_app_never_takes_is_a_dead_letter_and_replays_with_its_id(

@@ -50,7 +50,7 @@ def test_malformed_api_requests_get_typed_4xx_answers(stack: Stack, client: Clie
         ),
         ("GET", "/v1/sessions/sess_does_not_exist", None, 404, "session_not_found"),
         ("GET", "/v1/nothing/here", None, 404, "not_found"),
-        ("GET", "/v1/sessions", None, 405, "method_not_allowed"),
+        ("DELETE", "/v1/sessions", None, 405, "method_not_allowed"),
         ("POST", "/v1/sessions/sess_x/connect", b'{"sdp": ""}', 422, "malformed_request"),
     ]
     for method, path, body, status, code in cases:
