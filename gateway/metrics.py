@@ -15,23 +15,7 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from pipeline.names import (
-    ADMISSION_QUEUE,
-    APP_WEBHOOKS_QUEUE,
-    COMPACTION_QUEUE,
-    TOOL_QUEUE,
-    TOOL_RUNS_QUEUE,
-    TRANSCRIPT_QUEUE,
-)
-
-QUEUES = (
-    ADMISSION_QUEUE,
-    TRANSCRIPT_QUEUE,
-    TOOL_QUEUE,
-    TOOL_RUNS_QUEUE,
-    COMPACTION_QUEUE,
-    APP_WEBHOOKS_QUEUE,
-)
+from pipeline.names import QUEUES
 
 
 class GatewayMetrics:

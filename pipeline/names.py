@@ -9,6 +9,15 @@ TOOL_RUNS_QUEUE = "tool_runs"
 COMPACTION_QUEUE = "compaction"
 # Webhooks to the apps that own calls: an endpoint that is slow or down never holds up a call.
 APP_WEBHOOKS_QUEUE = "app_webhooks"
+# Every queue a deployment has (its dead letters, depths and lags are per queue).
+QUEUES = (
+    ADMISSION_QUEUE,
+    TRANSCRIPT_QUEUE,
+    TOOL_QUEUE,
+    TOOL_RUNS_QUEUE,
+    COMPACTION_QUEUE,
+    APP_WEBHOOKS_QUEUE,
+)
 
 # Each durable event goes to the queue of the concern it belongs to; whichever worker takes
 # it applies every contiguous logged event of the session, so queues never reorder a session.

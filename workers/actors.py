@@ -32,6 +32,7 @@ from models.sessions import (
 from pipeline.admission import session_configuration
 from pipeline.api import RouteSpec, SessionSpec
 from pipeline.catalog import ToolCatalog, ToolError, ToolOutcome
+from pipeline.cost import cost_usd
 from pipeline.envelope import EventEnvelope, Reply
 from pipeline.errors import (
     BadInput,
@@ -55,7 +56,7 @@ from pipeline.names import (
 )
 from pipeline.phone import PhoneLine, kept_headers, line_of
 from pipeline.prompt import offered_tools
-from pipeline.state import AppWebhook, Greeting
+from pipeline.state import AppWebhook, Greeting, Usage
 from pipeline.step import RecordIncident
 from pipeline.wire import (
     AdmissionBegun,
@@ -508,7 +509,15 @@ def session_call_log(request_id: str, gateway_id: str, session_id: str, after: i
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="describe_session", **_REQUEST_POLICY)
 def describe_session(request_id: str, gateway_id: str, session_id: str, with_events: bool = False) -> None:
-    _answer(request_id, gateway_id, lambda: (200, session_record(session_id, with_events=with_events)))
+    """The session's durable record, with what its usage cost (from the deployment's prices)."""
+
+    def read() -> tuple[int, dict[str, Any]]:
+        record = session_record(session_id, with_events=with_events)
+        settings = _runtime.settings
+        usage = Usage.model_validate(record["usage"]) if record["usage"] else Usage()
+        return 200, {**record, "cost_usd": cost_usd(usage, settings.prices.get(settings.provider_model))}
+
+    _answer(request_id, gateway_id, read)
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="record_incident", **_REQUEST_POLICY)

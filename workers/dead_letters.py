@@ -29,24 +29,8 @@ from dramatiq.brokers.redis import RedisBroker
 from dramatiq.errors import DecodeError
 
 from pipeline.errors import UnreplayableDeadLetter
-from pipeline.names import (
-    ADMISSION_QUEUE,
-    APP_WEBHOOKS_QUEUE,
-    COMPACTION_QUEUE,
-    TOOL_QUEUE,
-    TOOL_RUNS_QUEUE,
-    TRANSCRIPT_QUEUE,
-)
+from pipeline.names import QUEUES
 from workers.liveness import takeover_refusal_now
-
-QUEUES = (
-    ADMISSION_QUEUE,
-    TRANSCRIPT_QUEUE,
-    TOOL_QUEUE,
-    COMPACTION_QUEUE,
-    TOOL_RUNS_QUEUE,
-    APP_WEBHOOKS_QUEUE,
-)
 
 # Options that describe one attempt, not the message: a replay starts without them.
 _PER_ATTEMPT_OPTIONS = (

@@ -141,7 +141,8 @@ function viewCall(sessionId) {
     const waiting = r.line.attention ? ` · the caller waits for a person (${r.line.attention.reason})` : "";
     state.replaceChildren(el("span", { class: "state", id: "status" }, r.status), ` ${holder}`,
       el("div", { id: "line" }, `line: ${held}${waiting}`),
-      el("div", {}, `usage: ${JSON.stringify(r.usage)}`), r.why ? el("div", { class: "refused" }, `why: ${r.why.code}: ${r.why.summary}`) : "");
+      el("div", {}, `usage: ${r.usage.total_tokens || 0} tokens in ${r.usage.responses || 0} responses`
+        + (r.cost_usd != null ? ` · cost $${r.cost_usd.toFixed(4)}` : " · cost: no prices set")), r.why ? el("div", { class: "refused" }, `why: ${r.why.code}: ${r.why.summary}`) : "");
     tools.replaceChildren(el("h2", {}, "Tool steps"), ...r.tool_steps.map((t) => el("div", {}, `${t.tool} ${t.status} ${t.error ? (t.error.code || JSON.stringify(t.error)) : ""}`)));
     incidents.replaceChildren(el("h2", {}, "Incidents and compactions"),
       ...r.incidents.map((i) => el("div", { class: i.severity === "error" ? "refused" : "" }, `${i.code}: ${i.summary}`)),

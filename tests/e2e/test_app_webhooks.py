@@ -13,9 +13,8 @@ import secrets
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -26,6 +25,7 @@ from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack
 from tests.e2e.conftest import set_script
+from tests.support.waiting import wait_for
 
 SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 PRICES = {
@@ -94,16 +94,6 @@ def webhook_stack(services: Services, namespace: str) -> Iterator[Stack]:
         yield stack
 
 
-def _wait_for(predicate: Callable[[], Any], what: str, timeout_s: float = 30) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_the_app_is_told_of_its_call_with_a_report_and_retried_with_the_same_id(webhook_stack: Stack) -> None:
     receiver = Receiver()
     receiver.failing["call.ended"] = 2
@@ -125,7 +115,7 @@ def test_the_app_is_told_of_its_call_with_a_report_and_retried_with_the_same_id(
     client.connect(session["id"])
     client.wait_for_status(session["id"], timeout_s=30)
 
-    ended = _wait_for(lambda: receiver.taken("call.ended"), "call.ended")[0]
+    ended = wait_for(lambda: receiver.taken("call.ended"), "call.ended")[0]
     assert not [d for d in receiver.deliveries if "bad_signature" in d]
     [started] = receiver.taken("call.started")
     [failed] = receiver.taken("tool.failed")
@@ -138,6 +128,7 @@ def test_the_app_is_told_of_its_call_with_a_report_and_retried_with_the_same_id(
     assert [t["role"] for t in report["transcript"]] == ["user", "assistant"]
     assert [step["status"] for step in report["tool_steps"]] == ["failed"]
     assert report["usage"]["output_tokens"] > 0 and report["cost_usd"] > 0
+    assert client.session(session["id"])["cost_usd"] == report["cost_usd"]
     # The same prices make the workers' cost metric.
     port = webhook_stack.workers[0].ready["metrics"]
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
@@ -154,7 +145,7 @@ def test_a_delivery_the_app_never_takes_is_a_dead_letter_and_replays_with_its_id
     client = Client(webhook_stack.api_url, webhook_stack.api_token, webhook_stack.live_url)
     session = client.create_session("Be brief.", webhook={"url": receiver.url, "secret": SECRET})
     client.end(session["id"])
-    _wait_for(
+    wait_for(
         lambda: len([d for d in receiver.deliveries if d.get("type") == "call.ended"]) == 3, "3 refusals"
     )
 
@@ -173,11 +164,11 @@ def test_a_delivery_the_app_never_takes_is_a_dead_letter_and_replays_with_its_id
             check=False,
         )
 
-    listed = _wait_for(lambda: "notify_app" in dlq("list").stdout, "the dead letter")
+    listed = wait_for(lambda: "notify_app" in dlq("list").stdout, "the dead letter")
     assert listed
     receiver.failing["call.ended"] = 0
     replayed = dlq("replay", "--all")
     assert replayed.returncode == 0, replayed.stderr
-    [taken] = _wait_for(lambda: receiver.taken("call.ended"), "the replayed delivery")
+    [taken] = wait_for(lambda: receiver.taken("call.ended"), "the replayed delivery")
     refused_ids = {d["id"] for d in receiver.deliveries if d.get("type") == "call.ended" and d["refused"]}
     assert refused_ids == {taken["id"]}

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from typing import Any
 
 from pipeline.line import NOBODY_TOOK_IT
@@ -16,19 +15,10 @@ from simulator.oracle import wire_errors
 from switchboard.client import Client
 from switchboard.stack import Stack
 from tests.e2e.conftest import set_script, simulator_call
+from tests.support.waiting import wait_for
 
 DANA = {"id": "sup_dana", "name": "Dana"}
 LEE = {"id": "sup_lee", "name": "Lee"}
-
-
-def _wait_for(predicate: Any, what: str, timeout_s: float = 20) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _cli(stack: Stack, *arguments: str) -> subprocess.CompletedProcess[str]:
@@ -80,7 +70,7 @@ def test_the_operators_commands_and_a_supervisors_verbs_through_the_whole_stack(
     sid = session["id"]
     base = f"/v1/sessions/{sid}"
     call_id = client.connect(sid)["call_id"]
-    _wait_for(lambda: "turn.agent" in _kinds(client, sid) and _listening(client, sid), "the greeting")
+    wait_for(lambda: "turn.agent" in _kinds(client, sid) and _listening(client, sid), "the greeting")
 
     # Named prompt blocks: a change of bytes is sent, the same bytes are not.
     assert client.set_prompt(sid, "hours", "We open at nine.")["status"] == "changed"
@@ -93,7 +83,7 @@ def test_the_operators_commands_and_a_supervisors_verbs_through_the_whole_stack(
     assert held.returncode == 0, held.stderr
     assert client.caller_text(sid, "Hello? Is anyone there?")["status"] == "queued"
     assert _refused(client, "POST", f"{base}/agent/say", {"text": "Hi"}) == (409, "line_held")
-    _wait_for(lambda: "turn.user" in _kinds(client, sid), "the typed words in the log")
+    wait_for(lambda: "turn.user" in _kinds(client, sid), "the typed words in the log")
     assert client.hold(sid) == {"session_id": sid, "status": "held", "changed": False}
     assert client.unhold(sid)["status"] == "free"
 
@@ -103,8 +93,8 @@ def test_the_operators_commands_and_a_supervisors_verbs_through_the_whole_stack(
         409,
         "already_waiting",
     )
-    _wait_for(lambda: "attention.answered" in _kinds(client, sid), "nobody taking the line", 30)
-    _wait_for(
+    wait_for(lambda: "attention.answered" in _kinds(client, sid), "nobody taking the line", 30)
+    wait_for(
         lambda: _kinds(client, sid).count("turn.agent") == 2 and _listening(client, sid), "the model's word"
     )
 
@@ -118,16 +108,14 @@ def test_the_operators_commands_and_a_supervisors_verbs_through_the_whole_stack(
         "speaking",
         "after_response",
     )
-    _wait_for(
-        lambda: _kinds(client, sid).count("turn.agent") == 3 and _listening(client, sid), "Dana's words"
-    )
+    wait_for(lambda: _kinds(client, sid).count("turn.agent") == 3 and _listening(client, sid), "Dana's words")
     whispered = _cli(stack, "supervise", sid, "whisper", "The refund was approved.", "--by", DANA["id"])
     assert whispered.returncode == 0, whispered.stderr
     assert '"noted"' in whispered.stdout
     assert client.supervise(sid, DANA, {"type": "release"})["status"] == "released"
     released_twice = client.request("POST", f"{base}/supervisor", {"by": DANA, "verb": {"type": "release"}})
     assert (released_twice[0], released_twice[1]["error"]["code"]) == (409, "nobody_holds")
-    _wait_for(lambda: _kinds(client, sid).count("turn.agent") == 4 and _listening(client, sid), "the reply")
+    wait_for(lambda: _kinds(client, sid).count("turn.agent") == 4 and _listening(client, sid), "the reply")
     transfer = {"by": DANA, "verb": {"type": "transfer", "to": "tel:+14155550123"}}
     assert _refused(client, "POST", f"{base}/supervisor", transfer) == (409, "not_a_phone_call")
 
@@ -209,9 +197,9 @@ def test_the_tools_change_between_runs_and_the_model_hangs_up_after_its_goodbye(
     sid = session["id"]
     call_id = client.connect(sid)["call_id"]
 
-    _wait_for(lambda: "tool.call" in _kinds(client, sid), "the wait tool to run")
+    wait_for(lambda: "tool.call" in _kinds(client, sid), "the wait tool to run")
     assert _refused(client, "PUT", f"/v1/sessions/{sid}/tools", {"tools": ["echo"]}) == (409, "tool_running")
-    _wait_for(lambda: "tool.result" in _kinds(client, sid) and _listening(client, sid), "the tool's answer")
+    wait_for(lambda: "tool.result" in _kinds(client, sid) and _listening(client, sid), "the tool's answer")
     changed = client.set_tools(sid, ["lookup_order"])
     assert changed["tools"] == ["lookup_order"]
 

@@ -9,41 +9,16 @@ import json
 import os
 import subprocess
 import sys
-import time
-import urllib.request
-from collections.abc import Callable
 from typing import Any
 
 from simulator.oracle import wire_errors
 from switchboard.client import Client
 from switchboard.stack import Stack
 from tests.e2e.conftest import set_script, simulator_call
+from tests.support.phone import ring
+from tests.support.waiting import wait_for
 
 DANA = {"id": "sup_dana", "name": "Dana"}
-
-
-def _wait_for(predicate: Callable[[], Any], what: str, timeout_s: float = 20) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _ring(stack: Stack, to: str, **options: Any) -> str:
-    """A phone call to `to` rings at the simulated provider; answers its call id."""
-    body = {"to": to, "webhook_url": stack.webhook_url, "secret": stack.webhook_secret, **options}
-    base = stack.simulator_url.removesuffix("/v1")
-    request = urllib.request.Request(
-        f"{base}/_sim/sip/calls",
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return str(json.loads(response.read())["call_id"])
 
 
 def _settled(stack: Stack, call_id: str, deliveries: int) -> dict[str, Any]:
@@ -55,7 +30,7 @@ def _settled(stack: Stack, call_id: str, deliveries: int) -> dict[str, Any]:
         made = log["deliveries"]
         return log if len(made) >= deliveries else None
 
-    return dict(_wait_for(done, f"{deliveries} deliveries of {call_id}"))
+    return dict(wait_for(done, f"{deliveries} deliveries of {call_id}"))
 
 
 def test_a_routed_phone_call_is_answered_talked_on_and_ended(stack: Stack, client: Client) -> None:
@@ -77,9 +52,9 @@ def test_a_routed_phone_call_is_answered_talked_on_and_ended(stack: Stack, clien
         {"instructions": "You are Acme's front desk.", "greeting": {"say": "Thanks for calling Acme."}},
         max_calls=5,
     )
-    call_id = _ring(stack, "+18005551212", **{"from": "+14155550100"})
+    call_id = ring(stack, "+18005551212", **{"from": "+14155550100"})
 
-    answered = _wait_for(
+    answered = wait_for(
         lambda: client.phone_call(call_id) if _known(client, call_id) else None, "the call's record"
     )
     assert answered["action"] == "accept" and answered["route_id"] == route["id"]
@@ -109,9 +84,9 @@ def _known(client: Client, call_id: str) -> bool:
 
 
 def test_an_unknown_number_is_rejected_with_404_and_counted(stack: Stack, client: Client) -> None:
-    call_id = _ring(stack, "+19990000000")
+    call_id = ring(stack, "+19990000000")
     log = _settled(stack, call_id, 1)
-    _wait_for(lambda: simulator_call(stack, call_id)["rejected_with"] == 404, "the reject")
+    wait_for(lambda: simulator_call(stack, call_id)["rejected_with"] == 404, "the reject")
     record = client.phone_call(call_id)
     assert (record["action"], record["sip_status"], record["reason"], record["session_id"]) == (
         "reject",
@@ -127,8 +102,8 @@ def test_forged_stale_and_unsigned_deliveries_are_refused_and_create_nothing(
     stack: Stack, client: Client
 ) -> None:
     client.add_route("+18005550001", {"instructions": "Be brief."})
-    forged = _ring(stack, "+18005550001", sign_with="whsec_" + "A" * 32, retries=0)
-    stale = _ring(stack, "+18005550001", timestamp_offset_s=-400, retries=0)
+    forged = ring(stack, "+18005550001", sign_with="whsec_" + "A" * 32, retries=0)
+    stale = ring(stack, "+18005550001", timestamp_offset_s=-400, retries=0)
     for call_id in (forged, stale):
         log = _settled(stack, call_id, 1)
         assert [d["status"] for d in log["deliveries"]] == [400]
@@ -146,10 +121,10 @@ def test_the_same_webhook_twenty_times_at_once_is_one_session_and_one_accept(
     set_script(stack, {"name": "quiet", "caller": [{"hangup": True, "after_ms": 1_500}], "model": []})
     client.add_route("+18005550020", {"instructions": "Be brief."})
 
-    call_id = _ring(stack, "+18005550020", duplicates=19)
+    call_id = ring(stack, "+18005550020", duplicates=19)
 
     log = _settled(stack, call_id, 20)
-    _wait_for(lambda: client.phone_call(call_id)["outcome"] == "accepted", "the accept to be recorded")
+    wait_for(lambda: client.phone_call(call_id)["outcome"] == "accepted", "the accept to be recorded")
     record = client.phone_call(call_id)
     log = simulator_call(stack, call_id)
     assert len(log["accepts"]) == 1
@@ -161,11 +136,11 @@ def test_the_same_webhook_twenty_times_at_once_is_one_session_and_one_accept(
 def test_a_supervisor_transfers_a_phone_call_cold_once(stack: Stack, client: Client) -> None:
     set_script(stack, {"name": "hold-on", "caller": [{"hangup": True, "after_ms": 60_000}], "model": []})
     client.add_route("+18005550030", {"instructions": "Be brief."}, transfer_targets=["tel:+14155550123"])
-    call_id = _ring(stack, "+18005550030")
-    session_id = _wait_for(
+    call_id = ring(stack, "+18005550030")
+    session_id = wait_for(
         lambda: client.phone_call(call_id)["session_id"] if _known(client, call_id) else None, "the session"
     )
-    _wait_for(lambda: client.session(session_id)["status"] == "listening", "the call to listen")
+    wait_for(lambda: client.session(session_id)["status"] == "listening", "the call to listen")
 
     assert (
         client.supervise(session_id, DANA, {"type": "transfer", "to": "tel:+14155550123"})["status"]
@@ -223,8 +198,8 @@ def test_a_key_press_asks_for_a_person_and_silences_end_the_call(stack: Stack, c
         },
     )
     client.add_route("+18005550040", {"instructions": "Be brief."}, keys={"0": "attention"})
-    keyed = _ring(stack, "+18005550040")
-    session_id = _wait_for(
+    keyed = ring(stack, "+18005550040")
+    session_id = wait_for(
         lambda: client.phone_call(keyed)["session_id"] if _known(client, keyed) else None, "the session"
     )
     client.wait_for_status(session_id, timeout_s=30)
@@ -242,8 +217,8 @@ def test_a_key_press_asks_for_a_person_and_silences_end_the_call(stack: Stack, c
         },
     )
     client.add_route("+18005550050", {"instructions": "Be brief."}, silences=2, silence_ms=600)
-    quiet = _ring(stack, "+18005550050")
-    session_id = _wait_for(
+    quiet = ring(stack, "+18005550050")
+    session_id = wait_for(
         lambda: client.phone_call(quiet)["session_id"] if _known(client, quiet) else None, "the session"
     )
     record = client.wait_for_status(session_id, timeout_s=30)
@@ -275,8 +250,8 @@ def test_the_model_transfers_a_caller_to_a_route_target(stack: Stack, client: Cl
     client.add_route(
         "+18005550060", {"instructions": "Be brief."}, transfer_targets=["sip:billing@example.com"]
     )
-    call_id = _ring(stack, "+18005550060")
-    session_id = _wait_for(
+    call_id = ring(stack, "+18005550060")
+    session_id = wait_for(
         lambda: client.phone_call(call_id)["session_id"] if _known(client, call_id) else None, "the session"
     )
     record = client.wait_for_status(session_id, timeout_s=30)

@@ -13,12 +13,10 @@ replacements start."""
 from __future__ import annotations
 
 import contextlib
-import json
 import random
 import statistics
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ from switchboard.services import Services
 from switchboard.stack import Stack
 from tests.e2e.conftest import set_script, simulator_call
 from tests.faults.servers import PrivateRedis
+from tests.support.phone import ring
 
 CALLS = 30
 # Every third call is also delivered 3 more times at once (a provider that delivers twice).
@@ -53,20 +52,6 @@ STALLED_S = 2.0
 SETTLE_TIMEOUT_S = 60.0
 # The caller hangs up soon after the sideband opens, so every accepted call ends by itself.
 SCRIPT: dict[str, Any] = {"name": "ring", "caller": [{"hangup": True, "after_ms": 1_500}], "model": []}
-
-
-def _ring(stack: Stack, **options: Any) -> str:
-    """A phone call to NUMBER rings at the simulated provider; answers its call id."""
-    body = {"to": NUMBER, "webhook_url": stack.webhook_url, "secret": stack.webhook_secret, **options}
-    base = stack.simulator_url.removesuffix("/v1")
-    request = urllib.request.Request(
-        f"{base}/_sim/sip/calls",
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return str(json.loads(response.read())["call_id"])
 
 
 def _answered_2xx(stack: Stack, call_id: str) -> bool:
@@ -172,7 +157,7 @@ def test_workers_killed_while_phone_calls_ring_each_call_is_accepted_once(
         try:
             for index in range(CALLS):
                 duplicates = DUPLICATES if index % DUPLICATED_EVERY == 0 else 0
-                call_ids.append(_ring(stack, duplicates=duplicates))
+                call_ids.append(ring(stack, NUMBER, duplicates=duplicates))
                 rung.set()
                 time.sleep(ringer_chance.uniform(*RING_GAP_S))
             # The kills go on until every call's ringing is over (its webhook answered 2xx).
