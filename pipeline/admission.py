@@ -53,13 +53,17 @@ def created(state: SessionState) -> Step:
     return Step(state=state, effects=(ScheduleTimer(name=ADMISSION_TIMER, delay_ms=ADMISSION_TIMEOUT_MS),))
 
 
-def begin_admission(state: SessionState) -> Step:
-    """A connect request moves a created session to admitting; anything else is refused."""
+def begin_admission(state: SessionState, request_id: str | None = None) -> Step:
+    """A connect request moves a created session to admitting; anything else is refused. The
+    same request run again (its first run committed, then failed before it answered: Redis was
+    away) finds its own admission and is answered as it was."""
     if state.is_terminal:
         raise SessionEnded(f"session is {state.phase}; it cannot connect")
+    if state.phase is Phase.ADMITTING and request_id is not None and state.admitted_by == request_id:
+        return unchanged(state)
     if state.phase is not Phase.CREATED:
         raise AdmissionRefused(f"session is {state.phase}; connect is allowed once, when created")
-    return Step(state=state.evolve(phase=Phase.ADMITTING))
+    return Step(state=state.evolve(phase=Phase.ADMITTING, admitted_by=request_id))
 
 
 def attach_call(state: SessionState, call_id: str, medium: Literal["webrtc", "sip"] = "webrtc") -> Step:

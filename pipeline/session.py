@@ -144,7 +144,7 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
         case EndRequested():
             return admission.end(state, event)
         case AdmissionBegun():
-            return admission.begin_admission(state)
+            return admission.begin_admission(state, event.request_id)
         case CallAttached():
             return admission.attach_call(state, event.call_id, event.medium)
         case AdmissionFailed():

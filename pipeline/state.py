@@ -284,6 +284,8 @@ class SessionState(_Frozen):
     # The model's transfer_call under way (its call id gets the outcome if the transfer fails).
     transfer_call_id: str | None = None
     app_webhook: AppWebhook | None = None
+    # The connect request that began the admission (its own retry is answered, not refused).
+    admitted_by: str | None = None
 
     def evolve(self, **changes: object) -> SessionState:
         """This state with `changes`, each checked against its field's type: a misspelt field

@@ -342,6 +342,8 @@ class SessionCreated(_Inbound):
 
 class AdmissionBegun(_Inbound):
     type: Literal["switchboard.admission_begun"] = "switchboard.admission_begun"
+    # The connect request that asked (None for a phone call's, which the door admits).
+    request_id: str | None = None
 
 
 class CallAttached(_Inbound):

@@ -369,7 +369,7 @@ def begin_admission(request_id: str, gateway_id: str, session_id: str, now: floa
                 _publish(session, applied)
                 state = session.state
             else:
-                applied = session.apply_host(AdmissionBegun(), now)
+                applied = session.apply_host(AdmissionBegun(request_id=request_id), now)
                 _publish(session, applied)
                 state = session.state
         _after_commit(session_id, applied)

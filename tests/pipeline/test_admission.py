@@ -288,3 +288,16 @@ def test_a_fresh_session_state_is_created() -> None:
     assert state.call_id is None
     assert state.turn is None
     assert state.usage.responses == 0
+
+
+def test_a_connect_request_run_again_finds_its_own_admission_and_another_is_refused() -> None:
+    """A connect's begin_admission whose first run committed but never answered (Redis away)
+    is run again by Dramatiq: it is answered as before; any other connect is still refused."""
+    created = ev.state_after([ev.session_created()])
+    first = ev.step_of(created, {"type": "switchboard.admission_begun", "request_id": "req_1"})
+    assert first.state.phase is Phase.ADMITTING
+
+    again = ev.step_of(first.state, {"type": "switchboard.admission_begun", "request_id": "req_1"})
+    assert again.state == first.state and again.controls == () and again.effects == ()
+    with pytest.raises(AdmissionRefused):
+        ev.step_of(first.state, {"type": "switchboard.admission_begun", "request_id": "req_2"})
