@@ -169,6 +169,7 @@ def run_level(
     spread_s: float = START_SPREAD_S,
     poll_s: float = 2.0,
     probe_floor: bool = True,
+    calls_done: Any = None,
 ) -> dict[str, Any]:
     """`calls` concurrent calls of the mix (or of `script`), started evenly over `spread_s`:
     latency, events per second, loss, where a turn's time goes, CPU and RSS per process, the
@@ -215,6 +216,9 @@ def run_level(
         placed = list(pool.map(one_call, range(calls)))
     if probe_floor:
         prober.join(30)
+    if calls_done is not None:
+        # The profiler stops here: what follows reads every record, which is not the load.
+        calls_done()
     # The records are read once every call has ended: reading them costs the workers (the
     # full event log of each session) and is not part of the load being measured.
     with ThreadPoolExecutor(max_workers=8) as pool:
