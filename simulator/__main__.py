@@ -20,6 +20,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--http-port", type=int, default=8710)
     parser.add_argument("--ws-port", type=int, default=8711)
     parser.add_argument("--script", help="call script: a JSON file, or a packaged name such as three_turn")
+    parser.add_argument("--live-script", help="Live call script: a JSON file, or a packaged name")
     parser.add_argument("--recording", type=Path, help="replay this JSONL recording on every call")
     parser.add_argument("--speed", type=float, default=1.0, help="playback speed (0 = as fast as possible)")
     parser.add_argument("--lenient", action="store_true", help="do not check sent events")
@@ -32,6 +33,7 @@ async def _serve(arguments: argparse.Namespace) -> None:
         recording=arguments.recording,
         speed=arguments.speed,
         strict=not arguments.lenient,
+        live_script=arguments.live_script,
     )
     await simulator.start(arguments.host, arguments.http_port, arguments.ws_port)
     stopping = asyncio.Event()

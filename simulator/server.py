@@ -20,6 +20,9 @@ Control API, on the same port, no auth:
                                              duplicates?, retries?, …} (see simulator.sip) → 201
                                              {call_id, webhook_id}; the signed webhook is delivered
 Sideband (§1.3), on the WebSocket port: GET /v1/realtime?call_id=… with Bearer auth.
+
+The Live API (GPT-Live) is a second mode on the same ports: /v1/live/… and /_sim/live/…, and
+the sideband /v1/live/sessions/{id}/attach (see simulator.live).
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ from websockets.http11 import Request as HandshakeRequest
 from websockets.http11 import Response as HandshakeResponse
 
 from simulator.call import CallLog, IdMint, SimulatedCall
+from simulator.live import LiveProvider, is_live_path
+from simulator.live_script import LiveScript
 from simulator.oracle import wire_errors
 from simulator.recording import Recording, read_recording
 from simulator.script import CallScript, load_script, parse_script
@@ -114,6 +119,7 @@ class Simulator:
         recording: Recording | str | Path | None = None,
         speed: float = 1.0,
         strict: bool = True,
+        live_script: LiveScript | str | Path | None = None,
     ) -> None:
         if speed < 0:
             raise ValueError(f"speed must be >= 0, got {speed}")
@@ -129,6 +135,8 @@ class Simulator:
         )
         self.speed = speed
         self.strict = strict
+        # The Live API mode: its own sessions, scripts and routes on the same ports.
+        self.live = LiveProvider(live_script, sdp_answer=_sdp_answer, strict=strict)
         self._mint = IdMint()
         self._calls: dict[str, SimulatedCall] = {}
         self._announcing: set[asyncio.Task[None]] = set()
@@ -147,6 +155,7 @@ class Simulator:
         # The oracle's validators are built on first use (about 60 ms): built now, the first
         # call's accept is not measured slower than the rest.
         wire_errors({"type": "session.update", "session": {"type": "realtime"}}, direction="client")
+        self.live.warm_up()
         self._http, http_bound = await _serve_rest(
             Starlette(routes=[Route("/{path:path}", self._route, methods=["GET", "POST", "PUT", "DELETE"])]),
             host,
@@ -167,6 +176,7 @@ class Simulator:
         """End every call (sidebands close with 1001) and stop listening."""
         for call in self._calls.values():
             await call.end(1001, "simulator stopping")
+        await self.live.stop()
         if self._ws is not None:
             self._ws.close()
             await self._ws.wait_closed()
@@ -215,14 +225,18 @@ class Simulator:
             return _error(413, f"The body exceeds {MAXIMUM_REST_BODY_BYTES} bytes.", "body_too_large")
         path = request.url.path
         parts = [part for part in path.split("/") if part]
+        if parts[:2] == ["_sim", "live"]:
+            return await self.live.control(request, parts[2:])
         if parts[:1] == ["_sim"]:
             return await self._control(request, parts[1:])
-        if parts[:3] != ["v1", "realtime", "calls"]:
+        if parts[:3] not in (["v1", "realtime", "calls"], ["v1", "live", "sessions"]):
             return _error(404, f"Unknown path {path}", "not_found")
         if not has_bearer(request.headers.get("authorization")):
             return _error(
                 401, "You didn't provide an API key in the Authorization header.", "missing_api_key"
             )
+        if parts[1] == "live":
+            return await self.live.rest(request, parts[3:])
         if request.method != "POST":
             return _error(405, f"{request.method} is not allowed here", "method_not_allowed")
         if len(parts) == 3:
@@ -345,10 +359,12 @@ class Simulator:
         self, connection: ServerConnection, request: HandshakeRequest
     ) -> HandshakeResponse | None:
         url = urlsplit(request.path)
-        if url.path.rstrip("/") != "/v1/realtime":
+        if url.path.rstrip("/") != "/v1/realtime" and not is_live_path(url.path):
             return connection.respond(404, "Not Found\n")
         if not has_bearer(request.headers.get("Authorization")):
             return connection.respond(401, "Missing bearer token\n")
+        if is_live_path(url.path):
+            return self.live.check_handshake(connection, request)
         call_id = parse_qs(url.query).get("call_id", [""])[0]
         call = self._calls.get(call_id)
         if call is None or call.has_ended:
@@ -360,6 +376,9 @@ class Simulator:
     async def _serve_sideband(self, socket: ServerConnection) -> None:
         request = socket.request
         assert request is not None  # the handshake is done before the handler runs
+        if is_live_path(urlsplit(request.path).path):
+            await self.live.serve_sideband(socket)
+            return
         if _asks_for_beta(request.headers):
             await socket.close(BETA_SHAPE_CLOSE_CODE, "invalid_request_error.beta_api_shape_disabled")
             return

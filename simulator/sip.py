@@ -88,10 +88,13 @@ def incoming_event(call_id: str, place: PlaceCall) -> dict[str, Any]:
     return event
 
 
-async def announce(call_id: str, place: PlaceCall, ringing: Ringing) -> None:
+async def announce(
+    call_id: str, place: PlaceCall, ringing: Ringing, *, event: dict[str, Any] | None = None
+) -> None:
     """Deliver the webhook until it is answered 2xx (or the retries are spent), with any
-    duplicates sent at once beside the first delivery."""
-    body = json.dumps(incoming_event(call_id, place))
+    duplicates sent at once beside the first delivery. `event` replaces the Realtime
+    `realtime.call.incoming` (the Live mode announces `live.transport.incoming`)."""
+    body = json.dumps(event if event is not None else incoming_event(call_id, place))
 
     async def deliver(attempt: int) -> int:
         timestamp = int(time.time()) + place.timestamp_offset_s

@@ -1,0 +1,640 @@
+"""The Live API (GPT-Live) seam of the pure core: frames, durable transcripts, delegation tasks,
+and the controls Switchboard sends (LIVE_PROTOCOL.md §1.3, §5.2, §5.3).
+
+The rules, as this module states them:
+
+- **Frames.** A Live sideband frame is DURABLE (numbered, queued, logged, deduplicated by its
+  `event_id`), LIVE (fanned out, never queued: reflected audio and nested Responses deltas),
+  IGNORED (known, nothing depends on it) or UNKNOWN (recorded, never acted on). The two
+  transcript deltas are LIVE *and* transcript: each is fanned out at once and also buffered,
+  because Live sends no final transcript — the words exist nowhere else.
+- **Durable transcripts.** Buffered fragments become one durable `switchboard.live_transcript`
+  event (the fragments themselves, with their event ids and timeline ranges) when the speaker
+  changes, when the timeline jumps by `COALESCE_GAP_MS` or more, when the buffer spans too much
+  of the timeline or holds too many fragments, when the oldest has waited `FLUSH_AFTER_MS` of
+  wall time, just before a delegation is enqueued, and when the sideband closes.
+- **Tasks.** A delegation carries no text. Its task is the caller's fragments that start after
+  the previous delegation's offset and at or before its own `offset_ms`, in timeline order,
+  each fragment once. The fragment that covers the offset (`end_ms > offset_ms`) may arrive
+  just after the delegation: until it is known the task waits, at most `DELEGATION_SETTLE_MS`
+  after the delegation arrived, and then goes ahead with what there is.
+- **Controls** are plain dicts in wire shape; `delegation_id` is always present (required and
+  nullable on the wire), and appended content is bounded so the provider never refuses it.
+
+Nothing here does I/O or reads a clock: wall time comes in as seconds (`now`), like an
+envelope's `received_at`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pipeline.errors import MalformedFrame, OversizedFrame
+from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH, MAXIMUM_PROVIDER_FRAME_BYTES
+from pipeline.wire import FrameKind, exceeds_depth, holds_unstorable
+
+# ── limits ───────────────────────────────────────────────────────────────────────────────
+
+# A pause in one speaker's words this long on the session timeline closes a durable piece of
+# transcript: fragments arrive every ~200 ms while someone speaks, so this is a real pause.
+COALESCE_GAP_MS = 1_000
+# One durable piece never spans more of the timeline than this, so a caller who talks without
+# pausing is still written down as they go.
+MAXIMUM_COALESCED_SPAN_MS = 5_000
+# ... nor holds more fragments than this (a fragment is about a word).
+MAXIMUM_COALESCED_FRAGMENTS = 32
+# Buffered words not written down after this much wall time are flushed by the gateway: what a
+# gateway holds only in memory is lost when it dies, and a delegation's task may need them.
+FLUSH_AFTER_MS = 1_000
+# How long a delegation's task waits for the fragment covering its offset (third parties wait
+# about 400 ms; the covering fragment was recorded arriving 2 ms before its delegation).
+DELEGATION_SETTLE_MS = 400
+# The provider refuses appended content over 500 tokens; at about four characters a token this
+# stays under it, so a terminal commentary is never refused for its length.
+MAXIMUM_APPEND_CHARS = 1_800
+
+# ── frames ───────────────────────────────────────────────────────────────────────────────
+
+# The host's own durable transcript event, made by the gateway from the deltas.
+LIVE_TRANSCRIPT_TYPE = "switchboard.live_transcript"
+
+CALLER_TRANSCRIPT_TYPE = "session.input_transcript.delta"
+AGENT_TRANSCRIPT_TYPE = "session.output_transcript.delta"
+TRANSCRIPT_TYPES = frozenset({CALLER_TRANSCRIPT_TYPE, AGENT_TRANSCRIPT_TYPE})
+
+# Reflected audio: the caller's (before model-input muting) and the model's. Fan-out only.
+AUDIO_TYPES = frozenset({"session.input_audio.append", "session.output_audio.delta"})
+
+# Events a decision depends on (§5.2): numbered, queued, logged and applied under the row lock.
+LIVE_DURABLE_TYPES = frozenset(
+    {
+        "session.started",
+        "session.updated",
+        "session.delegation.created",
+        "session.instructions.appended",
+        "session.thinking.appended",
+        "session.commentary.appended",
+        "session.input_audio.muted",
+        "session.input_audio.unmuted",
+        "session.output_audio.fixture.playing",
+        "session.output_audio.fixture.played",
+        "session.paused",
+        "session.resumed",
+        "session.usage.updated",
+        "session.closed",
+        "error",
+        "info",
+        "decision.event",
+        "decision.item.created",
+        "decision.item.deleted",
+        "transport.dtmf.received",
+        "transport.dtmf.sent",
+        "transport.dtmf.send",
+        "transport.ringing",
+        "transport.answered",
+        "transport.failed",
+    }
+)
+
+RESPONSE_EVENT_TYPE = "response.event"
+# In Responses delegation, the nested events that end a backend run or ask for a tool.
+TERMINAL_RESPONSE_TYPES = frozenset({"response.completed", "response.failed", "response.incomplete"})
+
+
+class Speaker(StrEnum):
+    """Who a transcript fragment is of: the CALLER (input) or the AGENT (the Live model)."""
+
+    CALLER = "caller"
+    AGENT = "agent"
+
+
+SPEAKER_OF_TYPE = {CALLER_TRANSCRIPT_TYPE: Speaker.CALLER, AGENT_TRANSCRIPT_TYPE: Speaker.AGENT}
+
+
+@dataclass(frozen=True, slots=True)
+class LiveFrame:
+    """One Live sideband frame, decoded and sorted by what the gateway must do with it."""
+
+    kind: FrameKind
+    type: str
+    event: dict[str, Any]
+
+    @property
+    def event_id(self) -> str | None:
+        value = self.event.get("event_id")
+        return value if isinstance(value, str) else None
+
+    @property
+    def is_transcript(self) -> bool:
+        """A transcript delta: fanned out live, and buffered to be written down durably."""
+        return self.type in TRANSCRIPT_TYPES
+
+
+class _Inbound(BaseModel):
+    # The provider adds fields over time; only what is read is checked.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class _Durable(_Inbound):
+    type: str
+    event_id: str
+
+
+class _Timed(_Durable):
+    start_ms: int = Field(ge=0)
+    end_ms: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _ends_after_it_starts(self) -> _Timed:
+        if self.end_ms < self.start_ms:
+            raise ValueError(f"end_ms {self.end_ms} is before start_ms {self.start_ms}")
+        return self
+
+
+class _TranscriptDelta(_Timed):
+    delta: str
+
+
+class _DelegationRef(_Inbound):
+    id: str
+    target: Literal["client", "responses", "decisions"]
+    response_id: str | None = None
+
+
+class _DelegationCreated(_Durable):
+    offset_ms: int = Field(ge=0)
+    delegation: _DelegationRef
+
+
+class _Usage(_Inbound):
+    seconds: float = Field(ge=0)
+
+
+class _UsageUpdated(_Durable):
+    usage: _Usage
+
+
+class _Closed(_Durable):
+    reason: str
+    usage: _Usage
+
+
+class _ErrorDetail(_Inbound):
+    type: str
+    code: str | None = None
+    message: str = ""
+
+
+class _Error(_Durable):
+    error: _ErrorDetail
+
+
+class _ResponseEvent(_Durable):
+    event: dict[str, Any]
+
+
+# What a durable event must hold to be acted on; any other durable type needs only its id.
+_SHAPES: dict[str, type[_Durable]] = {
+    "session.delegation.created": _DelegationCreated,
+    "session.instructions.appended": _Timed,
+    "session.thinking.appended": _Timed,
+    "session.commentary.appended": _Timed,
+    "session.usage.updated": _UsageUpdated,
+    "session.closed": _Closed,
+    "error": _Error,
+    CALLER_TRANSCRIPT_TYPE: _TranscriptDelta,
+    AGENT_TRANSCRIPT_TYPE: _TranscriptDelta,
+    RESPONSE_EVENT_TYPE: _ResponseEvent,
+}
+
+
+def classify_live_frame(frame: str | bytes) -> LiveFrame:
+    """Decode a Live sideband frame and classify it; a frame that is too large, not JSON, not
+    an object, speaks for the host, or is a durable or transcript event of the wrong shape
+    raises a typed `BadInput`."""
+    size = len(frame) if isinstance(frame, bytes) else len(frame.encode())
+    if size > MAXIMUM_PROVIDER_FRAME_BYTES:
+        raise OversizedFrame(f"frame of {size} bytes exceeds {MAXIMUM_PROVIDER_FRAME_BYTES} bytes")
+    try:
+        event = json.loads(frame)
+    except RecursionError:
+        raise MalformedFrame(f"frame is nested deeper than {MAXIMUM_FRAME_JSON_DEPTH} levels") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MalformedFrame(f"frame is not JSON: {exc}") from exc
+    if not isinstance(event, dict):
+        raise MalformedFrame(f"frame is a JSON {type(event).__name__}, not an object")
+    event_type = event.get("type")
+    if not isinstance(event_type, str):
+        raise MalformedFrame("frame has no string 'type'")
+    if event_type in AUDIO_TYPES:
+        # The most frequent frames of a call: looked at once and passed on, never kept.
+        key = "audio" if event_type == "session.input_audio.append" else "delta"
+        if not isinstance(event.get(key), str):
+            raise MalformedFrame(f"{event_type}: needs a string {key}")
+        return LiveFrame(FrameKind.LIVE, event_type, event)
+    if event_type.startswith("switchboard."):
+        # A provider must never be able to speak for the host.
+        raise MalformedFrame(f"{event_type} is reserved for the gateway")
+    if _may_nest_deeper(frame) and exceeds_depth(event, MAXIMUM_FRAME_JSON_DEPTH):
+        raise MalformedFrame(f"frame is nested deeper than {MAXIMUM_FRAME_JSON_DEPTH} levels")
+    if event_type in TRANSCRIPT_TYPES:
+        _check_shape(event_type, event)
+        if holds_unstorable(event):
+            raise MalformedFrame(f"{event_type}: a string holds U+0000 or a lone surrogate")
+        return LiveFrame(FrameKind.LIVE, event_type, event)
+    if event_type == RESPONSE_EVENT_TYPE:
+        _check_shape(event_type, event)
+        kind = _response_event_kind(event["event"])
+    elif event_type in LIVE_DURABLE_TYPES:
+        _check_shape(event_type, event)
+        kind = FrameKind.DURABLE
+    else:
+        return LiveFrame(FrameKind.UNKNOWN, event_type, event)
+    if kind is FrameKind.DURABLE and holds_unstorable(event):
+        # Such an event could never be logged: PostgreSQL refuses it on every attempt.
+        raise MalformedFrame(f"{event_type}: a string holds U+0000 or a lone surrogate")
+    return LiveFrame(kind, event_type, event)
+
+
+def _may_nest_deeper(frame: str | bytes) -> bool:
+    # Counting brackets runs in C and bounds the depth from above: almost every frame has fewer
+    # than the limit in all, so the walk is skipped on the hot path.
+    if isinstance(frame, str):
+        return frame.count("{") + frame.count("[") > MAXIMUM_FRAME_JSON_DEPTH
+    return frame.count(b"{") + frame.count(b"[") > MAXIMUM_FRAME_JSON_DEPTH
+
+
+def _check_shape(event_type: str, event: dict[str, Any]) -> None:
+    try:
+        _SHAPES.get(event_type, _Durable).model_validate(event)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "event"
+        raise MalformedFrame(f"{event_type}: {where}: {first['msg']}") from exc
+
+
+def _response_event_kind(nested: dict[str, Any]) -> FrameKind:
+    # Responses delegation (§1.4): a finished function call needs an output, and a terminal
+    # event ends the backend run; deltas are only shown; the rest are lifecycle snapshots.
+    nested_type = nested.get("type")
+    item = nested.get("item")
+    if (
+        nested_type == "response.output_item.done"
+        and isinstance(item, dict)
+        and item.get("type") == "function_call"
+    ):
+        return FrameKind.DURABLE
+    if nested_type in TERMINAL_RESPONSE_TYPES:
+        return FrameKind.DURABLE
+    if isinstance(nested_type, str) and nested_type.endswith(".delta"):
+        return FrameKind.LIVE
+    return FrameKind.IGNORED
+
+
+# ── durable transcripts ─────────────────────────────────────────────────────────────────
+
+
+class TranscriptFragment(BaseModel):
+    """One transcript delta as it is kept: who, the provider's event id, where on the session
+    timeline (ms since the session started), and the words."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    speaker: Speaker
+    event_id: str
+    start_ms: int = Field(ge=0)
+    end_ms: int = Field(ge=0)
+    text: str
+
+
+class LiveTranscript(BaseModel):
+    """The durable transcript event: consecutive fragments of one speaker, in arrival order."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["switchboard.live_transcript"] = "switchboard.live_transcript"
+    speaker: Speaker
+    text: str
+    start_ms: int
+    end_ms: int
+    fragments: tuple[TranscriptFragment, ...] = Field(min_length=1)
+
+
+def fragment_of(event: dict[str, Any]) -> TranscriptFragment:
+    """The fragment a transcript delta carries (a frame `classify_live_frame` accepted)."""
+    speaker = SPEAKER_OF_TYPE.get(str(event.get("type")))
+    if speaker is None:
+        raise MalformedFrame(f"{event.get('type')} is not a transcript delta")
+    _check_shape(str(event["type"]), event)
+    return TranscriptFragment(
+        speaker=speaker,
+        event_id=event["event_id"],
+        start_ms=event["start_ms"],
+        end_ms=event["end_ms"],
+        text=event["delta"],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptBuffer:
+    """The fragments of one speaker not yet written down, and when the oldest arrived."""
+
+    fragments: tuple[TranscriptFragment, ...] = ()
+    oldest_at: float | None = None
+
+    @property
+    def speaker(self) -> Speaker | None:
+        return self.fragments[0].speaker if self.fragments else None
+
+    @property
+    def start_ms(self) -> int:
+        return min(fragment.start_ms for fragment in self.fragments)
+
+    @property
+    def end_ms(self) -> int:
+        return max(fragment.end_ms for fragment in self.fragments)
+
+    def holds(self, event_id: str) -> bool:
+        return any(fragment.event_id == event_id for fragment in self.fragments)
+
+
+@dataclass(frozen=True, slots=True)
+class Coalesced:
+    """What buffering or flushing left: the buffer, and the durable events to enqueue, in order."""
+
+    buffer: TranscriptBuffer
+    written: tuple[dict[str, Any], ...] = ()
+
+
+def live_transcript(fragments: Iterable[TranscriptFragment]) -> dict[str, Any]:
+    """The durable transcript event of these fragments (one speaker), as it is enqueued."""
+    pieces = tuple(fragments)
+    if not pieces:
+        raise ValueError("a durable transcript needs at least one fragment")
+    speakers = {fragment.speaker for fragment in pieces}
+    if len(speakers) != 1:
+        raise ValueError(f"a durable transcript is of one speaker, got {sorted(speakers)}")
+    event = LiveTranscript(
+        speaker=pieces[0].speaker,
+        text="".join(fragment.text for fragment in pieces),
+        start_ms=min(fragment.start_ms for fragment in pieces),
+        end_ms=max(fragment.end_ms for fragment in pieces),
+        fragments=pieces,
+    )
+    return event.model_dump(mode="json")
+
+
+def read_live_transcript(event: dict[str, Any]) -> LiveTranscript:
+    """A logged durable transcript event read back (a malformed one is a `MalformedFrame`)."""
+    try:
+        return LiveTranscript.model_validate(event)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "event"
+        raise MalformedFrame(f"{LIVE_TRANSCRIPT_TYPE}: {where}: {first['msg']}") from exc
+
+
+def flush_transcript(buffer: TranscriptBuffer) -> Coalesced:
+    """Write down whatever is buffered (before a delegation is enqueued, on close, when due)."""
+    if not buffer.fragments:
+        return Coalesced(buffer)
+    return Coalesced(TranscriptBuffer(), (live_transcript(buffer.fragments),))
+
+
+def buffer_fragment(
+    buffer: TranscriptBuffer,
+    fragment: TranscriptFragment,
+    *,
+    now: float,
+    gap_ms: int = COALESCE_GAP_MS,
+) -> Coalesced:
+    """Add one fragment, writing down what it closes: the other speaker's words, the words
+    before a pause of `gap_ms` or more, or a buffer that has grown to its bound with it."""
+    if buffer.holds(fragment.event_id):
+        return Coalesced(buffer)  # the same delta delivered twice is one fragment
+    written: tuple[dict[str, Any], ...] = ()
+    if buffer.fragments and (
+        fragment.speaker != buffer.speaker or fragment.start_ms - buffer.end_ms >= gap_ms
+    ):
+        closed = flush_transcript(buffer)
+        buffer, written = closed.buffer, closed.written
+    grown = TranscriptBuffer((*buffer.fragments, fragment), buffer.oldest_at if buffer.fragments else now)
+    if (
+        len(grown.fragments) >= MAXIMUM_COALESCED_FRAGMENTS
+        or grown.end_ms - grown.start_ms >= MAXIMUM_COALESCED_SPAN_MS
+    ):
+        full = flush_transcript(grown)
+        return Coalesced(full.buffer, written + full.written)
+    return Coalesced(grown, written)
+
+
+def is_flush_due(buffer: TranscriptBuffer, *, now: float, after_ms: int = FLUSH_AFTER_MS) -> bool:
+    """Whether the oldest buffered fragment has waited `after_ms` of wall time (seconds in)."""
+    return buffer.oldest_at is not None and (now - buffer.oldest_at) * 1000 >= after_ms
+
+
+def fragments_of(events: Iterable[dict[str, Any]]) -> tuple[TranscriptFragment, ...]:
+    """Every fragment of the durable transcript events among these logged events, in log order."""
+    fragments: list[TranscriptFragment] = []
+    for event in events:
+        if event.get("type") == LIVE_TRANSCRIPT_TYPE:
+            fragments.extend(read_live_transcript(event).fragments)
+    return tuple(fragments)
+
+
+# ── delegation tasks ────────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True, slots=True)
+class DelegationTask:
+    """What the caller asked for, as far as the transcript says: their words from just after
+    `since_ms` up to the delegation's `offset_ms`, the fragments they came from, and whether
+    the caller's transcript had passed the offset (else the last words may be missing)."""
+
+    delegation_id: str
+    offset_ms: int
+    text: str
+    fragment_ids: tuple[str, ...]
+    is_covered: bool
+    since_ms: int | None = None
+
+
+def distinct_fragments(fragments: Iterable[TranscriptFragment]) -> tuple[TranscriptFragment, ...]:
+    """Each fragment once, in timeline order: a delta delivered twice (by event id, or the same
+    words at the same place under another id, as a gateway re-sending after a restart may) counts
+    once, and fragments that arrived out of order are put back in order of where they start."""
+    seen_ids: set[str] = set()
+    seen_places: set[tuple[Speaker, int, int, str]] = set()
+    kept: list[TranscriptFragment] = []
+    for fragment in fragments:
+        place = (fragment.speaker, fragment.start_ms, fragment.end_ms, fragment.text)
+        if fragment.event_id in seen_ids or place in seen_places:
+            continue
+        seen_ids.add(fragment.event_id)
+        seen_places.add(place)
+        kept.append(fragment)
+    # Stable: two fragments starting at the same point keep their arrival order.
+    return tuple(sorted(kept, key=lambda fragment: (fragment.start_ms, fragment.end_ms)))
+
+
+def is_offset_covered(fragments: Iterable[TranscriptFragment], offset_ms: int) -> bool:
+    """Whether the caller's transcript has passed the offset: a caller fragment ends after it."""
+    # Ranges are half-open, [start_ms, end_ms): the word at the offset is the one that starts
+    # there (recorded: offset 4600, covering fragment 4600-4800 " result."), so a fragment
+    # that ends exactly at the offset is the word before it and does not cover it.
+    return any(fragment.speaker is Speaker.CALLER and fragment.end_ms > offset_ms for fragment in fragments)
+
+
+def build_task(
+    fragments: Iterable[TranscriptFragment],
+    *,
+    delegation_id: str,
+    offset_ms: int,
+    since_ms: int | None = None,
+) -> DelegationTask:
+    """The task of a client delegation: the caller's fragments that start after `since_ms` (the
+    previous delegation's offset, whose own task took the words up to it; None for the whole
+    call) and at or before `offset_ms`, each once, in timeline order."""
+    ordered = distinct_fragments(fragments)
+    words = [
+        fragment
+        for fragment in ordered
+        if fragment.speaker is Speaker.CALLER
+        and fragment.start_ms <= offset_ms
+        and (since_ms is None or fragment.start_ms > since_ms)
+    ]
+    return DelegationTask(
+        delegation_id=delegation_id,
+        offset_ms=offset_ms,
+        text=_joined(fragment.text for fragment in words),
+        fragment_ids=tuple(fragment.event_id for fragment in words),
+        is_covered=is_offset_covered(ordered, offset_ms),
+        since_ms=since_ms,
+    )
+
+
+def _joined(texts: Iterable[str]) -> str:
+    # Deltas carry their own leading spaces (" result."); only the ends are trimmed.
+    return " ".join("".join(texts).split())
+
+
+class SettleVerdict(StrEnum):
+    """Whether a delegation's task can be built now: COVERED (the covering fragment is known),
+    EXPIRED (the settle window is over without it: go ahead with what there is), or WAIT."""
+
+    COVERED = "covered"
+    EXPIRED = "expired"
+    WAIT = "wait"
+
+
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """A settle decision: the verdict, the window's wall-clock deadline (seconds), and how long
+    from now a delayed message should fire to look again (0 once ready)."""
+
+    verdict: SettleVerdict
+    deadline: float
+    wait_ms: int = 0
+
+    @property
+    def is_ready(self) -> bool:
+        return self.verdict is not SettleVerdict.WAIT
+
+
+def settle(
+    fragments: Iterable[TranscriptFragment],
+    *,
+    offset_ms: int,
+    delegated_at: float,
+    now: float,
+    settle_ms: int = DELEGATION_SETTLE_MS,
+) -> Settle:
+    """Decide whether a delegation that arrived at `delegated_at` (wall seconds) can have its
+    task built at `now`, or must wait for the fragment covering its offset until the deadline."""
+    deadline = delegated_at + settle_ms / 1000
+    if is_offset_covered(fragments, offset_ms):
+        return Settle(SettleVerdict.COVERED, deadline)
+    if now >= deadline:
+        return Settle(SettleVerdict.EXPIRED, deadline)
+    # Rounded up (after the float noise of wall-clock seconds is rounded away): a timer that
+    # fires a millisecond early would only find it still waiting.
+    return Settle(SettleVerdict.WAIT, deadline, math.ceil(round((deadline - now) * 1000, 3)))
+
+
+def settle_timer(delegation_id: str) -> str:
+    """The name of the durable timer that ends a delegation's settle window."""
+    return f"settle:{delegation_id}"
+
+
+# ── controls: what Switchboard sends on a Live sideband ────────────────────────────────
+
+
+def bounded_content(text: str, *, limit: int = MAXIMUM_APPEND_CHARS) -> str:
+    """Appended content cut to `limit` characters at a word where one is near, marked with an
+    ellipsis; blank content is a bug in the caller, never sent."""
+    if not text.strip():
+        raise ValueError("appended content must not be blank")
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space >= limit // 2:
+        cut = cut[:space]
+    return cut.rstrip() + "…"
+
+
+def _with_id(control: dict[str, Any], event_id: str | None) -> dict[str, Any]:
+    # The deterministic control id rides as event_id; the provider echoes it as
+    # client_event_id on the acknowledgement or the error, so the gateway can settle it.
+    return control if event_id is None else {**control, "event_id": event_id}
+
+
+def _append(kind: str, content: str, delegation_id: str | None, event_id: str | None) -> dict[str, Any]:
+    return _with_id(
+        {"type": kind, "delegation_id": delegation_id, "content": bounded_content(content)}, event_id
+    )
+
+
+def commentary_append(
+    content: str, *, delegation_id: str | None, event_id: str | None = None
+) -> dict[str, Any]:
+    """Context the model says to the caller, paraphrased: a delegation's result (or refusal,
+    limit, timeout, failure), or with no delegation, general context such as a person's words."""
+    return _append("session.commentary.append", content, delegation_id, event_id)
+
+
+def thinking_append(
+    content: str, *, delegation_id: str | None, event_id: str | None = None
+) -> dict[str, Any]:
+    """Silent progress or facts for the model; sent early, it stops the automatic acknowledgement."""
+    return _append("session.thinking.append", content, delegation_id, event_id)
+
+
+def instructions_append(
+    content: str, *, delegation_id: str | None = None, event_id: str | None = None
+) -> dict[str, Any]:
+    """Developer instructions added to the running session (they survive compaction): policy,
+    a whisper, a prompt change — Live's instructions cannot be replaced, only added to."""
+    return _append("session.instructions.append", content, delegation_id, event_id)
+
+
+def input_audio_mute(*, event_id: str | None = None) -> dict[str, Any]:
+    """The model stops hearing the caller (a hold); the caller still hears the model."""
+    return _with_id({"type": "session.input_audio.mute"}, event_id)
+
+
+def input_audio_unmute(*, event_id: str | None = None) -> dict[str, Any]:
+    """The model hears the caller again."""
+    return _with_id({"type": "session.input_audio.unmute"}, event_id)
+
+
+def session_close(*, event_id: str | None = None) -> dict[str, Any]:
+    """End the session; the provider answers `session.closed` with the reason and final usage."""
+    return _with_id({"type": "session.close"}, event_id)
