@@ -27,7 +27,6 @@ envelope's `received_at`.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -36,9 +35,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from pipeline.errors import MalformedFrame, OversizedFrame
-from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH, MAXIMUM_PROVIDER_FRAME_BYTES
-from pipeline.wire import FrameKind, exceeds_depth, holds_unstorable
+from pipeline.errors import MalformedFrame
+from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH
+from pipeline.wire import FrameKind, decode_frame, exceeds_depth, holds_unstorable
 
 # ── limits ───────────────────────────────────────────────────────────────────────────────
 
@@ -219,20 +218,7 @@ def classify_live_frame(frame: str | bytes) -> LiveFrame:
     """Decode a Live sideband frame and classify it; a frame that is too large, not JSON, not
     an object, speaks for the host, or is a durable or transcript event of the wrong shape
     raises a typed `BadInput`."""
-    size = len(frame) if isinstance(frame, bytes) else len(frame.encode())
-    if size > MAXIMUM_PROVIDER_FRAME_BYTES:
-        raise OversizedFrame(f"frame of {size} bytes exceeds {MAXIMUM_PROVIDER_FRAME_BYTES} bytes")
-    try:
-        event = json.loads(frame)
-    except RecursionError:
-        raise MalformedFrame(f"frame is nested deeper than {MAXIMUM_FRAME_JSON_DEPTH} levels") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise MalformedFrame(f"frame is not JSON: {exc}") from exc
-    if not isinstance(event, dict):
-        raise MalformedFrame(f"frame is a JSON {type(event).__name__}, not an object")
-    event_type = event.get("type")
-    if not isinstance(event_type, str):
-        raise MalformedFrame("frame has no string 'type'")
+    event, event_type = decode_frame(frame)
     if event_type in AUDIO_TYPES:
         # The most frequent frames of a call: looked at once and passed on, never kept.
         key = "audio" if event_type == "session.input_audio.append" else "delta"

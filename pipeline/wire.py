@@ -657,9 +657,9 @@ class ClassifiedFrame:
         return _optional_str(self.event.get("event_id"))
 
 
-def classify_frame(frame: str | bytes) -> ClassifiedFrame:
-    """Decode a sideband frame and classify it; a frame that is too large, not JSON, not an
-    object, or a durable/live event of the wrong shape raises a typed `BadInput`."""
+def decode_frame(frame: str | bytes) -> tuple[dict[str, Any], str]:
+    """A sideband frame (either provider's) as a JSON object and its `type`; a frame that is
+    too large, not JSON, not an object or without a string type raises a typed `BadInput`."""
     size = _frame_bytes(frame)
     if size > MAXIMUM_PROVIDER_FRAME_BYTES:
         raise OversizedFrame(f"frame of {size} bytes exceeds {MAXIMUM_PROVIDER_FRAME_BYTES} bytes")
@@ -671,9 +671,16 @@ def classify_frame(frame: str | bytes) -> ClassifiedFrame:
         raise MalformedFrame(f"frame is not JSON: {exc}") from exc
     if not isinstance(event, dict):
         raise MalformedFrame(f"frame is a JSON {type(event).__name__}, not an object")
-    raw_type = event.get("type")
-    if not isinstance(raw_type, str):
+    event_type = event.get("type")
+    if not isinstance(event_type, str):
         raise MalformedFrame("frame has no string 'type'")
+    return event, event_type
+
+
+def classify_frame(frame: str | bytes) -> ClassifiedFrame:
+    """Decode a sideband frame and classify it; a frame that is too large, not JSON, not an
+    object, or a durable/live event of the wrong shape raises a typed `BadInput`."""
+    event, raw_type = decode_frame(frame)
     event_type = ga_type(raw_type)
     if event_type != raw_type:
         event = {**event, "type": event_type}
