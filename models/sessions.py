@@ -6,8 +6,11 @@ are contiguous (DESIGN invariant 2), and `apply_host` applies an unnumbered host
 (creation, admission, a timer). Both return what must leave the transaction: outbound items
 for the owning gateway, timers to schedule, incidents to report.
 
-The hot path (the next event of a live call) is written as SQL: one round trip takes the
-lock, one writes the event, its effects and the session, one commits. Building those
+The hot path (the next event of a live call) is two round trips: one opens the transaction,
+takes the lock and reads the session (and whether the provider already sent this event under
+another seq); the other writes the event, its effects and the session and commits. Between the
+two the worker publishes the controls, still under the lock (DESIGN invariant 3): writes that
+answer nothing are held back (`LockedSession.defer`) and travel with the COMMIT. Building these
 statements through the ORM cost more than running them.
 """
 
@@ -81,12 +84,21 @@ from pipeline.wire import (
 
 # ── SQL ──────────────────────────────────────────────────────────────────────────────────
 
-# BEGIN travels with the lock: one round trip opens the transaction and takes the row.
-LOCK_SESSION = """
-BEGIN;
-SELECT generation, applied_seq, logged_seq, applied_count, owning_gateway, state, ended_at
-  FROM sessions WHERE id = %s FOR UPDATE
+# BEGIN travels with the lock: one round trip opens the transaction, takes the row and reads it.
+# The read is a statement of its own after the lock, so it sees what the transaction that held
+# the lock before committed (READ COMMITTED takes a snapshot per statement; a subquery of the
+# locking statement would use the snapshot from before the wait). The state comes as text:
+# pydantic parses the JSON itself, faster than psycopg2's json.loads and a validation of dicts.
+_READ_SESSION = """
+SELECT generation, applied_seq, logged_seq, applied_count, owning_gateway, state::text,
+       EXISTS (SELECT 1 FROM session_events WHERE session_id = %(id)s AND provider_event_id = %(event)s
+                  AND disposition IN ('applied', 'late'))
+  FROM sessions WHERE id = %(id)s
 """
+LOCK_SESSION = f"""
+BEGIN;
+SELECT 1 FROM sessions WHERE id = %(id)s FOR UPDATE;
+{_READ_SESSION}"""
 
 CREATE_SESSION = """
 BEGIN;
@@ -111,6 +123,10 @@ INSERT_EVENT = f"""
 INSERT INTO session_events ({_EVENT_COLUMNS}) VALUES ({_EVENT_VALUES})
 ON CONFLICT DO NOTHING RETURNING id
 """
+# The hot path's event row: the lock's read said the provider's event is new and the seq is
+# the next one, so nothing can conflict; if something did, the statement fails and the
+# transaction is retried, rather than controls having been published for a row never written.
+_INSERT_NEXT_EVENT = f"INSERT INTO session_events ({_EVENT_COLUMNS}) VALUES ({_EVENT_VALUES})"
 
 UPDATE_EVENT = """
 UPDATE session_events SET disposition = %s, applied_order = %s, controls = %s::jsonb,
@@ -139,21 +155,20 @@ UPDATE sessions SET
 
 @cache
 def _write_sql(transcripts: int, incidents: int) -> str:
-    """One statement: the event row, its transcripts and incidents, and the session — all
-    conditional on the event row being new, so a conflicting insert writes nothing."""
-    parts = [f"WITH event AS ({INSERT_EVENT.strip()})"]
+    """One statement: the event row, its transcripts and incidents, and the session."""
+    parts = [f"WITH event AS ({_INSERT_NEXT_EVENT})"]
     for index in range(transcripts):
         parts.append(
             f", transcript_{index} AS (INSERT INTO transcript_items"
             " (session_id, role, text, provider_item_id, response_id, seq, late)"
-            " SELECT %s, %s, %s, %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM event))"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s))"
         )
     for index in range(incidents):
         parts.append(
             f", incident_{index} AS (INSERT INTO incidents (session_id, code, severity, summary, context)"
-            " SELECT %s, %s, %s, %s, %s::jsonb WHERE EXISTS (SELECT 1 FROM event))"
+            " VALUES (%s, %s, %s, %s, %s::jsonb))"
         )
-    parts.append(_SAVE_SESSION.strip() + " AND EXISTS (SELECT 1 FROM event) RETURNING 1")
+    parts.append(_SAVE_SESSION.strip())
     return "\n".join(parts)
 
 
@@ -194,7 +209,6 @@ class _Written(Enum):
 
     ROW_ONLY = "row only"  # its effects are persisted after it
     ALL = "all"  # the row, its effects and the session, in one statement
-    DUPLICATE = "duplicate"  # nothing of it: the provider's event was applied under another seq
 
 
 _Write = Callable[[Step, str, int, list[Outbound]], _Written]
@@ -245,6 +259,8 @@ class _Head:
     logged_seq: int
     applied_count: int
     owning_gateway: str
+    # The provider event the transaction was opened for was applied already, under another seq.
+    event_applied: bool = False
 
 
 # ── the lock ────────────────────────────────────────────────────────────────────────────
@@ -260,6 +276,16 @@ def locked_session(session_id: str) -> Iterator[LockedSession]:
 
 
 @contextmanager
+def locked_for(envelope: EventEnvelope) -> Iterator[LockedSession]:
+    """`locked_session` for delivering `envelope`: the lock's round trip also reads whether its
+    provider event was applied already (under another seq), which the hot path must know
+    before it publishes anything."""
+    event_id = _provider_event_id(envelope.event)
+    with _transaction(envelope.session_id, create_for=None, provider_event_id=event_id) as session:
+        yield session
+
+
+@contextmanager
 def new_session(session_id: str, owning_gateway: str, namespace: str = "") -> Iterator[LockedSession]:
     """Insert a session row (of the deployment `namespace`) and hold it, in the same
     transaction, for its first input (its creation). An id that exists already is a
@@ -269,10 +295,13 @@ def new_session(session_id: str, owning_gateway: str, namespace: str = "") -> It
 
 
 @contextmanager
-def _transaction(session_id: str, *, create_for: tuple[str, str] | None) -> Iterator[LockedSession]:
-    opening: tuple[str, tuple[Any, ...]] = (LOCK_SESSION, (session_id,))
+def _transaction(
+    session_id: str, *, create_for: tuple[str, str] | None, provider_event_id: str | None = None
+) -> Iterator[LockedSession]:
+    reading = {"id": session_id, "event": provider_event_id}
+    opening: tuple[str, Any] = (LOCK_SESSION, reading)
     if create_for is not None:
-        initial = json.dumps(SessionState().model_dump(mode="json"))
+        initial = SessionState().model_dump_json()
         owning_gateway, namespace = create_for
         opening = (CREATE_SESSION, (session_id, owning_gateway, namespace, initial))
     cursor = _open(*opening)
@@ -280,28 +309,28 @@ def _transaction(session_id: str, *, create_for: tuple[str, str] | None) -> Iter
         if create_for is not None:
             if cursor.fetchone() is None:
                 raise SessionExists(f"session {session_id!r} exists already")
-            cursor.execute(LOCK_SESSION.replace("BEGIN;", ""), (session_id,))
+            cursor.execute(_READ_SESSION, reading)
         row = cursor.fetchone()
         if row is None:
             raise SessionNotFound(f"no session {session_id!r}")
-        generation, applied_seq, logged_seq, applied_count, gateway, state, _ = row
+        generation, applied_seq, logged_seq, applied_count, gateway, state, event_applied = row
         session = LockedSession(
             session_id,
             cursor,
-            _Head(generation, applied_seq, logged_seq, applied_count, gateway),
-            SessionState.model_validate(state),
+            _Head(generation, applied_seq, logged_seq, applied_count, gateway, event_applied),
+            SessionState.model_validate_json(state),
+            checked_event_id=provider_event_id,
         )
         yield session
+        session.commit()
     except BaseException:
         _rollback(cursor)
         raise
-    else:
-        cursor.execute("COMMIT")
     finally:
         cursor.close()
 
 
-def _open(sql: str, parameters: tuple[Any, ...]) -> Any:
+def _open(sql: str, parameters: Any) -> Any:
     """Run a transaction's opening statement. A connection PostgreSQL dropped (a restart) is
     only found dead by using it; nothing ran yet, so reconnect and run it once more."""
     cursor = database.cursor()
@@ -327,13 +356,25 @@ def _rollback(cursor: Any) -> None:
 class LockedSession:
     """A session row held under `SELECT … FOR UPDATE` for the length of one transaction."""
 
-    def __init__(self, session_id: str, cursor: Any, head: _Head, state: SessionState) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        cursor: Any,
+        head: _Head,
+        state: SessionState,
+        *,
+        checked_event_id: str | None = None,
+    ) -> None:
         self.id = session_id
         self._cursor = cursor
         self._head = head
         self.state = state
+        # The provider event id whose earlier application the lock's read answered (head).
+        self._checked_event_id = checked_event_id
         # Compaction summaries that could not be stored in this transaction: (number, why).
         self._unsaved_summaries: list[tuple[int, str]] = []
+        # Writes held back for the next round trip (see `defer`), as the statements to send.
+        self._deferred: list[bytes] = []
 
     @property
     def owning_gateway(self) -> str:
@@ -344,9 +385,26 @@ class LockedSession:
         return self._head.applied_seq
 
     def execute(self, sql: str, parameters: Any = ()) -> Any:
-        """Run SQL inside this locked transaction (for the other tables a session owns)."""
+        """Run SQL inside this locked transaction (for the other tables a session owns), after
+        the writes held back so far, so that it sees them."""
+        self._flush()
         self._cursor.execute(sql, parameters)
         return self._cursor
+
+    def defer(self, sql: str, parameters: Any = ()) -> None:
+        """A write nothing in this transaction reads the answer of: it travels with the next
+        statement that needs a round trip anyway (the COMMIT, on the hot path)."""
+        self._deferred.append(self._cursor.mogrify(sql, parameters))
+
+    def commit(self) -> None:
+        """The held-back writes and the COMMIT, in one round trip."""
+        self._deferred.append(b"COMMIT")
+        self._flush()
+
+    def _flush(self) -> None:
+        if self._deferred:
+            statements, self._deferred = self._deferred, []
+            self._cursor.execute(b";\n".join(statements))
 
     # ── numbered events ────────────────────────────────────────────────────────────────
 
@@ -369,11 +427,16 @@ class LockedSession:
                 self._save()
             return applied
         if where is Arrival.NEXT:
-            # The common case: the next event, nothing waiting — one statement does it all.
-            decided = self._decide(envelope.event, envelope.generation)
-            if self._apply_event(decided, seq, applied, write=self._write_all(envelope)):
+            if not self._applied_before(envelope):
+                # The common case: the next event, nothing waiting — one statement does it all,
+                # and it goes with the COMMIT.
+                decided = self._decide(envelope.event, envelope.generation)
+                self._apply_event(decided, seq, applied, write=self._write_all(envelope))
                 self._settle_unsaved(applied, envelope.received_at)
                 return applied
+            # The provider sent this event before, under a lower seq: this seq occupies its
+            # slot in the order as a duplicate, and applies as nothing.
+            self._apply_duplicate(seq, applied, write=self._insert_duplicate(envelope))
         else:
             if self._insert_event(envelope, "pending", None) and where is Arrival.EARLY:
                 applied.dispositions.append((seq, "pending"))
@@ -390,7 +453,7 @@ class LockedSession:
         head = self._head
         if head.logged_seq <= head.applied_seq:
             return
-        self._cursor.execute(PENDING_EVENTS, (self.id, head.applied_seq))
+        self.execute(PENDING_EVENTS, (self.id, head.applied_seq))
         rows = {row[0]: row for row in self._cursor.fetchall()}
         for seq in sequencer.contiguous(head.applied_seq, rows):
             _, provider_event_id, payload, generation, disposition = rows[seq]
@@ -414,7 +477,7 @@ class LockedSession:
     def take_over(self, gateway_id: str, now: float) -> Applied:
         """The owning gateway died: `gateway_id` owns the session from now on (its controls go
         there), and the session re-opens its sideband through it."""
-        self._cursor.execute(TAKE_OVER, (gateway_id, self.id))
+        self.defer(TAKE_OVER, (gateway_id, self.id))
         self._head.owning_gateway = gateway_id
         return self.apply_host(GatewayLost(gateway_id=gateway_id), now)
 
@@ -448,7 +511,7 @@ class LockedSession:
         head = self._head
         if not sequencer.is_still_missing(head.applied_seq, missing):
             return applied  # it arrived (or an earlier gap is still open)
-        self._cursor.execute(SEQ_LOGGED, (self.id, missing))
+        self.execute(SEQ_LOGGED, (self.id, missing))
         if self._cursor.fetchone() is None:
             marker = SeqLost(seq=missing)
             self._apply_event(
@@ -460,14 +523,24 @@ class LockedSession:
         self._save()
         return applied
 
+    def _applied_before(self, envelope: EventEnvelope) -> bool:
+        """Whether the envelope's provider event was applied under another seq (the lock's read
+        answered it for the envelope it was opened for; any other is asked now)."""
+        event_id = _provider_event_id(envelope.event)
+        if event_id is None:
+            return False
+        if event_id == self._checked_event_id:
+            return self._head.event_applied
+        return self._was_applied(event_id)
+
     def _was_applied(self, provider_event_id: str | None) -> bool:
         if provider_event_id is None:
             return False
-        self._cursor.execute(WAS_APPLIED, (self.id, provider_event_id))
+        self.execute(WAS_APPLIED, (self.id, provider_event_id))
         return self._cursor.fetchone() is not None
 
     def _was_declared_lost(self, seq: int) -> bool:
-        self._cursor.execute(LOST_EVENT, (self.id, seq))
+        self.execute(LOST_EVENT, (self.id, seq))
         return self._cursor.fetchone() is not None
 
     def _settle_unsaved(self, applied: Applied, now: float) -> None:
@@ -489,27 +562,19 @@ class LockedSession:
         *,
         write: _Write,
         arrived_late: bool = False,
-    ) -> bool:
+    ) -> None:
         """Write a decided event's row (how, `write` says), persist and collect its effects, and
-        advance the head. False when the write found the event a duplicate (its provider event
-        id applied under another seq): it then occupies its seq as one. The transcripts of a
-        late event, or of one that `arrived_late` after its seq was declared lost, are marked
-        late in the record."""
+        advance the head. The transcripts of a late event, or of one that `arrived_late` after
+        its seq was declared lost, are marked late in the record."""
         step, disposition = decided
         order = self._head.applied_count + 1
         prefix = f"ctl_{seq}" if seq is not None else f"ctl_x{order}"
         outbound = self._outbound(step, prefix) if disposition == "applied" else []
-        written = write(step, disposition, order, outbound)
-        if written is _Written.DUPLICATE:
-            self._advance(seq, order)
-            applied.dispositions.append((seq, "duplicate"))
-            return False
-        if written is _Written.ROW_ONLY:
+        if write(step, disposition, order, outbound) is _Written.ROW_ONLY:
             self._persist_effects(step, seq, late=arrived_late or disposition == "late")
         self._collect(step, applied, outbound)
         self._advance(seq, order)
         applied.dispositions.append((seq, disposition))
-        return True
 
     def _apply_duplicate(self, seq: int, applied: Applied, *, write: _Write) -> None:
         """A seq whose provider event was applied under another seq: it occupies its slot in
@@ -527,12 +592,12 @@ class LockedSession:
             head.logged_seq = max(head.logged_seq, seq)
 
     # The ways an applied event's row is written. Each returns what it wrote: the row alone
-    # (the effects are persisted after it), everything (the hot path's one statement), or
-    # nothing because the event proved a duplicate.
+    # (the effects are persisted after it), or everything (the hot path's one statement). All
+    # are held back (`defer`): nothing in the transaction reads them back.
 
     def _write_all(self, envelope: EventEnvelope) -> _Write:
         """The next event, nothing waiting: its row, its transcripts and incidents and the
-        session in one statement, conditional on the row being new."""
+        session in one statement."""
 
         def write(step: Step, disposition: str, order: int, outbound: list[Outbound]) -> _Written:
             seq = envelope.seq
@@ -547,13 +612,20 @@ class LockedSession:
                 parameters += [self.id, incident.code, incident.severity, incident.summary, context]
             logged = max(self._head.logged_seq, seq)
             parameters += self._session_row(step.state, seq, logged, order)
-            self._cursor.execute(_write_sql(len(transcripts), len(incidents)), parameters)
-            if self._cursor.fetchone() is not None:
-                return _Written.ALL
-            # Only a provider event already applied under a lower seq conflicts here: this seq
-            # occupies its slot as a duplicate (and the session is saved by the caller).
-            self._insert_event(envelope, "duplicate", order, keep_provider_event_id=False)
-            return _Written.DUPLICATE
+            self.defer(_write_sql(len(transcripts), len(incidents)), parameters)
+            return _Written.ALL
+
+        return write
+
+    def _insert_duplicate(self, envelope: EventEnvelope) -> _Write:
+        """A seq whose provider event was applied under a lower one: its row, as a duplicate,
+        without the provider's id (which belongs to the applied row)."""
+
+        def write(_step: Step, disposition: str, order: int, _outbound: list[Outbound]) -> _Written:
+            row = self._event_row(envelope, disposition, order, [])
+            row[2] = None
+            self.defer(INSERT_EVENT, row)
+            return _Written.ROW_ONLY
 
         return write
 
@@ -561,7 +633,7 @@ class LockedSession:
         """A logged (pending) event is applied: its row gets its disposition and controls."""
 
         def write(_step: Step, disposition: str, order: int, outbound: list[Outbound]) -> _Written:
-            self._cursor.execute(UPDATE_EVENT, (disposition, order, _controls(outbound), self.id, seq))
+            self.defer(UPDATE_EVENT, (disposition, order, _controls(outbound), self.id, seq))
             return _Written.ROW_ONLY
 
         return write
@@ -570,7 +642,7 @@ class LockedSession:
         """A seq declared lost came after all: the marker's row becomes the late event."""
 
         def write(_step: Step, disposition: str, order: int, outbound: list[Outbound]) -> _Written:
-            self._cursor.execute(
+            self.defer(
                 REPLACE_LOST,
                 (
                     disposition,
@@ -597,7 +669,7 @@ class LockedSession:
 
     def _insert_unnumbered(self, event: HostInput, seq: int | None, now: float) -> _Write:
         def write(_step: Step, disposition: str, order: int, outbound: list[Outbound]) -> _Written:
-            self._cursor.execute(
+            self.defer(
                 INSERT_EVENT,
                 (
                     self.id,
@@ -687,20 +759,20 @@ class LockedSession:
         row = self._event_row(envelope, disposition, order, [])
         if not keep_provider_event_id:
             row[2] = None
-        self._cursor.execute(INSERT_EVENT, row)
+        self.execute(INSERT_EVENT, row)
         return self._cursor.fetchone() is not None
 
     def _persist_effects(self, step: Step, seq: int | None, *, late: bool) -> None:
         for effect in step.effects:
             if isinstance(effect, PersistTranscript):
-                self._cursor.execute(
+                self.defer(
                     "INSERT INTO transcript_items"
                     " (session_id, role, text, provider_item_id, response_id, seq, late)"
                     " VALUES (%s, %s, %s, %s, %s, %s, %s)",
                     (self.id, effect.role, effect.text, effect.item_id, effect.response_id, seq, late),
                 )
             elif isinstance(effect, RecordIncident):
-                self._cursor.execute(
+                self.defer(
                     "INSERT INTO incidents (session_id, code, severity, summary, context)"
                     " VALUES (%s, %s, %s, %s, %s::jsonb)",
                     (self.id, effect.code, effect.severity, effect.summary, json.dumps(effect.context)),
@@ -793,7 +865,7 @@ class LockedSession:
         self, state: SessionState, applied_seq: int, logged_seq: int, applied_count: int
     ) -> list[Any]:
         return [
-            json.dumps(state.model_dump(mode="json")),
+            state.model_dump_json(),
             str(state.phase),
             state.generation,
             state.call_id,
@@ -809,7 +881,7 @@ class LockedSession:
 
     def _save(self) -> None:
         head = self._head
-        self._cursor.execute(
+        self.defer(
             _SAVE_SESSION,
             self._session_row(self.state, head.applied_seq, head.logged_seq, head.applied_count),
         )

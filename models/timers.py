@@ -38,7 +38,7 @@ RETURNING session_id, name
 
 
 def schedule(session: LockedSession, name: str, delay_ms: int) -> None:
-    session.execute(SCHEDULE, (session.id, name, delay_ms))
+    session.defer(SCHEDULE, (session.id, name, delay_ms))
 
 
 def schedule_once(session: LockedSession, name: str, delay_ms: int) -> bool:
@@ -63,13 +63,13 @@ def is_pending(session_id: str, name: str) -> bool:
 def cancel_all_but_gaps(session: LockedSession) -> None:
     """The session is over: its timers go, but for a gap's (events behind a missing seq still
     land in the record when it is skipped)."""
-    session.execute(
+    session.defer(
         "DELETE FROM session_timers WHERE session_id = %s AND name NOT LIKE 'seq\\_gap:%%'", (session.id,)
     )
 
 
 def cancel(session: LockedSession, name: str) -> None:
-    session.execute(FIRED, (session.id, name))
+    session.defer(FIRED, (session.id, name))
 
 
 def claim_overdue(namespace: str, grace_ms: int, lease_ms: int, limit: int = 200) -> list[tuple[str, str]]:

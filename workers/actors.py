@@ -24,6 +24,7 @@ from models.records import sessions as listed_sessions
 from models.sessions import (
     Applied,
     LockedSession,
+    locked_for,
     locked_session,
     new_session,
     owners_of_unfinished,
@@ -94,8 +95,10 @@ def deliver(envelope_message: dict[str, Any]) -> Applied:
         envelope = EventEnvelope.model_validate(envelope_message)
     except ValidationError as exc:
         raise MalformedEnvelope(f"not an event envelope: {exc.errors()[0]['msg']}") from exc
-    with locked_session(envelope.session_id) as session:
+    with locked_for(envelope) as session:
         applied = session.deliver(envelope)
+        # Under the lock, before the writes and the COMMIT go in one round trip: a rollback
+        # re-applies the same events and re-emits the same ids, which the gateway sends once.
         _publish(session, applied)
         published_at = time.time()
     _after_commit(envelope.session_id, applied)
