@@ -16,13 +16,12 @@ import threading
 import time
 from typing import Any
 
-import dramatiq
 import redis
-from kombu import Connection, Exchange, Queue  # type: ignore[attr-defined]
 from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from gateway.api import authenticated, build_api
+from gateway.controls import ControlConsumer
 from gateway.keys import KeyRing
 from gateway.live import LiveHub
 from gateway.liveness import Heartbeat
@@ -30,7 +29,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.phone import PhoneDoor, answer_call
 from gateway.provider import RealtimeProvider
 from gateway.rpc import WorkerRpc
-from gateway.sink import EventSink
+from gateway.sink import EventSink, NumberingBroker
 from gateway.sockets import CallSocket
 from gateway.web import HttpLimits, RunningServer, start_server
 from pipeline import compaction, live_tokens
@@ -52,8 +51,6 @@ from pipeline.wire import (
 
 logger = logging.getLogger(__name__)
 
-# After a control-queue connection failure, the consumer waits this long before reconnecting.
-CONTROL_QUEUE_RECONNECT_S = 0.5
 # A listener of a session this gateway holds no sideband for hears of its end by asking.
 LIVE_STATUS_CHECK_S = 5.0
 # A followed call log is read again at least this often (and at once after each batch of the
@@ -74,15 +71,14 @@ class Gateway:
         self,
         settings: Settings,
         redis_url: str,
-        kombu_url: str,
-        broker: dramatiq.Broker,
+        broker: NumberingBroker,
         provider: RealtimeProvider,
         http_limits: HttpLimits | None = None,
     ) -> None:
         self.settings = settings
         self.gateway_id = settings.gateway_id
         self.provider = provider
-        self._kombu_url = kombu_url
+        self._redis_url = redis_url
         self._http_limits = http_limits or HttpLimits()
         self.sink = EventSink(redis_url, broker, self.gateway_id, settings.broker_namespace)
         self.rpc = WorkerRpc(self.sink, self.gateway_id)
@@ -93,12 +89,11 @@ class Gateway:
             else live_tokens.derive_secret(settings.api_token)
         )
         self.sockets: dict[str, CallSocket] = {}
-        self._inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._stopping = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._http: RunningServer | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._consumer: threading.Thread | None = None
+        self._consumer: ControlConsumer | None = None
         self._watchers: dict[str, asyncio.Task[None]] = {}
         self._log_followers: dict[str, asyncio.Task[None]] = {}
         self._log_pokes: dict[str, asyncio.Event] = {}
@@ -123,13 +118,13 @@ class Gateway:
             app, self.settings.gateway_host, self.settings.gateway_port, self._http_limits
         )
         self.http_port = self._http.port
-        ready = threading.Event()
-        self._consumer = threading.Thread(
-            target=self._consume_controls, args=(loop, ready), name="control-consumer", daemon=True
+        self._consumer = ControlConsumer(
+            self._redis_url,
+            control_queue(self.settings.broker_namespace, self.gateway_id),
+            loop,
+            self._carry_out_taken,
         )
         self._consumer.start()
-        await asyncio.to_thread(ready.wait, 10)
-        self._spawn(self._dispatch_outbound(), "outbound")
         # Alive before anything else: a takeover checks that its new owner is.
         await asyncio.to_thread(self.heartbeat.beat)
         self.heartbeat.start()
@@ -148,7 +143,7 @@ class Gateway:
         for task in list(self._tasks):
             task.cancel()
         if self._consumer is not None:
-            await asyncio.to_thread(self._consumer.join, 5)
+            await asyncio.to_thread(self._consumer.stop)
         self.sink.close()
         await self.provider.close()
 
@@ -259,47 +254,12 @@ class Gateway:
 
     # ── outbound: controls and directives from the workers ─────────────────────────────
 
-    def _consume_controls(self, loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
-        """The control queue's consumer thread: it outlives connection failures (a Redis
-        restart), reconnecting until the gateway stops."""
-        while not self._stopping.is_set():
-            try:
-                self._drain_control_queue(loop, ready)
-            except Exception:  # any failure of the connection: log, wait, reconnect
-                logger.exception("control queue consumer failed; reconnecting")
-                self._stopping.wait(CONTROL_QUEUE_RECONNECT_S)
-        ready.set()
-
-    def _drain_control_queue(self, loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
-        name = control_queue(self.settings.broker_namespace, self.gateway_id)
-        with Connection(self._kombu_url) as connection:
-            # Acknowledged on receipt (no_ack): the batch is handed to the event loop at once, and
-            # a separate ack would cost a Redis round trip per batch for no added safety. It must
-            # be given to SimpleQueue itself: its consumer ignores the Queue's own no_ack, so each
-            # batch went into kombu's unacked hash (two writes and a new client per batch) and,
-            # never acked, would be delivered again when that hash's visibility timeout ran out.
-            queue = connection.SimpleQueue(
-                Queue(name, exchange=Exchange("", type="direct"), routing_key=name, no_ack=True),
-                no_ack=True,
-            )
-            ready.set()
-            try:
-                while not self._stopping.is_set():
-                    try:
-                        message = queue.get(block=True, timeout=1)
-                    except queue.Empty:
-                        continue
-                    loop.call_soon_threadsafe(self._inbox.put_nowait, message.payload)
-            finally:
-                queue.close()
-
-    async def _dispatch_outbound(self) -> None:
-        """Carry out each batch as it comes. Nothing here waits on a call: a stuck provider
+    def _carry_out_taken(self, taken: list[bytes]) -> None:
+        """Carry out each batch of a take, in order. Nothing here waits on a call: a stuck provider
         socket or an unanswered hangup must never hold up the other calls' controls."""
-        while True:
-            payload = await self._inbox.get()
+        for payload in taken:
             try:
-                self.carry_out(OutboundBatch.model_validate(payload))
+                self.carry_out(OutboundBatch.model_validate_json(payload))
             except Exception:
                 logger.exception("outbound batch failed")
 

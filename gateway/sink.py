@@ -1,11 +1,13 @@
 """`EventSink`: numbers each durable event of a session and enqueues it, off the event loop.
 
-Dramatiq's `send` and Redis `INCR` are blocking calls (~0.5 ms each); they run on one
-dedicated thread, which also keeps every session's events in the order they were submitted.
-Events submitted while that thread is busy are taken together: one pipelined round trip
-numbers all of them and one enqueues all of them, so a burst costs two round trips, not two
-per event (at 100 calls, numbering and enqueueing one event at a time queued events for tens
-of milliseconds behind each other).
+Numbering and enqueueing are a blocking Redis round trip; they run on one dedicated thread,
+which also keeps every session's events in the order they were submitted. Events submitted
+while that thread is busy are taken together, and one call of the broker's numbering enqueue
+numbers each (the session's `INCR`, inside the script) and stores it as a Dramatiq message:
+a burst costs one round trip, not one per event (at 100 calls, numbering and enqueueing one
+event at a time queued events for tens of milliseconds behind each other). A send whose reply
+was lost is sent again with the same message ids, and the script answers the seqs it gave the
+first time instead of numbering twice.
 
 **Redis unreachable.** Nothing is given up because Redis is away. What the sink could not number
 or enqueue waits in its outbox, in submission order, and the sink thread tries again (50 ms
@@ -41,12 +43,11 @@ import uuid
 from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-import dramatiq
 import redis
 
-from pipeline.envelope import EventEnvelope
+from pipeline.envelope import NumberedMessage, numbered_body, plain_body
 from pipeline.errors import Fault, ReplyTimeout
 from pipeline.limits import (
     API_REPLY_TIMEOUT_MS,
@@ -77,9 +78,20 @@ MARKER_REFRESH_S = 10.0
 PRUNE_INTERVAL_S = 5.0
 
 
+class NumberingBroker(Protocol):
+    """What the sink needs of the broker (`workers.broker.NumberingEnqueue`)."""
+
+    def enqueue_numbered(self, messages: list[NumberedMessage], seq_ttl_s: int) -> list[int]: ...
+
+
+def _message_id() -> str:
+    return str(uuid.uuid4())
+
+
 @dataclass(slots=True)
 class _Event:
-    """A durable event on its way out; numbered (`seq`) once the INCR round trip answered."""
+    """A durable event on its way out; numbered (`seq`) once its enqueue answered. Its message
+    id is its own from the first attempt on, so a send whose reply was lost is recognised."""
 
     session_id: str
     generation: int
@@ -88,6 +100,7 @@ class _Event:
     future: Future[int]
     after_seq: int = 0
     seq: int | None = None
+    message_id: str = field(default_factory=_message_id)
 
 
 @dataclass(slots=True)
@@ -101,6 +114,7 @@ class _Dropped:
     reason: str
     types: Counter[str] = field(default_factory=Counter)
     seq: int | None = None
+    message_id: str = field(default_factory=_message_id)
 
     def as_event(self) -> dict[str, Any]:
         dropped = EventsDropped(count=sum(self.types.values()), types=dict(self.types), reason=self.reason)
@@ -117,6 +131,7 @@ class _Request:
     future: Future[None] | None = None
     session_id: str | None = None
     give_up_at: float | None = None
+    message_id: str = field(default_factory=_message_id)
 
 
 _Unsent = _Event | _Dropped | _Request
@@ -124,9 +139,11 @@ _Unsent = _Event | _Dropped | _Request
 
 @dataclass(frozen=True, slots=True)
 class _Held:
+    """An enqueued event kept until it is known applied: what it takes to enqueue it again."""
+
     seq: int
     queue: str
-    message: dict[str, Any]
+    envelope: dict[str, Any]  # the envelope's fields but its seq
     enqueued_at: float
 
 
@@ -135,7 +152,7 @@ DIRECTIVE_MEMORY_S = 86_400
 
 
 class EventSink:
-    def __init__(self, redis_url: str, broker: dramatiq.Broker, gateway_id: str, namespace: str) -> None:
+    def __init__(self, redis_url: str, broker: NumberingBroker, gateway_id: str, namespace: str) -> None:
         self._redis = redis.Redis.from_url(redis_url)
         self._broker = broker
         self._gateway_id = gateway_id
@@ -162,6 +179,10 @@ class EventSink:
         self._issued: dict[str, int] = {}
         # Events enqueued and not yet known applied.
         self._held: dict[str, deque[_Held]] = {}
+        # How far each session is known applied, reported from the event loop (one report per
+        # control batch) and taken by the sink thread whenever it next runs.
+        self._released: dict[str, int] = {}
+        self._released_lock = threading.Lock()
         # When each remembered session was last used, on the up clock, oldest first: those this
         # gateway hosts (it gets their control batches) and those it only numbered events for.
         self._hosted: dict[str, float] = {}
@@ -261,8 +282,13 @@ class EventSink:
 
     def applied(self, session_id: str, applied_seq: int) -> None:
         """A worker applied the session's events up to `applied_seq`: stop holding them. Only
-        the gateway that hosts a session gets its control batches, so the session is hosted."""
-        self._executor.submit(self._release, session_id, applied_seq)
+        the gateway that hosts a session gets its control batches, so the session is hosted.
+        Noted here and taken by the sink thread when it next runs (it runs at least every
+        MARKER_CHECK_S while it holds events): a task per control batch cost more than the rest
+        of the release."""
+        with self._released_lock:
+            if applied_seq > self._released.get(session_id, 0):
+                self._released[session_id] = applied_seq
 
     def forget(self, session_id: str) -> None:
         """The session's call closed here: keep nothing of it."""
@@ -324,6 +350,7 @@ class EventSink:
         with self._pending_lock:
             taken, self._pending = self._pending, []
             self._flush_queued = False
+        self._take_releases()
         for item in taken:
             self._admit(item)
         if self._retry_due is not None and time.monotonic() < self._retry_due:
@@ -367,8 +394,8 @@ class EventSink:
         self.dropped += 1
 
     def _send_outbox(self) -> None:
-        """Number what is not numbered and enqueue everything: two round trips. If Redis fails,
-        everything stays, seqs and all, and the keeper brings the next attempt."""
+        """Number and enqueue everything: one round trip. If Redis fails, everything stays, and
+        the keeper brings the next attempt."""
         self._give_up_on_requests()
         if not self._outbox:
             return
@@ -376,7 +403,6 @@ class EventSink:
         kept = len(self._outbox)
         most = max(self._unsent.values(), default=0) if was_down else 0
         try:
-            self._number()
             self._enqueue_outbox()
         except redis.RedisError as error:
             self._unreachable(error)
@@ -415,89 +441,70 @@ class EventSink:
                 )
         self.abandoned += len(expired)
 
-    def _number(self) -> None:
-        """Give each event of the outbox not yet numbered its session's next seq: one
-        pipelined round trip, which also renews each counter's expiry."""
-        waiting = [item for item in self._outbox if not isinstance(item, _Request) and item.seq is None]
-        if not waiting:
-            return
-        sessions = list(dict.fromkeys(item.session_id for item in waiting))
-        ttl = SEQ_COUNTER_TTL_SECONDS
-        with self._redis.pipeline(transaction=False) as pipe:
-            for item in waiting:
-                pipe.incr(self._seq_key(item.session_id))
-            for session_id in sessions:
-                pipe.expire(self._seq_key(session_id), ttl)
-            counted = pipe.execute()[: len(waiting)]
-        lifted: set[str] = set()
-        up = self._up_clock()
-        for item, value in zip(waiting, counted, strict=True):
-            session_id = item.session_id
-            floor = self._issued.get(session_id, 0)
-            if isinstance(item, _Event):
-                floor = max(floor, item.after_seq)
-            seq = int(value)
-            if seq <= floor:
-                # Redis lost the counter (a restart, or it expired): resume above what is known.
-                seq = floor + 1
-                lifted.add(session_id)
-            self._issued[session_id] = seq
-            item.seq = seq
-            self._touch(session_id, up)
-            if isinstance(item, _Dropped) and self._tallies.get(session_id) is item:
-                del self._tallies[session_id]
-        if lifted:
-            # The seqs are taken already: a failure here only leaves the counter low, and the
-            # next numbering lifts it again.
-            with self._redis.pipeline(transaction=False) as pipe:
-                for session_id in lifted:
-                    pipe.set(self._seq_key(session_id), self._issued[session_id], ex=ttl)
-                pipe.execute()
-
     def _enqueue_outbox(self) -> None:
-        routed = []
-        # An event that cannot be encoded is replaced, in place, by an `events_dropped` event of
-        # the same seq (so the seq leaves no gap; the worker records it as an incident).
+        messages: list[NumberedMessage] = []
+        envelopes: list[dict[str, Any] | None] = []
+        now_ms = int(time.time() * 1000)
+        # An event that cannot be encoded is replaced, in place, by an `events_dropped` event (so
+        # the session's log shows the hole; the worker records it as an incident).
         for index, item in enumerate(self._outbox):
             try:
-                routed.append((item, *self._route(item)))
+                message, envelope = self._encoded(item, now_ms)
             except Exception:  # one bad event must not hold the others back
                 assert isinstance(item, _Event)
-                logger.exception(
-                    "event %s of %s cannot be encoded; recorded as dropped", item.seq, item.session_id
-                )
+                logger.exception("an event of %s cannot be encoded; recorded as dropped", item.session_id)
                 tally = self._outbox[index] = self._unencodable(item)
-                routed.append((tally, *self._route(tally)))
-        self._enqueue_messages(
-            [self._message(queue, actor_name, kwargs) for _, queue, actor_name, kwargs in routed]
-        )
+                message, envelope = self._encoded(tally, now_ms)
+            messages.append(message)
+            envelopes.append(envelope)
+        seqs = self._broker.enqueue_numbered(messages, SEQ_COUNTER_TTL_SECONDS)
         up = self._up_clock()
-        for item, queue, _, kwargs in routed:
+        for item, message, envelope, seq in zip(self._outbox, messages, envelopes, seqs, strict=True):
             if isinstance(item, _Request):
                 if item.future is not None:
                     item.future.set_result(None)
                 continue
-            assert item.seq is not None
-            held = self._held.setdefault(item.session_id, deque(maxlen=RETRANSMIT_MAXIMUM_PER_SESSION))
-            held.append(_Held(item.seq, queue, kwargs, up))
+            assert envelope is not None
+            session_id = item.session_id
+            item.seq = seq
+            self._issued[session_id] = max(self._issued.get(session_id, 0), seq)
+            self._touch(session_id, up)
+            held = self._held.setdefault(session_id, deque(maxlen=RETRANSMIT_MAXIMUM_PER_SESSION))
+            held.append(_Held(seq, message.queue_name, envelope, up))
             if isinstance(item, _Event):
-                item.future.set_result(item.seq)
+                item.future.set_result(seq)
         self._outbox = []
         self._unsent.clear()
         self._tallies.clear()
 
-    def _route(self, item: _Unsent) -> tuple[str, str, dict[str, Any]]:
-        """The queue, actor and arguments of an outbox item."""
+    def _encoded(self, item: _Unsent, now_ms: int) -> tuple[NumberedMessage, dict[str, Any] | None]:
+        """An outbox item as the message that carries it (numbered by its session's counter, an
+        event), and an event's envelope but its seq (to enqueue it again if Redis loses it)."""
         if isinstance(item, _Request):
-            return ADMISSION_QUEUE, item.actor_name, item.kwargs
+            body = plain_body(ADMISSION_QUEUE, item.actor_name, item.kwargs, item.message_id, now_ms)
+            return NumberedMessage(ADMISSION_QUEUE, item.message_id, body), None
         event = item.as_event() if isinstance(item, _Dropped) else item.event
         queue = queue_for(str(event.get("type", "")))
-        return queue, EVENT_ACTOR[queue], {"envelope": self._envelope(item, event)}
+        envelope = {
+            "session_id": item.session_id,
+            "generation": item.generation,
+            "gateway_id": self._gateway_id,
+            "received_at": item.received_at,
+            "event": event,
+        }
+        head, tail = numbered_body(queue, EVENT_ACTOR[queue], envelope, item.message_id, now_ms)
+        floor = self._issued.get(item.session_id, 0)
+        if isinstance(item, _Event):
+            floor = max(floor, item.after_seq)
+        message = NumberedMessage(
+            queue, item.message_id, head, tail, seq_key=self._seq_key(item.session_id), floor=floor
+        )
+        return message, envelope
 
     def _unencodable(self, item: _Event) -> _Dropped:
-        tally = _Dropped(item.session_id, item.generation, item.received_at, "unencodable", seq=item.seq)
+        tally = _Dropped(item.session_id, item.generation, item.received_at, "unencodable")
         tally.types[str(item.event.get("type", ""))] += 1
-        item.future.set_exception(Fault(f"event {item.seq} of {item.session_id} cannot be encoded"))
+        item.future.set_exception(Fault(f"an event of {item.session_id} cannot be encoded"))
         self.dropped += 1
         return tally
 
@@ -506,7 +513,7 @@ class EventSink:
         dropped, so it does not hold every other message back for good."""
         for item in [item for item in self._outbox if isinstance(item, _Request)]:
             try:
-                self._message(ADMISSION_QUEUE, item.actor_name, item.kwargs).encode()
+                plain_body(ADMISSION_QUEUE, item.actor_name, item.kwargs, item.message_id, 0)
             except Exception as error:  # noqa: BLE001 - whatever the encoder refuses
                 logger.error(
                     "dropped %s message: its arguments cannot be encoded: %r", item.actor_name, error
@@ -514,18 +521,6 @@ class EventSink:
                 self._outbox.remove(item)
                 if item.future is not None:
                     item.future.set_exception(Fault(f"{item.actor_name} arguments cannot be encoded"))
-
-    def _envelope(self, item: _Event | _Dropped, event: dict[str, Any]) -> dict[str, Any]:
-        assert item.seq is not None
-        envelope = EventEnvelope(
-            session_id=item.session_id,
-            seq=item.seq,
-            generation=item.generation,
-            gateway_id=self._gateway_id,
-            received_at=item.received_at,
-            event=event,
-        )
-        return envelope.model_dump(mode="json")
 
     def _unreachable(self, error: redis.RedisError | None) -> None:
         now = time.monotonic()
@@ -576,27 +571,6 @@ class EventSink:
                 if future is not None and not future.done():
                     future.set_exception(Fault("the gateway closed while Redis was unreachable"))
 
-    def _enqueue_messages(self, messages: list[dramatiq.Message[Any]]) -> None:
-        # Switchboard's broker takes a batch in one round trip; Dramatiq's stock one (kept to
-        # compare against) takes them one at a time.
-        enqueue_many = getattr(self._broker, "enqueue_many", None)
-        if enqueue_many is not None:
-            enqueue_many(messages)
-            return
-        for message in messages:
-            self._broker.enqueue(message)
-
-    @staticmethod
-    def _message(queue: str, actor_name: str, kwargs: dict[str, Any]) -> dramatiq.Message[Any]:
-        return dramatiq.Message(
-            queue_name=queue,
-            actor_name=actor_name,
-            args=(),
-            kwargs=kwargs,
-            options={},
-            message_timestamp=int(time.time() * 1000),
-        )
-
     def _seq_key(self, session_id: str) -> str:
         return f"{self._namespace}:seq:{session_id}"
 
@@ -614,15 +588,23 @@ class EventSink:
         remembered.pop(session_id, None)
         remembered[session_id] = up
 
-    def _release(self, session_id: str, applied_seq: int) -> None:
-        held = self._held.get(session_id)
-        while held and held[0].seq <= applied_seq:
-            held.popleft()
-        self._guests.pop(session_id, None)
-        self._hosted.pop(session_id, None)
-        self._hosted[session_id] = self._up_clock()
+    def _take_releases(self) -> None:
+        """Stop holding what the control batches since the last look said was applied."""
+        with self._released_lock:
+            released, self._released = self._released, {}
+        if not released:
+            return
+        up = self._up_clock()
+        for session_id, applied_seq in released.items():
+            held = self._held.get(session_id)
+            while held and held[0].seq <= applied_seq:
+                held.popleft()
+            self._guests.pop(session_id, None)
+            self._hosted.pop(session_id, None)
+            self._hosted[session_id] = up
 
     def _forget(self, session_id: str) -> None:
+        self._take_releases()
         self._issued.pop(session_id, None)
         self._held.pop(session_id, None)
         self._hosted.pop(session_id, None)
@@ -633,6 +615,7 @@ class EventSink:
         their retention: a guest after the retransmit window (its events were applied or are
         past helping), a hosted one never forgotten as long as its counter lives. Each pass
         over the sessions stops at the first one still in use."""
+        self._take_releases()
         up = self._up_clock()
         for session_id, held in list(self._held.items()):
             while held and held[0].enqueued_at < up - RETRANSMIT_WINDOW_S:
@@ -651,6 +634,7 @@ class EventSink:
 
     def _watch_marker(self, *, now: bool = False) -> None:
         """Check the marker while events are held, refresh it now and then otherwise."""
+        self._take_releases()
         if not now and not self._held and time.monotonic() < self._marker_refresh_due:
             return
         try:
@@ -677,13 +661,20 @@ class EventSink:
         if found == self._marker.encode():
             return
         horizon = self._up_clock() - RETRANSMIT_WINDOW_S
-        resend: list[dramatiq.Message[Any]] = []
+        resend: list[NumberedMessage] = []
+        now_ms = int(time.time() * 1000)
         for held in self._held.values():
             while held and held[0].enqueued_at < horizon:
                 held.popleft()
-            resend += [self._message(event.queue, EVENT_ACTOR[event.queue], event.message) for event in held]
+            for event in held:
+                # Its own seq again, under a new message id (the old one may still be remembered).
+                message_id = _message_id()
+                head, tail = numbered_body(
+                    event.queue, EVENT_ACTOR[event.queue], event.envelope, message_id, now_ms
+                )
+                resend.append(NumberedMessage(event.queue, message_id, head + str(event.seq).encode() + tail))
         if resend:
-            self._enqueue_messages(resend)
+            self._broker.enqueue_numbered(resend, SEQ_COUNTER_TTL_SECONDS)
         # Set only once everything is re-sent: a failure above leaves it missing, so the next
         # check re-sends again (a copy is applied once).
         self._redis.set(self._marker_key, self._marker, ex=ttl)

@@ -140,12 +140,3 @@ def settings_from(environ: Mapping[str, str]) -> Settings:
             f"{PREFIX}{'.'.join(map(str, e['loc'])).upper() or 'SETTINGS'}: {e['msg']}" for e in exc.errors()
         )
         raise ConfigError(problems) from exc
-
-
-def kombu_url_for(redis_url: str) -> str:
-    """The kombu spelling of a redis-py URL (only unix sockets differ)."""
-    scheme, separator, rest = redis_url.partition("://")
-    if scheme != "unix":
-        return redis_url
-    # kombu's redis transport reads "socket://<path>" as a unix socket (redis.py _connparams).
-    return f"redis+socket{separator}{rest}"

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -93,3 +95,56 @@ class OutboundBatch(BaseModel):
     # The session's applied seq when the batch was published: the gateway stops holding the
     # events up to it for retransmission.
     applied_seq: int | None = None
+
+
+# ── a message as the queues store it ────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True, slots=True)
+class NumberedMessage:
+    """A Dramatiq message as the gateway enqueues it: its body is `head` alone, or, when
+    `seq_key` (a Redis counter) is set, `head` + the seq the counter gives + `tail` — numbered
+    and stored in the same round trip. `floor`: the seq is above it even if the counter is not."""
+
+    queue_name: str
+    message_id: str
+    head: bytes
+    tail: bytes = b""
+    seq_key: str = ""
+    floor: int = 0
+
+
+def numbered_body(
+    queue_name: str, actor_name: str, rest: dict[str, Any], message_id: str, timestamp_ms: int
+) -> tuple[bytes, bytes]:
+    """Dramatiq's encoding of a message whose one keyword argument, `envelope`, starts with its
+    `seq` and goes on with `rest` (the other fields of an `EventEnvelope`): the body before the
+    seq and after it."""
+    outer = _outer(queue_name, actor_name, message_id, timestamp_ms)
+    head = f'{outer[:-1]},"kwargs":{{"envelope":{{"seq":'
+    tail = "," + json.dumps(rest, separators=(",", ":"))[1:] + "}}"
+    return head.encode(), tail.encode()
+
+
+def plain_body(
+    queue_name: str, actor_name: str, kwargs: dict[str, Any], message_id: str, timestamp_ms: int
+) -> bytes:
+    """Dramatiq's encoding of a message with these keyword arguments."""
+    outer = _outer(queue_name, actor_name, message_id, timestamp_ms)
+    return f'{outer[:-1]},"kwargs":{json.dumps(kwargs, separators=(",", ":"))}}}'.encode()
+
+
+def _outer(queue_name: str, actor_name: str, message_id: str, timestamp_ms: int) -> str:
+    # The first enqueue of a message may use its id as the broker's storage id too (Dramatiq
+    # gives a retried copy a storage id of its own).
+    return json.dumps(
+        {
+            "queue_name": queue_name,
+            "actor_name": actor_name,
+            "args": [],
+            "options": {"redis_message_id": message_id},
+            "message_id": message_id,
+            "message_timestamp": timestamp_ms,
+        },
+        separators=(",", ":"),
+    )

@@ -46,7 +46,7 @@ def queue_for(event_type: str) -> str:
 
 
 def control_queue(namespace: str, gateway_id: str) -> str:
-    """The kombu queue a gateway consumes its controls and directives from. Scoped by the
+    """The Redis list a gateway takes its controls and directives from. Scoped by the
     broker namespace: two deployments on one Redis, each with a gateway `gw1`, must not read
     each other's controls (they answered each other's API calls: 7 of 10 creates got 503)."""
     return f"{namespace}:gateway.{gateway_id}"

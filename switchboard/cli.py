@@ -419,7 +419,7 @@ def run_worker(settings: Settings, threads: int | None, queues: set[str] | None 
         metrics.use_directory(
             settings.metrics_dir or settings.data_dir / "metrics" / settings.broker_namespace
         )
-    rt = runtime.configure(settings, services.database_url, services.redis_url, services.kombu_url)
+    rt = runtime.configure(settings, services.database_url, services.redis_url)
     if settings.metrics:
         metrics.count_messages(rt.broker)
     import workers.actors  # noqa: F401  (declares the actors on the configured broker)
@@ -475,7 +475,7 @@ def run_gateway(settings: Settings, port: int | None) -> int:
     )
 
     async def serve() -> None:
-        gateway = Gateway(settings, services.redis_url, services.kombu_url, broker, provider_from(settings))
+        gateway = Gateway(settings, services.redis_url, broker, provider_from(settings))
         await gateway.start()
         print(
             f"gateway ready id={gateway.gateway_id} http={gateway.http_port} provider={settings.provider}",

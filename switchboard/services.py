@@ -42,8 +42,6 @@ import psycopg2.extensions
 import redis
 from psycopg2 import sql
 
-from pipeline.config import kombu_url_for
-
 DEFAULT_DATABASE_NAME = "switchboard"
 LOCAL_POSTGRES = ("127.0.0.1", 5432)
 LOCAL_REDIS = ("127.0.0.1", 6379)
@@ -73,8 +71,6 @@ class Services:
 
     database_url: str
     redis_url: str
-    # kombu spells a unix socket ``redis+socket:///path``, not redis-py's ``unix:///path``.
-    kombu_url: str
     # "postgres" and/or "redis": the embedded servers this process started.
     started: list[str] = field(default_factory=list)
     stoppers: list[Callable[[], None]] = field(default_factory=list, repr=False)
@@ -122,7 +118,6 @@ def resolve_services(
     services = Services(
         database_url=database_url,
         redis_url=redis_url,
-        kombu_url=kombu_url_for(redis_url),
         started=started,
         stoppers=stoppers,
     )

@@ -19,7 +19,6 @@ import redis
 from psycopg2 import sql
 
 from models.db import parse_database_url
-from pipeline.config import kombu_url_for
 from switchboard.services import (
     ensure_database,
     resolve_services,
@@ -32,19 +31,19 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 
 # What another process (a worker, the gateway) does with the URLs it is handed.
 CHILD_SCRIPT = """
-import json, os, kombu, peewee, redis
+import json, os, peewee, redis
 from models.db import parse_database_url
+from workers.emit import ControlPublisher
+from pipeline.envelope import Reply
 
 db = peewee.PostgresqlDatabase(**parse_database_url(os.environ["DATABASE_URL"]))
 database, = db.execute_sql("select current_database()").fetchone()
-pong = redis.Redis.from_url(os.environ["REDIS_URL"]).ping()
-with kombu.Connection(os.environ["KOMBU_URL"]) as connection:
-    queue = connection.SimpleQueue("sbtest-child")
-    queue.put({"hello": "gateway"})
-    received = queue.get(timeout=5)
-    received.ack()
-    queue.close()
-print(json.dumps({"database": database, "pong": pong, "kombu": received.payload}))
+client = redis.Redis.from_url(os.environ["REDIS_URL"])
+pong = client.ping()
+reply = Reply(id="reply_child", request_id="child", status=200, body={"hello": "gateway"})
+ControlPublisher(os.environ["REDIS_URL"], "sbtest-child").publish("gw", "", 0, [reply])
+_, taken = client.blpop(["sbtest-child:gateway.gw"], timeout=5)
+print(json.dumps({"database": database, "pong": pong, "control": json.loads(taken)["items"][0]["body"]}))
 """
 
 
@@ -72,7 +71,6 @@ def test_local_services_are_found_and_work(tmp_path, database_name):
     assert db.execute_sql("select current_database()").fetchone() == (database_name,)
     db.close()
     assert redis.Redis.from_url(services.redis_url).ping()
-    assert services.kombu_url == services.redis_url
     services.stop()
 
 
@@ -116,7 +114,6 @@ def test_embedded_servers_serve_other_processes_and_stop(tmp_path):
         assert services.started == ["postgres", "redis"]
         assert any(m.startswith("started embedded PostgreSQL 16 in") for m in messages)
         assert services.redis_url.startswith("unix://")
-        assert services.kombu_url.startswith("redis+socket://")
 
         # postmaster.pid's first line is the server's pid.
         postmaster_pid = int((tmp_path / "pg" / "postmaster.pid").read_text().split()[0])
@@ -130,7 +127,6 @@ def test_embedded_servers_serve_other_processes_and_stop(tmp_path):
                 "PYTHONPATH": str(REPOSITORY),
                 "DATABASE_URL": services.database_url,
                 "REDIS_URL": services.redis_url,
-                "KOMBU_URL": services.kombu_url,
             },
             capture_output=True,
             text=True,
@@ -140,7 +136,7 @@ def test_embedded_servers_serve_other_processes_and_stop(tmp_path):
         assert json.loads(child.stdout) == {
             "database": "switchboard",
             "pong": True,
-            "kombu": {"hello": "gateway"},
+            "control": {"hello": "gateway"},
         }
     finally:
         services.stop()
@@ -171,9 +167,3 @@ def test_parse_database_url_gives_peewee_arguments():
         "host": "/run/pg dir",
     }
     assert parse_database_url("postgresql://u@127.0.0.1:5433/db")["port"] == 5433
-
-
-def test_kombu_url_spells_unix_sockets_its_own_way():
-    """A unix:// Redis URL becomes redis+socket://; TCP URLs are unchanged."""
-    assert kombu_url_for("unix:///tmp/x/redis.socket") == "redis+socket:///tmp/x/redis.socket"
-    assert kombu_url_for("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"

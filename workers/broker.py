@@ -18,9 +18,8 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
-from uuid import uuid4
 
 import dramatiq
 import redis
@@ -29,6 +28,7 @@ from dramatiq.brokers.redis import MAINTENANCE_COMMAND_BLACKLIST, RedisBroker, _
 from dramatiq.common import current_millis
 from dramatiq.errors import ConnectionClosed, DecodeError
 
+from pipeline.envelope import NumberedMessage
 from workers.dead_letters import undecodable_reason
 
 logger = logging.getLogger(__name__)
@@ -54,13 +54,101 @@ MAINTENANCE_INTERVAL_MS = 500
 
 BrokerKind = Literal["wake", "stock"]
 
+# A message stored by `enqueue_numbered` is remembered (its id → its seq) this long, so that one
+# sent again after a lost reply is recognised: far longer than a sender retries a send.
+ENQUEUED_MEMORY_S = 120
+
+# KEYS[1] the namespace; ARGV: the seq counters' expiry, the memory's expiry, then six per
+# message: queue, message id, seq counter key ("" for a message not numbered), floor, head, tail.
+# The same layout as dispatch.lua's enqueue (the id on <ns>:<queue>, the body in its .msgs hash),
+# plus the wake tokens. dispatch.lua's heartbeat and maintenance are the consumers' business: a
+# sender holds no acks.
+ENQUEUE_NUMBERED = """
+local namespace = KEYS[1]
+local seq_ttl = tonumber(ARGV[1])
+local memory_ttl = tonumber(ARGV[2])
+local seqs = {}
+local woken = {}
+local n = 0
+for i = 3, #ARGV, 6 do
+    local queue_name, message_id, seq_key = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+    local floor, head, tail = tonumber(ARGV[i + 3]), ARGV[i + 4], ARGV[i + 5]
+    local memory = namespace .. ":enqueued:" .. message_id
+    local seq = tonumber(redis.call("GET", memory) or "-1")
+    if seq < 0 then
+        seq = 0
+        local body = head
+        if seq_key ~= "" then
+            seq = redis.call("INCR", seq_key)
+            if seq <= floor then
+                seq = floor + 1
+                redis.call("SET", seq_key, seq)
+            end
+            redis.call("EXPIRE", seq_key, seq_ttl)
+            body = head .. string.format("%d", seq) .. tail
+        end
+        local queue = namespace .. ":" .. queue_name
+        redis.call("HSET", queue .. ".msgs", message_id, body)
+        redis.call("RPUSH", queue, message_id)
+        redis.call("SET", memory, seq, "EX", memory_ttl)
+        woken[queue_name] = (woken[queue_name] or 0) + 1
+    end
+    n = n + 1
+    seqs[n] = seq
+end
+for queue_name, count in pairs(woken) do
+    local wake = namespace .. ":" .. queue_name .. ".wake"
+    for _ = 1, count do
+        redis.call("RPUSH", wake, 1)
+    end
+    redis.call("LTRIM", wake, -WAKE_LIST_LENGTH, -1)
+end
+return seqs
+""".replace("WAKE_LIST_LENGTH", str(WAKE_LIST_LENGTH))
+
 
 def wake_key(namespace: str, queue_name: str) -> str:
     """The Redis list whose tokens wake the consumers of ``queue_name``."""
     return f"{namespace}:{queue_name}.wake"
 
 
-class WakeRedisBroker(RedisBroker):
+class NumberingEnqueue:
+    """What the gateway's event sink needs of a broker: messages numbered and stored in one
+    round trip (both broker kinds have it, so the sink has one path)."""
+
+    namespace: str
+    client: redis.Redis
+
+    def enqueue_numbered(self, messages: Sequence[NumberedMessage], seq_ttl_s: int) -> list[int]:
+        """Store messages, in order, each numbered first if it asks to be, with one wake token per
+        message, in one round trip; answers each message's seq (0 for one not numbered).
+
+        The seq of a numbered message is the next value of its counter (`INCR`), or `floor + 1`
+        when the counter is at or below `floor` (Redis lost it), written into the body between
+        `head` and `tail`. Sent again with the same `message_id` — its first reply was lost —
+        a message is neither numbered nor stored twice: the first seq is answered. The body is
+        Dramatiq's message encoding (`numbered_body`), so any consumer of the queue reads it."""
+        arguments: list[Any] = [seq_ttl_s, ENQUEUED_MEMORY_S]
+        for message in messages:
+            arguments += [
+                message.queue_name,
+                message.message_id,
+                message.seq_key,
+                message.floor,
+                message.head,
+                message.tail,
+            ]
+        return [int(seq) for seq in self._numbering_script()(keys=[self.namespace], args=arguments)]
+
+    def _numbering_script(self) -> Any:
+        script = self.__dict__.get("_enqueue_numbered_script")
+        if script is None:
+            # The Script object loads the script again if Redis forgot it (a restart).
+            script = self.__dict__["_enqueue_numbered_script"] = self.client.register_script(ENQUEUE_NUMBERED)
+        return script
+
+
+class WakeRedisBroker(NumberingEnqueue, RedisBroker):
     """A ``RedisBroker`` whose enqueues wake idle consumers blocked on ``<ns>:<queue>.wake``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -148,40 +236,9 @@ class WakeRedisBroker(RedisBroker):
             self._last_maintenance_ms[queue_name] = now_ms
             return True
 
-    def enqueue_many(self, messages: list[dramatiq.Message[Any]]) -> None:
-        """Enqueue messages, in order, with one wake token each, in one pipelined round trip;
-        the enqueue middleware runs for each message as ``enqueue`` runs it.
-
-        A sender with a burst pays one round trip for all of it: the gateway's event sink,
-        under load, would otherwise wait a round trip, and the GIL after it, per event."""
-        prepared = []
-        for original in messages:
-            # A fresh id per enqueue, as RedisBroker.enqueue gives it (a retried message must
-            # not collide with its earlier copy).
-            message = original.copy(options={"redis_message_id": str(uuid4())})
-            self.emit_before("enqueue", message, None)
-            prepared.append(message)
-        self._store_with_tokens(
-            [
-                (
-                    message.queue_name,
-                    self._arguments(
-                        "enqueue",
-                        message.queue_name,
-                        message.options["redis_message_id"],
-                        message.encode(),
-                        may_maintain=True,
-                    ),
-                )
-                for message in prepared
-            ]
-        )
-        for message in prepared:
-            self.emit_after("enqueue", message, None)
-
     def _store_with_tokens(self, entries: list[tuple[str, list[Any]]]) -> list[Any]:
         """dispatch.lua's enqueue for each (queue, arguments), then one wake token per message
-        on each queue's list, in one pipelined round trip (enqueue() sends one entry)."""
+        on each queue's list, in one pipelined round trip."""
         script = self.scripts["dispatch"]
         # EVALSHA by hand: a pipeline given the Script object would first ask SCRIPT EXISTS,
         # a round trip of its own on every enqueue.
@@ -379,6 +436,11 @@ class _WakeRedisConsumer(_RedisConsumer):
             self.blocking_client = None
 
 
+class StockRedisBroker(NumberingEnqueue, RedisBroker):
+    """Dramatiq's own Redis broker and consumer (kept to compare against), with the numbering
+    enqueue the gateway sends through (its wake tokens go unread, trimmed to a few)."""
+
+
 def make_broker(
     redis_url: str | None,
     *,
@@ -404,7 +466,7 @@ def make_broker(
     if consumer == "wake":
         broker_class = WakeRedisBroker
     elif consumer == "stock":
-        broker_class = RedisBroker
+        broker_class = StockRedisBroker
     else:
         raise ValueError(f"unknown consumer kind {consumer!r}; expected 'wake' or 'stock'")
 

@@ -14,7 +14,7 @@ import dramatiq.brokers.redis
 from dramatiq.middleware import Retries
 
 from models.db import connect, database, reopen
-from pipeline.config import Settings, kombu_url_for, settings_from
+from pipeline.config import Settings, settings_from
 from pipeline.names import TOOL_RUNS_QUEUE
 from workers.broker import make_broker
 from workers.emit import ControlPublisher
@@ -27,7 +27,6 @@ class Runtime:
     settings: Settings
     database_url: str
     redis_url: str
-    kombu_url: str
     broker: dramatiq.brokers.redis.RedisBroker
     publisher: ControlPublisher
     registry: Registry
@@ -36,7 +35,7 @@ class Runtime:
 _current: Runtime | None = None
 
 
-def configure(settings: Settings, database_url: str, redis_url: str, kombu_url: str) -> Runtime:
+def configure(settings: Settings, database_url: str, redis_url: str) -> Runtime:
     """Bind the database and the broker for this process (once)."""
     global _current
     if _current is not None:
@@ -48,7 +47,7 @@ def configure(settings: Settings, database_url: str, redis_url: str, kombu_url: 
         consumer=settings.broker_consumer,
         heartbeat_timeout_ms=settings.broker_heartbeat_timeout_ms,
     )
-    publisher = ControlPublisher(kombu_url, settings.broker_namespace)
+    publisher = ControlPublisher(redis_url, settings.broker_namespace)
 
     def warm() -> None:
         database.connect(reuse_if_open=True)
@@ -63,9 +62,7 @@ def configure(settings: Settings, database_url: str, redis_url: str, kombu_url: 
     broker.declare_queue(TOOL_RUNS_QUEUE)
     dramatiq.set_broker(broker)
     modules = [path.strip() for path in settings.tool_modules.split(",") if path.strip()]
-    _current = Runtime(
-        settings, database_url, redis_url, kombu_url, broker, publisher, load_registry(modules)
-    )
+    _current = Runtime(settings, database_url, redis_url, broker, publisher, load_registry(modules))
     return _current
 
 
@@ -79,4 +76,4 @@ def current() -> Runtime:
             "workers need SWITCHBOARD_DATABASE_URL and SWITCHBOARD_REDIS_URL "
             "(run them through `switchboard worker`, which finds or starts the services)"
         )
-    return configure(settings, settings.database_url, settings.redis_url, kombu_url_for(settings.redis_url))
+    return configure(settings, settings.database_url, settings.redis_url)

@@ -31,7 +31,7 @@ def test_an_unreachable_provider_fails_the_session_with_502(stack: Stack, servic
     async def scenario() -> tuple[int, Any, Any, int]:
         broker = make_broker(services.redis_url, namespace=stack.namespace)
         provider = SimulatedRealtime(UNREACHABLE, "ws://127.0.0.1:1/v1", "sk", "gpt-realtime")
-        gateway = Gateway(settings, services.redis_url, services.kombu_url, broker, provider)
+        gateway = Gateway(settings, services.redis_url, broker, provider)
         await gateway.start()
         try:
             client = Client(f"http://127.0.0.1:{gateway.http_port}", stack.api_token)

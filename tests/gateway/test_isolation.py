@@ -20,11 +20,12 @@ from gateway.app import Gateway
 from gateway.liveness import Heartbeat
 from gateway.provider import SimulatedRealtime
 from pipeline.config import Settings
-from pipeline.envelope import CloseCall, OutboundBatch, Reply
+from pipeline.envelope import CloseCall, Reply
 from pipeline.limits import GATEWAY_DEAD_AFTER_MS
 from pipeline.names import gateway_alive_key, gateway_registry_key
 from switchboard.services import Services
 from workers.broker import make_broker
+from workers.emit import ControlPublisher
 
 
 @contextmanager
@@ -62,7 +63,7 @@ def _gateway(services: Services, provider_url: str) -> Gateway:
     )
     broker = make_broker(services.redis_url, namespace=namespace)
     provider = SimulatedRealtime(provider_url, "ws://127.0.0.1:1/v1", "sk", "gpt-realtime")
-    return Gateway(settings, services.redis_url, services.kombu_url, broker, provider)
+    return Gateway(settings, services.redis_url, broker, provider)
 
 
 def test_the_heartbeat_goes_on_while_a_takeover_waits(services: Services) -> None:
@@ -104,17 +105,21 @@ def test_a_hung_provider_holds_up_neither_other_calls_controls_nor_the_api(servi
             gateway = _gateway(services, provider_url)
             await gateway.start()
             try:
-                for n in range(20):
-                    close = CloseCall(id=f"close_{n}", call_id=f"rtc_{n}", reason="ended_by_api", hangup=True)
-                    batch = OutboundBatch(session_id=f"sess_{n}", generation=1, items=(close,))
-                    gateway._inbox.put_nowait(batch.model_dump(mode="json"))
+                publisher = ControlPublisher(services.redis_url, gateway.settings.broker_namespace)
+                gateway_id = gateway.gateway_id
                 answer = gateway.rpc.expect("req_behind")
-                reply = Reply(id="reply_req_behind", request_id="req_behind", status=200, body={"ok": True})
-                gateway._inbox.put_nowait(
-                    OutboundBatch(session_id="sess_other", generation=1, items=(reply,)).model_dump(
-                        mode="json"
-                    )
-                )
+
+                def publish_all() -> None:
+                    for n in range(20):
+                        close = CloseCall(
+                            id=f"close_{n}", call_id=f"rtc_{n}", reason="ended_by_api", hangup=True
+                        )
+                        publisher.publish(gateway_id, f"sess_{n}", 1, [close])
+                    reply = Reply(id="reply_behind", request_id="req_behind", status=200, body={"ok": True})
+                    publisher.publish(gateway_id, "sess_other", 1, [reply])
+
+                await asyncio.to_thread(publish_all)
+                publisher.close()
                 assert await asyncio.wait_for(answer, 30) == (200, {"ok": True})
                 closing = [task for task in gateway._tasks if task.get_name().startswith("close-sess_")]
                 assert len(closing) == 20 and not any(task.done() for task in closing)

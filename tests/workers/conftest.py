@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from kombu import Connection, Exchange, Queue
+import redis
 
 from pipeline.config import Settings
 from pipeline.names import control_queue
@@ -18,30 +20,34 @@ def worker_runtime(services: Services, namespace: str) -> Any:
     from workers import runtime
 
     settings = Settings(broker_namespace=namespace, gateway_id=GATEWAY)
-    rt = runtime.configure(settings, services.database_url, services.redis_url, services.kombu_url)
+    rt = runtime.configure(settings, services.database_url, services.redis_url)
     import workers.actors  # noqa: F401
 
     return rt
 
 
+@dataclass
+class ControlInbox:
+    """The test gateway's control list, read as the gateway reads it."""
+
+    client: redis.Redis
+    key: str
+
+    def clear(self) -> None:
+        self.client.delete(self.key)
+
+
 @pytest.fixture
-def control_inbox(services: Services, worker_runtime: Any) -> Iterator[Any]:
-    """The test gateway's control queue, emptied before the test."""
-    name = control_queue(worker_runtime.settings.broker_namespace, GATEWAY)
-    with Connection(services.kombu_url) as connection:
-        queue = connection.SimpleQueue(Queue(name, exchange=Exchange("", type="direct"), routing_key=name))
-        queue.clear()
-        yield queue
-        queue.clear()
+def control_inbox(services: Services, worker_runtime: Any) -> Iterator[ControlInbox]:
+    """The test gateway's control list, emptied before and after the test."""
+    client = redis.Redis.from_url(services.redis_url)
+    inbox = ControlInbox(client, control_queue(worker_runtime.settings.broker_namespace, GATEWAY))
+    inbox.clear()
+    yield inbox
+    inbox.clear()
+    client.close()
 
 
-def drain(queue: Any) -> list[dict[str, Any]]:
-    """Every outbound batch waiting in a control queue, in order."""
-    batches = []
-    while True:
-        try:
-            message = queue.get(block=True, timeout=0.2)
-        except queue.Empty:
-            return batches
-        batches.append(message.payload)
-        message.ack()
+def drain(inbox: ControlInbox) -> list[dict[str, Any]]:
+    """Every outbound batch waiting in a control list, in order."""
+    return [json.loads(raw) for raw in inbox.client.lpop(inbox.key, 10_000) or []]

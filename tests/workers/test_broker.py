@@ -13,6 +13,7 @@ import redis
 import sentry_sdk
 from dramatiq.brokers.redis import RedisBroker
 
+from pipeline.envelope import NumberedMessage, numbered_body, plain_body
 from workers.broker import WAKE_LIST_LENGTH, WakeRedisBroker, make_broker, wake_key
 from workers.dead_letters import DeadLetters
 
@@ -152,9 +153,11 @@ def test_delayed_message_is_delivered(namespace, running_worker):
 
 
 def test_stock_variant_still_works(namespace, running_worker):
-    """make_broker(consumer="stock") returns Dramatiq's own RedisBroker, and it delivers."""
+    """make_broker(consumer="stock") is Dramatiq's own RedisBroker and consumer (with the
+    numbering enqueue the gateway sends through), and it delivers."""
     broker = make_broker(REDIS_URL, namespace=namespace, consumer="stock")
-    assert type(broker) is RedisBroker
+    assert isinstance(broker, RedisBroker) and not isinstance(broker, WakeRedisBroker)
+    assert broker.consumer_class is RedisBroker(namespace=namespace).consumer_class
     assert broker.heartbeat_timeout == 5_000
     arrivals = Arrivals()
     actor = recording_actor(broker, "plain", arrivals)
@@ -186,57 +189,89 @@ def test_enqueue_survives_a_flushed_script_cache(namespace, running_worker):
     assert sorted(arrivals.wait_for(2)) == [1, 2]
 
 
-def _message(queue_name: str, value: int) -> dramatiq.Message:
-    return dramatiq.Message(
-        queue_name=queue_name, actor_name=queue_name, args=(value,), kwargs={}, options={}
-    )
+def _plain(queue_name: str, value: int) -> NumberedMessage:
+    """A message for a recording actor of `queue_name`, not numbered."""
+    message_id = str(uuid.uuid4())
+    body = plain_body(queue_name, queue_name, {"value": value}, message_id, int(time.time() * 1000))
+    return NumberedMessage(queue_name, message_id, body)
 
 
-def test_enqueue_many_stores_in_order_with_a_token_each_and_runs_the_middleware(namespace, running_worker):
-    """A batch lands on its queues in order, one wake token per message, the enqueue
-    middleware sees each message, and a worker receives every one."""
-    seen: list[tuple[str, str]] = []
+def _numbered(queue_name: str, seq_key: str, floor: int = 0, message_id: str = "") -> NumberedMessage:
+    """A message whose envelope gets its seq from `seq_key`'s counter."""
+    message_id = message_id or str(uuid.uuid4())
+    head, tail = numbered_body(queue_name, queue_name, {"session_id": "s"}, message_id, 0)
+    return NumberedMessage(queue_name, message_id, head, tail, seq_key=seq_key, floor=floor)
 
-    class Watch(dramatiq.Middleware):
-        def before_enqueue(self, broker, message, delay):
-            seen.append(("before", message.options["redis_message_id"]))
 
-        def after_enqueue(self, broker, message, delay):
-            seen.append(("after", message.options["redis_message_id"]))
-
-    broker = make_broker(REDIS_URL, namespace=namespace)
-    assert isinstance(broker, WakeRedisBroker)
-    broker.add_middleware(Watch())
-    arrivals = Arrivals()
-    recording_actor(broker, "first", arrivals)
-    recording_actor(broker, "second", arrivals)
-
-    broker.enqueue_many([_message("first", 1), _message("second", 2), _message("first", 3)])
-
-    client = redis.Redis.from_url(REDIS_URL)
-    stored = [
-        dramatiq.Message.decode(client.hget(f"{namespace}:first.msgs", i)).args
-        for i in client.lrange(f"{namespace}:first", 0, -1)
+def _stored(client: redis.Redis, namespace: str, queue_name: str) -> list[dict]:
+    return [
+        dramatiq.Message.decode(client.hget(f"{namespace}:{queue_name}.msgs", i)).kwargs
+        for i in client.lrange(f"{namespace}:{queue_name}", 0, -1)
     ]
-    assert stored == [(1,), (3,)]
-    assert client.llen(wake_key(namespace, "first")) == 2
+
+
+@pytest.mark.parametrize("consumer", ["wake", "stock"])
+def test_enqueue_numbered_numbers_and_stores_in_order_with_a_token_each(namespace, consumer):
+    """One call numbers each message that asks (consecutive seqs per counter), leaves the others
+    unnumbered, stores all in order on their queues as Dramatiq messages, with a wake token each."""
+    broker = make_broker(REDIS_URL, namespace=namespace, consumer=consumer)
+    key_a, key_b = f"{namespace}:seq:a", f"{namespace}:seq:b"
+    seqs = broker.enqueue_numbered(
+        [
+            _numbered("first", key_a),
+            _plain("second", 7),
+            _numbered("first", key_b),
+            _numbered("first", key_a),
+        ],
+        seq_ttl_s=60,
+    )
+    assert seqs == [1, 0, 1, 2]
+    client = redis.Redis.from_url(REDIS_URL)
+    assert [kwargs["envelope"]["seq"] for kwargs in _stored(client, namespace, "first")] == [1, 1, 2]
+    assert _stored(client, namespace, "second") == [{"value": 7}]
+    assert client.llen(wake_key(namespace, "first")) == 3
     assert client.llen(wake_key(namespace, "second")) == 1
-    assert [kind for kind, _ in seen] == ["before"] * 3 + ["after"] * 3
-    assert len({message_id for _, message_id in seen}) == 3
-    running_worker(broker)
-    assert arrivals.wait_for(3) == [1, 2, 3]
+    assert 0 < client.ttl(key_a) <= 60
     client.close()
 
 
-def test_enqueue_many_survives_a_flushed_script_cache(namespace, running_worker):
+def test_enqueue_numbered_sent_again_numbers_and_stores_once(namespace):
+    """A message sent again under its id (its first reply was lost) gets the seq it got the
+    first time, and is stored once."""
     broker = make_broker(REDIS_URL, namespace=namespace)
-    assert isinstance(broker, WakeRedisBroker)
+    key = f"{namespace}:seq:s"
+    first = _numbered("again", key, message_id="m-1")
+    assert broker.enqueue_numbered([first], seq_ttl_s=60) == [1]
+    assert broker.enqueue_numbered([first, _numbered("again", key)], seq_ttl_s=60) == [1, 2]
+    client = redis.Redis.from_url(REDIS_URL)
+    assert [kwargs["envelope"]["seq"] for kwargs in _stored(client, namespace, "again")] == [1, 2]
+    client.close()
+
+
+def test_enqueue_numbered_numbers_above_the_floor_when_the_counter_is_lost(namespace):
+    """A counter Redis lost (or that expired) resumes above the floor the sender knows, and
+    the counter is set there, so the next seq follows it."""
+    broker = make_broker(REDIS_URL, namespace=namespace)
+    key = f"{namespace}:seq:s"
+    assert broker.enqueue_numbered([_numbered("lost", key, floor=41)], seq_ttl_s=60) == [42]
+    assert broker.enqueue_numbered([_numbered("lost", key, floor=41)], seq_ttl_s=60) == [43]
+
+
+def test_enqueue_numbered_survives_a_flushed_script_cache(namespace, running_worker):
+    """After Redis forgets its scripts (a restart without persistence), the numbering enqueue
+    loads its script again and the messages are delivered."""
+    broker = make_broker(REDIS_URL, namespace=namespace)
     arrivals = Arrivals()
-    recording_actor(broker, "batch", arrivals)
+
+    def record(value: int) -> None:
+        arrivals.add(value)
+
+    dramatiq.actor(record, broker=broker, queue_name="batch", actor_name="batch")
+    broker.enqueue_numbered([_plain("batch", 1)], seq_ttl_s=60)
     broker.client.script_flush()
-    broker.enqueue_many([_message("batch", 1), _message("batch", 2)])
+    broker.enqueue_numbered([_plain("batch", 2), _plain("batch", 3)], seq_ttl_s=60)
     running_worker(broker)
-    assert arrivals.wait_for(2) == [1, 2]
+    assert arrivals.wait_for(3) == [1, 2, 3]
 
 
 def test_a_fetch_clears_the_tokens_of_what_it_takes(namespace):
@@ -245,18 +280,18 @@ def test_a_fetch_clears_the_tokens_of_what_it_takes(namespace):
     broker = make_broker(REDIS_URL, namespace=namespace)
     assert isinstance(broker, WakeRedisBroker)
     dramatiq.actor(lambda value: None, broker=broker, queue_name="burst", actor_name="burst")
-    broker.enqueue_many([_message("burst", value) for value in range(5)])
+    broker.enqueue_numbered([_plain("burst", value) for value in range(5)], seq_ttl_s=60)
     client = redis.Redis.from_url(REDIS_URL)
     assert client.llen(wake_key(namespace, "burst")) == 5
 
     fetched = broker.fetch_clearing_wake("burst", 10)
-    assert [dramatiq.Message.decode(data).args for data in fetched] == [(v,) for v in range(5)]
+    assert [dramatiq.Message.decode(data).kwargs["value"] for data in fetched] == list(range(5))
     assert client.llen(wake_key(namespace, "burst")) == 0
 
-    broker.enqueue_many([_message("burst", value) for value in range(5, 9)])
+    broker.enqueue_numbered([_plain("burst", value) for value in range(5, 9)], seq_ttl_s=60)
     consumer = broker.consume("burst", prefetch=2, timeout=100)
     taken = [next(consumer), next(consumer)]
-    assert [message.args for message in taken] == [(5,), (6,)]
+    assert [message.kwargs["value"] for message in taken] == [5, 6]
     # Two slots, two taken, two more waiting: a token says so to whoever is idle.
     assert client.llen(wake_key(namespace, "burst")) == 1
     consumer.close()
