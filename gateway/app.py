@@ -331,7 +331,8 @@ class Gateway:
             except ProviderUnavailable as error:
                 logger.warning("hangup of %s failed: %s", directive.call_id, error)
         if self.live.listeners(session_id):
-            # The end is durable before this directive was published: its entries go out first.
+            # The end's entries go out first: the read waits for the transaction that published
+            # this directive to commit (models.records).
             await self._send_new_entries(session_id)
         self.live.close(session_id, directive.reason)
         self.sink.forget(session_id)
@@ -393,6 +394,13 @@ class Gateway:
     async def listen(self, session_id: str, websocket: WebSocket) -> None:
         """Stream a session's live messages to an accepted listener. A session whose sideband
         is held elsewhere has its end noticed by asking, so no listener is held forever."""
+        if self.live.has_ended(session_id):
+            # It ended between the listener's lookup and now: the whole story, then the end.
+            await self._send_new_entries(session_id)
+            await self.live.serve(session_id, websocket)
+            if not self.live.listeners(session_id):
+                self.live.forget(session_id)
+            return
         if session_id not in self._watchers:
             watcher = asyncio.get_running_loop().create_task(self._watch_for_end(session_id))
             self._watchers[session_id] = watcher

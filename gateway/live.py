@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import OrderedDict
 from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -22,6 +23,10 @@ logger = logging.getLogger(__name__)
 
 # A listener that cannot keep up loses messages rather than slowing the call.
 SUBSCRIBER_QUEUE_MESSAGES = 1_000
+# Sessions whose end was announced here, remembered for a listener that subscribes just after
+# (its socket accepted, its session looked up as live, then the end carried out before it
+# joined): far more than end within one lookup of each other.
+REMEMBERED_ENDS = 1_024
 
 # Close codes a listener can act on (4000-4999 are the application's own, RFC 6455 §7.4.2).
 CLOSE_SESSION_OVER = 1000
@@ -37,6 +42,8 @@ class LiveHub:
         self._log: dict[str, list[str]] = {}
         # Bytes of live transcript sent so far per (session, item): the bound, without the text.
         self._sent_bytes: dict[tuple[str, str], int] = {}
+        # The `session.closed` of each session whose end was announced, newest last.
+        self._ended: OrderedDict[str, str] = OrderedDict()
 
     def delta(self, session_id: str, role: str, item_id: str, delta: str) -> None:
         """Fan one transcript delta out, while the item's live text stays within its bound."""
@@ -76,9 +83,19 @@ class LiveHub:
                 queue.put_nowait(encoded)
 
     def close(self, session_id: str, reason: str) -> None:
-        """The session is over: listeners get `session.closed`, then their sockets close."""
-        self.publish(session_id, {"type": "session.closed", "reason": reason})
+        """The session is over: listeners get `session.closed`, then their sockets close; one
+        who joins later gets it at once."""
+        closed = json.dumps({"type": "session.closed", "reason": reason})
+        self._send(session_id, closed)
+        self._ended[session_id] = closed
+        self._ended.move_to_end(session_id)
+        while len(self._ended) > REMEMBERED_ENDS:
+            self._ended.popitem(last=False)
         self.forget(session_id)
+
+    def has_ended(self, session_id: str) -> bool:
+        """Whether the session's end was announced here (recently)."""
+        return session_id in self._ended
 
     def forget(self, session_id: str) -> None:
         self._log.pop(session_id, None)
@@ -97,6 +114,8 @@ class LiveHub:
         queue: asyncio.Queue[str] = asyncio.Queue()
         for entry in self._log.get(session_id, ())[-SUBSCRIBER_QUEUE_MESSAGES:]:
             queue.put_nowait(entry)
+        if session_id in self._ended:
+            queue.put_nowait(self._ended[session_id])
         self._subscribers.setdefault(session_id, set()).add(queue)
         leaving = asyncio.ensure_future(_until_disconnected(websocket))
         try:

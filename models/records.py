@@ -18,6 +18,20 @@ from pipeline.call_log import CallLogEntry, LoggedInput, ended_by, project
 from pipeline.errors import SessionNotFound
 from pipeline.state import Phase
 
+# A transaction publishes its controls, directives and replies under the row lock just before
+# its COMMIT, so whoever acts on one may read the session before that commit lands. A read
+# first takes the row FOR SHARE in a statement of its own: it waits for a transaction holding
+# the row's lock and lets go at once, so the read sees every transaction that published before
+# it (the live stream read a call log without the `call.ended` whose directive it was carrying
+# out), and holds up nothing while it reads.
+_SETTLED = "SELECT 1 FROM sessions WHERE id = %s FOR SHARE"
+
+
+def _settled(session_id: str) -> None:
+    """Wait for a transaction that holds the session's row; SessionNotFound if there is none."""
+    if database.execute_sql(_SETTLED, (session_id,)).fetchone() is None:
+        raise SessionNotFound(f"no session {session_id!r}")
+
 
 def session_record(session_id: str, *, with_events: bool = False) -> dict[str, Any]:
     """The session as stored: status, end reason, usage, transcripts, incidents, the log's
@@ -33,6 +47,7 @@ def session_record(session_id: str, *, with_events: bool = False) -> dict[str, A
 
 
 def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
+    _settled(session_id)
     row = SessionRow.get_or_none(SessionRow.id == session_id)
     if row is None:
         raise SessionNotFound(f"no session {session_id!r}")
@@ -121,8 +136,7 @@ SELECT received_at, disposition, generation, payload FROM session_events
 def call_log(session_id: str, after: int = 0) -> list[CallLogEntry]:
     """The session's call log (entries numbered above `after`), projected from its durable log
     in applied order: the same after any crash."""
-    if SessionRow.get_or_none(SessionRow.id == session_id) is None:
-        raise SessionNotFound(f"no session {session_id!r}")
+    _settled(session_id)
     rows = database.execute_sql(CALL_LOG_INPUTS, (session_id,)).fetchall()
     logged = (
         LoggedInput(

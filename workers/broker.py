@@ -155,6 +155,9 @@ class WakeRedisBroker(NumberingEnqueue, RedisBroker):
         super().__init__(*args, **kwargs)
         self._maintenance_lock = threading.Lock()
         self._last_maintenance_ms: dict[str, int] = {}
+        # Acks of processed messages, per queue, waiting for their consumer's next round trip.
+        self._acks_lock = threading.Lock()
+        self._pending_acks: dict[str, list[str]] = {}
 
     @property
     def consumer_class(self) -> type[_RedisConsumer]:
@@ -200,21 +203,61 @@ class WakeRedisBroker(NumberingEnqueue, RedisBroker):
             *args,
         ]
 
-    def fetch_clearing_wake(self, queue_name: str, count: int) -> list[bytes]:
-        """Clear the queue's wake tokens, then fetch up to ``count`` messages: one round trip.
+    def take(self, client: redis.Redis, queue_name: str, count: int, *, wait_s: float | None) -> list[bytes]:
+        """Settle the queue's deferred acks, wait up to `wait_s` for a wake token (None: do not
+        wait), clear the queue's tokens and fetch up to ``count`` messages: one round trip.
 
-        Every enqueue leaves a token, so a consumer that fetched a burst of k messages would
-        otherwise pop k - 1 stale tokens afterwards, each followed by an empty fetch (measured
-        at 100 calls: a third of all fetches came back empty). Clearing first is safe: a token
-        deleted here belonged to a message stored before the fetch, which the fetch returns;
-        a message stored after the fetch brings a token of its own."""
+        Redis runs the commands after a blocking ``BLPOP`` the moment it returns, so an idle
+        consumer's wait, its fetch and the acks of what it handed out last all cost one round
+        trip. Clearing the tokens before the fetch is safe: a token deleted here belonged to a
+        message stored before the fetch, which the fetch returns; a message stored after it
+        brings a token of its own (a burst of k messages would otherwise leave k - 1 stale
+        tokens, each followed by an empty fetch: a third of all fetches at 100 calls)."""
         script = self.scripts["dispatch"]
-        arguments = self._arguments("fetch", queue_name, count, may_maintain=True)
-        with self.client.pipeline(transaction=False) as pipe:
-            pipe.delete(wake_key(self.namespace, queue_name))
-            pipe.evalsha(script.sha, 1, self.namespace, *arguments)
-            _, fetched = pipe.execute(raise_on_error=False)
-        return list(self._settled(fetched, arguments))
+        acks = self._taken_acks(queue_name)
+        acked = [self._arguments("ack", queue_name, redis_id, may_maintain=False) for redis_id in acks]
+        fetching = self._arguments("fetch", queue_name, count, may_maintain=True)
+        wake = wake_key(self.namespace, queue_name)
+        try:
+            with client.pipeline(transaction=False) as pipe:
+                for arguments in acked:
+                    pipe.evalsha(script.sha, 1, self.namespace, *arguments)
+                if wait_s is not None:
+                    pipe.blpop([wake], timeout=max(wait_s, MINIMUM_BLOCK_S))
+                pipe.delete(wake)
+                pipe.evalsha(script.sha, 1, self.namespace, *fetching)
+                results = pipe.execute(raise_on_error=False)
+        except redis.RedisError:
+            # Not known to be settled: they go with the next round trip (an ack twice is harmless).
+            self._defer_acks(queue_name, acks)
+            raise
+        for arguments, result in zip(acked, results, strict=False):
+            self._settled(result, arguments)
+        return list(self._settled(results[-1], fetching))
+
+    def fetch_clearing_wake(self, queue_name: str, count: int) -> list[bytes]:
+        """Clear the queue's wake tokens, then fetch up to ``count`` messages (see `take`)."""
+        return self.take(self.client, queue_name, count, wait_s=None)
+
+    def defer_ack(self, queue_name: str, redis_message_id: str) -> None:
+        """A message of the queue was processed: acknowledge it with its consumer's next round
+        trip instead of one of its own (see `_WakeRedisConsumer.ack`)."""
+        self._defer_acks(queue_name, [redis_message_id])
+
+    def _defer_acks(self, queue_name: str, redis_message_ids: list[str]) -> None:
+        if not redis_message_ids:
+            return
+        with self._acks_lock:
+            self._pending_acks.setdefault(queue_name, []).extend(redis_message_ids)
+
+    def _taken_acks(self, queue_name: str) -> list[str]:
+        with self._acks_lock:
+            return self._pending_acks.pop(queue_name, [])
+
+    def settle_acks(self, queue_name: str) -> None:
+        """Acknowledge the queue's deferred acks now (a consumer closing)."""
+        for redis_id in self._taken_acks(queue_name):
+            self.do_ack(queue_name, redis_id)
 
     def fetched_id_holding(self, queue_name: str, data: bytes) -> str | None:
         """The id of a message this broker fetched from ``queue_name`` and has not acked whose
@@ -287,41 +330,38 @@ class _WakeRedisConsumer(_RedisConsumer):
 
     def __init__(self, broker: WakeRedisBroker, queue_name: str, prefetch: int, timeout: int):
         super().__init__(broker, queue_name, prefetch, timeout)
+        self.broker: WakeRedisBroker = broker
         self.wake_key = wake_key(broker.namespace, queue_name)
-        # BLPOP holds its connection for up to a worker timeout, so each consumer takes its
-        # own instead of stalling a pooled one that acks and enqueues need.
+        # BLPOP holds its connection for up to a worker timeout, so each consumer has a
+        # connection of its own instead of stalling a pooled one that others need.
         self.blocking_client: redis.Redis | None = None
         # Delayed messages sit in worker memory until their eta (worker.py handles them only
         # between two consumer iterations), so an idle wait must end by the earliest one.
         self.etas_ms: dict[str, int] = {}
         # The last fetch took less than it had room for: the queue was empty at that moment,
-        # and anything stored since brings a wake token, so the next step is to wait for one.
+        # and anything stored since brings a wake token, so the next take waits for one.
         self.drained = False
 
     def __next__(self) -> dramatiq.MessageProxy | None:
-        # Only the "cache empty" branch of the stock __next__ changes: it fetches as before,
-        # but waits on the wake list instead of sleeping. With a message cached, the stock
-        # code pops and decodes it.
+        # Only the "cache empty" branch of the stock __next__ changes: it waits on the wake
+        # list instead of sleeping, in the same round trip as its fetch and the acks of what it
+        # handed out before. With a message cached, the stock code pops and decodes it.
         try:
             if not self.message_cache:
                 free_slots = self.prefetch - self.outstanding_message_count
                 if free_slots <= 0:
                     time.sleep(FULL_PREFETCH_SLEEP_S)
                     return None
-                if self.drained:
-                    # Saves the empty fetch that would follow every burst (one Lua call each).
-                    self.drained = False
-                    self.wait_for_wake()
-                    return None
-                self.message_cache = self.broker.fetch_clearing_wake(self.queue_name, free_slots)
+                wait_s = self.idle_wait_s() if self.drained else None
+                self.message_cache = self.broker.take(
+                    self.connect_blocking_client(), self.queue_name, free_slots, wait_s=wait_s
+                )
                 self.drained = len(self.message_cache) < free_slots
                 if not self.drained:
                     # The queue may hold more than this consumer has room for, and the tokens
                     # that would wake another worker for them were just cleared.
                     self.broker.wake(self.queue_name)
                 if not self.message_cache:
-                    self.drained = False
-                    self.wait_for_wake()
                     return None
         except redis.ConnectionError as e:
             raise ConnectionClosed(e) from None
@@ -339,6 +379,15 @@ class _WakeRedisConsumer(_RedisConsumer):
         if message is not None and isinstance(message.options.get("eta"), int | float):
             self.etas_ms[message.message_id] = int(message.options["eta"])
         return message
+
+    def ack(self, message: dramatiq.MessageProxy) -> None:
+        """Acknowledged with this consumer's next round trip (its next take), not one of the
+        worker thread's own: a round trip per message, and its wait, saved. Until then the
+        message stays in this worker's acks set, so a worker killed meanwhile has it delivered
+        again — which every actor here must bear anyway (at least once). An idle consumer
+        takes again within a worker timeout, so an ack waits at most that long."""
+        self.broker.defer_ack(self.queue_name, message.options["redis_message_id"])
+        self.queued_message_ids.discard(message.message_id)
 
     def dead_letter_undecodable(self, error: DecodeError) -> None:
         """Move a fetched body that is not a message to the dead letters, raw bytes and all,
@@ -382,24 +431,24 @@ class _WakeRedisConsumer(_RedisConsumer):
                 f"undecodable message dead-lettered on {self.queue_name}: {reason}", "error"
             )
 
-    def wait_for_wake(self) -> None:
-        """Block until a wake token arrives, the worker timeout passes, or a delayed message is due."""
-        idle_s = self.timeout / 1000
+    def idle_wait_s(self) -> float | None:
+        """How long a take may wait for a wake token: the worker timeout, or until the earliest
+        delayed message this consumer handed out is due (None: due now, do not wait)."""
+        idle_s: float = self.timeout / 1000
         due_s = self.seconds_until_next_eta()
         if due_s is not None and due_s < idle_s:
             # Redis would overshoot a short timeout by up to a tick, so the last stretch
             # before an eta is slept here, where the clock is exact.
             if due_s <= REDIS_TICK_S:
                 time.sleep(due_s)
-                return
+                return None
             idle_s = due_s - REDIS_TICK_S
-
         client = self.connect_blocking_client()
         socket_timeout_s = client.connection_pool.connection_kwargs.get("socket_timeout")
         if socket_timeout_s:
             # A BLPOP longer than the socket timeout would fail as a dead connection.
-            idle_s = min(idle_s, socket_timeout_s / 2)
-        client.blpop([self.wake_key], timeout=max(idle_s, MINIMUM_BLOCK_S))
+            idle_s = min(idle_s, float(socket_timeout_s) / 2)
+        return idle_s
 
     def seconds_until_next_eta(self) -> float | None:
         """Seconds until the earliest delayed message this consumer handed out is due, if any."""
@@ -412,12 +461,12 @@ class _WakeRedisConsumer(_RedisConsumer):
         return max(0.0, (min(self.etas_ms.values()) - current_millis()) / 1000)
 
     def connect_blocking_client(self) -> redis.Redis:
-        """This consumer's own connection, taken from the broker's pool on first use."""
+        """This consumer's own connection (its own pool of one: a pipeline takes its connection
+        from the pool, and this one blocks)."""
         if self.blocking_client is None:
-            self.blocking_client = redis.Redis(
-                connection_pool=self.broker.client.connection_pool,
-                single_connection_client=True,
-            )
+            shared = self.broker.client.connection_pool
+            pool = redis.ConnectionPool(connection_class=shared.connection_class, **shared.connection_kwargs)
+            self.blocking_client = redis.Redis(connection_pool=pool)
         return self.blocking_client
 
     def requeue(self, messages: Iterable[dramatiq.MessageProxy]) -> None:
@@ -430,9 +479,14 @@ class _WakeRedisConsumer(_RedisConsumer):
             self.broker.wake(self.queue_name)
 
     def close(self) -> None:
-        """Give the blocking connection back to the broker's pool."""
+        """Settle the acks still deferred, and close this consumer's connection."""
+        try:
+            self.broker.settle_acks(self.queue_name)
+        except redis.RedisError:
+            # Delivered again once this worker's heartbeat is old: at least once, as ever.
+            logger.warning("Could not acknowledge processed messages of %r.", self.queue_name)
         if self.blocking_client is not None:
-            self.blocking_client.close()
+            self.blocking_client.connection_pool.disconnect()
             self.blocking_client = None
 
 

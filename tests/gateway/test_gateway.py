@@ -170,6 +170,48 @@ def test_a_live_delta_carries_only_what_is_new() -> None:
     assert sent < 2 * len(json.dumps(messages[-1])) + 100 * len(words)
 
 
+class _Listener:
+    """The part of a Starlette WebSocket that LiveHub.serve uses, recording what it is sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.closed_with: int | None = None
+        self._gone = asyncio.Event()
+
+    async def send_text(self, text: str) -> None:
+        self.sent.append(json.loads(text))
+
+    async def close(self, code: int) -> None:
+        self.closed_with = code
+        self._gone.set()
+
+    async def receive(self) -> dict[str, Any]:
+        await self._gone.wait()
+        return {"type": "websocket.disconnect"}
+
+
+def test_a_listener_who_joins_just_after_the_end_hears_the_end_at_once() -> None:
+    """A listener whose session ended between its lookup and its joining gets the entries
+    still known and `session.closed` at once, and its stream closes 1000 (it waited 5 s for
+    the end to be noticed by asking, and once heard the end without the log)."""
+
+    async def scenario() -> _Listener:
+        hub = LiveHub()
+        hub.log_entry("sess_late", {"seq": 1, "kind": "call.started", "at": 1.0, "data": {}})
+        hub.close("sess_late", "ended_by_api")
+        assert hub.has_ended("sess_late") and hub.logged("sess_late") == 0
+        hub.log_entry("sess_late", {"seq": 1, "kind": "call.ended", "at": 2.0, "data": {}})
+        listener = _Listener()
+        await asyncio.wait_for(hub.serve("sess_late", listener), 5)  # type: ignore[arg-type]
+        return listener
+
+    listener = asyncio.run(scenario())
+    assert [m["type"] for m in listener.sent] == ["log.entry", "session.closed"]
+    assert listener.sent[0]["kind"] == "call.ended"
+    assert listener.sent[1] == {"type": "session.closed", "reason": "ended_by_api"}
+    assert listener.closed_with == 1000
+
+
 def _start_redis(port: int) -> subprocess.Popen[bytes]:
     server = subprocess.Popen(
         [
