@@ -55,7 +55,7 @@ from pipeline.limits import (
     MAXIMUM_UNSENT_EVENTS_PER_SESSION,
     SEQ_COUNTER_TTL_SECONDS,
 )
-from pipeline.names import ADMISSION_QUEUE, EVENT_ACTOR, queue_for
+from pipeline.names import EVENT_ACTOR, queue_for, queue_of_request
 from pipeline.wire import EventsDropped, host_event
 
 logger = logging.getLogger(__name__)
@@ -481,8 +481,9 @@ class EventSink:
         """An outbox item as the message that carries it (numbered by its session's counter, an
         event), and an event's envelope but its seq (to enqueue it again if Redis loses it)."""
         if isinstance(item, _Request):
-            body = plain_body(ADMISSION_QUEUE, item.actor_name, item.kwargs, item.message_id, now_ms)
-            return NumberedMessage(ADMISSION_QUEUE, item.message_id, body), None
+            queue = queue_of_request(item.actor_name)
+            body = plain_body(queue, item.actor_name, item.kwargs, item.message_id, now_ms)
+            return NumberedMessage(queue, item.message_id, body), None
         event = item.as_event() if isinstance(item, _Dropped) else item.event
         queue = queue_for(str(event.get("type", "")))
         envelope = {
@@ -513,7 +514,9 @@ class EventSink:
         dropped, so it does not hold every other message back for good."""
         for item in [item for item in self._outbox if isinstance(item, _Request)]:
             try:
-                plain_body(ADMISSION_QUEUE, item.actor_name, item.kwargs, item.message_id, 0)
+                plain_body(
+                    queue_of_request(item.actor_name), item.actor_name, item.kwargs, item.message_id, 0
+                )
             except Exception as error:  # noqa: BLE001 - whatever the encoder refuses
                 logger.error(
                     "dropped %s message: its arguments cannot be encoded: %r", item.actor_name, error

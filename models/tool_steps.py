@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Literal
 
+from models.db import database
 from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.errors import ProviderCallIdConflict, ToolOutcomeConflict, ToolStepTerminal
 from pipeline.tool_steps import ToolStep, ToolStepIdentity, outcome_digest
@@ -62,6 +63,18 @@ _IDENTITY_FIELDS = (
     "side_effect",
     "raw_arguments",
 )
+
+
+STEP_FINISHED = """
+SELECT 1 FROM tool_steps
+ WHERE session_id = %s AND provider_call_id = %s AND status NOT IN ('requested', 'running')
+"""
+
+
+def is_finished(session_id: str, provider_call_id: str) -> bool:
+    """Whether the step has its terminal outcome (read without the session's lock: once
+    finished, a step stays finished)."""
+    return database.execute_sql(STEP_FINISHED, (session_id, provider_call_id)).fetchone() is not None
 
 
 def find_step(session: LockedSession, provider_call_id: str) -> ToolStep | None:

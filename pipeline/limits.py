@@ -126,3 +126,10 @@ MAXIMUM_PROMPT_BLOCKS = 32
 
 # The longest a caller may be held waiting for a person (POST /v1/sessions/{id}/attention).
 MAXIMUM_ATTENTION_WAIT_S = 3_600
+
+# A tool declared to run inline (a quick body) runs on the worker that decided its call, whose
+# thread waits for it: past this it is answered as timed out, like any tool past its limit.
+INLINE_TOOL_MS = 1_000
+# An inline run is backed by a run_tool message this much later, which finds the step finished
+# and does nothing — unless the worker died with the body running: then tool_runs runs it.
+INLINE_TOOL_BACKUP_MS = INLINE_TOOL_MS + 4_000

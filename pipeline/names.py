@@ -7,11 +7,16 @@ TRANSCRIPT_QUEUE = "transcript"
 TOOL_QUEUE = "tool"
 TOOL_RUNS_QUEUE = "tool_runs"
 COMPACTION_QUEUE = "compaction"
+# Requests that only read (a session's record or call log, the session list, an API key's
+# identity): a queue of their own, so a burst of reads never waits in front of a call's
+# admission, nor a call's admission behind them.
+READS_QUEUE = "reads"
 # Webhooks to the apps that own calls: an endpoint that is slow or down never holds up a call.
 APP_WEBHOOKS_QUEUE = "app_webhooks"
 # Every queue a deployment has (its dead letters, depths and lags are per queue).
 QUEUES = (
     ADMISSION_QUEUE,
+    READS_QUEUE,
     TRANSCRIPT_QUEUE,
     TOOL_QUEUE,
     TOOL_RUNS_QUEUE,
@@ -43,6 +48,24 @@ EVENT_ACTOR = {
 
 def queue_for(event_type: str) -> str:
     return _QUEUE_OF_TYPE.get(event_type, TRANSCRIPT_QUEUE)
+
+
+# The request actors (an API request the gateway waits on) that only read.
+READ_REQUESTS = frozenset(
+    {
+        "describe_session",
+        "session_call_log",
+        "list_sessions",
+        "key_identity",
+        "session_owners",
+        "resolve_tools",
+    }
+)
+
+
+def queue_of_request(actor_name: str) -> str:
+    """The queue an API request for `actor_name` is enqueued on."""
+    return READS_QUEUE if actor_name in READ_REQUESTS else ADMISSION_QUEUE
 
 
 def control_queue(namespace: str, gateway_id: str) -> str:

@@ -84,14 +84,32 @@ def test_a_turns_time_is_split_at_the_gateway_the_worker_and_the_apply() -> None
     assert [round(ms, 3) for ms in segments] == [1.0, 2.5, 1.5, 7.0]
 
 
+def _level(calls: int, p99_ms: float, gateway_ms: float, worker_ms: float, lost: int = 0) -> dict[str, Any]:
+    return {
+        "calls": calls,
+        "p99_ms": p99_ms,
+        "lost_events": lost,
+        "processes": {
+            "gateway": {"cpu_ms_per_event": gateway_ms},
+            "worker.1": {"cpu_ms_per_event": worker_ms},
+            "simulator": {"cpu_ms_per_event": 9.0},
+        },
+    }
+
+
 def test_the_summary_sets_each_target_beside_the_run() -> None:
+    """Each target beside what the run measured: CPU per event is the gateway's and the workers'
+    (never the simulator's), the most calls within 50 ms is the highest level that held it."""
     from bench.everything import render_summary, summary
 
-    latency = {"idle": {"p50_ms": 4.2, "p99_ms": 12.5}, "ratios": {"idle_vs_floor": 3.1}}
+    latency = {"idle": {"p50_ms": 4.2, "p99_ms": 12.5}, "ratios": {"idle_vs_floor": 3.1, "tool_vs_peer": 2.4}}
     capacity = {
         "levels": [
-            {"calls": 10, "p99_ms": 9.0, "lost_events": 0},
-            {"calls": 100, "p99_ms": 18.0, "lost_events": 2},
+            _level(10, 9.0, 1.0, 1.0),
+            _level(50, 12.0, 0.5, 0.9),
+            _level(100, 18.0, 0.4, 0.6, lost=2),
+            _level(200, 49.0, 0.3, 0.6),
+            _level(300, 51.0, 0.3, 0.5),
         ],
         "held": {"most_live_at_once": 500, "lost_events": 0},
     }
@@ -102,8 +120,16 @@ def test_the_summary_sets_each_target_beside_the_run() -> None:
         "calls_100_p99_ms": True,
         "held_calls": True,
         "idle_vs_floor": False,
+        "cpu_ms_per_event_200": False,
+        "cpu_ms_per_event_50": True,
+        "calls_200_p99_ms": True,
+        "max_calls_p99_under_50ms": False,
+        "tool_vs_peer": True,
         "lost_events": False,
     }
+    assert rows["cpu_ms_per_event_200"]["measured"] == 0.9
+    assert rows["max_calls_p99_under_50ms"]["measured"] == 200
     assert rows["lost_events"]["measured"] == 2
     assert "idle p99 ms" in render_summary(rows) and "missed" in render_summary(rows)
-    assert summary({}, {"levels": []})["calls_100_p99_ms"]["met"] is None
+    empty = summary({}, {"levels": []})
+    assert empty["calls_100_p99_ms"]["met"] is None and empty["cpu_ms_per_event_200"]["met"] is None

@@ -123,7 +123,8 @@ def test_what_comes_while_redis_is_down_for_twelve_seconds_is_kept_and_sent_in_o
     assert patient.result(timeout=5) is None
     assert isinstance(impatient.exception(timeout=5), ReplyTimeout)
     admitted = _queued(private_redis, "admission")
-    assert [m.kwargs.get("request_id") for m in admitted if m.actor_name == "describe_session"] == ["patient"]
+    read = _queued(private_redis, "reads")
+    assert [m.kwargs.get("request_id") for m in read if m.actor_name == "describe_session"] == ["patient"]
     assert [m.kwargs["code"] for m in admitted if m.actor_name == "record_incident"] == ["malformed_frame"]
     # Redis came back empty: the event enqueued before the outage was lost with it and is re-sent.
     assert _envelopes(private_redis, "sess_early") == [(1, _speech("early"))]

@@ -89,3 +89,17 @@ def test_a_session_whose_tools_changed_before_it_connected_fails(
     assert replies[1]["body"]["error"]["code"] == "tool_catalog_changed"
     with locked_session(session_id) as session:
         assert (session.state.phase, session.state.end_reason) == ("failed", "tool_catalog_changed")
+
+
+def test_read_requests_have_a_queue_of_their_own(worker_runtime: Any) -> None:
+    """Every request that only reads is declared on the reads queue and enqueued there by the
+    gateway, so reads never queue in front of a call's admission; the rest stay on admission."""
+    from pipeline.names import ADMISSION_QUEUE, READ_REQUESTS, READS_QUEUE, queue_of_request
+
+    broker = worker_runtime.broker
+    declared = broker.get_declared_actors()
+    on_reads = {name for name in declared if broker.get_actor(name).queue_name == READS_QUEUE}
+    assert on_reads == READ_REQUESTS
+    assert {queue_of_request(name) for name in READ_REQUESTS} == {READS_QUEUE}
+    for name in ("create_session", "begin_admission", "attach_call", "ring", "take_over", "routes"):
+        assert queue_of_request(name) == ADMISSION_QUEUE

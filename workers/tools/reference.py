@@ -48,6 +48,7 @@ _GENERATED_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
         "additionalProperties": False,
     },
     side_effect=SideEffect.READ_ONLY,
+    runs_inline=True,
 )
 def echo(arguments: dict[str, Any], context: ToolContext) -> Any:
     return {"text": arguments["text"]}

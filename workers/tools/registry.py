@@ -38,10 +38,16 @@ class RegistryError(SwitchboardError):
 
 @dataclass(frozen=True)
 class Tool:
-    """A declared tool: the spec the provider sees and the Python body that runs it."""
+    """A declared tool: the spec the provider sees and the Python body that runs it.
+
+    `runs_inline`: the body is quick (a computation, a lookup of its own), so it runs on the
+    worker that took the call up, right after the transaction that decided it commits, instead
+    of one queue hop away on `tool_runs`; it is then bounded by INLINE_TOOL_MS, since that
+    worker's thread waits for it."""
 
     spec: ToolSpec
     fn: ToolFunction
+    runs_inline: bool = False
 
     @property
     def name(self) -> str:
@@ -60,8 +66,10 @@ def tool(
     description: str,
     parameters: dict[str, Any],
     side_effect: SideEffect | str,
+    runs_inline: bool = False,
 ) -> Callable[[ToolFunction], Tool]:
-    """Declare the decorated function as a tool (the decorated name becomes the `Tool`)."""
+    """Declare the decorated function as a tool (the decorated name becomes the `Tool`);
+    `runs_inline` as `Tool` says."""
     try:
         spec = ToolSpec(
             name=name,
@@ -79,7 +87,7 @@ def tool(
         raise RegistryError(f"tool {name!r} parameters use what the validator cannot check: {problems}")
 
     def declare(fn: ToolFunction) -> Tool:
-        return Tool(spec=spec, fn=fn)
+        return Tool(spec=spec, fn=fn, runs_inline=runs_inline)
 
     return declare
 
