@@ -46,7 +46,10 @@ class LiveHub:
         self._ended: OrderedDict[str, str] = OrderedDict()
 
     def delta(self, session_id: str, role: str, item_id: str, delta: str) -> None:
-        """Fan one transcript delta out, while the item's live text stays within its bound."""
+        """Fan one transcript delta out, while the item's live text stays within its bound (what
+        is counted is what listeners were sent: with nobody listening, nothing is)."""
+        if not self._subscribers.get(session_id):
+            return
         key = (session_id, item_id)
         size = self._sent_bytes.get(key, 0) + len(delta.encode(errors="replace"))
         if size > MAXIMUM_LIVE_TRANSCRIPT_BYTES:
@@ -72,7 +75,9 @@ class LiveHub:
         return len(self._log.get(session_id, ()))
 
     def publish(self, session_id: str, message: dict[str, Any]) -> None:
-        self._send(session_id, json.dumps(message))
+        # Most deltas of most calls have nobody listening: they are not encoded for nobody.
+        if self._subscribers.get(session_id):
+            self._send(session_id, json.dumps(message))
 
     def _send(self, session_id: str, encoded: str) -> None:
         subscribers = self._subscribers.get(session_id)

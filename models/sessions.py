@@ -840,10 +840,11 @@ class LockedSession:
             side_effect=state.tool_side_effects.get(effect.name, "unknown"),
             raw_arguments=effect.arguments,
         )
-        tool_steps.request_step(self, identity)
         if isinstance(effect, RequestToolStep):
-            tool_steps.start_step(self, effect.call_id)
+            if tool_steps.request_step(self, identity, running=True)[1] == "existing":
+                tool_steps.start_step(self, effect.call_id)
         else:
+            tool_steps.request_step(self, identity)
             error = ToolError(code=effect.code, message=effect.message)
             tool_steps.finish_step(
                 self, effect.call_id, ToolOutcome(status=effect.status, error=error, elapsed_ms=0)

@@ -27,23 +27,29 @@ _COLUMNS = (
 
 SELECT_STEP = f"SELECT {_COLUMNS} FROM tool_steps WHERE session_id = %s AND provider_call_id = %s"
 
-INSERT_STEP = """
+# One round trip: the new step as stored, or nothing when the call id has a step already.
+INSERT_STEP = f"""
 INSERT INTO tool_steps (session_id, provider_call_id, provider_item_id, provider_response_id,
     turn_input_item_id, tool_name, tool_version, catalog_digest, side_effect, raw_arguments,
-    argument_digest, invocation_key, sequence, status)
+    argument_digest, invocation_key, sequence, status, started_at)
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
-    (SELECT coalesce(max(sequence), 0) + 1 FROM tool_steps WHERE session_id = %s), 'requested')
+    (SELECT coalesce(max(sequence), 0) + 1 FROM tool_steps WHERE session_id = %s), %s,
+    CASE WHEN %s THEN now() END)
+ON CONFLICT (session_id, provider_call_id) DO NOTHING
+RETURNING {_COLUMNS}
 """
 
-START_STEP = """
+START_STEP = f"""
 UPDATE tool_steps SET status = 'running', started_at = now()
  WHERE session_id = %s AND provider_call_id = %s AND status = 'requested'
+RETURNING {_COLUMNS}
 """
 
-FINISH_STEP = """
+FINISH_STEP = f"""
 UPDATE tool_steps SET status = %s, result = %s::jsonb, error = %s::jsonb, outcome_digest = %s,
     elapsed_ms = %s, completed_at = now()
  WHERE session_id = %s AND provider_call_id = %s AND status IN ('requested', 'running')
+RETURNING {_COLUMNS}
 """
 
 ACTIVE_STEPS = f"""
@@ -83,23 +89,12 @@ def find_step(session: LockedSession, provider_call_id: str) -> ToolStep | None:
 
 
 def request_step(
-    session: LockedSession, identity: ToolStepIdentity
+    session: LockedSession, identity: ToolStepIdentity, *, running: bool = False
 ) -> tuple[ToolStep, Literal["created", "existing"]]:
-    """The step for this function call: created now, or the existing one with the same
-    identity. Another identity under the same call id is refused."""
-    existing = find_step(session, identity.provider_call_id)
-    if existing is not None:
-        if existing.identity != identity:
-            differing = [
-                name
-                for name in _IDENTITY_FIELDS
-                if getattr(existing.identity, name) != getattr(identity, name)
-            ]
-            raise ProviderCallIdConflict(
-                f"call {identity.provider_call_id!r} was requested with other {', '.join(differing)}"
-            )
-        return existing, "existing"
-    session.execute(
+    """The step for this function call: created now (running already, if `running`), or the
+    existing one with the same identity. Another identity under the same call id is refused.
+    A new step costs one round trip."""
+    row = session.execute(
         INSERT_STEP,
         (
             identity.session_id,
@@ -115,11 +110,22 @@ def request_step(
             identity.argument_digest,
             identity.invocation_key,
             identity.session_id,
+            "running" if running else "requested",
+            running,
         ),
-    )
-    created = find_step(session, identity.provider_call_id)
-    assert created is not None
-    return created, "created"
+    ).fetchone()
+    if row is not None:
+        return _step(row), "created"
+    existing = find_step(session, identity.provider_call_id)
+    assert existing is not None
+    if existing.identity != identity:
+        differing = [
+            name for name in _IDENTITY_FIELDS if getattr(existing.identity, name) != getattr(identity, name)
+        ]
+        raise ProviderCallIdConflict(
+            f"call {identity.provider_call_id!r} was requested with other {', '.join(differing)}"
+        )
+    return existing, "existing"
 
 
 def start_step(
@@ -127,10 +133,9 @@ def start_step(
 ) -> tuple[ToolStep, Literal["started", "already_running"]]:
     """Move a requested step to running; a running one is reported as such; a finished one
     cannot start again."""
-    if session.execute(START_STEP, (session.id, provider_call_id)).rowcount == 1:
-        started = find_step(session, provider_call_id)
-        assert started is not None
-        return started, "started"
+    row = session.execute(START_STEP, (session.id, provider_call_id)).fetchone()
+    if row is not None:
+        return _step(row), "started"
     step = find_step(session, provider_call_id)
     if step is None:
         raise ToolStepTerminal(f"no tool step for call {provider_call_id!r}")
@@ -140,11 +145,11 @@ def start_step(
 
 
 def finish_step(session: LockedSession, provider_call_id: str, outcome: ToolOutcome) -> ToolStep:
-    """Record the step's terminal outcome once. The same outcome again returns the step as it
-    is; a different outcome for a finished step is refused."""
+    """Record the step's terminal outcome once (one round trip). The same outcome again returns
+    the step as it is; a different outcome for a finished step is refused."""
     digest = outcome_digest(outcome)
     error = outcome.error.model_dump(mode="json") if outcome.error else None
-    updated = session.execute(
+    row = session.execute(
         FINISH_STEP,
         (
             outcome.status,
@@ -155,11 +160,13 @@ def finish_step(session: LockedSession, provider_call_id: str, outcome: ToolOutc
             session.id,
             provider_call_id,
         ),
-    ).rowcount
+    ).fetchone()
+    if row is not None:
+        return _step(row)
     step = find_step(session, provider_call_id)
     if step is None:
         raise ToolStepTerminal(f"no tool step for call {provider_call_id!r}")
-    if updated == 0 and step.outcome_digest != digest:
+    if step.outcome_digest != digest:
         raise ToolOutcomeConflict(
             f"tool step {provider_call_id!r} is already {step.status};"
             f" a {outcome.status} outcome cannot replace it"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import dramatiq
 import dramatiq.brokers.redis
-from dramatiq.middleware import Retries
+from dramatiq.middleware import Retries, TimeLimit
 
 from models.db import connect, database, reopen
 from pipeline.config import Settings, settings_from
@@ -46,6 +46,10 @@ def configure(settings: Settings, database_url: str, redis_url: str) -> Runtime:
         namespace=settings.broker_namespace,
         consumer=settings.broker_consumer,
         heartbeat_timeout_ms=settings.broker_heartbeat_timeout_ms,
+        # Only what the actors use: time limits (tool bodies) and retries. Dramatiq's other
+        # defaults (AgeLimit, ShutdownNotifications, Callbacks, Pipelines) act on options no
+        # actor sets, and each would still cost every message its hooks.
+        middleware=[TimeLimit(), Retries()],
     )
     publisher = ControlPublisher(redis_url, settings.broker_namespace)
 
