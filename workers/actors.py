@@ -576,7 +576,9 @@ def run_tool(session_id: str, call_id: str, name: str, arguments: str) -> None:
         step = tool_steps.find_step(session, call_id)
     if step is None or step.is_terminal:
         return
-    _run_and_finish(session_id, call_id, name, arguments, timeout_ms=_runtime.settings.tool_timeout_ms)
+    _run_and_finish(
+        session_id, call_id, name, arguments, timeout_ms=_runtime.settings.tool_timeout_ms, waited=True
+    )
 
 
 def _run_inline(session_id: str, run: RunTool) -> None:
@@ -584,13 +586,19 @@ def _run_inline(session_id: str, run: RunTool) -> None:
     on the same worker: one queue hop and one transaction fewer than on tool_runs. Its backup
     message was sent first: if this worker dies with the body running, tool_runs runs it."""
     try:
-        _run_and_finish(session_id, run.call_id, run.name, run.arguments, timeout_ms=INLINE_TOOL_MS)
+        # It starts the moment its call was decided: no cancellation can have come first.
+        _run_and_finish(
+            session_id, run.call_id, run.name, run.arguments, timeout_ms=INLINE_TOOL_MS, waited=False
+        )
     except Exception:  # its backup answers the call (and Dramatiq must not re-run the event)
         logger.exception("inline run of %s for %s failed; its backup will run it", run.name, session_id)
 
 
-def _run_and_finish(session_id: str, call_id: str, name: str, arguments: str, *, timeout_ms: int) -> None:
-    """Run the body outside the lock, then record its one outcome and apply it under the lock."""
+def _run_and_finish(
+    session_id: str, call_id: str, name: str, arguments: str, *, timeout_ms: int, waited: bool
+) -> None:
+    """Run the body outside the lock, then record its one outcome and apply it under the lock
+    (`waited`: the run waited in a queue, so it may have been cancelled before it starts)."""
     declared = _runtime.registry.get(name)
     if declared is None:
         outcome = ToolOutcome(
@@ -605,6 +613,7 @@ def _run_and_finish(session_id: str, call_id: str, name: str, arguments: str, *,
             arguments,
             timeout_ms=timeout_ms,
             cancelled=lambda: bool(_runtime.broker.client.exists(cancel_key)),
+            asked_before_start=waited,
         )
     worker_metrics.tool_ran(name, outcome)
     event = ToolFinished(call_id=call_id, outcome=outcome.model_dump(mode="json"))
@@ -637,8 +646,11 @@ def _publish(session: LockedSession, applied: Applied) -> None:
 def _after_commit(session_id: str, applied: Applied) -> None:
     settings = _runtime.settings
     worker_metrics.recorded(applied, settings.prices.get(settings.provider_model))
+    # What the transaction asks to be sent, sent together: one round trip, not one each (a tool
+    # call's run, or its inline backup, and its deadline timer were two before the body ran).
+    sends: list[tuple[dramatiq.Message[Any], int | None]] = []
     for told in applied.notifications:
-        notify_app.send_with_options(
+        message = notify_app.message_with_options(
             kwargs={
                 "session_id": session_id,
                 "delivery_id": app_webhooks.webhook_id(session_id, told.kind, told.key),
@@ -649,30 +661,33 @@ def _after_commit(session_id: str, applied: Applied) -> None:
             min_backoff=settings.app_webhook_min_backoff_ms,
             max_backoff=settings.app_webhook_max_backoff_ms,
         )
+        sends.append((message, None))
     for cancel in applied.tool_cancels:
         _runtime.broker.client.set(
             _cancel_key(session_id, cancel.call_id), cancel.reason, ex=TOOL_CANCEL_TTL_S
         )
     inline: list[RunTool] = []
     for run in applied.tool_runs:
-        arguments = {
-            "session_id": session_id,
-            "call_id": run.call_id,
-            "name": run.name,
-            "arguments": run.arguments,
-        }
+        message = run_tool.message_with_options(
+            kwargs={
+                "session_id": session_id,
+                "call_id": run.call_id,
+                "name": run.name,
+                "arguments": run.arguments,
+            }
+        )
         declared = _runtime.registry.get(run.name)
         if declared is not None and declared.runs_inline:
-            run_tool.send_with_options(kwargs=arguments, delay=INLINE_TOOL_BACKUP_MS)
+            sends.append((message, INLINE_TOOL_BACKUP_MS))
             inline.append(run)
         else:
-            run_tool.send_with_options(kwargs=arguments)
+            sends.append((message, None))
     for timer in applied.timers:
         if timer.swept_only:
             continue
-        session_timer.send_with_options(
-            kwargs={"session_id": session_id, "name": timer.name}, delay=timer.delay_ms
-        )
+        message = session_timer.message_with_options(kwargs={"session_id": session_id, "name": timer.name})
+        sends.append((message, timer.delay_ms))
+    _send_all(sends)
     for incident in applied.incidents:
         if incident.severity == "error":
             with sentry_sdk.new_scope() as scope:
@@ -682,6 +697,19 @@ def _after_commit(session_id: str, applied: Applied) -> None:
                 sentry_sdk.capture_message(f"session failed: {incident.code}: {incident.summary}", "error")
     for run in inline:
         _run_inline(session_id, run)
+
+
+def _send_all(sends: list[tuple[dramatiq.Message[Any], int | None]]) -> None:
+    """Enqueue messages (each with its delay) in one round trip where the broker can (the
+    wake broker), else one at a time."""
+    if not sends:
+        return
+    enqueue_all = getattr(_runtime.broker, "enqueue_all", None)
+    if enqueue_all is not None:
+        enqueue_all(sends)
+        return
+    for message, delay in sends:
+        _runtime.broker.enqueue(message, delay=delay)
 
 
 def _answer(request_id: str, gateway_id: str, work: Callable[[], tuple[int, dict[str, Any]]]) -> None:

@@ -20,12 +20,13 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
+from uuid import uuid4
 
 import dramatiq
 import redis
 import sentry_sdk
 from dramatiq.brokers.redis import MAINTENANCE_COMMAND_BLACKLIST, RedisBroker, _RedisConsumer
-from dramatiq.common import current_millis
+from dramatiq.common import current_millis, dq_name
 from dramatiq.errors import ConnectionClosed, DecodeError
 
 from pipeline.envelope import NumberedMessage
@@ -278,6 +279,37 @@ class WakeRedisBroker(NumberingEnqueue, RedisBroker):
                 return False
             self._last_maintenance_ms[queue_name] = now_ms
             return True
+
+    def enqueue_all(self, messages: list[tuple[dramatiq.Message[Any], int | None]]) -> None:
+        """Enqueue messages, each with its delay (ms, or None), as `enqueue` does one — a
+        storage id of its own, a delayed one on its queue's delay queue with its eta, the
+        enqueue middleware around each — but all in one pipelined round trip."""
+        prepared = []
+        for original, delay in messages:
+            message = original.copy(options={"redis_message_id": str(uuid4())})
+            if delay is not None:
+                message = message.copy(
+                    queue_name=dq_name(message.queue_name), options={"eta": current_millis() + delay}
+                )
+            self.emit_before("enqueue", message, delay)
+            prepared.append((message, delay))
+        self._store_with_tokens(
+            [
+                (
+                    message.queue_name,
+                    self._arguments(
+                        "enqueue",
+                        message.queue_name,
+                        message.options["redis_message_id"],
+                        message.encode(),
+                        may_maintain=True,
+                    ),
+                )
+                for message, _ in prepared
+            ]
+        )
+        for message, delay in prepared:
+            self.emit_after("enqueue", message, delay)
 
     def _store_with_tokens(self, entries: list[tuple[str, list[Any]]]) -> list[Any]:
         """dispatch.lua's enqueue for each (queue, arguments), then one wake token per message

@@ -8,6 +8,7 @@ messages, durations per actor and queue) is its: installed beside these, not cou
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.cost import ModelPrices, cost_usd
 from pipeline.state import Usage
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from models.sessions import Applied
@@ -154,9 +157,14 @@ def serve(host: str, port: int) -> int:
             if self.path.split("?")[0] != "/metrics":
                 self.send_error(404)
                 return
-            registry = CollectorRegistry()
-            MultiProcessCollector(registry)
-            body = generate_latest(registry)
+            try:
+                registry = CollectorRegistry()
+                MultiProcessCollector(registry)
+                body = generate_latest(registry)
+            except Exception:  # a scrape fails with a status and the reason in the log
+                logger.exception("collecting the workers' metrics failed")
+                self.send_error(500, "collecting the metrics failed")
+                return
             self.send_response(200)
             self.send_header("Content-Type", CONTENT_TYPE_LATEST)
             self.send_header("Content-Length", str(len(body)))

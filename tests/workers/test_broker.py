@@ -351,3 +351,40 @@ def test_an_undecodable_message_is_dead_lettered_and_its_batch_processed(
     assert len([w for w in warnings if "undecodable" in w]) == 2, warnings
     assert len(reported) == 2 and all("undecodable" in message for message in reported), reported
     client.close()
+
+
+def test_enqueue_all_stores_each_as_enqueue_would_in_one_call(namespace, running_worker):
+    """Messages with and without a delay, in one call: each gets a storage id of its own, a
+    delayed one waits on its queue's delay queue with its eta, the enqueue middleware sees each,
+    and a worker receives every one (the delayed one after its delay)."""
+    seen: list[int | None] = []
+
+    class Watch(dramatiq.Middleware):
+        def before_enqueue(self, broker, message, delay):
+            seen.append(delay)
+
+    broker = make_broker(REDIS_URL, namespace=namespace)
+    assert isinstance(broker, WakeRedisBroker)
+    broker.add_middleware(Watch())
+    arrivals = Arrivals()
+    actor = recording_actor(broker, "mixed", arrivals)
+    before = int(time.time() * 1000)
+    broker.enqueue_all(
+        [
+            (actor.message(1), None),
+            (actor.message(2), 300),
+            (actor.message(3), None),
+        ]
+    )
+    client = redis.Redis.from_url(REDIS_URL)
+    now_queued = [
+        dramatiq.Message.decode(client.hget(f"{namespace}:mixed.msgs", i)).args
+        for i in client.lrange(f"{namespace}:mixed", 0, -1)
+    ]
+    [delayed] = [dramatiq.Message.decode(body) for body in client.hvals(f"{namespace}:mixed.DQ.msgs")]
+    client.close()
+    assert now_queued == [(1,), (3,)]
+    assert delayed.args == (2,) and delayed.options["eta"] >= before + 300
+    assert seen == [None, 300, None]
+    running_worker(broker)
+    assert arrivals.wait_for(3) == [1, 2, 3]

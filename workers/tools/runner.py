@@ -66,15 +66,18 @@ def run_tool(
     timeout_ms: int = MAXIMUM_TOOL_MS,
     cancelled: Callable[[], bool] = _never,
     context_extra: dict[str, Any] | None = None,
+    asked_before_start: bool = True,
 ) -> ToolOutcome:
-    """Run `tool` on the model's raw argument text and say what it came to."""
+    """Run `tool` on the model's raw argument text and say what it came to. `cancelled` is
+    asked before the body starts (a run that waited in a queue may have been cancelled
+    meanwhile) unless `asked_before_start` is False, and while it runs."""
     started = time.monotonic()
     arguments, problem = _parse_arguments(tool, raw_arguments)
     if arguments is None:
         return _unsuccessful("failed", "invalid_arguments", problem, started)
 
     context = ToolContext(deadline=started + timeout_ms / 1_000, extra=context_extra)
-    if cancelled():
+    if asked_before_start and cancelled():
         context.cancel()
         return _unsuccessful(
             "cancelled", "cancelled", f"{tool.name} was cancelled before it started", started
