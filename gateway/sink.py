@@ -36,6 +36,7 @@ for (an API request for a call held elsewhere) RETRANSMIT_WINDOW_S after its las
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -76,6 +77,9 @@ MARKER_CHECK_S = 0.25
 MARKER_REFRESH_S = 10.0
 # How often the sink lets go of held events past the window and of sessions past their retention.
 PRUNE_INTERVAL_S = 5.0
+# A session's events of one flush travel in one message, up to this many (its worker applies
+# them under one lock, in one transaction); a burst beyond it takes a few.
+EVENTS_PER_MESSAGE = 32
 
 
 class NumberingBroker(Protocol):
@@ -101,6 +105,9 @@ class _Event:
     after_seq: int = 0
     seq: int | None = None
     message_id: str = field(default_factory=_message_id)
+    # The id of the message it was first sent in (with the session's other events of its
+    # flush); it is sent in that message again if the reply was lost.
+    group_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -115,6 +122,7 @@ class _Dropped:
     types: Counter[str] = field(default_factory=Counter)
     seq: int | None = None
     message_id: str = field(default_factory=_message_id)
+    group_id: str | None = None
 
     def as_event(self) -> dict[str, Any]:
         dropped = EventsDropped(count=sum(self.types.values()), types=dict(self.types), reason=self.reason)
@@ -442,65 +450,114 @@ class EventSink:
         self.abandoned += len(expired)
 
     def _enqueue_outbox(self) -> None:
-        messages: list[NumberedMessage] = []
-        envelopes: list[dict[str, Any] | None] = []
+        """The outbox as messages — each session's events taken together in one message (its
+        worker applies them in one transaction), each request in one of its own — numbered and
+        enqueued in one round trip."""
         now_ms = int(time.time() * 1000)
-        # An event that cannot be encoded is replaced, in place, by an `events_dropped` event (so
-        # the session's log shows the hole; the worker records it as an incident).
-        for index, item in enumerate(self._outbox):
-            try:
-                message, envelope = self._encoded(item, now_ms)
-            except Exception:  # one bad event must not hold the others back
-                assert isinstance(item, _Event)
-                logger.exception("an event of %s cannot be encoded; recorded as dropped", item.session_id)
-                tally = self._outbox[index] = self._unencodable(item)
-                message, envelope = self._encoded(tally, now_ms)
-            messages.append(message)
-            envelopes.append(envelope)
-        seqs = self._broker.enqueue_numbered(messages, SEQ_COUNTER_TTL_SECONDS)
+        groups = self._grouped()
+        messages = [self._encoded(group, now_ms) for group in groups]
+        seqs = self._broker.enqueue_numbered([message for message, _ in messages], SEQ_COUNTER_TTL_SECONDS)
         up = self._up_clock()
-        for item, message, envelope, seq in zip(self._outbox, messages, envelopes, seqs, strict=True):
-            if isinstance(item, _Request):
-                if item.future is not None:
-                    item.future.set_result(None)
-                continue
-            assert envelope is not None
-            session_id = item.session_id
-            item.seq = seq
-            self._issued[session_id] = max(self._issued.get(session_id, 0), seq)
-            self._touch(session_id, up)
-            held = self._held.setdefault(session_id, deque(maxlen=RETRANSMIT_MAXIMUM_PER_SESSION))
-            held.append(_Held(seq, message.queue_name, envelope, up))
-            if isinstance(item, _Event):
-                item.future.set_result(seq)
+        for group, (message, envelopes), first in zip(groups, messages, seqs, strict=True):
+            for offset, (item, envelope) in enumerate(zip(group, envelopes, strict=True)):
+                if isinstance(item, _Request):
+                    if item.future is not None:
+                        item.future.set_result(None)
+                    continue
+                assert envelope is not None
+                seq = first + offset
+                session_id = item.session_id
+                item.seq = seq
+                self._issued[session_id] = max(self._issued.get(session_id, 0), seq)
+                self._touch(session_id, up)
+                held = self._held.setdefault(session_id, deque(maxlen=RETRANSMIT_MAXIMUM_PER_SESSION))
+                held.append(_Held(seq, message.queue_name, envelope, up))
+                if isinstance(item, _Event):
+                    item.future.set_result(seq)
         self._outbox = []
         self._unsent.clear()
         self._tallies.clear()
 
-    def _encoded(self, item: _Unsent, now_ms: int) -> tuple[NumberedMessage, dict[str, Any] | None]:
-        """An outbox item as the message that carries it (numbered by its session's counter, an
-        event), and an event's envelope but its seq (to enqueue it again if Redis loses it)."""
-        if isinstance(item, _Request):
-            queue = queue_of_request(item.actor_name)
-            body = plain_body(queue, item.actor_name, item.kwargs, item.message_id, now_ms)
-            return NumberedMessage(queue, item.message_id, body), None
+    def _grouped(self) -> list[list[_Unsent]]:
+        """The outbox in messages: a request alone; a session's events together, in order, up to
+        EVENTS_PER_MESSAGE. Events sent before (their reply lost) keep the message they went in,
+        under its id, so the script recognises it; only events never sent are grouped anew."""
+        groups: list[list[_Unsent]] = []
+        sent_before: dict[str, list[_Unsent]] = {}
+        forming: dict[str, list[_Unsent]] = {}
+        for item in self._outbox:
+            if isinstance(item, _Request):
+                groups.append([item])
+                continue
+            if item.group_id is not None:
+                group = sent_before.get(item.group_id)
+                if group is None:
+                    group = sent_before[item.group_id] = []
+                    groups.append(group)
+                group.append(item)
+                continue
+            group = forming.get(item.session_id)
+            if group is None or len(group) >= EVENTS_PER_MESSAGE:
+                group = forming[item.session_id] = []
+                groups.append(group)
+            group.append(item)
+        for group in groups:
+            first = group[0]
+            if not isinstance(first, _Request) and first.group_id is None:
+                for item in group:
+                    assert not isinstance(item, _Request)
+                    item.group_id = first.message_id
+        return groups
+
+    def _encoded(
+        self, group: list[_Unsent], now_ms: int
+    ) -> tuple[NumberedMessage, list[dict[str, Any] | None]]:
+        """A message as it is enqueued (numbered by its session's counter, for events), and each
+        event's envelope but its seq (to enqueue it again if Redis loses it). An event that
+        cannot be encoded is replaced, in the outbox and the message, by an `events_dropped`
+        event (so the session's log shows the hole; the worker records it as an incident)."""
+        first = group[0]
+        if isinstance(first, _Request):
+            queue = queue_of_request(first.actor_name)
+            body = plain_body(queue, first.actor_name, first.kwargs, first.message_id, now_ms)
+            return NumberedMessage(queue, first.message_id, (body,)), [None]
+        events = [item for item in group if not isinstance(item, _Request)]
+        envelopes = [self._envelope(item) for item in events]
+        queue = queue_for(str(envelopes[0]["event"].get("type", "")))
+        try:
+            parts = numbered_body(queue, EVENT_ACTOR[queue], envelopes, first.message_id, now_ms)
+        except (TypeError, ValueError, RecursionError):  # one bad event must not hold the others back
+            for index, item in enumerate(events):
+                try:
+                    json.dumps(envelopes[index])
+                except (TypeError, ValueError, RecursionError):
+                    assert isinstance(item, _Event)
+                    logger.exception("an event of %s cannot be encoded; recorded as dropped", item.session_id)
+                    tally = self._unencodable(item)
+                    tally.group_id = item.group_id
+                    group[index] = self._outbox[self._outbox.index(item)] = tally
+                    envelopes[index] = self._envelope(tally)
+            parts = numbered_body(queue, EVENT_ACTOR[queue], envelopes, first.message_id, now_ms)
+        # The seqs follow what this gateway issued, and an API request's knowledge of the log.
+        floor = self._issued.get(first.session_id, 0)
+        for offset, item in enumerate(events):
+            if isinstance(item, _Event):
+                floor = max(floor, item.after_seq - offset)
+        message = NumberedMessage(
+            queue, first.message_id, parts, seq_key=self._seq_key(first.session_id), floor=floor
+        )
+        return message, list(envelopes)
+
+    def _envelope(self, item: _Event | _Dropped) -> dict[str, Any]:
+        """An event's envelope but its seq."""
         event = item.as_event() if isinstance(item, _Dropped) else item.event
-        queue = queue_for(str(event.get("type", "")))
-        envelope = {
+        return {
             "session_id": item.session_id,
             "generation": item.generation,
             "gateway_id": self._gateway_id,
             "received_at": item.received_at,
             "event": event,
         }
-        head, tail = numbered_body(queue, EVENT_ACTOR[queue], envelope, item.message_id, now_ms)
-        floor = self._issued.get(item.session_id, 0)
-        if isinstance(item, _Event):
-            floor = max(floor, item.after_seq)
-        message = NumberedMessage(
-            queue, item.message_id, head, tail, seq_key=self._seq_key(item.session_id), floor=floor
-        )
-        return message, envelope
 
     def _unencodable(self, item: _Event) -> _Dropped:
         tally = _Dropped(item.session_id, item.generation, item.received_at, "unencodable")
@@ -673,9 +730,10 @@ class EventSink:
                 # Its own seq again, under a new message id (the old one may still be remembered).
                 message_id = _message_id()
                 head, tail = numbered_body(
-                    event.queue, EVENT_ACTOR[event.queue], event.envelope, message_id, now_ms
+                    event.queue, EVENT_ACTOR[event.queue], [event.envelope], message_id, now_ms
                 )
-                resend.append(NumberedMessage(event.queue, message_id, head + str(event.seq).encode() + tail))
+                body = head + str(event.seq).encode() + tail
+                resend.append(NumberedMessage(event.queue, message_id, (body,)))
         if resend:
             self._broker.enqueue_numbered(resend, SEQ_COUNTER_TTL_SECONDS)
         # Set only once everything is re-sent: a failure above leaves it missing, so the next

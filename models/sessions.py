@@ -84,15 +84,18 @@ from pipeline.wire import (
 
 # ── SQL ──────────────────────────────────────────────────────────────────────────────────
 
-# BEGIN travels with the lock: one round trip opens the transaction, takes the row and reads it.
-# The read is a statement of its own after the lock, so it sees what the transaction that held
-# the lock before committed (READ COMMITTED takes a snapshot per statement; a subquery of the
-# locking statement would use the snapshot from before the wait). The state comes as text:
-# pydantic parses the JSON itself, faster than psycopg2's json.loads and a validation of dicts.
+# BEGIN travels with the lock: one round trip opens the transaction, takes the row and reads it,
+# with which of the provider events about to be delivered were applied already (under other
+# seqs). The read is a statement of its own after the lock, so it sees what the transaction
+# that held the lock before committed (READ COMMITTED takes a snapshot per statement; a subquery
+# of the locking statement would use the snapshot from before the wait). The state comes as
+# text: pydantic parses the JSON itself, faster than psycopg2's json.loads and a validation of
+# dicts.
 _READ_SESSION = """
 SELECT generation, applied_seq, logged_seq, applied_count, owning_gateway, state::text,
-       EXISTS (SELECT 1 FROM session_events WHERE session_id = %(id)s AND provider_event_id = %(event)s
-                  AND disposition IN ('applied', 'late'))
+       ARRAY(SELECT provider_event_id FROM session_events
+              WHERE session_id = %(id)s AND provider_event_id = ANY(%(events)s)
+                AND disposition IN ('applied', 'late'))
   FROM sessions WHERE id = %(id)s
 """
 LOCK_SESSION = f"""
@@ -249,6 +252,30 @@ class Applied:
     usage_before: Usage | None = None
     usage_after: Usage | None = None
 
+    @classmethod
+    def together(cls, parts: list[Applied]) -> Applied:
+        """What several deliveries of one transaction decided, in their order."""
+        if len(parts) == 1:
+            return parts[0]
+        merged = cls()
+        for part in parts:
+            for name in (
+                "outbound",
+                "timers",
+                "incidents",
+                "tool_runs",
+                "tool_cancels",
+                "replies",
+                "dispositions",
+                "compactions_finished",
+                "notifications",
+            ):
+                getattr(merged, name).extend(getattr(part, name))
+            if merged.usage_before is None:
+                merged.usage_before = part.usage_before
+            merged.usage_after = part.usage_after or merged.usage_after
+        return merged
+
 
 @dataclass
 class _Head:
@@ -259,8 +286,6 @@ class _Head:
     logged_seq: int
     applied_count: int
     owning_gateway: str
-    # The provider event the transaction was opened for was applied already, under another seq.
-    event_applied: bool = False
 
 
 # ── the lock ────────────────────────────────────────────────────────────────────────────
@@ -276,12 +301,12 @@ def locked_session(session_id: str) -> Iterator[LockedSession]:
 
 
 @contextmanager
-def locked_for(envelope: EventEnvelope) -> Iterator[LockedSession]:
-    """`locked_session` for delivering `envelope`: the lock's round trip also reads whether its
-    provider event was applied already (under another seq), which the hot path must know
-    before it publishes anything."""
-    event_id = _provider_event_id(envelope.event)
-    with _transaction(envelope.session_id, create_for=None, provider_event_id=event_id) as session:
+def locked_for(envelopes: list[EventEnvelope]) -> Iterator[LockedSession]:
+    """`locked_session` for delivering these envelopes of one session: the lock's round trip
+    also reads which of their provider events were applied already (under other seqs), which
+    the hot path must know before it publishes anything."""
+    event_ids = [event_id for e in envelopes if (event_id := _provider_event_id(e.event)) is not None]
+    with _transaction(envelopes[0].session_id, create_for=None, provider_event_ids=event_ids) as session:
         yield session
 
 
@@ -296,9 +321,9 @@ def new_session(session_id: str, owning_gateway: str, namespace: str = "") -> It
 
 @contextmanager
 def _transaction(
-    session_id: str, *, create_for: tuple[str, str] | None, provider_event_id: str | None = None
+    session_id: str, *, create_for: tuple[str, str] | None, provider_event_ids: list[str] | None = None
 ) -> Iterator[LockedSession]:
-    reading = {"id": session_id, "event": provider_event_id}
+    reading = {"id": session_id, "events": provider_event_ids or []}
     opening: tuple[str, Any] = (LOCK_SESSION, reading)
     if create_for is not None:
         initial = SessionState().model_dump_json()
@@ -313,13 +338,14 @@ def _transaction(
         row = cursor.fetchone()
         if row is None:
             raise SessionNotFound(f"no session {session_id!r}")
-        generation, applied_seq, logged_seq, applied_count, gateway, state, event_applied = row
+        generation, applied_seq, logged_seq, applied_count, gateway, state, applied_events = row
         session = LockedSession(
             session_id,
             cursor,
-            _Head(generation, applied_seq, logged_seq, applied_count, gateway, event_applied),
+            _Head(generation, applied_seq, logged_seq, applied_count, gateway),
             SessionState.model_validate_json(state),
-            checked_event_id=provider_event_id,
+            checked_event_ids=provider_event_ids or [],
+            applied_event_ids=applied_events,
         )
         yield session
         session.commit()
@@ -363,14 +389,17 @@ class LockedSession:
         head: _Head,
         state: SessionState,
         *,
-        checked_event_id: str | None = None,
+        checked_event_ids: list[str] | None = None,
+        applied_event_ids: list[str] | None = None,
     ) -> None:
         self.id = session_id
         self._cursor = cursor
         self._head = head
         self.state = state
-        # The provider event id whose earlier application the lock's read answered (head).
-        self._checked_event_id = checked_event_id
+        # The provider event ids the lock's read asked about, and those of them applied already
+        # (then, as this transaction applies provider events, theirs too).
+        self._checked_event_ids = set(checked_event_ids or ())
+        self._applied_event_ids = set(applied_event_ids or ())
         # Compaction summaries that could not be stored in this transaction: (number, why).
         self._unsaved_summaries: list[tuple[int, str]] = []
         # Writes held back for the next round trip (see `defer`), as the statements to send.
@@ -432,6 +461,9 @@ class LockedSession:
                 # and it goes with the COMMIT.
                 decided = self._decide(envelope.event, envelope.generation)
                 self._apply_event(decided, seq, applied, write=self._write_all(envelope))
+                event_id = _provider_event_id(envelope.event)
+                if event_id is not None:
+                    self._applied_event_ids.add(event_id)
                 self._settle_unsaved(applied, envelope.received_at)
                 return applied
             # The provider sent this event before, under a lower seq: this seq occupies its
@@ -529,8 +561,10 @@ class LockedSession:
         event_id = _provider_event_id(envelope.event)
         if event_id is None:
             return False
-        if event_id == self._checked_event_id:
-            return self._head.event_applied
+        if event_id in self._applied_event_ids:
+            return True
+        if event_id in self._checked_event_ids:
+            return False
         return self._was_applied(event_id)
 
     def _was_applied(self, provider_event_id: str | None) -> bool:

@@ -102,28 +102,37 @@ class OutboundBatch(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class NumberedMessage:
-    """A Dramatiq message as the gateway enqueues it: its body is `head` alone, or, when
-    `seq_key` (a Redis counter) is set, `head` + the seq the counter gives + `tail` — numbered
-    and stored in the same round trip. `floor`: the seq is above it even if the counter is not."""
+    """A Dramatiq message as the gateway enqueues it: its body is `parts` joined by the seqs
+    its counter `seq_key` gives (one seq between each two parts, consecutive), numbered and
+    stored in the same round trip; a message with one part is not numbered. `floor`: the
+    seqs are above it even if the counter is not."""
 
     queue_name: str
     message_id: str
-    head: bytes
-    tail: bytes = b""
+    parts: tuple[bytes, ...]
     seq_key: str = ""
     floor: int = 0
 
+    @property
+    def seqs_asked(self) -> int:
+        return len(self.parts) - 1
+
 
 def numbered_body(
-    queue_name: str, actor_name: str, rest: dict[str, Any], message_id: str, timestamp_ms: int
-) -> tuple[bytes, bytes]:
-    """Dramatiq's encoding of a message whose one keyword argument, `envelope`, starts with its
-    `seq` and goes on with `rest` (the other fields of an `EventEnvelope`): the body before the
-    seq and after it."""
-    outer = _outer(queue_name, actor_name, message_id, timestamp_ms)
-    head = f'{outer[:-1]},"kwargs":{{"envelope":{{"seq":'
-    tail = "," + json.dumps(rest, separators=(",", ":"))[1:] + "}}"
-    return head.encode(), tail.encode()
+    queue_name: str, actor_name: str, rests: list[dict[str, Any]], message_id: str, timestamp_ms: int
+) -> tuple[bytes, ...]:
+    """Dramatiq's encoding of a message for one or more events of one session, each an
+    `EventEnvelope` that starts with its `seq` and goes on with its `rest`: the body's parts
+    around the seqs. One event is the keyword argument `envelope`; several, `envelopes` (a list,
+    in seq order)."""
+    outer = _outer(queue_name, actor_name, message_id, timestamp_ms)[:-1]
+    rests_encoded = [json.dumps(rest, separators=(",", ":"))[1:] for rest in rests]
+    if len(rests) == 1:
+        return (f'{outer},"kwargs":{{"envelope":{{"seq":'.encode(), f",{rests_encoded[0]}}}}}".encode())
+    parts = [f'{outer},"kwargs":{{"envelopes":[{{"seq":']
+    parts += [f',{rest},{{"seq":' for rest in rests_encoded[:-1]]
+    parts.append(f",{rests_encoded[-1]}]}}}}")
+    return tuple(part.encode() for part in parts)
 
 
 def plain_body(

@@ -90,48 +90,70 @@ _NEVER_RETRIED = (Refusal, BadInput)
 # ── numbered events ─────────────────────────────────────────────────────────────────────
 
 
-def deliver(envelope_message: dict[str, Any]) -> Applied:
-    """Log one numbered event and apply what is now contiguous, under the row lock."""
+def deliver(envelope_messages: list[dict[str, Any]]) -> Applied:
+    """Log numbered events of one session (the gateway sends a session's events of one flush
+    together) and apply what is now contiguous, under the row lock, in one transaction."""
     try:
-        envelope = EventEnvelope.model_validate(envelope_message)
+        envelopes = [EventEnvelope.model_validate(message) for message in envelope_messages]
     except ValidationError as exc:
         raise MalformedEnvelope(f"not an event envelope: {exc.errors()[0]['msg']}") from exc
-    with locked_for(envelope) as session:
-        applied = session.deliver(envelope)
+    if not envelopes or len({envelope.session_id for envelope in envelopes}) != 1:
+        raise MalformedEnvelope("a message carries the events of exactly one session")
+    with locked_for(envelopes) as session:
+        each = [session.deliver(envelope) for envelope in envelopes]
+        applied = Applied.together(each)
         # Under the lock, before the writes and the COMMIT go in one round trip: a rollback
         # re-applies the same events and re-emits the same ids, which the gateway sends once.
         _publish(session, applied)
         published_at = time.time()
-    _after_commit(envelope.session_id, applied)
-    worker_metrics.delivered(envelope, applied, published_at)
+    _after_commit(envelopes[0].session_id, applied)
+    for envelope, delivered in zip(envelopes, each, strict=True):
+        worker_metrics.delivered(envelope, delivered, published_at)
     return applied
+
+
+def _envelopes(
+    envelope: dict[str, Any] | None, envelopes: list[dict[str, Any]] | None
+) -> list[dict[str, Any]]:
+    """A message's events: one (`envelope`), or a session's several (`envelopes`)."""
+    if envelopes is not None:
+        return envelopes
+    if envelope is None:
+        raise MalformedEnvelope("an event message carries an envelope or envelopes")
+    return [envelope]
 
 
 @dramatiq.actor(
     queue_name=ADMISSION_QUEUE, actor_name="admission_event", throws=_NEVER_RETRIED, **_EVENT_POLICY
 )
-def admission_event(envelope: dict[str, Any]) -> None:
-    deliver(envelope)
+def admission_event(
+    envelope: dict[str, Any] | None = None, envelopes: list[dict[str, Any]] | None = None
+) -> None:
+    deliver(_envelopes(envelope, envelopes))
 
 
 @dramatiq.actor(
     queue_name=TRANSCRIPT_QUEUE, actor_name="transcript_event", throws=_NEVER_RETRIED, **_EVENT_POLICY
 )
-def transcript_event(envelope: dict[str, Any]) -> None:
-    deliver(envelope)
+def transcript_event(
+    envelope: dict[str, Any] | None = None, envelopes: list[dict[str, Any]] | None = None
+) -> None:
+    deliver(_envelopes(envelope, envelopes))
 
 
 @dramatiq.actor(queue_name=TOOL_QUEUE, actor_name="tool_event", throws=_NEVER_RETRIED, **_EVENT_POLICY)
-def tool_event(envelope: dict[str, Any]) -> None:
-    deliver(envelope)
+def tool_event(envelope: dict[str, Any] | None = None, envelopes: list[dict[str, Any]] | None = None) -> None:
+    deliver(_envelopes(envelope, envelopes))
 
 
 @dramatiq.actor(
     queue_name=COMPACTION_QUEUE, actor_name="compaction_event", throws=_NEVER_RETRIED, **_EVENT_POLICY
 )
-def compaction_event(envelope: dict[str, Any]) -> None:
+def compaction_event(
+    envelope: dict[str, Any] | None = None, envelopes: list[dict[str, Any]] | None = None
+) -> None:
     """A forced compaction or a deleted item: numbered like every event of the session."""
-    deliver(envelope)
+    deliver(_envelopes(envelope, envelopes))
 
 
 # ── host inputs: creation, admission, timers ────────────────────────────────────────────

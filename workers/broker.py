@@ -59,11 +59,11 @@ BrokerKind = Literal["wake", "stock"]
 # sent again after a lost reply is recognised: far longer than a sender retries a send.
 ENQUEUED_MEMORY_S = 120
 
-# KEYS[1] the namespace; ARGV: the seq counters' expiry, the memory's expiry, then six per
-# message: queue, message id, seq counter key ("" for a message not numbered), floor, head, tail.
-# The same layout as dispatch.lua's enqueue (the id on <ns>:<queue>, the body in its .msgs hash),
-# plus the wake tokens. dispatch.lua's heartbeat and maintenance are the consumers' business: a
-# sender holds no acks.
+# KEYS[1] the namespace; ARGV: the seq counters' expiry, the memory's expiry, then per message:
+# queue, message id, seq counter key ("" for a message not numbered), floor, the number of body
+# parts n, and the n parts (n - 1 seqs go between them). The same layout as dispatch.lua's
+# enqueue (the id on <ns>:<queue>, the body in its .msgs hash), plus the wake tokens.
+# dispatch.lua's heartbeat and maintenance are the consumers' business: a sender holds no acks.
 ENQUEUE_NUMBERED = """
 local namespace = KEYS[1]
 local seq_ttl = tonumber(ARGV[1])
@@ -71,22 +71,32 @@ local memory_ttl = tonumber(ARGV[2])
 local seqs = {}
 local woken = {}
 local n = 0
-for i = 3, #ARGV, 6 do
+local i = 3
+while i <= #ARGV do
     local queue_name, message_id, seq_key = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-    local floor, head, tail = tonumber(ARGV[i + 3]), ARGV[i + 4], ARGV[i + 5]
+    local floor, parts = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+    local first_part = i + 5
+    i = first_part + parts
     local memory = namespace .. ":enqueued:" .. message_id
     local seq = tonumber(redis.call("GET", memory) or "-1")
     if seq < 0 then
         seq = 0
-        local body = head
-        if seq_key ~= "" then
-            seq = redis.call("INCR", seq_key)
+        local body = ARGV[first_part]
+        if seq_key ~= "" and parts > 1 then
+            local count = parts - 1
+            local last = redis.call("INCRBY", seq_key, count)
+            seq = last - count + 1
             if seq <= floor then
                 seq = floor + 1
-                redis.call("SET", seq_key, seq)
+                redis.call("SET", seq_key, seq + count - 1)
             end
             redis.call("EXPIRE", seq_key, seq_ttl)
-            body = head .. string.format("%d", seq) .. tail
+            local pieces = {body}
+            for j = 1, count do
+                pieces[#pieces + 1] = string.format("%d", seq + j - 1)
+                pieces[#pieces + 1] = ARGV[first_part + j]
+            end
+            body = table.concat(pieces)
         end
         local queue = namespace .. ":" .. queue_name
         redis.call("HSET", queue .. ".msgs", message_id, body)
@@ -122,13 +132,14 @@ class NumberingEnqueue:
 
     def enqueue_numbered(self, messages: Sequence[NumberedMessage], seq_ttl_s: int) -> list[int]:
         """Store messages, in order, each numbered first if it asks to be, with one wake token per
-        message, in one round trip; answers each message's seq (0 for one not numbered).
+        message, in one round trip; answers each message's first seq (0 for one not numbered).
 
-        The seq of a numbered message is the next value of its counter (`INCR`), or `floor + 1`
-        when the counter is at or below `floor` (Redis lost it), written into the body between
-        `head` and `tail`. Sent again with the same `message_id` — its first reply was lost —
-        a message is neither numbered nor stored twice: the first seq is answered. The body is
-        Dramatiq's message encoding (`numbered_body`), so any consumer of the queue reads it."""
+        A numbered message's seqs are the next values of its counter (`INCRBY`), or follow
+        `floor` when the counter is at or below it (Redis lost it), written into the body
+        between its parts. Sent again with the same `message_id` — its first reply was lost —
+        a message is neither numbered nor stored twice: the first seq it got is answered. The
+        body is Dramatiq's message encoding (`pipeline.envelope.numbered_body`), so any
+        consumer of the queue reads it."""
         arguments: list[Any] = [seq_ttl_s, ENQUEUED_MEMORY_S]
         for message in messages:
             arguments += [
@@ -136,8 +147,8 @@ class NumberingEnqueue:
                 message.message_id,
                 message.seq_key,
                 message.floor,
-                message.head,
-                message.tail,
+                len(message.parts),
+                *message.parts,
             ]
         return [int(seq) for seq in self._numbering_script()(keys=[self.namespace], args=arguments)]
 

@@ -68,15 +68,26 @@ class DeadLetter:
         kwargs = self.message.kwargs
         if isinstance(kwargs.get("session_id"), str):
             return str(kwargs["session_id"])
-        envelope = kwargs.get("envelope")
-        if isinstance(envelope, dict) and isinstance(envelope.get("session_id"), str):
+        envelope = self._first_envelope()
+        if envelope is not None and isinstance(envelope.get("session_id"), str):
             return str(envelope["session_id"])
         return None
 
     @property
     def seq(self) -> int | None:
-        envelope = self.message.kwargs.get("envelope")
-        return envelope.get("seq") if isinstance(envelope, dict) else None
+        """The seq of the (first) event the message carries."""
+        envelope = self._first_envelope()
+        return envelope.get("seq") if envelope is not None else None
+
+    def _first_envelope(self) -> dict[str, Any] | None:
+        kwargs = self.message.kwargs
+        envelope = kwargs.get("envelope")
+        if isinstance(envelope, dict):
+            return envelope
+        envelopes = kwargs.get("envelopes")
+        if isinstance(envelopes, list) and envelopes and isinstance(envelopes[0], dict):
+            return envelopes[0]
+        return None
 
     @property
     def error(self) -> str:

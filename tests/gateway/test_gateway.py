@@ -7,6 +7,7 @@ import asyncio
 import json
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -356,8 +357,7 @@ def test_an_event_enqueued_while_redis_restarts_is_not_lost() -> None:
         server = _start_redis(port)
         assert pending.result(timeout=15) == 2
         client = redis.Redis(port=port)
-        stored = client.hgetall("sbtest-sink:transcript.msgs").values()
-        seqs = sorted(dramatiq.Message.decode(raw).kwargs["envelope"]["seq"] for raw in stored)
+        seqs = sorted(envelope["seq"] for _, envelope in _queued_envelopes(client, "sbtest-sink:transcript"))
         assert seqs == [1, 2]
         assert client.llen("sbtest-sink:transcript") == 2
     finally:
@@ -390,18 +390,65 @@ def test_a_burst_of_events_is_numbered_and_enqueued_in_order_per_session() -> No
         for session in ("sess_0", "sess_1", "sess_2"):
             mine = [seq for s, _, seq in answered if s == session]
             assert mine == list(range(1, 101))
-        queued = [
-            dramatiq.Message.decode(client.hget(f"{namespace}:transcript.msgs", message_id)).kwargs[
-                "envelope"
-            ]
-            for message_id in client.lrange(f"{namespace}:transcript", 0, -1)
-        ]
+        queued = [envelope for _, envelope in _queued_envelopes(client, f"{namespace}:transcript")]
         assert len(queued) == 300
         for session in ("sess_0", "sess_1", "sess_2"):
             in_queue = [(e["seq"], e["event"]["event_id"]) for e in queued if e["session_id"] == session]
             expected = [(seq, f"e{n}") for s, n, seq in answered if s == session]
             assert in_queue == expected
     finally:
+        sink.close()
+        keys = list(client.scan_iter(match=f"{namespace}:*"))
+        if keys:
+            client.delete(*keys)
+        client.close()
+        broker.close()
+
+
+def _queued_envelopes(client: redis.Redis, queue: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every event waiting on a queue, in order, with the id of the message that carries it (a
+    message carries one event, or a session's several)."""
+    found = []
+    for message_id in client.lrange(queue, 0, -1):
+        kwargs = dramatiq.Message.decode(client.hget(f"{queue}.msgs", message_id)).kwargs
+        for envelope in kwargs.get("envelopes") or [kwargs["envelope"]]:
+            found.append((message_id.decode(), envelope))
+    return found
+
+
+def test_a_sessions_events_of_one_flush_travel_in_one_message() -> None:
+    """Events the sink takes together go one message per session, each session's in order
+    with consecutive seqs (its worker applies them in one transaction); a request goes alone."""
+    namespace = f"sbtest-group-{uuid.uuid4().hex[:8]}"
+    url = "redis://127.0.0.1:6379/0"
+    broker = make_broker(url, namespace=namespace)
+    sink = EventSink(url, broker, "gw-group", namespace)
+    client = redis.Redis.from_url(url)
+    hold = threading.Event()
+    try:
+        sink._executor.submit(hold.wait, 10)  # the sink thread is busy: what comes is taken together
+        futures = []
+        for n in range(6):
+            session = f"sess_{n % 2}"
+            event = {"type": "input_audio_buffer.speech_started", "event_id": f"e{n}", "item_id": "i"}
+            futures.append((session, sink.submit_event(session, 1, event, time.time())))
+        request = sink.submit_request(
+            "describe_session", session_id="sess_0", request_id="r1", gateway_id="g"
+        )
+        hold.set()
+        assert [future.result(timeout=10) for _, future in futures] == [1, 1, 2, 2, 3, 3]
+        request.result(timeout=10)
+        carried = _queued_envelopes(client, f"{namespace}:transcript")
+        by_message: dict[str, list[tuple[str, int]]] = {}
+        for message_id, envelope in carried:
+            by_message.setdefault(message_id, []).append((envelope["session_id"], envelope["seq"]))
+        assert sorted(by_message.values()) == [
+            [("sess_0", 1), ("sess_0", 2), ("sess_0", 3)],
+            [("sess_1", 1), ("sess_1", 2), ("sess_1", 3)],
+        ]
+        assert client.llen(f"{namespace}:reads") == 1
+    finally:
+        hold.set()
         sink.close()
         keys = list(client.scan_iter(match=f"{namespace}:*"))
         if keys:

@@ -87,7 +87,11 @@ def _queued(server: PrivateRedis, queue: str) -> list[dramatiq.Message[Any]]:
 
 def _envelopes(server: PrivateRedis, session_id: str) -> list[tuple[int, dict[str, Any]]]:
     """(seq, event) of each event of the session waiting on the transcript queue, in seq order."""
-    envelopes = [message.kwargs["envelope"] for message in _queued(server, "transcript")]
+    envelopes = [
+        envelope
+        for message in _queued(server, "transcript")
+        for envelope in message.kwargs.get("envelopes") or [message.kwargs["envelope"]]
+    ]
     mine = {e["seq"]: e["event"] for e in envelopes if e["session_id"] == session_id}
     return sorted(mine.items())
 

@@ -193,14 +193,16 @@ def _plain(queue_name: str, value: int) -> NumberedMessage:
     """A message for a recording actor of `queue_name`, not numbered."""
     message_id = str(uuid.uuid4())
     body = plain_body(queue_name, queue_name, {"value": value}, message_id, int(time.time() * 1000))
-    return NumberedMessage(queue_name, message_id, body)
+    return NumberedMessage(queue_name, message_id, (body,))
 
 
-def _numbered(queue_name: str, seq_key: str, floor: int = 0, message_id: str = "") -> NumberedMessage:
-    """A message whose envelope gets its seq from `seq_key`'s counter."""
+def _numbered(
+    queue_name: str, seq_key: str, floor: int = 0, message_id: str = "", events: int = 1
+) -> NumberedMessage:
+    """A message of `events` envelopes that get their seqs from `seq_key`'s counter."""
     message_id = message_id or str(uuid.uuid4())
-    head, tail = numbered_body(queue_name, queue_name, {"session_id": "s"}, message_id, 0)
-    return NumberedMessage(queue_name, message_id, head, tail, seq_key=seq_key, floor=floor)
+    parts = numbered_body(queue_name, queue_name, [{"session_id": "s"}] * events, message_id, 0)
+    return NumberedMessage(queue_name, message_id, parts, seq_key=seq_key, floor=floor)
 
 
 def _stored(client: redis.Redis, namespace: str, queue_name: str) -> list[dict]:
@@ -246,6 +248,25 @@ def test_enqueue_numbered_sent_again_numbers_and_stores_once(namespace):
     client = redis.Redis.from_url(REDIS_URL)
     assert [kwargs["envelope"]["seq"] for kwargs in _stored(client, namespace, "again")] == [1, 2]
     client.close()
+
+
+def test_a_message_of_several_events_gets_consecutive_seqs(namespace):
+    """A message carrying k events of a session takes k consecutive seqs of its counter (above
+    the floor when the counter is lost), each written into its envelope; sent again under its
+    id it is answered its first seq and stored once."""
+    broker = make_broker(REDIS_URL, namespace=namespace)
+    key = f"{namespace}:seq:s"
+    group = _numbered("several", key, events=3, message_id="m-3")
+    assert broker.enqueue_numbered([_numbered("several", key), group], seq_ttl_s=60) == [1, 2]
+    assert broker.enqueue_numbered([group, _numbered("several", key)], seq_ttl_s=60) == [2, 5]
+    client = redis.Redis.from_url(REDIS_URL)
+    stored = _stored(client, namespace, "several")
+    client.delete(key)
+    assert broker.enqueue_numbered([_numbered("several", key, floor=9, events=2)], seq_ttl_s=60) == [10]
+    assert broker.enqueue_numbered([_numbered("several", key)], seq_ttl_s=60) == [12]
+    client.close()
+    assert [kwargs.get("envelope", {}).get("seq") for kwargs in stored] == [1, None, 5]
+    assert [envelope["seq"] for envelope in stored[1]["envelopes"]] == [2, 3, 4]
 
 
 def test_enqueue_numbered_numbers_above_the_floor_when_the_counter_is_lost(namespace):

@@ -7,6 +7,8 @@ import random
 import threading
 from typing import Any
 
+import pytest
+
 from models.db import SessionEventRow, SessionRow, TranscriptItemRow
 from models.records import event_log
 from pipeline.session import apply
@@ -30,7 +32,7 @@ def _deliver_all(envelopes: list[dict[str, Any]], threads: int) -> None:
                     return
                 item = work.pop()
             try:
-                deliver(item)
+                deliver([item])
             except BaseException as error:  # noqa: BLE001 (surfaced below; a thread must not swallow it)
                 errors.append(error)
 
@@ -83,12 +85,12 @@ def test_an_early_event_waits_in_the_log_until_the_gap_fills(worker_runtime: Any
     session_id = new_session_id()
     admit(session_id)
     events = spoken_turns(1)
-    first = deliver(envelope(session_id, 1, events[0]))
-    early = deliver(envelope(session_id, 4, events[3]))
+    first = deliver([envelope(session_id, 1, events[0])])
+    early = deliver([envelope(session_id, 4, events[3])])
     assert early.dispositions == [(4, "pending")]
     assert SessionRow.get_by_id(session_id).applied_seq == 1
-    deliver(envelope(session_id, 3, events[2]))
-    filled = deliver(envelope(session_id, 2, events[1]))
+    deliver([envelope(session_id, 3, events[2])])
+    filled = deliver([envelope(session_id, 2, events[1])])
     assert first.dispositions == [(1, "applied")]
     assert filled.dispositions == [(2, "applied"), (3, "applied"), (4, "applied")]
     assert _control_ids(drain(control_inbox)) == ["ctl_1_0", "ctl_4_0"]
@@ -104,8 +106,8 @@ def test_a_provider_event_under_a_new_seq_is_a_duplicate_that_changes_nothing(
     admit(session_id)
     events = spoken_turns(1)
     for seq, event in enumerate(events[:4], start=1):
-        deliver(envelope(session_id, seq, event))
-    again = deliver(envelope(session_id, 5, events[3]))
+        deliver([envelope(session_id, seq, event)])
+    again = deliver([envelope(session_id, 5, events[3])])
     assert again.dispositions == [(5, "duplicate")]
     assert SessionRow.get_by_id(session_id).applied_seq == 5
     assert _control_ids(drain(control_inbox)) == ["ctl_1_0", "ctl_4_0"]
@@ -119,9 +121,9 @@ def test_a_redelivered_seq_changes_nothing(worker_runtime: Any, control_inbox: A
     session_id = new_session_id()
     admit(session_id)
     first = envelope(session_id, 1, spoken_turns(0)[0])
-    deliver(first)
+    deliver([first])
     drain(control_inbox)
-    assert deliver(first).dispositions == []
+    assert deliver([first]).dispositions == []
     assert drain(control_inbox) == []
     assert SessionEventRow.select().where(SessionEventRow.session == session_id).count() == 4
 
@@ -157,10 +159,50 @@ def test_the_lower_seq_of_a_repeated_provider_event_wins_whatever_arrives_first(
     session_id = new_session_id()
     admit(session_id)
     events = spoken_turns(1)
-    deliver(envelope(session_id, 1, events[0]))
-    deliver(envelope(session_id, 2, events[1]))
-    deliver(envelope(session_id, 5, events[3]))
-    deliver(envelope(session_id, 4, events[3]))
-    filled = deliver(envelope(session_id, 3, events[2]))
+    deliver([envelope(session_id, 1, events[0])])
+    deliver([envelope(session_id, 2, events[1])])
+    deliver([envelope(session_id, 5, events[3])])
+    deliver([envelope(session_id, 4, events[3])])
+    filled = deliver([envelope(session_id, 3, events[2])])
     assert filled.dispositions == [(3, "applied"), (4, "applied"), (5, "duplicate")]
     assert _control_ids(drain(control_inbox)) == ["ctl_1_0", "ctl_4_0"]
+
+
+def test_a_sessions_events_in_one_message_apply_in_one_transaction_and_publish_once(
+    worker_runtime: Any, control_inbox: Any
+) -> None:
+    """The gateway sends a session's events of one flush in one message: they are logged and
+    applied in seq order under one lock, their controls go in one batch, and the same provider
+    event twice in the message applies once (the second copy is a duplicate)."""
+    from workers.actors import deliver
+
+    session_id = new_session_id()
+    admit(session_id)
+    events = spoken_turns(1)
+    deliver([envelope(session_id, seq, event) for seq, event in enumerate(events[:3], start=1)])
+    batches = drain(control_inbox)
+    assert _control_ids(batches) == ["ctl_1_0"]
+    together = [envelope(session_id, 4, events[3]), envelope(session_id, 5, events[3])]
+    together += [envelope(session_id, 6, events[4]), envelope(session_id, 7, events[5])]
+    applied = deliver(together)
+    assert applied.dispositions == [(4, "applied"), (5, "duplicate"), (6, "applied"), (7, "applied")]
+    [batch] = drain(control_inbox)
+    assert _control_ids([batch]) == ["ctl_4_0"] and batch["applied_seq"] == 7
+    assert SessionRow.get_by_id(session_id).applied_seq == 7
+    assert TranscriptItemRow.select().where(TranscriptItemRow.session == session_id).count() == 2
+
+
+def test_a_message_with_the_events_of_two_sessions_is_refused(worker_runtime: Any) -> None:
+    """Events of two sessions in one message are malformed (no gateway sends that): refused
+    without retry, and nothing of either is applied."""
+    from pipeline.errors import MalformedEnvelope
+    from workers.actors import deliver
+
+    first, second = new_session_id(), new_session_id()
+    admit(first)
+    admit(second)
+    event = spoken_turns(0)[0]
+    with pytest.raises(MalformedEnvelope):
+        deliver([envelope(first, 1, event), envelope(second, 1, event)])
+    assert SessionRow.get_by_id(first).applied_seq == 0
+    assert SessionRow.get_by_id(second).applied_seq == 0
