@@ -5,6 +5,11 @@ Runs one capacity level (the realistic mix) with py-spy sampling the gateway and
 from Python counts as its caller), then prints each process's top functions by own
 time and by time inside, as a share of its samples and as microseconds per durable event.
 py-spy must be installed (`pip install py-spy`; it attaches as root or with ptrace allowed).
+
+Where Linux's `perf` is installed (Debian's linux-perf), it samples the same processes on the
+CPU clock at the same time: every running thread, native code and the kernel included, so the
+split by library (the interpreter, the kernel's side of the round trips and the thread
+switches, pydantic-core, libpq, hiredis…) shows what py-spy's Python view cannot.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from switchboard.stack import Stack
 
 SAMPLE_RATE_HZ = 250
 TOP = 18
+PERF_RATE_HZ = 1_000
 
 
 def profile(calls: int, *, threads: int | None = None) -> dict[str, Any]:
@@ -68,10 +74,22 @@ def profile(calls: int, *, threads: int | None = None) -> dict[str, Any]:
                 if process is not None
             }
 
+            perf = shutil.which("perf")
+            sampling = ["record", "-e", "cpu-clock", "-F", str(PERF_RATE_HZ)]
+            natives = {
+                name: subprocess.Popen(
+                    [str(perf), *sampling, "-p", str(process.popen.pid), "-o", f"{folder}/{name}.perf"],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                for name, process in targets.items()
+                if process is not None and perf is not None
+            }
+
             def stop_sampling() -> None:
-                for spied in spies.values():
+                for spied in [*spies.values(), *natives.values()]:
                     spied.send_signal(signal.SIGINT)
-                for spied in spies.values():
+                for spied in [*spies.values(), *natives.values()]:
                     spied.wait(30)
 
             level = run_level(stack, calls, probe_floor=False, calls_done=stop_sampling)
@@ -85,6 +103,7 @@ def profile(calls: int, *, threads: int | None = None) -> dict[str, Any]:
                     name: {
                         "cpu_ms_per_event": level["processes"][targets[name].name]["cpu_ms_per_event"],  # type: ignore[union-attr]
                         **tops(Path(f"{folder}/{name}.txt"), events),
+                        "native": native_split(perf, Path(f"{folder}/{name}.perf")),
                     }
                     for name in spies
                 },
@@ -125,6 +144,38 @@ def tops(raw: Path, events: int) -> dict[str, Any]:
     return {"samples": total, "own": rows(own), "inside": rows(inside)}
 
 
+def native_split(perf: str | None, data: Path) -> dict[str, Any] | None:
+    """Share of a process's CPU samples by library, and its top native symbols (perf)."""
+    if perf is None or not data.exists():
+        return None
+    by_library = _perf_report(perf, data, "dso")
+    return {"by_library": by_library[:8], "symbols": _perf_report(perf, data, "dso,sym")[:TOP]}
+
+
+def _perf_report(perf: str, data: Path, keys: str) -> list[dict[str, Any]]:
+    report = subprocess.run(
+        [perf, "report", "-i", str(data), "--sort", keys, "--stdio", "--percent-limit", "0.5"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    return perf_rows(report)
+
+
+def perf_rows(report: str) -> list[dict[str, Any]]:
+    """The rows of a `perf report --stdio`: each share (0-1) and what it is (headers skipped)."""
+    rows = []
+    for line in report.splitlines():
+        share, _, rest = line.strip().partition("%")
+        if line.startswith("#") or not rest:
+            continue
+        try:
+            rows.append({"share": round(float(share) / 100, 3), "what": " ".join(rest.split())})
+        except ValueError:
+            continue
+    return rows
+
+
 def _name(frame: str) -> str:
     # "function (path/to/module.py:123)" → "function (module.py)"
     function, _, where = frame.partition(" (")
@@ -150,6 +201,11 @@ def render(figures: dict[str, Any]) -> str:
                 f"    {row['share']:>6.1%} {row['us_per_event']:>7.1f}  {row['function']}"
                 for row in process[kind]
             ]
+        native = process.get("native")
+        if native:
+            for kind, title in (("by_library", "by library"), ("symbols", "top native symbols")):
+                lines.append(f"  all threads, {title} (perf, share of CPU samples):")
+                lines += [f"    {row['share']:>6.1%}  {row['what']}" for row in native[kind]]
     return "\n".join(lines)
 
 
