@@ -40,6 +40,8 @@ class OpenSideband(BaseModel):
     kind: Literal["open_sideband"] = "open_sideband"
     id: str
     call_id: str
+    # Which provider's sideband: a Live session's is attached by its session id.
+    provider: Literal["realtime", "live"] = "realtime"
 
 
 class CloseCall(BaseModel):
@@ -52,6 +54,7 @@ class CloseCall(BaseModel):
     call_id: str | None
     reason: str
     hangup: bool
+    provider: Literal["realtime", "live"] = "realtime"
 
 
 class TransferCall(BaseModel):
@@ -63,6 +66,7 @@ class TransferCall(BaseModel):
     id: str
     call_id: str
     to: str
+    provider: Literal["realtime", "live"] = "realtime"
 
 
 class Reply(BaseModel):

@@ -79,7 +79,11 @@ def session_recording(record: dict[str, Any]) -> tuple[Recording, list[str]]:
         name=record["id"],
         instructions=spec.instructions,
         description=_description(record, created),
-        session=spec.model_dump(mode="json", exclude_none=True),
+        # A Realtime session's spec says nothing of its provider (the default), so its
+        # recording reads as it did before Live existed.
+        session=spec.model_dump(
+            mode="json", exclude_none=True, exclude={"provider"} if spec.provider == "realtime" else None
+        ),
     )
     return Recording(header=header, events=events, close=close), unsaid
 

@@ -20,9 +20,11 @@ TEST_DATABASE = "switchboard_test"
 @pytest.fixture(scope="session")
 def services() -> Iterator[Services]:
     """PostgreSQL and Redis for the whole run, the test database migrated."""
+    # Taken out of the environment as they are read: the processes the tests start take every
+    # SWITCHBOARD_* variable for a setting, and refuse one they do not know.
     found = resolve_services(
-        os.environ.get("SWITCHBOARD_TEST_DATABASE_URL"),
-        os.environ.get("SWITCHBOARD_TEST_REDIS_URL"),
+        os.environ.pop("SWITCHBOARD_TEST_DATABASE_URL", None),
+        os.environ.pop("SWITCHBOARD_TEST_REDIS_URL", None),
         ROOT / ".switchboard" / "test",
         database_name=TEST_DATABASE,
         log=lambda message: print(f"services: {message}"),

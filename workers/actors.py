@@ -33,6 +33,7 @@ from pipeline.admission import session_configuration
 from pipeline.api import RouteSpec, SessionSpec
 from pipeline.catalog import ToolCatalog, ToolError, ToolOutcome
 from pipeline.cost import cost_usd
+from pipeline.delegation import DELEGATION_RUN_PREFIX
 from pipeline.envelope import EventEnvelope, Reply
 from pipeline.errors import (
     BadInput,
@@ -43,6 +44,7 @@ from pipeline.errors import (
     Refusal,
     SessionExists,
     ToolOutcomeConflict,
+    UnknownDelegationHandler,
     UnknownTool,
 )
 from pipeline.limits import MAXIMUM_TOOL_MS
@@ -56,7 +58,7 @@ from pipeline.names import (
 )
 from pipeline.phone import PhoneLine, kept_headers, line_of
 from pipeline.prompt import offered_tools
-from pipeline.state import AppWebhook, Greeting, Usage
+from pipeline.state import AppWebhook, Greeting, LiveSetup, Usage
 from pipeline.step import RecordIncident
 from pipeline.wire import (
     AdmissionBegun,
@@ -66,7 +68,7 @@ from pipeline.wire import (
     SessionCreated,
     ToolFinished,
 )
-from workers import app_webhooks, runtime
+from workers import app_webhooks, delegations, runtime
 from workers import metrics as worker_metrics
 from workers.dead_letters import DeadLetters
 from workers.liveness import takeover_refusal_now
@@ -147,6 +149,8 @@ def create_session(
             greeting=Greeting.model_validate(checked.greeting.model_dump()) if checked.greeting else None,
             hangup_when=checked.hangup.when if checked.hangup else None,
             app_webhook=AppWebhook.model_validate(checked.webhook.model_dump()) if checked.webhook else None,
+            provider=checked.provider,
+            live=_live_setup(checked),
             **_session_catalog(checked.tools),
         )
         try:
@@ -174,13 +178,17 @@ def ring(
     call_id: str,
     sip_headers: list[dict[str, Any]],
     now: float,
+    provider: str = "realtime",
 ) -> None:
-    """A phone call was announced: record the delivery, then decide (once per call id) to
-    accept it with a session of the route for the number dialled, or to reject it and why."""
+    """A phone call was announced (by `realtime.call.incoming`, or on Live by
+    `live.transport.incoming`, whose call id is the Live session's id): record the delivery,
+    then decide (once per call id) to accept it with a session of the route for the number
+    dialled, or to reject it and why."""
 
     def decide() -> tuple[int, dict[str, Any]]:
         settings = _runtime.settings
-        phone.record_delivery(webhook_id, call_id, "realtime.call.incoming")
+        announced = "live.transport.incoming" if provider == "live" else "realtime.call.incoming"
+        phone.record_delivery(webhook_id, call_id, announced)
         line = line_of(kept_headers(sip_headers), settings.route_header)
         ringing = phone.Ringing(
             webhook_id,
@@ -190,6 +198,7 @@ def ring(
             gateway_id,
             settings.broker_namespace,
             settings.max_phone_calls,
+            provider,
         )
         decision = phone.ring(ringing, _phone_session, now)
         for applied in decision.applied:
@@ -212,6 +221,7 @@ def ring(
             "again": decision.again,
         }
         if decision.state is not None:
+            body["provider"] = str(decision.state.provider)
             body["session"] = session_configuration(decision.state)
             body["route_id"] = decision.state.phone.route_id if decision.state.phone else ""
         return 200, body
@@ -281,6 +291,8 @@ def _phone_session(route: phone.Route, line: PhoneLine) -> list[HostInput]:
         hangup_when=spec.hangup.when if spec.hangup else None,
         app_webhook=AppWebhook.model_validate(spec.webhook.model_dump()) if spec.webhook else None,
         phone=line,
+        provider=spec.provider,
+        live=_live_setup(spec),
         **_session_catalog(spec.tools),
     )
     return [created, AdmissionBegun()]
@@ -380,6 +392,9 @@ def begin_admission(request_id: str, gateway_id: str, session_id: str, now: floa
             "session_id": session_id,
             "instructions": state.instructions,
             "tools": offered_tools(state),
+            "provider": str(state.provider),
+            # What a Live session is created with (the gateway adds the model).
+            "session": session_configuration(state) if state.is_live else None,
         }
 
     _answer(request_id, gateway_id, begin)
@@ -515,7 +530,8 @@ def describe_session(request_id: str, gateway_id: str, session_id: str, with_eve
         record = session_record(session_id, with_events=with_events)
         settings = _runtime.settings
         usage = Usage.model_validate(record["usage"]) if record["usage"] else Usage()
-        return 200, {**record, "cost_usd": cost_usd(usage, settings.prices.get(settings.provider_model))}
+        model = settings.live_model if record["provider"] == "live" else settings.provider_model
+        return 200, {**record, "cost_usd": cost_usd(usage, settings.prices.get(model))}
 
     _answer(request_id, gateway_id, read)
 
@@ -570,15 +586,27 @@ def run_tool(session_id: str, call_id: str, name: str, arguments: str) -> None:
         step = tool_steps.find_step(session, call_id)
     if step is None or step.is_terminal:
         return
+    cancel_key = _cancel_key(session_id, call_id)
     declared = _runtime.registry.get(name)
-    if declared is None:
+    if name.startswith(DELEGATION_RUN_PREFIX):
+        # A Live delegation: its handler runs here under the same limit and cancellation.
+        name = name.removeprefix(DELEGATION_RUN_PREFIX)
+        outcome = delegations.run_handler(
+            _runtime.handlers,
+            session_id,
+            call_id,
+            name,
+            arguments,
+            timeout_ms=_runtime.settings.tool_timeout_ms,
+            cancelled=lambda: bool(_runtime.broker.client.exists(cancel_key)),
+        )
+    elif declared is None:
         outcome = ToolOutcome(
             status="unavailable",
             error=ToolError(code="tool_unavailable", message=f"no registered tool {name!r}"),
             elapsed_ms=0,
         )
     else:
-        cancel_key = _cancel_key(session_id, call_id)
         outcome = execute_tool(
             declared,
             arguments,
@@ -701,4 +729,22 @@ def _limits(spec: SessionSpec) -> dict[str, Any]:
         "max_session_seconds": spec.limits.max_session_seconds or settings.max_session_seconds,
         "compaction_input_tokens": spec.limits.compaction_input_tokens or settings.compaction_input_tokens,
         "usage_budget_tokens": spec.limits.usage_budget_tokens or settings.usage_budget_tokens,
+        "usage_budget_seconds": spec.limits.usage_budget_seconds,
     }
+
+
+def _live_setup(spec: SessionSpec) -> LiveSetup | None:
+    """A Live session's delegation handler, fixed at creation with its version (an unknown one
+    is refused now, not at the first delegation)."""
+    if spec.provider != "live":
+        return None
+    live = spec.live
+    name = live.delegation if live is not None else None
+    delay = live.acknowledgement_delay_ms if live is not None else 400
+    if name is None:
+        return LiveSetup(acknowledgement_delay_ms=delay)
+    declared = _runtime.handlers.get(name)
+    if declared is None:
+        known = ", ".join(handler.name for handler in _runtime.handlers.handlers) or "none"
+        raise UnknownDelegationHandler(f"no registered delegation handler {name!r} (registered: {known})")
+    return LiveSetup(handler=name, handler_version=declared.version, acknowledgement_delay_ms=delay)
