@@ -303,7 +303,9 @@ def notify_app(session_id: str, delivery_id: str, kind: str, data: dict[str, Any
     """Tell the app that owns a call (its session's webhook); raises until it answers 2xx, so
     Dramatiq tries again with backoff, then dead-letters it (a replay keeps its id)."""
     settings = _runtime.settings
-    app_webhooks.deliver(session_id, delivery_id, kind, data, settings.prices, settings.provider_model)
+    app_webhooks.deliver(
+        session_id, delivery_id, kind, data, settings.prices, settings.provider_model, settings.live_model
+    )
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="list_sessions", **_REQUEST_POLICY)

@@ -12,6 +12,7 @@ import pytest
 
 from pipeline import delegation
 from pipeline.call_log import LoggedInput, project
+from pipeline.cost import ModelPrices, cost_usd
 from pipeline.live import DELEGATION_SETTLE_MS, MAXIMUM_APPEND_CHARS, settle_timer
 from pipeline.state import DelegationStatus, Phase, SessionState
 from pipeline.step import (
@@ -449,3 +450,12 @@ def test_a_live_call_log_merges_a_speakers_pieces_into_turns_and_reads_like_a_re
     # A follower reading part of the call sees the same entries, numbered the same.
     partial = project(logged[:-2])
     assert partial == entries[: len(partial)]
+
+
+def test_a_live_calls_cost_is_its_active_minutes_at_the_models_rate() -> None:
+    """Live reports seconds: a Live model's price is per active minute (its token rates default
+    to nothing), and a Realtime price table without one is unchanged."""
+    state, _ = _run(_listening(), lc.usage(90))
+    assert cost_usd(state.usage, ModelPrices(active_minute=0.05)) == 0.075
+    assert cost_usd(state.usage, None) is None
+    assert ModelPrices.model_validate({}).text.input == 0
