@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from simulator.recording import parse_recording, recording_lines
 from switchboard.client import Client
+from switchboard.export import session_recording
 from switchboard.stack import Stack
 from tests.e2e.conftest import set_script
 from tests.support.live import controls_of, drop_live_sideband, live_session, ring_live, set_live_script
@@ -72,6 +74,24 @@ def test_a_webrtc_live_call_delegates_once_and_is_answered_once(stack: Stack, cl
     assert {"turn.user", "turn.agent", "tool.call", "tool.result"} <= set(kinds)
     said = [entry["data"]["text"] for entry in story if entry["kind"] == "turn.user"]
     assert said == [f"Hi there. {ASK}"] or said == ["Hi there.", ASK]
+
+    # Exported, the call is a Live recording: its deltas are the ones the provider sent.
+    recording, unsaid = session_recording(client.session(session_id, events=True))
+    assert unsaid == [] and parse_recording(recording_lines(recording)) == recording
+    assert recording.header.session == {
+        "provider": "live",
+        "live": {"delegation": "echo_task", "acknowledgement_delay_ms": 400},
+        "instructions": "You are the order desk.",
+        "tools": [],
+        "limits": {"max_session_seconds": 3600},
+    }
+    sent = [e["event"] for e in log["events"] if e["event"]["type"] == "session.input_transcript.delta"]
+    exported = [
+        line.event for line in recording.events if line.event["type"] == "session.input_transcript.delta"
+    ]
+    assert exported == sent
+    assert [line.t_ms for line in recording.events] == sorted(line.t_ms for line in recording.events)
+    assert recording.close is not None and recording.close.close.code == 1000
 
 
 DANA = {"id": "sup_dana", "name": "Dana"}

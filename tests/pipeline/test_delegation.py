@@ -459,3 +459,13 @@ def test_a_live_calls_cost_is_its_active_minutes_at_the_models_rate() -> None:
     assert cost_usd(state.usage, ModelPrices(active_minute=0.05)) == 0.075
     assert cost_usd(state.usage, None) is None
     assert ModelPrices.model_validate({}).text.input == 0
+
+
+def test_a_keypad_press_on_a_live_phone_call_does_what_its_route_maps_it_to() -> None:
+    state = _listening(phone={"caller": "+1415", "dialled": "+1800", "keys": {"0": "attention", "9": "end"}})
+    held, steps = _run(state, {"type": "transport.dtmf.received", "event_id": "e1", "event": "0"})
+    assert _types(steps) == ["session.input_audio.mute"] and held.attention is not None
+    ended, steps = _run(state, {"type": "transport.dtmf.received", "event_id": "e2", "event": "9"})
+    assert _types(steps) == ["session.close"] and ended.end_reason == "caller_pressed_end"
+    unmapped = {"type": "transport.dtmf.received", "event_id": "e3", "event": "5"}
+    assert ev.step_of(state, unmapped).controls == ()

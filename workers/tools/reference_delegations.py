@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import time
+from datetime import date
 
 from models.orders import find_order
 from workers.tools.registry import DelegationRefused, DelegationRequest, delegation_handler
@@ -31,7 +32,8 @@ def order_desk(request: DelegationRequest, context: ToolContext) -> str:
     order = find_order(order_id)
     if order is None:
         return f"There is no order {order_id}. Ask the caller to check the number."
-    eta = f", expected {order['eta']}" if order.get("eta") else ""
+    # Said as the caller would say it: the day, not the date.
+    eta = f", arriving on {date.fromisoformat(order['eta']).strftime('%A')}" if order.get("eta") else ""
     carrier = f" with {order['carrier']}" if order.get("carrier") else ""
     return f"Order {order_id} is {order['status']}{carrier}{eta}."
 
