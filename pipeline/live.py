@@ -18,8 +18,10 @@ The rules, as this module states them:
   each fragment once. The fragment that covers the offset (`end_ms > offset_ms`) may arrive
   just after the delegation: until it is known the task waits, at most `DELEGATION_SETTLE_MS`
   after the delegation arrived, and then goes ahead with what there is.
-- **Controls** are plain dicts in wire shape; `delegation_id` is always present (required and
-  nullable on the wire), and appended content is bounded so the provider never refuses it.
+- **Controls** are typed models (`LiveAppend`, `InputAudio`, `SessionClose`) in the pipeline's
+  `Control` union, so a transition's Live controls get their deterministic ids like Realtime's;
+  `delegation_id` is always written (required and nullable on the wire), and appended content is
+  bounded so the provider never refuses it. The `…_append` functions give their wire form.
 
 Nothing here does I/O or reads a clock: wall time comes in as seconds (`now`), like an
 envelope's `received_at`.
