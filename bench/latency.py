@@ -13,6 +13,10 @@ the control it causes arriving at the simulator, idle and while the N calls run,
 And a phone call's admission: the provider's `realtime.call.incoming` webhook sent → the
 gateway's `accept` arriving back, both on the simulator's clock, idle and while the N calls run.
 
+And the Live API (bench.live_latency), on the same stack and in the same run: a Live call's
+delegation → Switchboard's `thinking` note (one event → control hop) and → the delegation's one
+terminal commentary (its task, its handler's run on tool_runs, its outcome), idle.
+
 And what Prometheus metrics cost: the idle event → control scenario on a stack with metrics off
 (`SWITCHBOARD_METRICS=false`), run just before the wake-up consumer's own (metrics on), with the
 CPU the gateway and the worker spent per turn in each; and, timed in process, the calls a worker
@@ -37,6 +41,7 @@ from typing import Any
 
 import psutil
 
+from bench.live_latency import LIVE_IDLE_DELEGATIONS, measure_live_idle
 from pipeline.config import Settings
 from switchboard.client import ApiError, Client
 from switchboard.stack import Stack
@@ -688,6 +693,10 @@ def latency_figures(
                 figures.update(measure_idle_admission(stack, ADMISSION_IDLE_CALLS))
                 log(f"verb → control: idle, {IDLE_VERBS} verbs (hold, unhold, …) on one listening call")
                 figures.update(measure_idle_verbs(stack, IDLE_VERBS))
+                log(f"Live: idle, one Live call of {LIVE_IDLE_DELEGATIONS} delegations")
+                thinking, commentary = measure_live_idle(stack, LIVE_IDLE_DELEGATIONS)
+                figures["live_thinking_idle"] = percentiles(thinking)
+                figures["live_commentary_idle"] = percentiles(commentary)
                 log(
                     f"{consumer} consumer: load, {load_calls} concurrent calls of {LOAD_TURNS} turns, "
                     f"verbs on {LOAD_VERB_CALLS} listening calls beside them, and up to "
@@ -754,6 +763,9 @@ def ratios(figures: dict[str, Any]) -> dict[str, float]:
     metrics_off = (figures.get("metrics_off_idle") or {}).get("p50_ms")
     if idle and metrics_off:
         out["metrics_on_vs_off_idle"] = round(idle / metrics_off, 2)
+    live_thinking = (figures.get("live_thinking_idle") or {}).get("p50_ms")
+    if idle and live_thinking:
+        out["live_thinking_vs_idle"] = round(live_thinking / idle, 2)
     return out
 
 
@@ -820,6 +832,8 @@ def render(figures: dict[str, Any]) -> str:
         "tool_idle": "tool turnaround, idle",
         "tool_load": "tool turnaround, {calls} calls",
         "peer_tool_idle": "peer (Agents SDK), tool turnaround",
+        "live_thinking_idle": "Live delegation → thinking, idle",
+        "live_commentary_idle": "Live delegation → commentary, idle",
     }
     for key, name in names.items():
         row = figures.get(key)
@@ -828,6 +842,11 @@ def render(figures: dict[str, Any]) -> str:
         elif row:
             lines.append(_row(name.format(calls=row.get("calls")), row))
     ratio = figures.get("ratios") or {}
+    if ratio.get("live_thinking_vs_idle"):
+        lines.append(
+            f"Live delegation → thinking ÷ Realtime transcript → response.create (p50): "
+            f"{ratio['live_thinking_vs_idle']}×"
+        )
     if ratio.get("tool_vs_peer"):
         lines.append(f"Switchboard's tool turnaround ÷ the peer's (p50): {ratio['tool_vs_peer']}×")
     if ratio.get("stock_vs_wake_idle"):

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from openai.types.webhooks import RealtimeCallIncomingWebhookEvent
+from openai.types.webhooks import LiveTransportIncomingWebhookEvent, RealtimeCallIncomingWebhookEvent
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -32,8 +32,9 @@ from starlette.websockets import WebSocket
 from gateway import console
 from gateway.keys import KeyRing
 from gateway.live import CLOSE_SESSION_ENDED, CLOSE_UNKNOWN_SESSION
+from gateway.live_api import OpenAILive
 from gateway.phone import WebhookRefused
-from gateway.provider import ProviderCallError
+from gateway.provider import ProviderCallError, RealtimeProvider
 from gateway.web import EXCEPTION_HANDLERS, ASGIApp, Receive, Scope, Send, error_body, error_response
 from pipeline import live_tokens
 from pipeline.api import (
@@ -57,6 +58,7 @@ from pipeline.limits import (
     MAXIMUM_REQUEST_JSON_DEPTH,
     TYPED_MESSAGES_PER_MINUTE,
 )
+from pipeline.live import NOT_ON_LIVE
 from pipeline.roles import Identity, Permission, Role, permission_for
 from pipeline.state import LIVE_PHASES, TERMINAL_PHASES
 from pipeline.wire import (
@@ -291,11 +293,16 @@ class _Api:
         status, body = await self.rpc.call("begin_admission", session_id=session_id, now=time.time())
         if status != 200:
             return JSONResponse(body, status_code=status)
+        provider: RealtimeProvider | OpenAILive = self.gateway.provider
         session: dict[str, Any] = {"instructions": body["instructions"]}
         if body.get("tools"):
             session["tools"] = body["tools"]
+        if body.get("provider") == "live":
+            # A Live session is created with its whole startup configuration (it cannot change
+            # its instructions later); its session id is the call's id from here on.
+            provider, session = self.gateway.live_provider, dict(body["session"])
         try:
-            call = await self.gateway.provider.create_call(sdp, session)
+            call = await provider.create_call(sdp, session)
         except ProviderUnavailable as error:
             # The detail (the provider's own answer) is for the session record; the client is
             # told what happened, not where the provider lives.
@@ -427,6 +434,10 @@ class _Api:
         if record is None:
             assert refusal is not None
             return refusal
+        if record.get("provider") == "live":
+            # Live takes no conversation items mid-call: there is no way to say words for the caller.
+            message = "a Live session takes no typed caller text (it has no conversation items)"
+            return error_response(409, NOT_ON_LIVE, message)
         within = await asyncio.wrap_future(
             self.sink.within_rate(session_id, "say", TYPED_MESSAGES_PER_MINUTE)
         )
@@ -447,6 +458,11 @@ class _Api:
         if record is None:
             assert refusal is not None
             return refusal
+        if record.get("provider") == "live":
+            message = (
+                "a Live model's speech cannot be cut (Live has no cancel or truncate); hold the line instead"
+            )
+            return error_response(409, NOT_ON_LIVE, message)
         interrupt = InterruptRequested(playback=self._playback(session_id))
         self._submit(session_id, record, interrupt)
         return JSONResponse({"session_id": session_id, "status": "interrupting"}, status_code=202)
@@ -483,11 +499,15 @@ class _Api:
         except WebhookRefused as refused:
             self.gateway.count_refused_webhook(refused.code)
             return error_response(400, refused.code, str(refused))
+        webhook_id = request.headers.get("webhook-id", event.id)
+        if isinstance(event, LiveTransportIncomingWebhookEvent):
+            # A Live phone call: answered by its session id, through the Live API.
+            return await self.gateway.answer_phone_call(
+                webhook_id, event.data.session_id, event.data.sip_headers, provider="live"
+            )
         if not isinstance(event, RealtimeCallIncomingWebhookEvent):
             return JSONResponse({"received": event.type, "acted": False})
-        return await self.gateway.answer_phone_call(
-            request.headers.get("webhook-id", event.id), event.data.call_id, event.data.sip_headers
-        )
+        return await self.gateway.answer_phone_call(webhook_id, event.data.call_id, event.data.sip_headers)
 
     async def list_routes(self, _request: Request) -> Response:
         status, body = await self.rpc.call("routes", verb="list")

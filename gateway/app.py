@@ -24,6 +24,7 @@ from gateway.api import authenticated, build_api
 from gateway.controls import ControlConsumer
 from gateway.keys import KeyRing
 from gateway.live import LiveHub
+from gateway.live_api import LIVE_CLOSE_WAIT_S, LiveFrames, LiveSocket, OpenAILive, live_provider_from
 from gateway.liveness import Heartbeat
 from gateway.metrics import GatewayMetrics
 from gateway.phone import PhoneDoor, answer_call
@@ -74,15 +75,19 @@ class Gateway:
         broker: NumberingBroker,
         provider: RealtimeProvider,
         http_limits: HttpLimits | None = None,
+        live_provider: OpenAILive | None = None,
     ) -> None:
         self.settings = settings
         self.gateway_id = settings.gateway_id
         self.provider = provider
+        # The Live API (GPT-Live), for sessions created with "provider": "live".
+        self.live_provider = live_provider or live_provider_from(settings)
         self._redis_url = redis_url
         self._http_limits = http_limits or HttpLimits()
         self.sink = EventSink(redis_url, broker, self.gateway_id, settings.broker_namespace)
         self.rpc = WorkerRpc(self.sink, self.gateway_id)
         self.live = LiveHub()
+        self.live_frames = LiveFrames(self.sink, self.live)
         self.live_secret = (
             settings.live_token_secret.encode()
             if settings.live_token_secret
@@ -146,6 +151,7 @@ class Gateway:
             await asyncio.to_thread(self._consumer.stop)
         self.sink.close()
         await self.provider.close()
+        await self.live_provider.close()
 
     def spawn_task(self, work: Any, name: str) -> None:
         """Run `work` as a task of the gateway's (cancelled when it stops)."""
@@ -194,6 +200,9 @@ class Gateway:
     # ── provider frames ────────────────────────────────────────────────────────────────
 
     def _on_frame(self, socket: CallSocket, frame: str | bytes, received_at: float) -> None:
+        if isinstance(socket, LiveSocket):
+            self.live_frames.on_frame(socket, frame, received_at)
+            return
         try:
             classified = classify_frame(frame)
         except BadInput as error:
@@ -247,6 +256,9 @@ class Gateway:
     def _on_host_event(self, socket: CallSocket, event: SidebandConnected | SidebandClosed) -> None:
         if isinstance(event, SidebandClosed) and self.sockets.get(socket.session_id) is socket:
             del self.sockets[socket.session_id]
+        if isinstance(event, SidebandClosed) and isinstance(socket, LiveSocket):
+            # The last words the sideband heard are logged before its close.
+            self.live_frames.flush(socket, time.time())
         self.sink.submit_event(socket.session_id, socket.generation, host_event(event), time.time())
 
     def _on_sent(self, socket: CallSocket, control: dict[str, Any]) -> None:
@@ -278,7 +290,7 @@ class Gateway:
                 if socket is not None and socket.generation == batch.generation:
                     socket.send(item.id, item.control)
             elif isinstance(item, OpenSideband):
-                self._open_sideband(batch.session_id, item.call_id, batch.generation)
+                self._open_sideband(batch.session_id, item.call_id, batch.generation, item.provider)
             elif isinstance(item, CloseCall):
                 socket = self.sockets.pop(batch.session_id, None)
                 self._spawn(self._close_call(batch.session_id, socket, item), f"close-{batch.session_id}")
@@ -297,17 +309,37 @@ class Gateway:
             finished = TransferFinished(to=directive.to, ok=False, error=f"not asked: {error}"[:300])
             self.sink.submit_event(session_id, generation, host_event(finished), time.time())
             return
+        provider: RealtimeProvider | OpenAILive = (
+            self.live_provider if directive.provider == "live" else self.provider
+        )
         try:
-            await self.provider.refer(directive.call_id, directive.to)
+            await provider.refer(directive.call_id, directive.to)
             finished = TransferFinished(to=directive.to, ok=True)
         except ProviderUnavailable as error:
             logger.warning("transfer of %s to %s failed: %s", directive.call_id, directive.to, error)
             finished = TransferFinished(to=directive.to, ok=False, error=str(error)[:300])
         self.sink.submit_event(session_id, generation, host_event(finished), time.time())
 
-    def _open_sideband(self, session_id: str, call_id: str, generation: int) -> None:
+    def _open_sideband(
+        self, session_id: str, call_id: str, generation: int, provider: str = "realtime"
+    ) -> None:
         existing = self.sockets.get(session_id)
         if existing is not None and existing.generation == generation:
+            return
+        if provider == "live":
+            live_socket = LiveSocket(
+                session_id,
+                call_id,
+                generation,
+                self.live_provider.sideband_url(call_id),
+                self.live_provider.sideband_headers(),
+                self._on_frame,
+                self._on_host_event,
+                self._on_sent,
+            )
+            self.sockets[session_id] = live_socket
+            live_socket.start()
+            self._spawn(self.live_frames.keep_flushing(live_socket), f"live-flush-{session_id}")
             return
         socket = CallSocket(
             session_id,
@@ -323,11 +355,20 @@ class Gateway:
         socket.start()
 
     async def _close_call(self, session_id: str, socket: CallSocket | None, directive: CloseCall) -> None:
+        if socket is not None and directive.provider == "live" and socket.task is not None:
+            # The `session.close` sent before this directive is answered by `session.closed`
+            # (the final usage) and the provider's own close: waited for, then closed from here.
+            socket.closing = True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(socket.task), LIVE_CLOSE_WAIT_S)
         if socket is not None:
             await socket.close()
+        provider: RealtimeProvider | OpenAILive = (
+            self.live_provider if directive.provider == "live" else self.provider
+        )
         if directive.hangup and directive.call_id:
             try:
-                await self.provider.hangup(directive.call_id)
+                await provider.hangup(directive.call_id)
             except ProviderUnavailable as error:
                 logger.warning("hangup of %s failed: %s", directive.call_id, error)
         if self.live.listeners(session_id):
@@ -339,11 +380,13 @@ class Gateway:
 
     # ── phone calls ────────────────────────────────────────────────────────────────────
 
-    async def answer_phone_call(self, webhook_id: str, call_id: str, sip_headers: list[Any]) -> Response:
+    async def answer_phone_call(
+        self, webhook_id: str, call_id: str, sip_headers: list[Any], provider: str = "realtime"
+    ) -> Response:
         # Untrusted and unbounded as sent: bounded before they travel or are stored.
         raw = [{"name": header.name, "value": header.value} for header in sip_headers[:MAXIMUM_SIP_HEADERS]]
         headers = [{"name": name, "value": value} for name, value in kept_headers(raw)]
-        return await answer_call(self, webhook_id[:200], call_id, headers)
+        return await answer_call(self, webhook_id[:200], call_id, headers, provider)
 
     def count_refused_webhook(self, code: str) -> None:
         """A delivery refused before anything was recorded (counted, not an incident: anyone

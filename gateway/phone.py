@@ -1,4 +1,5 @@
-"""The SIP front door: the provider's `realtime.call.incoming` webhook, checked and answered.
+"""The SIP front door: the provider's `realtime.call.incoming` webhook (or, for a Live call,
+`live.transport.incoming`, by the Live session's id), checked and answered.
 
 The signature (Standard Webhooks: HMAC-SHA256 over `id.timestamp.body`, 300 s tolerance) is
 checked with the `openai` package against SWITCHBOARD_WEBHOOK_SECRET, and the payload is read
@@ -17,12 +18,13 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import openai
-from openai.types.webhooks import RealtimeCallIncomingWebhookEvent
+from openai.types.webhooks import LiveTransportIncomingWebhookEvent, RealtimeCallIncomingWebhookEvent
 from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response
 
-from gateway.provider import ProviderCallError
+from gateway.live_api import OpenAILive
+from gateway.provider import ProviderCallError, RealtimeProvider
 from gateway.web import error_response
 from pipeline.errors import ProviderUnavailable
 
@@ -66,7 +68,9 @@ class PhoneDoor:
     def is_open(self) -> bool:
         return self._client is not None
 
-    def unwrap(self, body: bytes, headers: Headers) -> RealtimeCallIncomingWebhookEvent | _Event:
+    def unwrap(
+        self, body: bytes, headers: Headers
+    ) -> RealtimeCallIncomingWebhookEvent | LiveTransportIncomingWebhookEvent | _Event:
         """The delivery's event, its signature checked: a call announced (read strictly as the
         provider's type), or any other event by its type alone."""
         if self._client is None:
@@ -84,17 +88,33 @@ class PhoneDoor:
                 if not 0 < len(call.data.call_id) <= MAXIMUM_CALL_ID_CHARS:
                     raise ValueError(f"a call id is 1 to {MAXIMUM_CALL_ID_CHARS} characters")
                 return call
+            if event.type == "live.transport.incoming":
+                live = LiveTransportIncomingWebhookEvent.model_validate(json.loads(body), strict=False)
+                if live.data.type != "sip":
+                    raise ValueError("live.transport.incoming announces a phone call (type sip)")
+                if not 0 < len(live.data.session_id) <= MAXIMUM_CALL_ID_CHARS:
+                    raise ValueError(f"a session id is 1 to {MAXIMUM_CALL_ID_CHARS} characters")
+                return live
         except (ValidationError, ValueError) as error:
             raise WebhookRefused("malformed_webhook", f"not a webhook event: {error}"[:500]) from None
         return event
 
 
 async def answer_call(
-    gateway: Gateway, webhook_id: str, call_id: str, sip_headers: list[dict[str, Any]]
+    gateway: Gateway,
+    webhook_id: str,
+    call_id: str,
+    sip_headers: list[dict[str, Any]],
+    provider: str = "realtime",
 ) -> Response:
     """Decide (a worker, once per call), act at the provider, record the outcome, answer."""
     status, decision = await gateway.rpc.call(
-        "ring", webhook_id=webhook_id, call_id=call_id, sip_headers=sip_headers, now=time.time()
+        "ring",
+        webhook_id=webhook_id,
+        call_id=call_id,
+        sip_headers=sip_headers,
+        now=time.time(),
+        provider=provider,
     )
     if status != 200:
         # Not recorded (or not known to be): the provider delivers it again.
@@ -103,18 +123,23 @@ async def answer_call(
     action = decision["action"]
     answered = {"call_id": call_id, "action": action, "session_id": decision.get("session_id")}
     gateway.count_webhook(action)
-    if action == "answered":
+    if action in ("answered", "ignored"):
+        # Ignored: the route answers its calls on the other provider, whose own announcement of
+        # the same call does that.
         return JSONResponse(answered)
     if action == "busy":
         message = "another delivery of this call is being answered; deliver it again later"
         return error_response(409, "call_being_answered", message, {"Retry-After": "2"})
+    answering: RealtimeProvider | OpenAILive = (
+        gateway.live_provider if provider == "live" else gateway.provider
+    )
     try:
         if action == "accept":
-            await gateway.provider.accept(call_id, decision["session"])
+            await answering.accept(call_id, decision["session"])
             outcome, detail = "accepted", ""
             gateway.note_route(str(decision["session_id"]), str(decision.get("route_id") or ""))
         else:
-            await gateway.provider.reject(call_id, int(decision["status_code"]))
+            await answering.reject(call_id, int(decision["status_code"]))
             outcome, detail = "rejected", ""
     except ProviderUnavailable as error:
         if not isinstance(error, ProviderCallError):

@@ -26,7 +26,7 @@ from pipeline.state import TERMINAL_PHASES, SessionState
 # timeout); an older one, never answered, is taken over by the next delivery.
 CLAIM_LEASE_S = 15
 
-Action = Literal["accept", "reject", "answered", "busy"]
+Action = Literal["accept", "reject", "answered", "busy", "ignored"]
 
 
 @dataclass(frozen=True)
@@ -165,6 +165,9 @@ class Ringing:
     namespace: str
     # The most phone calls the deployment answers at once.
     maximum_calls: int
+    # Which provider announced it: the same call may be announced on both (Realtime's
+    # `realtime.call.incoming` and Live's `live.transport.incoming`, each with its own id).
+    provider: str = "realtime"
 
 
 def record_delivery(webhook_id: str, call_id: str | None, event_type: str) -> None:
@@ -186,6 +189,13 @@ def ring(ringing: Ringing, session_for: Any, now: float) -> Decision:
         if decided is not None:
             return decided
         route = _route_for(ringing.namespace, ringing.line.dialled)
+        if route is not None and str(route.spec.get("provider", "realtime")) != ringing.provider:
+            # The call's route answers it on the other provider, whose own announcement does
+            # (the first accept picks the runtime surface): this one is left unanswered, since
+            # rejecting it could turn the caller away.
+            return Decision(
+                "ignored", reason=f"the route answers its calls on {route.spec.get('provider', 'realtime')}"
+            )
         refusal = _refusal(ringing, route)
         if refusal is not None:
             status, reason = refusal

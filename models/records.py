@@ -85,6 +85,8 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
         "instructions": row.instructions,
         "usage": row.usage,
         "line": _line(row.state or {}),
+        "provider": (row.state or {}).get("provider", "realtime"),
+        "compaction": _compaction(row.state or {}),
         "applied_seq": row.applied_seq,
         "logged_seq": row.logged_seq,
         "created_at": row.created_at.isoformat(),
@@ -108,6 +110,14 @@ def _line(state: dict[str, Any]) -> dict[str, Any]:
         "taken_by": state.get("taken_by"),
         "attention": state.get("attention"),
     }
+
+
+def _compaction(state: dict[str, Any]) -> dict[str, Any]:
+    """Who compacts the call's context: Switchboard (Realtime), or the provider itself (Live,
+    whose share of its context window in use is kept as it reports it)."""
+    if state.get("provider") != "live":
+        return {"by": "switchboard"}
+    return {"by": "provider", "context_ratio": (state.get("live") or {}).get("context_ratio", 0.0)}
 
 
 def _why(status: str, end_reason: str | None, incidents: list[dict[str, Any]]) -> dict[str, Any] | None:

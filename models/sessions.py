@@ -750,11 +750,16 @@ class LockedSession:
             event_id = f"{prefix}_{index}"
             wire = control_wire(control.model_copy(update={"event_id": event_id}))
             items.append(SendControl(id=event_id, control=wire))
+        provider = step.state.provider.value
         for index, effect in enumerate(step.effects):
             if isinstance(effect, OpenSidebandEffect):
-                items.append(OpenSideband(id=f"{prefix}_d{index}", call_id=effect.call_id))
+                items.append(OpenSideband(id=f"{prefix}_d{index}", call_id=effect.call_id, provider=provider))
             elif isinstance(effect, TransferCallEffect) and step.state.call_id is not None:
-                items.append(TransferCall(id=f"{prefix}_d{index}", call_id=step.state.call_id, to=effect.to))
+                items.append(
+                    TransferCall(
+                        id=f"{prefix}_d{index}", call_id=step.state.call_id, to=effect.to, provider=provider
+                    )
+                )
             elif isinstance(effect, CloseCallEffect):
                 items.append(
                     CloseCall(
@@ -762,6 +767,7 @@ class LockedSession:
                         call_id=effect.call_id or step.state.call_id,
                         reason=effect.reason,
                         hangup=effect.hangup,
+                        provider=provider,
                     )
                 )
         return items
@@ -869,7 +875,7 @@ class LockedSession:
             provider_response_id=effect.response_id,
             turn_input_item_id=state.turn.context.input_item_id if state.turn else None,
             tool_name=effect.name,
-            tool_version=state.tool_versions.get(effect.name, "unknown"),
+            tool_version=effect.version or state.tool_versions.get(effect.name, "unknown"),
             catalog_digest=state.catalog_digest or "none",
             side_effect=state.tool_side_effects.get(effect.name, "unknown"),
             raw_arguments=effect.arguments,

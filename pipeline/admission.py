@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pipeline import delegation
 from pipeline.errors import AdmissionRefused, SessionEnded
 from pipeline.limits import (
     ADMISSION_TIMEOUT_MS,
@@ -11,6 +12,7 @@ from pipeline.limits import (
     MAXIMUM_RECONNECT_DELAY_MS,
     RECONNECT_BACKOFF_MS,
 )
+from pipeline.live import SessionClose, commentary, instructions
 from pipeline.prompt import offered_tools
 from pipeline.state import LIVE_PHASES, Phase, ResponseContext, SessionState
 from pipeline.step import (
@@ -112,9 +114,13 @@ def sideband_connected(state: SessionState, event: SidebandConnected) -> Step:
         if state.phase in LIVE_PHASES:
             return _reconnected(state)
     if state.phase in (Phase.CREATED, Phase.ADMITTING):
+        # A Live session was configured when it was created or accepted; the update only
+        # confirms its delegation settings (the one thing a Live sideband may change), so the
+        # provider's session.updated says the sideband is heard, as on Realtime.
+        configuration = live_update(state) if state.is_live else session_configuration(state)
         return Step(
             state=state.evolve(phase=Phase.CONNECTED, call_id=event.call_id),
-            controls=(SessionUpdate(session=session_configuration(state)),),
+            controls=(SessionUpdate(session=configuration),),
             effects=(ScheduleTimer(name=CEILING_TIMER, delay_ms=state.limits.max_session_seconds * 1_000),),
         )
     return unchanged(state)
@@ -123,6 +129,8 @@ def sideband_connected(state: SessionState, event: SidebandConnected) -> Step:
 def session_updated(state: SessionState, event: SessionUpdated) -> Step:
     """The provider confirmed the configuration: the session listens, and greets the caller if
     it was created with a greeting (once; never on a closed line)."""
+    if state.phase is Phase.CONNECTED and event.type == "session.updated" and state.is_live:
+        return _live_listening(state.evolve(phase=Phase.LISTENING))
     if state.phase is Phase.CONNECTED and event.type == "session.updated":
         listening = state.evolve(phase=Phase.LISTENING)
         greeting = state.greeting
@@ -145,6 +153,19 @@ def session_updated(state: SessionState, event: SessionUpdated) -> Step:
     return unchanged(state)
 
 
+def _live_listening(listening: SessionState) -> Step:
+    """A Live session listens: the model holds the conversation, so a greeting is context it
+    speaks from (the words as commentary, a reply's steer as instructions), once."""
+    greeting = listening.greeting
+    if greeting is None or listening.greeted or listening.line_closed:
+        return delegation.deliver_owed(listening)
+    greeted = listening.evolve(greeted=True)
+    if greeting.say is not None:
+        return Step(state=greeted, controls=(commentary(greeting.say, delegation_id=None),))
+    assert greeting.reply is not None
+    return Step(state=greeted, controls=(instructions(greeting.reply),))
+
+
 def end(state: SessionState, event: EndRequested) -> Step:
     """An end request closes the call; ending an ended session changes nothing. The request
     that asked is answered: 202 if it ended the call, 409 if the call was over already."""
@@ -165,8 +186,17 @@ def finish(state: SessionState, reason: str) -> Step:
     """End the session normally: the sideband is closed and the provider call hung up."""
     return Step(
         state=state.evolve(phase=Phase.ENDED, end_reason=reason, turn=None),
+        controls=_closing(state),
         effects=(CloseCall(reason=reason, hangup=state.call_id is not None),),
     )
+
+
+def _closing(state: SessionState) -> tuple[SessionClose, ...]:
+    """What a Live call ending is told on its sideband: `session.close`, whose answer carries
+    the final usage (without it, finalization is unconfirmed, §2.4). A Realtime call is hung
+    up alone."""
+    live_call = state.is_live and state.phase in LIVE_PHASES and not state.sideband_down
+    return (SessionClose(),) if live_call else ()
 
 
 def sideband_closed(state: SessionState, event: SidebandClosed) -> Step:
@@ -225,6 +255,11 @@ def _reconnected(state: SessionState) -> Step:
     it active, the request is refused and repeated when that response ends), so the session never
     waits for a response.done nobody will see. A tool that runs still gets its output when it finishes,
     without driving a response."""
+    if state.is_live:
+        # Live has no response to re-ask: the model is asked to re-confirm what the gap may have
+        # swallowed, and the answers that waited for the sideband go out.
+        reconfirmed = delegation.reconfirmed(state)
+        return reconfirmed.then(delegation.deliver_owed(reconfirmed.state))
     turn = state.turn
     if turn is None:
         return Step(state=state)
@@ -274,6 +309,7 @@ def fail(state: SessionState, code: str, summary: str) -> Step:
     """Fail the session: a durable incident, the sideband closed and the call hung up."""
     return Step(
         state=state.evolve(phase=Phase.FAILED, end_reason=code, turn=None),
+        controls=_closing(state),
         effects=(
             RecordIncident(code=code, summary=summary, context={"phase": str(state.phase)}),
             CloseCall(reason=code, hangup=state.call_id is not None),
@@ -283,7 +319,10 @@ def fail(state: SessionState, code: str, summary: str) -> Step:
 
 def session_configuration(state: SessionState) -> dict[str, Any]:
     """The `session.update` body: the host creates and interrupts responses itself, so the
-    provider's VAD only reports speech, and the caller's audio is transcribed."""
+    provider's VAD only reports speech, and the caller's audio is transcribed. On Live, the
+    startup configuration a session is created or accepted with (the gateway adds the model)."""
+    if state.is_live:
+        return live_configuration(state)
     configuration: dict[str, Any] = {
         "type": "realtime",
         "instructions": state.instructions,
@@ -299,6 +338,25 @@ def session_configuration(state: SessionState) -> dict[str, Any]:
         configuration["tools"] = tools
         configuration["tool_choice"] = "auto"
     return configuration
+
+
+def live_delegation(state: SessionState) -> dict[str, Any]:
+    """Client delegation: the tasks come to Switchboard, and the provider acknowledges each
+    aloud after the session's delay unless Switchboard's progress note comes first."""
+    setup = state.live.setup if state.live is not None else None
+    delay = setup.acknowledgement_delay_ms if setup is not None else 0
+    return {"type": "client", "acknowledgement_delay_ms": delay}
+
+
+def live_configuration(state: SessionState) -> dict[str, Any]:
+    """A Live session's startup configuration (LIVE_PROTOCOL.md §2.1): its instructions are
+    fixed from here on (changes are appended), and its delegations are the client's."""
+    return {"instructions": state.instructions, "delegation": live_delegation(state)}
+
+
+def live_update(state: SessionState) -> dict[str, Any]:
+    """The `session.update` a Live sideband sends: only delegation settings may change."""
+    return {"delegation": live_delegation(state)}
 
 
 def turn_detection(state: SessionState) -> dict[str, Any] | None:

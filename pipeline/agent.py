@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.live import TOO_LONG_FOR_LIVE, commentary, instructions, too_long_to_append
 from pipeline.state import LIVE_PHASES, Phase, ResponseContext, SessionState
-from pipeline.step import Step, answering, unchanged
+from pipeline.step import Step, answering, refused, unchanged
 from pipeline.transcript import SAY_EXACTLY, begin_directed
 from pipeline.wire import AgentReplyRequested, AgentSayRequested
 
@@ -21,6 +22,13 @@ def say(state: SessionState, event: AgentSayRequested) -> Step:
     refusal = _busy(state)
     if refusal is not None:
         return answering(unchanged(state), event.request_id, event.gateway_id, 409, refusal)
+    if state.is_live:
+        problem = too_long_to_append(event.text)
+        if problem is not None:
+            return refused(state, event.request_id, event.gateway_id, 422, TOO_LONG_FOR_LIVE, problem)
+        # The model holds the conversation: the words are context it says, in its own voice.
+        spoken = Step(state=state, controls=(commentary(event.text, delegation_id=None),))
+        return answering(spoken, event.request_id, event.gateway_id, 202, {"status": "speaking"})
     context = ResponseContext(
         instructions=SAY_EXACTLY.format(text=event.text),
         max_output_tokens=state.limits.max_output_tokens,
@@ -38,6 +46,12 @@ def reply(state: SessionState, event: AgentReplyRequested) -> Step:
     refusal = _busy(state)
     if refusal is not None:
         return answering(unchanged(state), event.request_id, event.gateway_id, 409, refusal)
+    if state.is_live:
+        problem = too_long_to_append(event.instructions)
+        if problem is not None:
+            return refused(state, event.request_id, event.gateway_id, 422, TOO_LONG_FOR_LIVE, problem)
+        steered = Step(state=state, controls=(instructions(event.instructions),))
+        return answering(steered, event.request_id, event.gateway_id, 202, {"status": "replying"})
     context = ResponseContext(
         instructions=f"{state.instructions}\n\n{event.instructions}",
         max_output_tokens=state.limits.max_output_tokens,

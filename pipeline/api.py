@@ -31,6 +31,8 @@ class SessionLimits(BaseModel):
     compaction_input_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
     # End the session once its responses have used this many total tokens.
     usage_budget_tokens: int | None = Field(default=None, ge=1, le=MAXIMUM_USAGE_BUDGET_TOKENS)
+    # Live: end the session once it has been active this many seconds (by the provider's count).
+    usage_budget_seconds: int | None = Field(default=None, ge=1, le=86_400)
 
     @field_validator("max_output_tokens")
     @classmethod
@@ -108,10 +110,32 @@ class HangupSpec(BaseModel):
     when: str = Field(min_length=1, max_length=2_000)
 
 
+class LiveSpec(BaseModel):
+    """What a Live session's delegations go to: a registered delegation handler (by name;
+    without one, every delegation is answered that it cannot be done), and how long the
+    provider waits before acknowledging a delegation aloud by itself."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    delegation: str | None = Field(default=None)
+    acknowledgement_delay_ms: int = Field(default=400, ge=0, le=10_000)
+
+    @field_validator("delegation")
+    @classmethod
+    def _handler_name(cls, value: str | None) -> str | None:
+        if value is not None and not TOOL_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not a delegation handler's name")
+        return value
+
+
 class SessionSpec(BaseModel):
     """`POST /v1/sessions`: what a session is created with."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # The provider protocol: OpenAI's Realtime API (the default) or its Live API.
+    provider: Literal["realtime", "live"] = "realtime"
+    live: LiveSpec | None = None
 
     instructions: str = Field(min_length=1)
     # Names of registered tools this session may call (SWITCHBOARD_TOOL_MODULES); none by default.
@@ -128,6 +152,24 @@ class SessionSpec(BaseModel):
     def _end_call_is_built_in(self) -> SessionSpec:
         if self.hangup is not None and END_CALL in self.tools:
             raise ValueError(f"{END_CALL} is the built-in hangup tool; a session with hangup has it already")
+        return self
+
+    @model_validator(mode="after")
+    def _fits_its_provider(self) -> SessionSpec:
+        if self.provider == "realtime" and self.live is not None:
+            raise ValueError('live settings are for a session with "provider": "live"')
+        if self.provider == "live" and self.tools:
+            raise ValueError(
+                "a Live model calls no tools: its tasks go to live.delegation, a delegation handler"
+            )
+        if self.provider == "live" and self.hangup is not None:
+            raise ValueError(
+                "hangup is a tool the model calls; a Live model calls none (end the call from the API)"
+            )
+        if self.provider == "realtime" and self.limits.usage_budget_seconds is not None:
+            raise ValueError(
+                "limits.usage_budget_seconds is a Live budget; a Realtime one is usage_budget_tokens"
+            )
         return self
 
     @field_validator("instructions")
@@ -360,6 +402,12 @@ class RouteSpec(RouteTerms):
         if not ROUTE_NUMBER.fullmatch(value):
             raise ValueError("number is digits with an optional leading +, an optional trailing *, or *")
         return value
+
+    @model_validator(mode="after")
+    def _live_terms(self) -> RouteSpec:
+        if self.session.provider == "live" and self.silences is not None:
+            raise ValueError("a Live call reports no silences (it has no idle timeout); leave silences unset")
+        return self
 
     @property
     def terms(self) -> RouteTerms:

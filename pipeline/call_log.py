@@ -25,6 +25,11 @@ call.ended       last, exactly once (what comes after the end   {reason, ended_b
                  is in the session record, not the story)
 
 `seq` numbers the entries from 1 in that order; a follower asks for those after the last it saw.
+
+A Live call reads the same. Its transcript is written down in pieces (`pipeline.live`), so the
+consecutive pieces of one speaker without a pause between them are one `turn.user` or
+`turn.agent` entry, written when the other speaker (or anything else) comes next; its delegations
+are `tool.call` / `tool.result` entries, named after the handler that ran them.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.errors import MalformedFrame, SwitchboardError
+from pipeline.live import COALESCE_GAP_MS
+from pipeline.live_events import LiveTranscript
 from pipeline.session import apply
 from pipeline.state import Phase, SessionState
 from pipeline.step import (
@@ -81,6 +88,8 @@ _ENDED_BY: dict[str, EndedBy] = {
     "caller_pressed_end": "caller",
     "session_timeout": "platform",
     "usage_budget_reached": "platform",
+    "provider_session_expired": "platform",
+    "provider_content_closed": "platform",
 }
 
 
@@ -114,6 +123,27 @@ def ended_by(phase: Phase, end_reason: str | None) -> EndedBy | None:
     return _ENDED_BY.get(end_reason or "", "app")
 
 
+@dataclass
+class _Piece:
+    """A Live transcript piece on its way into the log: merged with the next piece of the same
+    speaker that follows it without a pause."""
+
+    at: float
+    kind: str
+    data: dict[str, Any]
+    end_ms: int
+
+    def joins(self, other: _Piece, start_ms: int) -> bool:
+        return self.kind == other.kind and start_ms - self.end_ms < COALESCE_GAP_MS
+
+    def merged(self, other: _Piece) -> _Piece:
+        text = " ".join(f"{self.data['text']} {other.data['text']}".split())
+        return _Piece(self.at, self.kind, {**self.data, "text": text}, other.end_ms)
+
+
+_Raw = tuple[float, str, dict[str, Any]]
+
+
 def project(logged: Iterable[LoggedInput], after: int = 0) -> list[CallLogEntry]:
     """The call log of a session from its logged inputs in applied order; only the entries
     numbered above `after`."""
@@ -133,6 +163,26 @@ class _Projection:
         self.latency_ms: dict[str, int] = {}
 
     def entries(self, logged: Iterable[LoggedInput]) -> Iterator[CallLogEntry]:
+        held: _Piece | None = None
+        for at, kind, data, piece_start in self._raw(logged):
+            if piece_start is not None:
+                piece = _Piece(at, kind, data, data.pop("_end_ms"))
+                if held is not None and held.joins(piece, piece_start):
+                    held = held.merged(piece)
+                    continue
+                if held is not None:
+                    yield self._entry(held.at, held.kind, held.data)
+                held = piece
+                continue
+            if held is not None:
+                yield self._entry(held.at, held.kind, held.data)
+                held = None
+            yield self._entry(at, kind, data)
+        # A piece still held is the turn still being spoken: written when whatever follows it comes
+        # (so an entry, once numbered, never changes).
+
+    def _raw(self, logged: Iterable[LoggedInput]) -> Iterator[tuple[float, str, dict[str, Any], int | None]]:
+        """The entries in order, unnumbered; a Live transcript piece carries where it starts."""
         for row in logged:
             if row.disposition not in ("applied", "late"):
                 continue
@@ -150,16 +200,20 @@ class _Projection:
                 # call.ended is last: what arrives after the end (a late caller line, a stale
                 # close) stays in the session record, not in the story.
                 continue
-            yield from self._entries_of(before, event, step, row.received_at)
+            for at, kind, data in self._entries_of(before, event, step, row.received_at):
+                is_piece = isinstance(event, LiveTranscript) and kind in ("turn.user", "turn.agent")
+                if is_piece:
+                    assert isinstance(event, LiveTranscript)
+                    yield at, kind, {**data, "_end_ms": event.end_ms}, event.start_ms
+                else:
+                    yield at, kind, data, None
 
     def _entry(self, at: float, kind: str, data: dict[str, Any]) -> CallLogEntry:
         self.count += 1
         stamp = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         return CallLogEntry(seq=self.count, at=stamp, kind=kind, data=data)
 
-    def _entries_of(
-        self, before: SessionState, event: InboundEvent, step: Step, at: float
-    ) -> Iterator[CallLogEntry]:
+    def _entries_of(self, before: SessionState, event: InboundEvent, step: Step, at: float) -> Iterator[_Raw]:
         after = step.state
         if isinstance(event, SidebandConnected) and self.started_at is None and not before.is_terminal:
             self.started_at = at
@@ -172,7 +226,7 @@ class _Projection:
                 )
                 if phone.asserted_identity:
                     started["asserted_identity"] = phone.asserted_identity
-            yield self._entry(at, "call.started", started)
+            yield at, "call.started", started
         if isinstance(event, ResponseCreated) and before.turn is not None:
             heard = self.heard_at.get(before.turn.context.input_item_id)
             if heard is not None:
@@ -185,7 +239,17 @@ class _Projection:
                     "item_id": effect.item_id,
                     "typed": isinstance(event, TextInjected),
                 }
-                yield self._entry(at, "turn.user", data)
+                yield at, "turn.user", data
+            elif isinstance(effect, PersistTranscript) and before.is_live:
+                # Live has no responses to wait for: the agent's words are a turn as they come.
+                data = {
+                    "text": effect.text,
+                    "item_id": effect.item_id,
+                    "response_id": None,
+                    "interrupted": False,
+                    "latency_ms": None,
+                }
+                yield at, "turn.agent", data
             elif isinstance(effect, PersistTranscript):
                 response_id = effect.response_id or ""
                 data = {
@@ -200,11 +264,11 @@ class _Projection:
                 data = {"call_id": effect.call_id, "name": effect.name, "arguments": effect.arguments}
                 if isinstance(effect, RefuseToolStep):
                     data["refused"] = effect.code
-                yield self._entry(at, "tool.call", data)
+                yield at, "tool.call", data
             elif isinstance(effect, LogEntry):
-                yield self._entry(at, effect.kind, effect.data)
+                yield at, effect.kind, effect.data
             elif isinstance(effect, RecordIncident) and effect.severity == "error":
-                yield self._entry(at, "error", {"code": effect.code, "message": effect.summary})
+                yield at, "error", {"code": effect.code, "message": effect.summary}
         if isinstance(event, ToolFinished):
             outcome = event.outcome
             data = {
@@ -213,10 +277,10 @@ class _Projection:
                 "error": outcome.get("error"),
                 "elapsed_ms": outcome.get("elapsed_ms"),
             }
-            yield self._entry(at, "tool.result", data)
+            yield at, "tool.result", data
         if isinstance(event, ProviderError):
             error = {"code": event.error.code or event.error.type, "message": event.error.message}
-            yield self._entry(at, "error", error)
+            yield at, "error", error
         if isinstance(event, ResponseDone):
             interrupted = event.response.status == "cancelled"
             yield from self._release(event.response.id, interrupted)
@@ -225,13 +289,13 @@ class _Projection:
                 yield from self._release(response_id, interrupted=True)
             yield self._ended(after, event, at)
 
-    def _release(self, response_id: str, interrupted: bool) -> Iterator[CallLogEntry]:
+    def _release(self, response_id: str, interrupted: bool) -> Iterator[_Raw]:
         """The agent's words of a response that ended, in the log at the moment it ended (a
         follower never sees an entry appear before one it has seen)."""
         for at, data in self.said.pop(response_id, []):
-            yield self._entry(at, "turn.agent", {**data, "interrupted": interrupted})
+            yield at, "turn.agent", {**data, "interrupted": interrupted}
 
-    def _ended(self, state: SessionState, event: InboundEvent, at: float) -> CallLogEntry:
+    def _ended(self, state: SessionState, event: InboundEvent, at: float) -> _Raw:
         reason = state.end_reason or ""
         data: dict[str, Any] = {
             "reason": "error" if state.phase is Phase.FAILED else _CALL_ENDED_REASONS.get(reason, reason),
@@ -242,4 +306,4 @@ class _Projection:
             data["code"] = reason
         if isinstance(event, AdmissionFailed):
             data["detail"] = event.detail
-        return self._entry(at, "call.ended", data)
+        return at, "call.ended", data

@@ -46,14 +46,20 @@ class Settings(BaseModel):
     worker_threads: int = Field(default=8, ge=1, le=64)
     # Comma-separated module paths whose TOOLS lists make the tool registry.
     tool_modules: str = "workers.tools.reference"
-    # A tool body's time limit (the seeds' 30 s at most; tests shorten it).
+    # A tool body's time limit (the seeds' 30 s at most; tests shorten it). A Live delegation's
+    # handler runs under the same.
     tool_timeout_ms: int = Field(default=30_000, ge=100, le=30_000)
+    # Comma-separated module paths whose DELEGATION_HANDLERS lists make the delegation handlers
+    # a Live session may name.
+    delegation_modules: str = "workers.tools.reference_delegations"
 
     provider: Literal["simulated", "openai"] = "simulated"
     provider_api_key: str | None = None
     provider_base_url: str = "http://127.0.0.1:8710/v1"
     provider_ws_url: str = "ws://127.0.0.1:8711/v1"
     provider_model: str = "gpt-realtime"
+    # The model a Live session is created or accepted with (same address and key as Realtime).
+    live_model: str = "gpt-live-1"
 
     gateway_id: str = "gw1"
     gateway_host: str = "127.0.0.1"

@@ -1,7 +1,8 @@
 """What a call cost, in dollars, from its provider-reported usage and a price table.
 
 Prices are the deployment's (SWITCHBOARD_PRICES: per model, per modality, dollars per million
-tokens of input, cached input and output); Switchboard ships none, since they change.
+tokens of input, cached input and output; for a Live model, dollars per active minute, as Live
+reports seconds and not tokens); Switchboard ships none, since they change.
 """
 
 from __future__ import annotations
@@ -23,11 +24,16 @@ class Rates(BaseModel):
     output: float = Field(ge=0)
 
 
+_FREE = Rates(input=0, cached=0, output=0)
+
+
 class ModelPrices(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    text: Rates
-    audio: Rates
+    text: Rates = _FREE
+    audio: Rates = _FREE
+    # Live: dollars per minute the session was active (by the provider's count, per second).
+    active_minute: float = Field(default=0, ge=0)
 
 
 def cost_usd(usage: Usage, prices: ModelPrices | None) -> float | None:
@@ -44,5 +50,5 @@ def cost_usd(usage: Usage, prices: ModelPrices | None) -> float | None:
         + audio_input * prices.audio.input
         + usage.cached_audio_tokens * prices.audio.cached
         + usage.output_audio_tokens * prices.audio.output
-    ) / PER_TOKENS
+    ) / PER_TOKENS + usage.active_seconds / 60 * prices.active_minute
     return round(dollars, 6)

@@ -42,6 +42,8 @@ class OpenSideband(BaseModel):
     kind: Literal["open_sideband"] = "open_sideband"
     id: str
     call_id: str
+    # Which provider's sideband: a Live session's is attached by its session id.
+    provider: Literal["realtime", "live"] = "realtime"
 
 
 class CloseCall(BaseModel):
@@ -54,6 +56,7 @@ class CloseCall(BaseModel):
     call_id: str | None
     reason: str
     hangup: bool
+    provider: Literal["realtime", "live"] = "realtime"
 
 
 class TransferCall(BaseModel):
@@ -65,6 +68,7 @@ class TransferCall(BaseModel):
     id: str
     call_id: str
     to: str
+    provider: Literal["realtime", "live"] = "realtime"
 
 
 class Reply(BaseModel):

@@ -20,6 +20,7 @@ SwitchboardError
 │   ├── OversizedFrame
 │   ├── MalformedRequest     an API request body that does not validate
 │   ├── UnknownTool          a session asks for a tool nobody registered
+│   ├── UnknownDelegationHandler  a Live session names a handler nobody registered
 │   └── MalformedEnvelope    a queue message that is not a Switchboard envelope
 └── Fault                    something outside the request failed; may be retried
     ├── ProviderUnavailable
@@ -117,6 +118,10 @@ class MalformedRequest(BadInput):
 
 class UnknownTool(BadInput):
     code = "unknown_tool"
+
+
+class UnknownDelegationHandler(BadInput):
+    code = "unknown_delegation_handler"
 
 
 class MalformedEnvelope(BadInput):

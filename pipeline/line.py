@@ -17,7 +17,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipeline import admission
+from pipeline import admission, delegation
+from pipeline.live import (
+    NOT_ON_LIVE,
+    TOO_LONG_FOR_LIVE,
+    InputAudio,
+    commentary,
+    instructions,
+    too_long_to_append,
+)
 from pipeline.state import LIVE_PHASES, Attention, Person, Phase, ResponseContext, SessionState
 from pipeline.step import (
     CancelTimer,
@@ -87,7 +95,14 @@ def hold(state: SessionState, event: HoldRequested) -> Step:
 
 def hold_line(state: SessionState, playback: Playback | None) -> Step:
     """The agent neither speaks nor hears: what it is saying is cut, turn detection goes off,
-    and no caller input waits to be answered."""
+    and no caller input waits to be answered. On Live the caller's audio is muted to the model
+    (what it is saying cannot be cut: Live has no cancel), and delegations' answers wait."""
+    if state.is_live:
+        return Step(
+            state=state.evolve(held=True),
+            controls=(InputAudio(type="session.input_audio.mute"),),
+            effects=(LogEntry(kind="call.line", data={"held": True}),),
+        )
     cut = _silenced(state, playback)
     held = cut.state.evolve(held=True)
     return cut.then(
@@ -105,6 +120,13 @@ def give_back(state: SessionState) -> Step:
     if not state.held:
         return unchanged(state)
     free = state.evolve(held=False)
+    if state.is_live:
+        unmuted = Step(
+            state=free,
+            controls=(InputAudio(type="session.input_audio.unmute"),),
+            effects=(LogEntry(kind="call.line", data={"held": False}),),
+        )
+        return unmuted.then(delegation.deliver_owed(free))
     return Step(
         state=free,
         controls=(InputAudioBufferClear(), SessionUpdate(session=admission.turn_detection_update(free))),
@@ -163,6 +185,9 @@ def supervise(state: SessionState, event: SupervisorRequested) -> Step:
         case SayVerb():
             return _say(state, event, verb.text)
         case WhisperVerb():
+            problem = too_long_to_append(A_WHISPER.format(text=verb.text)) if state.is_live else None
+            if problem is not None:
+                return refused(state, event.request_id, event.gateway_id, 422, TOO_LONG_FOR_LIVE, problem)
             logged = Step(
                 state=state, effects=(LogEntry(kind="supervisor.whispered", data={**who, "text": verb.text}),)
             )
@@ -266,6 +291,17 @@ def answered_by_end(before: SessionState, step: Step) -> Step:
 def _say(state: SessionState, event: SupervisorRequested, text: str) -> Step:
     """The person's words, spoken in the agent's voice: now if the agent is quiet (`speaking`),
     or after the response that is running (`after_response`); 409 if words already wait."""
+    if state.is_live:
+        problem = too_long_to_append(text)
+        if problem is not None:
+            return refused(state, event.request_id, event.gateway_id, 422, TOO_LONG_FOR_LIVE, problem)
+        # The model holds the conversation: it says the words (in its own) as it can.
+        spoken = Step(
+            state=state,
+            controls=(commentary(text, delegation_id=None),),
+            effects=(LogEntry(kind="supervisor.said", data={**_person(event.by), "text": text}),),
+        )
+        return answering(spoken, event.request_id, event.gateway_id, 202, {"status": "speaking"})
     if state.directed is not None and state.directed.by_supervisor:
         message = "words of a supervisor already wait for the running response to end"
         return refused(state, event.request_id, event.gateway_id, 409, "agent_busy", message)
@@ -290,6 +326,12 @@ def _say(state: SessionState, event: SupervisorRequested, text: str) -> Step:
 def _take_over(state: SessionState, event: SupervisorRequested) -> Step:
     """One person at a time takes the line: a waiting attention is answered, a held line is
     freed for them, and the agent is cut and answers nobody until they release it."""
+    if state.is_live:
+        message = (
+            "a Live model cannot be kept quiet while it hears the caller (it has no cancel, and "
+            "muting it stops the caller's transcript too); hold the line, or speak with say"
+        )
+        return refused(state, event.request_id, event.gateway_id, 409, NOT_ON_LIVE, message)
     if state.taken_by is not None:
         # Any supervisor may release it (a lead may end a colleague's hold); the log says who.
         message = f"{state.taken_by.id} already holds the line; release it first"
@@ -366,7 +408,10 @@ def _answered(state: SessionState, *, ok: bool, by: Person | None = None, error:
 
 def _noted_and_answered(state: SessionState, note: str) -> Step:
     """A note joins the conversation as a system message; the model replies to it unless the
-    line is closed (now, or once the running response ends)."""
+    line is closed (now, or once the running response ends). On Live it is appended to the
+    model's instructions, which it heeds as it goes."""
+    if state.is_live:
+        return Step(state=state, controls=(instructions(note),))
     message = ItemCreate(
         item={"type": "message", "role": "system", "content": [{"type": "input_text", "text": note}]}
     )

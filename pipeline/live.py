@@ -18,8 +18,10 @@ The rules, as this module states them:
   each fragment once. The fragment that covers the offset (`end_ms > offset_ms`) may arrive
   just after the delegation: until it is known the task waits, at most `DELEGATION_SETTLE_MS`
   after the delegation arrived, and then goes ahead with what there is.
-- **Controls** are plain dicts in wire shape; `delegation_id` is always present (required and
-  nullable on the wire), and appended content is bounded so the provider never refuses it.
+- **Controls** are typed models (`LiveAppend`, `InputAudio`, `SessionClose`) in the pipeline's
+  `Control` union, so a transition's Live controls get their deterministic ids like Realtime's;
+  `delegation_id` is always written (required and nullable on the wire), and appended content is
+  bounded so the provider never refuses it. The `…_append` functions give their wire form.
 
 Nothing here does I/O or reads a clock: wall time comes in as seconds (`now`), like an
 envelope's `received_at`.
@@ -33,11 +35,21 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from pipeline.errors import MalformedFrame
 from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH
-from pipeline.wire import FrameKind, decode_frame, exceeds_depth, holds_unstorable
+from pipeline.live_events import LIVE_TRANSCRIPT_TYPE, LiveTranscript
+from pipeline.timeline import Speaker, TranscriptFragment
+from pipeline.wire import FrameKind, control_wire, decode_frame, exceeds_depth, holds_unstorable
 
 # ── limits ───────────────────────────────────────────────────────────────────────────────
 
@@ -59,10 +71,10 @@ DELEGATION_SETTLE_MS = 400
 # stays under it, so a terminal commentary is never refused for its length.
 MAXIMUM_APPEND_CHARS = 1_800
 
-# ── frames ───────────────────────────────────────────────────────────────────────────────
+# What a request Live cannot carry out is refused with (409, and why).
+NOT_ON_LIVE = "not_supported_on_live"
 
-# The host's own durable transcript event, made by the gateway from the deltas.
-LIVE_TRANSCRIPT_TYPE = "switchboard.live_transcript"
+# ── frames ───────────────────────────────────────────────────────────────────────────────
 
 CALLER_TRANSCRIPT_TYPE = "session.input_transcript.delta"
 AGENT_TRANSCRIPT_TYPE = "session.output_transcript.delta"
@@ -105,13 +117,6 @@ LIVE_DURABLE_TYPES = frozenset(
 RESPONSE_EVENT_TYPE = "response.event"
 # In Responses delegation, the nested events that end a backend run or ask for a tool.
 TERMINAL_RESPONSE_TYPES = frozenset({"response.completed", "response.failed", "response.incomplete"})
-
-
-class Speaker(StrEnum):
-    """Who a transcript fragment is of: the CALLER (input) or the AGENT (the Live model)."""
-
-    CALLER = "caller"
-    AGENT = "agent"
 
 
 SPEAKER_OF_TYPE = {CALLER_TRANSCRIPT_TYPE: Speaker.CALLER, AGENT_TRANSCRIPT_TYPE: Speaker.AGENT}
@@ -287,32 +292,6 @@ def _response_event_kind(nested: dict[str, Any]) -> FrameKind:
 # ── durable transcripts ─────────────────────────────────────────────────────────────────
 
 
-class TranscriptFragment(BaseModel):
-    """One transcript delta as it is kept: who, the provider's event id, where on the session
-    timeline (ms since the session started), and the words."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    speaker: Speaker
-    event_id: str
-    start_ms: int = Field(ge=0)
-    end_ms: int = Field(ge=0)
-    text: str
-
-
-class LiveTranscript(BaseModel):
-    """The durable transcript event: consecutive fragments of one speaker, in arrival order."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    type: Literal["switchboard.live_transcript"] = "switchboard.live_transcript"
-    speaker: Speaker
-    text: str
-    start_ms: int
-    end_ms: int
-    fragments: tuple[TranscriptFragment, ...] = Field(min_length=1)
-
-
 def fragment_of(event: dict[str, Any]) -> TranscriptFragment:
     """The fragment a transcript delta carries (a frame `classify_live_frame` accepted)."""
     speaker = SPEAKER_OF_TYPE.get(str(event.get("type")))
@@ -369,7 +348,7 @@ def live_transcript(fragments: Iterable[TranscriptFragment]) -> dict[str, Any]:
         raise ValueError(f"a durable transcript is of one speaker, got {sorted(speakers)}")
     event = LiveTranscript(
         speaker=pieces[0].speaker,
-        text="".join(fragment.text for fragment in pieces),
+        text=spoken_text(pieces),
         start_ms=min(fragment.start_ms for fragment in pieces),
         end_ms=max(fragment.end_ms for fragment in pieces),
         fragments=pieces,
@@ -499,16 +478,27 @@ def build_task(
     return DelegationTask(
         delegation_id=delegation_id,
         offset_ms=offset_ms,
-        text=_joined(fragment.text for fragment in words),
+        text=" ".join(spoken_text(words).split()),
         fragment_ids=tuple(fragment.event_id for fragment in words),
         is_covered=is_offset_covered(ordered, offset_ms),
         since_ms=since_ms,
     )
 
 
-def _joined(texts: Iterable[str]) -> str:
-    # Deltas carry their own leading spaces (" result."); only the ends are trimmed.
-    return " ".join("".join(texts).split())
+def spoken_text(fragments: Iterable[TranscriptFragment]) -> str:
+    """The words of consecutive fragments as they were said. Deltas carry their own leading
+    spaces (" result."), but the first word after a pause has none ("Could" after "Hi there."):
+    where the timeline has a gap and neither side has a space, one is put in (a word split in
+    two arrives without a gap, and stays whole)."""
+    text = ""
+    previous: TranscriptFragment | None = None
+    for fragment in fragments:
+        gap = previous is not None and fragment.start_ms > previous.end_ms
+        if gap and text and not text[-1].isspace() and fragment.text and not fragment.text[0].isspace():
+            text += " "
+        text += fragment.text
+        previous = fragment
+    return text
 
 
 class SettleVerdict(StrEnum):
@@ -554,12 +544,27 @@ def settle(
     return Settle(SettleVerdict.WAIT, deadline, math.ceil(round((deadline - now) * 1000, 3)))
 
 
+# Timers named with this prefix and a delegation id end that delegation's settle window.
+SETTLE_TIMER = "settle:"
+
+
 def settle_timer(delegation_id: str) -> str:
     """The name of the durable timer that ends a delegation's settle window."""
-    return f"settle:{delegation_id}"
+    return f"{SETTLE_TIMER}{delegation_id}"
 
 
 # ── controls: what Switchboard sends on a Live sideband ────────────────────────────────
+
+
+TOO_LONG_FOR_LIVE = "too_long_for_live"
+
+
+def too_long_to_append(text: str) -> str | None:
+    """Why text cannot be appended whole (the provider's 500-token bound), or None: what a
+    person or an app asks the model to say or heed is refused rather than cut."""
+    if len(text) <= MAXIMUM_APPEND_CHARS:
+        return None
+    return f"a Live append holds at most {MAXIMUM_APPEND_CHARS} characters; this is {len(text)}"
 
 
 def bounded_content(text: str, *, limit: int = MAXIMUM_APPEND_CHARS) -> str:
@@ -576,51 +581,103 @@ def bounded_content(text: str, *, limit: int = MAXIMUM_APPEND_CHARS) -> str:
     return cut.rstrip() + "…"
 
 
-def _with_id(control: dict[str, Any], event_id: str | None) -> dict[str, Any]:
+class _LiveControl(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
     # The deterministic control id rides as event_id; the provider echoes it as
     # client_event_id on the acknowledgement or the error, so the gateway can settle it.
-    return control if event_id is None else {**control, "event_id": event_id}
+    event_id: str | None = None
 
 
-def _append(kind: str, content: str, delegation_id: str | None, event_id: str | None) -> dict[str, Any]:
-    return _with_id(
-        {"type": kind, "delegation_id": delegation_id, "content": bounded_content(content)}, event_id
+class LiveAppend(_LiveControl):
+    """`session.{commentary,thinking,instructions}.append`: content for the model, about one
+    delegation or (None) in general. `delegation_id` is required and nullable on the wire, so
+    it is written even when None (the other controls drop their empty fields)."""
+
+    type: Literal["session.commentary.append", "session.thinking.append", "session.instructions.append"]
+    delegation_id: str | None
+    content: str = Field(min_length=1, max_length=MAXIMUM_APPEND_CHARS)
+
+    @model_serializer(mode="wrap")
+    def _delegation_id_always(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        wire: dict[str, Any] = handler(self)
+        wire.setdefault("delegation_id", self.delegation_id)
+        return wire
+
+
+class InputAudio(_LiveControl):
+    """Mute the caller's audio to the model (a hold), or unmute it."""
+
+    type: Literal["session.input_audio.mute", "session.input_audio.unmute"]
+
+
+class SessionClose(_LiveControl):
+    """End the session; the provider answers `session.closed` with the reason and final usage."""
+
+    type: Literal["session.close"] = "session.close"
+
+
+LiveControl = LiveAppend | InputAudio | SessionClose
+
+
+def commentary(content: str, *, delegation_id: str | None) -> LiveAppend:
+    """Context the model says to the caller, paraphrased: a delegation's result (or refusal,
+    limit, timeout, failure), or with no delegation, general context such as a person's words."""
+    return LiveAppend(
+        type="session.commentary.append", delegation_id=delegation_id, content=bounded_content(content)
     )
+
+
+def thinking(content: str, *, delegation_id: str | None) -> LiveAppend:
+    """Silent progress or facts for the model; sent early, it stops the automatic acknowledgement."""
+    return LiveAppend(
+        type="session.thinking.append", delegation_id=delegation_id, content=bounded_content(content)
+    )
+
+
+def instructions(content: str, *, delegation_id: str | None = None) -> LiveAppend:
+    """Developer instructions added to the running session (they survive compaction): policy,
+    a whisper, a prompt change — Live's instructions cannot be replaced, only added to."""
+    return LiveAppend(
+        type="session.instructions.append", delegation_id=delegation_id, content=bounded_content(content)
+    )
+
+
+def _wire(control: LiveControl, event_id: str | None) -> dict[str, Any]:
+    return control_wire(control.model_copy(update={"event_id": event_id}))
 
 
 def commentary_append(
     content: str, *, delegation_id: str | None, event_id: str | None = None
 ) -> dict[str, Any]:
-    """Context the model says to the caller, paraphrased: a delegation's result (or refusal,
-    limit, timeout, failure), or with no delegation, general context such as a person's words."""
-    return _append("session.commentary.append", content, delegation_id, event_id)
+    """`commentary(...)` as it goes onto the sideband."""
+    return _wire(commentary(content, delegation_id=delegation_id), event_id)
 
 
 def thinking_append(
     content: str, *, delegation_id: str | None, event_id: str | None = None
 ) -> dict[str, Any]:
-    """Silent progress or facts for the model; sent early, it stops the automatic acknowledgement."""
-    return _append("session.thinking.append", content, delegation_id, event_id)
+    """`thinking(...)` as it goes onto the sideband."""
+    return _wire(thinking(content, delegation_id=delegation_id), event_id)
 
 
 def instructions_append(
     content: str, *, delegation_id: str | None = None, event_id: str | None = None
 ) -> dict[str, Any]:
-    """Developer instructions added to the running session (they survive compaction): policy,
-    a whisper, a prompt change — Live's instructions cannot be replaced, only added to."""
-    return _append("session.instructions.append", content, delegation_id, event_id)
+    """`instructions(...)` as it goes onto the sideband."""
+    return _wire(instructions(content, delegation_id=delegation_id), event_id)
 
 
 def input_audio_mute(*, event_id: str | None = None) -> dict[str, Any]:
     """The model stops hearing the caller (a hold); the caller still hears the model."""
-    return _with_id({"type": "session.input_audio.mute"}, event_id)
+    return _wire(InputAudio(type="session.input_audio.mute"), event_id)
 
 
 def input_audio_unmute(*, event_id: str | None = None) -> dict[str, Any]:
     """The model hears the caller again."""
-    return _with_id({"type": "session.input_audio.unmute"}, event_id)
+    return _wire(InputAudio(type="session.input_audio.unmute"), event_id)
 
 
 def session_close(*, event_id: str | None = None) -> dict[str, Any]:
     """End the session; the provider answers `session.closed` with the reason and final usage."""
-    return _with_id({"type": "session.close"}, event_id)
+    return _wire(SessionClose(), event_id)

@@ -13,6 +13,7 @@ import hashlib
 from typing import Any
 
 from pipeline.limits import MAXIMUM_INSTRUCTIONS_BYTES, MAXIMUM_PROMPT_BLOCKS
+from pipeline.live import NOT_ON_LIVE, TOO_LONG_FOR_LIVE, LiveAppend, instructions, too_long_to_append
 from pipeline.state import LIVE_PHASES, PromptBlock, SessionState
 from pipeline.step import LogEntry, Step, answering, refused
 from pipeline.wire import PromptSetRequested, SessionUpdate, ToolsSetRequested
@@ -25,6 +26,13 @@ SAY_GOODBYE_FIRST = (
     "Say your goodbye in the same reply in which you call this, before the call: the call ends "
     "when that reply is done, and nothing you say after it is heard."
 )
+
+
+# A Live session's instructions are fixed at startup: a changed block is appended as an update.
+LIVE_BLOCK_CHANGED = (
+    "Your instructions have changed: follow this from now on, in place of the part named '{name}':\n{text}"
+)
+LIVE_BLOCK_REMOVED = "Your instructions have changed: disregard the part named '{name}' from now on."
 
 
 def joined(blocks: tuple[PromptBlock, ...]) -> str:
@@ -51,16 +59,26 @@ def set_prompt(state: SessionState, event: PromptSetRequested) -> Step:
     if len(blocks) > MAXIMUM_PROMPT_BLOCKS:
         message = f"the instructions have at most {MAXIMUM_PROMPT_BLOCKS} blocks"
         return refused(state, event.request_id, event.gateway_id, 422, "too_many_blocks", message)
-    instructions = joined(tuple(blocks))
-    if len(instructions.encode()) > MAXIMUM_INSTRUCTIONS_BYTES:
+    instructions_now = joined(tuple(blocks))
+    if len(instructions_now.encode()) > MAXIMUM_INSTRUCTIONS_BYTES:
         message = f"the instructions would exceed {MAXIMUM_INSTRUCTIONS_BYTES} bytes"
         return refused(state, event.request_id, event.gateway_id, 422, "prompt_too_long", message)
-    changed = instructions != state.instructions
-    updated = state.evolve(prompt_blocks=tuple(blocks), instructions=instructions)
+    changed = instructions_now != state.instructions
+    updated = state.evolve(prompt_blocks=tuple(blocks), instructions=instructions_now)
     entry = {"name": event.name, "hash": block_hash(event.text), "chars": len(event.text), "changed": changed}
-    controls: tuple[SessionUpdate, ...] = ()
-    if changed and state.phase in LIVE_PHASES:
-        controls = (SessionUpdate(session={"type": "realtime", "instructions": instructions}),)
+    controls: tuple[SessionUpdate | LiveAppend, ...] = ()
+    if changed and state.phase in LIVE_PHASES and state.is_live:
+        note = (
+            LIVE_BLOCK_CHANGED.format(name=event.name, text=event.text)
+            if event.text
+            else LIVE_BLOCK_REMOVED.format(name=event.name)
+        )
+        problem = too_long_to_append(note)
+        if problem is not None:
+            return refused(state, event.request_id, event.gateway_id, 422, TOO_LONG_FOR_LIVE, problem)
+        controls = (instructions(note),)
+    elif changed and state.phase in LIVE_PHASES:
+        controls = (SessionUpdate(session={"type": "realtime", "instructions": instructions_now}),)
     step = Step(state=updated, controls=controls, effects=(LogEntry(kind="prompt.changed", data=entry),))
     body = {"status": "changed" if changed else "unchanged", **entry}
     return answering(step, event.request_id, event.gateway_id, 200, body)
@@ -73,6 +91,10 @@ def set_tools(state: SessionState, event: ToolsSetRequested) -> Step:
         return refused(
             state, event.request_id, event.gateway_id, 409, "session_ended", f"session is {state.phase}"
         )
+    if state.is_live:
+        # A Live model calls no tools: its tasks come to the session's delegation handler.
+        message = "a Live session has no tools to change; its delegations go to its handler"
+        return refused(state, event.request_id, event.gateway_id, 409, NOT_ON_LIVE, message)
     if state.chain.pending is not None:
         message = f"the tool {state.chain.pending.name} is running; change the tools when it has finished"
         return refused(state, event.request_id, event.gateway_id, 409, "tool_running", message)

@@ -16,11 +16,34 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from pipeline import admission, agent, budget, compaction, line, notify, prompt, telephony, tools, transcript
+from pipeline import (
+    admission,
+    agent,
+    budget,
+    compaction,
+    delegation,
+    line,
+    live_call,
+    notify,
+    prompt,
+    telephony,
+    tools,
+    transcript,
+)
 from pipeline.catalog import ToolOutcome
 from pipeline.errors import MalformedFrame
+from pipeline.live import SETTLE_TIMER
+from pipeline.live_events import (
+    Appended,
+    Delegated,
+    InputMuted,
+    KeyReceived,
+    LiveClosed,
+    LiveTranscript,
+    UsageUpdated,
+)
 from pipeline.sequencer import GAP_TIMEOUT_MS
-from pipeline.state import Limits, Phase, SessionState
+from pipeline.state import Limits, LiveCall, LiveSetup, Phase, Provider, SessionState
 from pipeline.step import PersistTranscript, RecordIncident, Step, unchanged
 from pipeline.wire import (
     AdmissionBegun,
@@ -43,6 +66,7 @@ from pipeline.wire import (
     InboundEvent,
     InterruptRequested,
     ItemDeleted,
+    ItemTruncated,
     KeyPressed,
     PromptSetRequested,
     ProviderError,
@@ -81,6 +105,33 @@ REQUESTS = (
 )
 
 
+# What only one provider's sideband says: on a session of the other provider it is recorded
+# (it is in the log) and acts on nothing, like an unknown event.
+REALTIME_ONLY = (
+    SpeechStarted,
+    UserTranscriptFinal,
+    UserTranscriptFailed,
+    ResponseCreated,
+    AssistantTranscriptFinal,
+    FunctionCallArgumentsDone,
+    FunctionCallItemDone,
+    ResponseDone,
+    ItemTruncated,
+    ItemDeleted,
+    KeyPressed,
+    CallerSilent,
+    TextInjected,
+    InterruptRequested,
+    CompactionUnsaved,
+)
+LIVE_ONLY = (LiveTranscript, Delegated, Appended, InputMuted, UsageUpdated, LiveClosed, KeyReceived)
+
+
+def is_spoken_by(state: SessionState, event: InboundEvent) -> bool:
+    """Whether the input belongs to the session's provider protocol (or to both)."""
+    return not isinstance(event, LIVE_ONLY if not state.is_live else REALTIME_ONLY)
+
+
 def disposition_of(state: SessionState, event: InboundEvent, generation: int) -> Disposition:
     """How the log records an event: applied, or late (recorded, acting on nothing), or — the
     marker of a seq that never came — lost. An end request is never late: ending an ended
@@ -108,6 +159,10 @@ def still_counts(state: SessionState, event: InboundEvent) -> bool:
     older response.)"""
     if isinstance(event, UserTranscriptFinal | TransferFinished):
         return True
+    if state.is_live and isinstance(event, LiveTranscript | Delegated):
+        # The caller's words and the model's delegations, seen by a sideband that was then
+        # superseded: the current one will never see them, and the model waits for an answer.
+        return True
     if isinstance(event, ResponseDone):
         turn = state.turn
         return turn is not None and turn.response_id is not None and turn.response_id == event.response.id
@@ -118,6 +173,7 @@ def apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
     """Decide what one event means for the session."""
     step = _apply(state, event, generation)
     step = compaction.interrupted_by_end(state, tools.interrupted_by_end(state, step))
+    step = delegation.interrupted_by_end(state, step)
     return notify.app_events(state, event, line.answered_by_end(state, step))
 
 
@@ -136,6 +192,8 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
                     tool_versions=event.tool_versions,
                     tool_side_effects=event.tool_side_effects,
                     limits=Limits.model_validate(event.limits),
+                    provider=Provider(event.provider),
+                    live=LiveCall(setup=event.live or LiveSetup()) if event.provider == "live" else None,
                 )
             )
         case SessionCreated():
@@ -149,6 +207,14 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
             return admission.attach_call(state, event.call_id, event.medium)
         case AdmissionFailed():
             return admission.fail_admission(state, event.code, event.detail)
+        case TimerFired() if event.name.startswith(delegation.DEADLINE_TIMER):
+            if not state.is_live:
+                return unchanged(state)
+            return delegation.deadline_passed(state, event.name.removeprefix(delegation.DEADLINE_TIMER))
+        case TimerFired() if event.name.startswith(SETTLE_TIMER):
+            if not state.is_live:
+                return unchanged(state)
+            return delegation.settled(state, event.name.removeprefix(SETTLE_TIMER))
         case TimerFired() if event.name.startswith(tools.TOOL_DEADLINE_TIMER):
             if state.is_terminal:
                 return unchanged(state)
@@ -199,6 +265,8 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
             return line.attention(state, event)
         case SupervisorRequested():
             return line.supervise(state, event)
+    if not is_spoken_by(state, event):
+        return unchanged(state)
     if is_late(state, event, generation):
         return record_late(state, event)
     return _decide(state, event)
@@ -236,6 +304,12 @@ def record_late(state: SessionState, event: InboundEvent) -> Step:
         return Step(state=state, effects=(PersistTranscript(role="user", text=text, item_id=event.item_id),))
     if isinstance(event, AssistantTranscriptFinal):
         return Step(state=state, effects=transcript.assistant_said(state, event).effects)
+    if isinstance(event, LiveTranscript):
+        role = "user" if event.speaker == "caller" else "assistant"
+        text = transcript.bounded(event.text)
+        return Step(state=state, effects=(PersistTranscript(role=role, text=text, item_id=event.item_id),))
+    if isinstance(event, LiveClosed):
+        return live_call.late_close(state, event)
     return unchanged(state)
 
 
@@ -351,8 +425,20 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
             return tools.request_tool(compaction.track(state, event.item.id), event.as_arguments_done())
         case ItemDeleted():
             return Step(state=compaction.forget(state, event.item_id))
+        case ToolFinished() if state.is_live:
+            return delegation.finished(state, event.call_id, ToolOutcome.model_validate(event.outcome))
         case ToolFinished():
             return tools.tool_finished(state, event.call_id, ToolOutcome.model_validate(event.outcome))
+        case LiveTranscript():
+            return delegation.heard(state, event)
+        case Delegated():
+            return delegation.delegated(state, event)
+        case UsageUpdated():
+            return live_call.usage_updated(state, event)
+        case LiveClosed():
+            return live_call.closed(state, event)
+        case KeyReceived():
+            return live_call.key_received(state, event)
         case ProviderError() if transcript.is_cancel_of_nothing(state, event):
             recorded = transcript.provider_error(state, event)
             return recorded.then(_response_given_up(recorded.state))

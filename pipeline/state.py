@@ -15,6 +15,7 @@ from pipeline.limits import (
     MAXIMUM_SESSION_SECONDS,
 )
 from pipeline.phone import PhoneLine
+from pipeline.timeline import TranscriptFragment
 
 # The block a session's own instructions are, until the app names others.
 FIRST_BLOCK = "instructions"
@@ -41,6 +42,18 @@ class Phase(StrEnum):
     FAILED = "failed"
 
 
+class Provider(StrEnum):
+    """The provider protocol a session speaks.
+
+    REALTIME  OpenAI's Realtime API (the default): Switchboard asks for every response
+    LIVE      OpenAI's Live API (GPT-Live): the model holds the conversation and delegates
+              tasks to Switchboard, which answers each with commentary
+    """
+
+    REALTIME = "realtime"
+    LIVE = "live"
+
+
 TERMINAL_PHASES = frozenset({Phase.ENDED, Phase.FAILED})
 LIVE_PHASES = frozenset({Phase.CONNECTED, Phase.LISTENING, Phase.RESPONDING})
 
@@ -58,6 +71,8 @@ class Limits(_Frozen):
     compaction_input_tokens: int = DEFAULT_COMPACTION_INPUT_TOKENS
     # Provider-reported total tokens the session may use: a notice at 80 %, the end at 100 %.
     usage_budget_tokens: int = DEFAULT_USAGE_BUDGET_TOKENS
+    # Live: the active seconds the session may use, likewise (None: only the ceiling bounds it).
+    usage_budget_seconds: int | None = None
 
 
 class ResponseContext(_Frozen):
@@ -196,6 +211,10 @@ class Usage(_Frozen):
     output_text_tokens: int = 0
     output_audio_tokens: int = 0
 
+    # Live reports seconds, not tokens, and cumulatively: these are replaced by each report.
+    seconds: float = 0.0
+    active_seconds: float = 0.0
+
     def plus(self, input_tokens: int, output_tokens: int, total_tokens: int, **details: int) -> Usage:
         return self.model_copy(
             update={
@@ -205,6 +224,72 @@ class Usage(_Frozen):
                 "responses": self.responses + 1,
                 **{name: getattr(self, name) + value for name, value in details.items()},
             }
+        )
+
+
+class LiveSetup(_Frozen):
+    """What a Live session's delegations go to, fixed at creation: the registered delegation
+    handler (None: every delegation is answered as unavailable) and its version, and how long
+    the provider waits before its automatic spoken acknowledgement of a delegation."""
+
+    handler: str | None = None
+    handler_version: str = ""
+    acknowledgement_delay_ms: int = 400
+
+
+class DelegationStatus(StrEnum):
+    """A delegation Switchboard has not finished with is in one of these states.
+
+    SETTLING  waiting, at most the settle window, for the caller's words to reach its offset
+    RUNNING   its handler runs on tool_runs
+    ANSWERED  its terminal commentary is decided and waits for the line (held, or no sideband)
+    """
+
+    SETTLING = "settling"
+    RUNNING = "running"
+    ANSWERED = "answered"
+
+
+class Delegation(_Frozen):
+    """One client delegation of a Live call, from `session.delegation.created` to its one
+    terminal commentary."""
+
+    id: str
+    offset_ms: int
+    status: DelegationStatus = DelegationStatus.SETTLING
+    # The task, once built: the caller's words up to the offset.
+    task: str = ""
+    # The terminal commentary, once decided.
+    answer: str | None = None
+
+
+class LiveCall(_Frozen):
+    """What a Live session adds to the state: the caller's words not yet taken by a task, the
+    delegations not yet answered, and what the provider reports of the call."""
+
+    setup: LiveSetup = LiveSetup()
+    # The caller's fragments after `claimed_ms` (the next task's words), newest last, bounded.
+    heard: tuple[TranscriptFragment, ...] = ()
+    # How far on the timeline the caller's transcript has come (the latest fragment's end).
+    heard_until_ms: int = 0
+    # The offset up to which the caller's words were taken by a task (None: none yet).
+    claimed_ms: int | None = None
+    open: tuple[Delegation, ...] = ()
+    # Delegations made in this call, and the ids of those answered (the latest few): the same
+    # delegation seen again is not taken up twice.
+    delegations: int = 0
+    answered: tuple[str, ...] = ()
+    # The provider's share of its context window in use (telemetry: compaction is its own).
+    context_ratio: float = 0.0
+
+    def find(self, delegation_id: str) -> Delegation | None:
+        """The open delegation with this id, if any."""
+        return next((delegation for delegation in self.open if delegation.id == delegation_id), None)
+
+    def with_delegation(self, changed: Delegation) -> LiveCall:
+        """This call with `changed` in place of the open delegation of its id."""
+        return self.model_copy(
+            update={"open": tuple(changed if d.id == changed.id else d for d in self.open)}
         )
 
 
@@ -286,6 +371,9 @@ class SessionState(_Frozen):
     app_webhook: AppWebhook | None = None
     # The connect request that began the admission (its own retry is answered, not refused).
     admitted_by: str | None = None
+    provider: Provider = Provider.REALTIME
+    # What a Live session keeps besides (None on Realtime).
+    live: LiveCall | None = None
 
     def evolve(self, **changes: object) -> SessionState:
         """This state with `changes`, each checked against its field's type: a misspelt field
@@ -296,6 +384,11 @@ class SessionState(_Frozen):
     @property
     def is_terminal(self) -> bool:
         return self.phase in TERMINAL_PHASES
+
+    @property
+    def is_live(self) -> bool:
+        """Whether the session speaks the Live API."""
+        return self.provider is Provider.LIVE
 
     @property
     def line_closed(self) -> bool:

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pipeline.limits import MAXIMUM_INCIDENT_CODE_CHARS
+from pipeline.live import LiveControl
 from pipeline.state import SessionState
 from pipeline.wire import (
     InputAudioBufferClear,
@@ -79,26 +80,31 @@ class CloseCall(_Effect):
 
 
 class RequestToolStep(_Effect):
-    """Create the durable tool step of a function call (requested → running)."""
+    """Create the durable tool step of a function call, or of a Live delegation (requested →
+    running)."""
 
     call_id: str
     item_id: str
-    response_id: str
+    # A Live delegation belongs to no response.
+    response_id: str | None
     name: str
     arguments: str
+    # The version of what runs, when it is not one of the session's tools (a delegation handler).
+    version: str | None = None
 
 
 class RefuseToolStep(_Effect):
-    """Record a function call that was refused, as a terminal refused step."""
+    """Record a function call (or a Live delegation) that was refused, as a terminal refused step."""
 
     call_id: str
     item_id: str
-    response_id: str
+    response_id: str | None
     name: str
     arguments: str
     code: str
     message: str
     status: Literal["refused", "unavailable"] = "refused"
+    version: str | None = None
 
 
 class RunTool(_Effect):
@@ -231,6 +237,7 @@ Control = (
     | ItemDelete
     | ItemTruncate
     | InputAudioBufferClear
+    | LiveControl
 )
 
 

@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 
 from pipeline.errors import MalformedFrame, OversizedFrame
 from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH, MAXIMUM_PROVIDER_FRAME_BYTES
+from pipeline.live_events import LIVE_PARSED_TYPES, LiveInbound, LiveTranscript
 from pipeline.phone import PhoneLine
-from pipeline.state import AppWebhook, Greeting, Person
+from pipeline.state import AppWebhook, Greeting, LiveSetup, Person
 
 # What an incident quotes is cut at this depth, and the rest shown as a preview of this length.
 MAXIMUM_STORED_CONTEXT_DEPTH = 16
@@ -275,6 +276,8 @@ class ErrorDetail(_Inbound):
     code: str | None = None
     param: str | None = None
     event_id: str | None = None
+    # Live names the command an error answers here (Realtime: `event_id`).
+    client_event_id: str | None = None
 
 
 class ProviderError(_Inbound):
@@ -338,6 +341,9 @@ class SessionCreated(_Inbound):
     tool_versions: dict[str, str] = Field(default_factory=dict)
     tool_side_effects: dict[str, str] = Field(default_factory=dict)
     limits: dict[str, Any] = Field(default_factory=dict)
+    # The provider protocol the session speaks, and on Live what its delegations go to.
+    provider: Literal["realtime", "live"] = "realtime"
+    live: LiveSetup | None = None
 
 
 class AdmissionBegun(_Inbound):
@@ -593,6 +599,7 @@ HostInput = (
     | AttentionRequested
     | SupervisorRequested
     | TransferFinished
+    | LiveTranscript
 )
 KnownInbound = Annotated[
     SessionUpdated
@@ -609,6 +616,7 @@ KnownInbound = Annotated[
     | ItemDeleted
     | KeyPressed
     | CallerSilent
+    | LiveInbound
     | HostInput,
     Field(discriminator="type"),
 ]
@@ -634,7 +642,12 @@ def parse_inbound(raw: dict[str, Any]) -> InboundEvent:
     if not isinstance(event_type, str):
         raise MalformedFrame("event has no string 'type'")
     event_type = ga_type(event_type)
-    if event_type in DURABLE_TYPES or event_type in _HOST_TYPES or _is_function_call_item(raw):
+    if (
+        event_type in DURABLE_TYPES
+        or event_type in LIVE_PARSED_TYPES
+        or event_type in _HOST_TYPES
+        or _is_function_call_item(raw)
+    ):
         try:
             return _KNOWN_INBOUND.validate_python({**raw, "type": event_type})  # type: ignore[no-any-return]
         except ValidationError as exc:
@@ -875,6 +888,6 @@ class ItemTruncate(_Control):
     audio_end_ms: int = Field(ge=0)
 
 
-def control_wire(control: _Control) -> dict[str, Any]:
+def control_wire(control: BaseModel) -> dict[str, Any]:
     """The control exactly as it goes onto the sideband."""
     return control.model_dump(mode="json", exclude_none=True)

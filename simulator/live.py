@@ -49,6 +49,7 @@ from simulator.live_oracle import RestBody, live_wire_problems, rest_body_proble
 from simulator.live_script import LiveScript, load_live_script, parse_live_script
 from simulator.live_session import LiveSession, Transport
 from simulator.oracle import WireProblem
+from simulator.recording import Recording
 from simulator.sip import PlaceCall, Ringing, announce
 
 SESSION_ACTIONS = ("accept", "reject", "refer", "hangup")
@@ -90,6 +91,8 @@ class LiveProvider:
         *,
         sdp_answer: Callable[[], str],
         strict: bool = True,
+        recording: Recording | None = None,
+        speed: float = 1.0,
     ) -> None:
         self.script = (
             script
@@ -97,6 +100,9 @@ class LiveProvider:
             else (load_live_script(script) if script is not None else LiveScript())
         )
         self.strict = strict
+        # A Live recording: every session plays it back instead of running the script.
+        self.recording = recording
+        self.speed = speed
         self._sdp_answer = sdp_answer
         self._mint = IdMint()
         self.sessions: dict[str, LiveSession] = {}
@@ -150,6 +156,8 @@ class LiveProvider:
             mint=self._mint,
             config=config,
             strict=self.strict,
+            recording=self.recording,
+            speed=self.speed,
         )
         self.sessions[session_id] = session
         return session

@@ -31,6 +31,7 @@ from simulator.call import IdMint
 from simulator.live_oracle import client_event_types, live_wire_problems
 from simulator.live_script import LiveCallerSays, LiveScript
 from simulator.oracle import WireProblem
+from simulator.recording import DEFAULT_CLOSE_CODE, Recording
 from simulator.script import FALLBACK_ANSWER, CallerHangsUp, CallerPresses
 
 logger = logging.getLogger(__name__)
@@ -174,6 +175,8 @@ class LiveSession:
         mint: IdMint,
         config: dict[str, Any] | None = None,
         strict: bool = True,
+        recording: Recording | None = None,
+        speed: float = 1.0,
     ) -> None:
         self.session_id = session_id
         self.transport = transport
@@ -182,6 +185,9 @@ class LiveSession:
         self.log.config = copy.deepcopy(config or {})
         self._mint = mint
         self._strict = strict
+        # A playback sends the recording's events at their offsets and answers no command.
+        self._recording = recording
+        self._speed = speed
         self._sockets: dict[ServerConnection, int] = {}
         self._graceful: dict[ServerConnection, bool] = {}
         self._outbox: asyncio.Queue[dict[str, Any] | str] = asyncio.Queue()
@@ -336,7 +342,10 @@ class LiveSession:
             self._writer = asyncio.create_task(self._write_events())
         if self.script.switches.session_started_on_attach:
             self._emit({"type": "session.started", "session": self.resource()})
-        if not self._has_begun:
+        if not self._has_begun and self._recording is not None:
+            self._has_begun = True
+            self._spawn(self._play())
+        elif not self._has_begun:
             self._has_begun = True
             self._spawn(self._speak_model())
             self._spawn(self._report_usage())
@@ -425,6 +434,44 @@ class LiveSession:
             except TimeoutError:
                 return is_done()
         return True
+
+    # ── playback ────────────────────────────────────────────────────────────────
+
+    async def _play(self) -> None:
+        """Send the recording's events at their offsets from this attach (scaled by the speed),
+        then end the session as the recording's close says: the events are the provider's,
+        its `session.closed` among them, so nothing of the session's own is added."""
+        assert self._recording is not None
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+
+        async def until(t_ms: float) -> None:
+            if self._speed > 0:
+                await asyncio.sleep(max(0.0, started + t_ms / 1000 / self._speed - loop.time()))
+
+        for recorded in self._recording.events:
+            await until(recorded.t_ms)
+            self._emit(recorded.event)
+        close = self._recording.close
+        if close is not None:
+            await until(close.t_ms)
+        await self._end_playback(close.close.code if close is not None else DEFAULT_CLOSE_CODE)
+
+    async def _end_playback(self, code: int) -> None:
+        if self._sockets:
+            try:
+                await asyncio.wait_for(self._outbox.join(), FLUSH_BEFORE_CLOSE_S)
+            except TimeoutError:
+                self._record_error(f"playback: {self._outbox.qsize()} events never left")
+        self.log.status = "ended"
+        self.log.closed_at = time.time()
+        self.log.close_code = code
+        for socket in list(self._sockets):
+            self._sockets.pop(socket, None)
+            self._graceful.pop(socket, None)
+            await socket.close(code, "playback over")
+        if self._writer is not None:
+            self._writer.cancel()
 
     # ── the clock: usage and expiry ─────────────────────────────────────────────
 
@@ -634,8 +681,8 @@ class LiveSession:
             self._record_error(
                 f"client {control.get('type')} {control.get('event_id')}: " + "; ".join(map(str, problems))
             )
-        if self.has_ended:
-            return
+        if self.has_ended or self._recording is not None:
+            return  # a playback answers nothing; it only listens
         try:
             _refuse_malformed(control, problems)
             self._dispatch(control, client_event_id)

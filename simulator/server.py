@@ -135,8 +135,14 @@ class Simulator:
         )
         self.speed = speed
         self.strict = strict
-        # The Live API mode: its own sessions, scripts and routes on the same ports.
-        self.live = LiveProvider(live_script, sdp_answer=_sdp_answer, strict=strict)
+        # The Live API mode: its own sessions, scripts and routes on the same ports. A recording
+        # of a Live call (its header's session says so) is played by Live sessions instead.
+        live_recording = None
+        if self.recording is not None and (self.recording.header.session or {}).get("provider") == "live":
+            live_recording, self.recording = self.recording, None
+        self.live = LiveProvider(
+            live_script, sdp_answer=_sdp_answer, strict=strict, recording=live_recording, speed=speed
+        )
         self._mint = IdMint()
         self._calls: dict[str, SimulatedCall] = {}
         self._announcing: set[asyncio.Task[None]] = set()

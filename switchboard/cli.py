@@ -29,6 +29,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="a phone call instead: routed, rung through the SIP door, answered",
     )
+    demo.add_argument(
+        "--provider",
+        choices=["realtime", "live"],
+        default="realtime",
+        help="the provider protocol of the call: OpenAI's Realtime API (the default) or its Live API",
+    )
     gateway = commands.add_parser("gateway", help="run a gateway process")
     gateway.add_argument("--port", type=int)
     worker = commands.add_parser("worker", help="run a worker process (all queues)")
@@ -148,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.command == "demo":
         from switchboard.demo import run_demo
 
-        return run_demo(settings, phone=arguments.phone)
+        return run_demo(settings, phone=arguments.phone, provider=arguments.provider)
     if arguments.command == "replay":
         from switchboard.replay import run_replay
 

@@ -1,5 +1,7 @@
 """`switchboard demo`: one scripted three-turn call through every real process (with
-`--phone`, a phone call through the SIP door: routed, rung, accepted, talked on, hung up)."""
+`--phone`, a phone call through the SIP door: routed, rung, accepted, talked on, hung up; with
+`--provider live`, the same on OpenAI's Live API: the model delegates the order lookup, and a
+registered delegation handler answers it with one commentary)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,11 @@ from switchboard.client import Client
 from switchboard.services import resolve_services
 from switchboard.stack import Stack
 
-SCRIPT = Path(__file__).resolve().parent.parent / "simulator" / "scripts" / "spoken_call.json"
+SCRIPTS = Path(__file__).resolve().parent.parent / "simulator" / "scripts"
+SCRIPT = SCRIPTS / "spoken_call.json"
+LIVE_SCRIPT = SCRIPTS / "live_lookup.json"
+# What a Live session's delegations run (workers/tools/reference_delegations.py).
+LIVE_HANDLER = "order_desk"
 INSTRUCTIONS = (
     "You are Robin, the order desk of a small bookshop. Answer briefly and warmly; "
     "confirm order numbers back to the caller."
@@ -26,7 +32,7 @@ PHONE_NUMBER = "+18005551212"
 CALLER_NUMBER = "+14155550100"
 
 
-def run_demo(settings: Settings, *, phone: bool = False) -> int:
+def run_demo(settings: Settings, *, phone: bool = False, provider: str = "realtime") -> int:
     say = _printer()
     services = resolve_services(
         settings.database_url, settings.redis_url, settings.data_dir, log=lambda m: say(f"· {m}")
@@ -39,15 +45,20 @@ def run_demo(settings: Settings, *, phone: bool = False) -> int:
 
         applied = migrate(connect(services.database_url))
         say(f"· migrations: {', '.join(applied) or 'up to date'}")
-        with Stack(
-            services.database_url, services.redis_url, simulator_args=("--script", str(SCRIPT))
-        ) as stack:
+        simulator_args = ("--script", str(SCRIPT), "--live-script", str(LIVE_SCRIPT))
+        with Stack(services.database_url, services.redis_url, simulator_args=simulator_args) as stack:
             say("· starting simulator, worker and gateway as separate processes …")
             stack.start(workers=1)
             say(f"· gateway API {stack.api_url}, live stream {stack.live_url}")
             client = Client(stack.api_url, stack.api_token, stack.live_url)
+            spec: dict[str, Any] = {}
+            if provider == "live":
+                say(f"· provider: OpenAI's Live API (simulated); delegations go to {LIVE_HANDLER}")
+                spec = {"provider": "live", "live": {"delegation": LIVE_HANDLER}}
             if phone:
-                return _phone_call(stack, client, say)
+                return _phone_call(stack, client, say, spec)
+            if provider == "live":
+                return _place_live_call(client, say, spec)
             return _place_call(client, say)
     finally:
         services.stop()
@@ -82,10 +93,44 @@ def _place_call(client: Client, say: Any) -> int:
     return 0 if ok else 1
 
 
-def _phone_call(stack: Stack, client: Client, say: Any) -> int:
+def _place_live_call(client: Client, say: Any, spec: dict[str, Any]) -> int:
+    """A Live call over WebRTC: the model holds the conversation and delegates the lookup; the
+    handler's answer goes back as commentary."""
+    session = client.create_session(INSTRUCTIONS, **spec)
+    session_id = session["id"]
+    say(f"\n☎  Live session {session_id} created ({session['status']})")
+    follower = client.follow_live(session_id, lambda message: _show_live(message, say))
+    answer = client.connect(session_id)
+    say(f"☎  connected: Live session {answer['call_id']} (SDP answer {len(answer['sdp'])} bytes)\n")
+    record = client.wait_for_status(session_id, timeout_s=CALL_TIMEOUT_S)
+    follower.join(5)
+    say("\n── the call log " + "─" * 60)
+    for entry in client.call_log(session_id)["entries"]:
+        say(f"  {entry['seq']:>3}  {entry['kind']:<14} {json.dumps(entry['data'])[:90]}")
+    say("\n── the call's durable record (PostgreSQL) " + "─" * 40)
+    say(f"status       {record['status']} ({record['end_reason']})")
+    say(f"usage        {record['usage']['seconds']:g} s (active {record['usage']['active_seconds']:g} s)")
+    say(f"compaction   by the {record['compaction']['by']}")
+    for step in record["tool_steps"]:
+        say(f"delegation   {step['call_id']} → {step['tool']} {step['version']}: {step['status']}")
+    ok = (
+        record["status"] == "ended"
+        and [step["status"] for step in record["tool_steps"]] == ["succeeded"]
+        and any(item["role"] == "user" for item in record["transcript"])
+    )
+    say(
+        "\n"
+        + ("demo passed: the delegation was answered once and the call is durable" if ok else "demo FAILED")
+    )
+    return 0 if ok else 1
+
+
+def _phone_call(stack: Stack, client: Client, say: Any, spec: dict[str, Any] | None = None) -> int:
     """A phone call from ring to hangup: a route for the number, the simulated provider's
-    signed webhook, the accept, the call, and its call log."""
-    route = client.add_route(PHONE_NUMBER, {"instructions": INSTRUCTIONS}, max_calls=10)
+    signed webhook, the accept, the call, and its call log (on Live, announced with
+    `live.transport.incoming` and answered by the Live session's id)."""
+    live = (spec or {}).get("provider") == "live"
+    route = client.add_route(PHONE_NUMBER, {"instructions": INSTRUCTIONS, **(spec or {})}, max_calls=10)
     say(f"\n☎  route {route['id']}: {PHONE_NUMBER} → the order desk")
     place = {
         "to": PHONE_NUMBER,
@@ -95,12 +140,13 @@ def _phone_call(stack: Stack, client: Client, say: Any) -> int:
     }
     base = stack.simulator_url.removesuffix("/v1")
     request = urllib.request.Request(
-        f"{base}/_sim/sip/calls",
+        f"{base}/_sim/live/sip/calls" if live else f"{base}/_sim/sip/calls",
         data=json.dumps(place).encode(),
         headers={"Content-Type": "application/json"},
     )
     with urllib.request.urlopen(request, timeout=10) as response:
-        call_id = json.loads(response.read())["call_id"]
+        placed = json.loads(response.read())
+    call_id = placed["session_id"] if live else placed["call_id"]
     say(f"☎  {CALLER_NUMBER} dials {PHONE_NUMBER}: provider call {call_id}, webhook delivered signed")
     deadline = time.monotonic() + CALL_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -133,6 +179,8 @@ def _show_live(message: dict[str, Any], say: Any) -> None:
         detail = ""
         if control["type"] == "response.create":
             detail = f" (max_output_tokens={control['response'].get('max_output_tokens')})"
+        elif control["type"] == "session.commentary.append":
+            detail = f" ▸ {control['content']}"
         say(f"  {'control':>9} ◂ {control['type']} {control['event_id']}{detail}")
     elif kind == "session.closed":
         say(f"  {'session':>9} ■ closed: {message['reason']}")

@@ -10,7 +10,12 @@ makes its own.
 
 What the log never held cannot be exported: the events Switchboard does not decide on (deltas,
 audio buffer events) were never stored, and an API request or an operator's command is a host
-input, not something the provider sent.
+input, not something the provider sent. A Live call is the exception that proves it: its
+transcript deltas were written down as `switchboard.live_transcript` events holding every
+fragment (its event id, its place on the timeline, its words), so they are exported as the
+deltas the provider sent, each at its word's end on the session timeline, between what came
+before it and the moment its piece was logged (the fragments' own arrival times were not
+kept). Its header says `"provider": "live"` and names its delegation handler.
 """
 
 from __future__ import annotations
@@ -20,8 +25,11 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
-from pipeline.api import SessionLimits, SessionSpec
+from pipeline.api import LiveSpec, SessionLimits, SessionSpec
 from pipeline.errors import SessionNotFound
+from pipeline.live import AGENT_TRANSCRIPT_TYPE, CALLER_TRANSCRIPT_TYPE
+from pipeline.live_events import LIVE_TRANSCRIPT_TYPE, LiveTranscript
+from pipeline.timeline import Speaker
 from pipeline.wire import ArrivedLate, SessionCreated, SidebandClosed
 from simulator.recording import (
     CloseFrame,
@@ -38,6 +46,8 @@ CREATED = SessionCreated.model_fields["type"].default
 CLOSED = SidebandClosed.model_fields["type"].default
 ARRIVED_LATE = ArrivedLate.model_fields["type"].default
 HOST_PREFIX = "switchboard."
+# The limits a Live session has.
+LIVE_LIMITS = frozenset({"max_session_seconds", "usage_budget_seconds"})
 
 # A close the connection ended without a frame (1005, 1006, 1015) cannot be sent again; a replay
 # closes such a sideband as an internal error, which a host also takes for "not a hangup".
@@ -79,7 +89,11 @@ def session_recording(record: dict[str, Any]) -> tuple[Recording, list[str]]:
         name=record["id"],
         instructions=spec.instructions,
         description=_description(record, created),
-        session=spec.model_dump(mode="json", exclude_none=True),
+        # A Realtime session's spec says nothing of its provider (the default), so its
+        # recording reads as it did before Live existed.
+        session=spec.model_dump(
+            mode="json", exclude_none=True, exclude={"provider"} if spec.provider == "realtime" else None
+        ),
     )
     return Recording(header=header, events=events, close=close), unsaid
 
@@ -100,10 +114,21 @@ def session_spec_of(created: dict[str, Any]) -> tuple[SessionSpec, list[str]]:
             unsaid.append(f"limits.{name} = {value!r} cannot be said in a session spec; left out")
             continue
         limits[name] = value
+    live = created.get("live") if created.get("provider") == "live" else None
+    if live is not None:
+        # A Live model has no output tokens to cap, no context Switchboard compacts and no
+        # tokens to count: only the ceiling and a budget of seconds mean something there.
+        limits = {name: value for name, value in limits.items() if name in LIVE_LIMITS}
+    live_spec = None
+    if live is not None:
+        delay = live.get("acknowledgement_delay_ms", 400)
+        live_spec = LiveSpec(delegation=live.get("handler"), acknowledgement_delay_ms=delay)
     spec = SessionSpec(
         instructions=created["instructions"],
         tools=tuple(tool["name"] for tool in created.get("tools") or ()),
         limits=SessionLimits.model_validate(limits),
+        provider="live" if created.get("provider") == "live" else "realtime",
+        live=live_spec,
     )
     return spec, unsaid
 
@@ -139,6 +164,15 @@ def provider_events(log: list[dict[str, Any]]) -> tuple[list[RecordedEvent], Rec
         if kind == ARRIVED_LATE:
             # The row's time is when its seq was declared lost, not when the event came.
             event, offset_ms = payload["event"], last_ms
+        elif kind == LIVE_TRANSCRIPT_TYPE:
+            for delta in _deltas(payload):
+                # A delta is sent as its word ends, on a timeline that starts about when the
+                # sideband attaches: its own end, but never before what was sent before it nor
+                # after the piece was logged.
+                last_ms = min(offset_ms, max(last_ms, float(delta["end_ms"])))
+                events.append(RecordedEvent(t_ms=last_ms, event=delta))
+            last_ms, closed = offset_ms, None
+            continue
         elif kind == CLOSED:
             closed = {**payload, "t_ms": offset_ms}
             continue
@@ -150,6 +184,22 @@ def provider_events(log: list[dict[str, Any]]) -> tuple[list[RecordedEvent], Rec
         events.append(RecordedEvent(t_ms=offset_ms, event=_as_sent(event)))
         last_ms = offset_ms
     return events, _close_line(closed)
+
+
+def _deltas(piece: dict[str, Any]) -> list[dict[str, Any]]:
+    """The transcript deltas a durable Live transcript was written down from, as sent."""
+    written = LiveTranscript.model_validate(piece)
+    kind = CALLER_TRANSCRIPT_TYPE if written.speaker is Speaker.CALLER else AGENT_TRANSCRIPT_TYPE
+    return [
+        {
+            "type": kind,
+            "event_id": fragment.event_id,
+            "start_ms": fragment.start_ms,
+            "end_ms": fragment.end_ms,
+            "delta": fragment.text,
+        }
+        for fragment in written.fragments
+    ]
 
 
 def _close_line(closed: dict[str, Any] | None) -> RecordedClose | None:
@@ -192,6 +242,10 @@ def _description(record: dict[str, Any], created: dict[str, Any]) -> str:
     ending = record["status"] + (f", {record['end_reason']}" if record["end_reason"] else "")
     versions = created.get("tool_versions") or {}
     tools = ", ".join(f"{name} {version}" for name, version in versions.items()) or "none"
+    live = created.get("live") if created.get("provider") == "live" else None
+    if live is not None:
+        handler = f"{live.get('handler')} {live.get('handler_version')}" if live.get("handler") else "none"
+        tools = f"none (Live; delegation handler: {handler})"
     return (
         f"Exported from session {record['id']} ({ending}), created {record['created_at']}; "
         f"tools: {tools}. Only the events Switchboard logged."

@@ -1,8 +1,9 @@
 """`switchboard replay FILE`: push a recorded call through the real gateway, queues, workers
 and PostgreSQL, and report the controls it caused.
 
-The simulator plays the recording back as the provider; the gateway numbers its events as it
-would a live call's. The session is created from the recording header's `session` (the body of
+The simulator plays the recording back as the provider (a Live call's on a Live session, when
+the header's session says `"provider": "live"`); the gateway numbers its events as it would a
+live call's. The session is created from the recording header's `session` (the body of
 `POST /v1/sessions`), so its tools really run; a recording without one gets its instructions
 alone. The controls printed are read from the durable log in apply order — the exact wire form
 sent to the provider — so a recording prints the same controls on every run.
@@ -75,7 +76,7 @@ def run_replay(
             if provider_log is not None:
                 call_id = record["provider_call_id"]
                 # A session that never reached the provider has no call there to show.
-                call = _simulator_call(stack, call_id) if call_id else None
+                call = _simulator_call(stack, call_id, live=record["provider"] == "live") if call_id else None
                 provider_log.write_text(json.dumps(call, indent=2) + "\n")
     finally:
         services.stop()
@@ -137,8 +138,10 @@ def _without_the_clock(value: Any) -> Any:
     return value
 
 
-def _simulator_call(stack: Stack, call_id: str) -> dict[str, Any]:
-    """The simulator's log of the replayed call: every event it sent, every control it received."""
+def _simulator_call(stack: Stack, call_id: str, *, live: bool = False) -> dict[str, Any]:
+    """The simulator's log of the replayed call (a Live session's on a Live call): every event it
+    sent, every control it received."""
     base = stack.simulator_url.removesuffix("/v1")
-    with urllib.request.urlopen(f"{base}/_sim/calls/{call_id}", timeout=10) as response:
+    path = f"/_sim/live/sessions/{call_id}" if live else f"/_sim/calls/{call_id}"
+    with urllib.request.urlopen(f"{base}{path}", timeout=10) as response:
         return dict(json.loads(response.read()))

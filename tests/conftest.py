@@ -15,14 +15,18 @@ from switchboard.services import Services, resolve_services
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_DATABASE = "switchboard_test"
+# Taken out of the environment as the suite starts: the processes the tests start take every
+# SWITCHBOARD_* variable for a setting, and refuse one they do not know.
+TEST_DATABASE_URL = os.environ.pop("SWITCHBOARD_TEST_DATABASE_URL", None)
+TEST_REDIS_URL = os.environ.pop("SWITCHBOARD_TEST_REDIS_URL", None)
 
 
 @pytest.fixture(scope="session")
 def services() -> Iterator[Services]:
     """PostgreSQL and Redis for the whole run, the test database migrated."""
     found = resolve_services(
-        os.environ.get("SWITCHBOARD_TEST_DATABASE_URL"),
-        os.environ.get("SWITCHBOARD_TEST_REDIS_URL"),
+        TEST_DATABASE_URL,
+        TEST_REDIS_URL,
         ROOT / ".switchboard" / "test",
         database_name=TEST_DATABASE,
         log=lambda message: print(f"services: {message}"),

@@ -34,6 +34,7 @@ from pipeline.admission import session_configuration
 from pipeline.api import RouteSpec, SessionSpec
 from pipeline.catalog import ToolCatalog, ToolError, ToolOutcome
 from pipeline.cost import cost_usd
+from pipeline.delegation import DELEGATION_RUN_PREFIX
 from pipeline.envelope import EventEnvelope, Reply
 from pipeline.errors import (
     BadInput,
@@ -44,6 +45,7 @@ from pipeline.errors import (
     Refusal,
     SessionExists,
     ToolOutcomeConflict,
+    UnknownDelegationHandler,
     UnknownTool,
 )
 from pipeline.limits import INLINE_TOOL_BACKUP_MS, INLINE_TOOL_MS, MAXIMUM_TOOL_MS
@@ -58,7 +60,7 @@ from pipeline.names import (
 )
 from pipeline.phone import PhoneLine, kept_headers, line_of
 from pipeline.prompt import offered_tools
-from pipeline.state import AppWebhook, Greeting, Usage
+from pipeline.state import AppWebhook, Greeting, LiveSetup, Usage
 from pipeline.step import RecordIncident, RunTool
 from pipeline.wire import (
     AdmissionBegun,
@@ -68,7 +70,7 @@ from pipeline.wire import (
     SessionCreated,
     ToolFinished,
 )
-from workers import app_webhooks, runtime
+from workers import app_webhooks, delegations, runtime
 from workers import metrics as worker_metrics
 from workers.dead_letters import DeadLetters
 from workers.liveness import takeover_refusal_now
@@ -173,6 +175,8 @@ def create_session(
             greeting=Greeting.model_validate(checked.greeting.model_dump()) if checked.greeting else None,
             hangup_when=checked.hangup.when if checked.hangup else None,
             app_webhook=AppWebhook.model_validate(checked.webhook.model_dump()) if checked.webhook else None,
+            provider=checked.provider,
+            live=_live_setup(checked),
             **_session_catalog(checked.tools),
         )
         try:
@@ -200,13 +204,17 @@ def ring(
     call_id: str,
     sip_headers: list[dict[str, Any]],
     now: float,
+    provider: str = "realtime",
 ) -> None:
-    """A phone call was announced: record the delivery, then decide (once per call id) to
-    accept it with a session of the route for the number dialled, or to reject it and why."""
+    """A phone call was announced (by `realtime.call.incoming`, or on Live by
+    `live.transport.incoming`, whose call id is the Live session's id): record the delivery,
+    then decide (once per call id) to accept it with a session of the route for the number
+    dialled, or to reject it and why."""
 
     def decide() -> tuple[int, dict[str, Any]]:
         settings = _runtime.settings
-        phone.record_delivery(webhook_id, call_id, "realtime.call.incoming")
+        announced = "live.transport.incoming" if provider == "live" else "realtime.call.incoming"
+        phone.record_delivery(webhook_id, call_id, announced)
         line = line_of(kept_headers(sip_headers), settings.route_header)
         ringing = phone.Ringing(
             webhook_id,
@@ -216,6 +224,7 @@ def ring(
             gateway_id,
             settings.broker_namespace,
             settings.max_phone_calls,
+            provider,
         )
         decision = phone.ring(ringing, _phone_session, now)
         for applied in decision.applied:
@@ -238,6 +247,7 @@ def ring(
             "again": decision.again,
         }
         if decision.state is not None:
+            body["provider"] = str(decision.state.provider)
             body["session"] = session_configuration(decision.state)
             body["route_id"] = decision.state.phone.route_id if decision.state.phone else ""
         return 200, body
@@ -307,6 +317,8 @@ def _phone_session(route: phone.Route, line: PhoneLine) -> list[HostInput]:
         hangup_when=spec.hangup.when if spec.hangup else None,
         app_webhook=AppWebhook.model_validate(spec.webhook.model_dump()) if spec.webhook else None,
         phone=line,
+        provider=spec.provider,
+        live=_live_setup(spec),
         **_session_catalog(spec.tools),
     )
     return [created, AdmissionBegun()]
@@ -317,7 +329,9 @@ def notify_app(session_id: str, delivery_id: str, kind: str, data: dict[str, Any
     """Tell the app that owns a call (its session's webhook); raises until it answers 2xx, so
     Dramatiq tries again with backoff, then dead-letters it (a replay keeps its id)."""
     settings = _runtime.settings
-    app_webhooks.deliver(session_id, delivery_id, kind, data, settings.prices, settings.provider_model)
+    app_webhooks.deliver(
+        session_id, delivery_id, kind, data, settings.prices, settings.provider_model, settings.live_model
+    )
 
 
 @dramatiq.actor(queue_name=READS_QUEUE, actor_name="list_sessions", **_REQUEST_POLICY)
@@ -406,6 +420,9 @@ def begin_admission(request_id: str, gateway_id: str, session_id: str, now: floa
             "session_id": session_id,
             "instructions": state.instructions,
             "tools": offered_tools(state),
+            "provider": str(state.provider),
+            # What a Live session is created with (the gateway adds the model).
+            "session": session_configuration(state) if state.is_live else None,
         }
 
     _answer(request_id, gateway_id, begin)
@@ -541,7 +558,8 @@ def describe_session(request_id: str, gateway_id: str, session_id: str, with_eve
         record = session_record(session_id, with_events=with_events)
         settings = _runtime.settings
         usage = Usage.model_validate(record["usage"]) if record["usage"] else Usage()
-        return 200, {**record, "cost_usd": cost_usd(usage, settings.prices.get(settings.provider_model))}
+        model = settings.live_model if record["provider"] == "live" else settings.provider_model
+        return 200, {**record, "cost_usd": cost_usd(usage, settings.prices.get(model))}
 
     _answer(request_id, gateway_id, read)
 
@@ -620,16 +638,29 @@ def _run_and_finish(
     session_id: str, call_id: str, name: str, arguments: str, *, timeout_ms: int, waited: bool
 ) -> None:
     """Run the body outside the lock, then record its one outcome and apply it under the lock
-    (`waited`: the run waited in a queue, so it may have been cancelled before it starts)."""
+    (`waited`: the run waited in a queue, so it may have been cancelled before it starts). A
+    Live delegation's handler (never inline: it is no registered tool) runs the same way."""
+    cancel_key = _cancel_key(session_id, call_id)
     declared = _runtime.registry.get(name)
-    if declared is None:
+    if name.startswith(DELEGATION_RUN_PREFIX):
+        # A Live delegation: its handler runs here under the same limit and cancellation.
+        name = name.removeprefix(DELEGATION_RUN_PREFIX)
+        outcome = delegations.run_handler(
+            _runtime.handlers,
+            session_id,
+            call_id,
+            name,
+            arguments,
+            timeout_ms=timeout_ms,
+            cancelled=lambda: bool(_runtime.broker.client.exists(cancel_key)),
+        )
+    elif declared is None:
         outcome = ToolOutcome(
             status="unavailable",
             error=ToolError(code="tool_unavailable", message=f"no registered tool {name!r}"),
             elapsed_ms=0,
         )
     else:
-        cancel_key = _cancel_key(session_id, call_id)
         outcome = execute_tool(
             declared,
             arguments,
@@ -786,4 +817,22 @@ def _limits(spec: SessionSpec) -> dict[str, Any]:
         "max_session_seconds": spec.limits.max_session_seconds or settings.max_session_seconds,
         "compaction_input_tokens": spec.limits.compaction_input_tokens or settings.compaction_input_tokens,
         "usage_budget_tokens": spec.limits.usage_budget_tokens or settings.usage_budget_tokens,
+        "usage_budget_seconds": spec.limits.usage_budget_seconds,
     }
+
+
+def _live_setup(spec: SessionSpec) -> LiveSetup | None:
+    """A Live session's delegation handler, fixed at creation with its version (an unknown one
+    is refused now, not at the first delegation)."""
+    if spec.provider != "live":
+        return None
+    live = spec.live
+    name = live.delegation if live is not None else None
+    delay = live.acknowledgement_delay_ms if live is not None else 400
+    if name is None:
+        return LiveSetup(acknowledgement_delay_ms=delay)
+    declared = _runtime.handlers.get(name)
+    if declared is None:
+        known = ", ".join(handler.name for handler in _runtime.handlers.handlers) or "none"
+        raise UnknownDelegationHandler(f"no registered delegation handler {name!r} (registered: {known})")
+    return LiveSetup(handler=name, handler_version=declared.version, acknowledgement_delay_ms=delay)

@@ -45,12 +45,16 @@ def deliver(
     data: dict[str, Any],
     prices: dict[str, ModelPrices],
     model: str,
+    live_model: str | None = None,
 ) -> int:
-    """POST one notification to the session's webhook; its HTTP status (raises unless 2xx)."""
+    """POST one notification to the session's webhook; its HTTP status (raises unless 2xx). A
+    Live session's cost is priced by `live_model`."""
     row = SessionRow.get_or_none(SessionRow.id == session_id)
     if row is None:
         return 0  # the session is gone: nobody to tell
     state = SessionState.model_validate(row.state)
+    if state.is_live and live_model is not None:
+        model = live_model
     if state.app_webhook is None:
         return 0
     payload: dict[str, Any] = {"session_id": session_id, **data}

@@ -19,7 +19,7 @@ from pipeline.names import TOOL_RUNS_QUEUE
 from workers.broker import make_broker
 from workers.emit import ControlPublisher
 from workers.middleware import ReconnectAfterDatabaseLoss, ReportDeadLetters, SessionTag, WarmConnections
-from workers.tools.registry import Registry, load_registry
+from workers.tools.registry import HandlerRegistry, Registry, load_handlers, load_registry
 
 
 @dataclass
@@ -30,6 +30,8 @@ class Runtime:
     broker: dramatiq.brokers.redis.RedisBroker
     publisher: ControlPublisher
     registry: Registry
+    # The delegation handlers a Live session's delegations run.
+    handlers: HandlerRegistry
 
 
 _current: Runtime | None = None
@@ -66,7 +68,16 @@ def configure(settings: Settings, database_url: str, redis_url: str) -> Runtime:
     broker.declare_queue(TOOL_RUNS_QUEUE)
     dramatiq.set_broker(broker)
     modules = [path.strip() for path in settings.tool_modules.split(",") if path.strip()]
-    _current = Runtime(settings, database_url, redis_url, broker, publisher, load_registry(modules))
+    handler_modules = [path.strip() for path in settings.delegation_modules.split(",") if path.strip()]
+    _current = Runtime(
+        settings,
+        database_url,
+        redis_url,
+        broker,
+        publisher,
+        load_registry(modules),
+        load_handlers(handler_modules),
+    )
     return _current
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from simulator.live_oracle import live_wire_errors
 from simulator.oracle import wire_errors
 from switchboard.services import Services
 
@@ -146,3 +147,37 @@ def test_a_header_with_a_bad_session_is_refused_naming_the_field(
     assert finished.returncode == 2
     assert named in finished.stderr
     assert finished.stdout == ""
+
+
+def test_a_live_recording_replays_through_a_live_session_with_its_golden_controls(
+    services: Services, tmp_path: Path
+) -> None:
+    """A recorded Live call (its header's session says "provider": "live") is played by a Live
+    session of the simulator: the model's delegation runs the recorded session's handler, and
+    two replays print the golden controls (each valid against `openai.types.live`)."""
+    golden = [
+        json.loads(line)
+        for line in (RECORDINGS / "live_order_lookup.controls.jsonl").read_text().splitlines()
+    ]
+    provider_log = tmp_path / "provider.json"
+    first = _replay(
+        services, RECORDINGS / "live_order_lookup.jsonl", "1", "--provider-log", str(provider_log)
+    )
+    second = _replay(services, RECORDINGS / "live_order_lookup.jsonl", "1")
+
+    assert first == second
+    *controls, last = first
+    assert controls == golden
+    for control in controls:
+        assert live_wire_errors(control, direction="client") == [], control
+    summary = last["summary"]
+    assert (summary["status"], summary["end_reason"], summary["provider"]) == (
+        "ended",
+        "provider_call_ended",
+        "live",
+    )
+    assert [(s["tool"], s["status"]) for s in summary["tool_steps"]] == [("order_desk", "succeeded")]
+    assert summary["incidents"] == []
+    played = json.loads(provider_log.read_text())
+    assert played["errors"] == [] and played["transport"] == "webrtc"
+    assert [entry["control"]["type"] for entry in played["controls"]] == [c["type"] for c in golden]

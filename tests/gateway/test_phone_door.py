@@ -7,9 +7,11 @@ import json
 import time
 
 import pytest
+from openai.types.webhooks import LiveTransportIncomingWebhookEvent
 from starlette.datastructures import Headers
 
 from gateway.phone import PhoneDoor, WebhookRefused
+from simulator.live import incoming_event as live_incoming_event
 from simulator.sip import PlaceCall, incoming_event, sign
 
 SECRET = "whsec_" + "c2VjcmV0LWtleS1mb3ItdGVzdHMtb25seQ=="
@@ -66,3 +68,41 @@ def test_a_signed_body_that_is_not_a_call_announcement_is_refused_or_passed_by_t
     with pytest.raises(WebhookRefused) as closed:
         PhoneDoor(None).unwrap(other.encode(), _delivery(other))
     assert closed.value.code == "webhooks_not_configured"
+
+
+def _live_call(session_id: str = "live_u7_1", **data: object) -> str:
+    place = PlaceCall(webhook_url="http://x", secret=SECRET, to="+18005551212")
+    event = live_incoming_event(session_id, place)
+    event["data"].update(data)
+    return json.dumps(event)
+
+
+def test_a_signed_live_announcement_is_read_as_the_providers_live_type() -> None:
+    body = _live_call()
+    event = PhoneDoor(SECRET).unwrap(body.encode(), _delivery(body))
+    assert isinstance(event, LiveTransportIncomingWebhookEvent)
+    assert event.data.session_id == "live_u7_1"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _live_call(type="webrtc"),  # not a phone call: nothing to answer at the door
+        _live_call(session_id=""),  # no session to accept
+        _live_call(session_id="live_" + "x" * 300),  # longer than any session id
+        json.dumps({"object": "event", "id": "evt_3", "type": "live.transport.incoming", "data": {}}),
+    ],
+)
+def test_a_live_announcement_that_is_not_a_phone_call_with_a_session_is_refused(body: str) -> None:
+    with pytest.raises(WebhookRefused) as refused:
+        PhoneDoor(SECRET).unwrap(body.encode(), _delivery(body))
+    assert refused.value.code == "malformed_webhook"
+
+
+def test_a_forged_live_announcement_is_refused() -> None:
+    body = _live_call()
+    with pytest.raises(WebhookRefused) as refused:
+        PhoneDoor(SECRET).unwrap(
+            body.encode(), _delivery(body, secret="whsec_" + "d3Jvbmctc2VjcmV0LWZvci10ZXN0cw==")
+        )
+    assert refused.value.code == "invalid_signature"

@@ -20,6 +20,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from simulator.live_oracle import live_wire_errors
 from simulator.live_script import LiveCallerSays, LiveScript, LiveSwitches, LiveTiming, load_live_script
+from simulator.recording import CloseFrame, RecordedClose, RecordedEvent, Recording, RecordingHeader
 from simulator.script import CallerHangsUp, CallerPresses
 from simulator.server import Simulator
 from simulator.sip import PlaceCall
@@ -730,5 +731,52 @@ def test_the_packaged_live_script_loads_and_a_bad_one_is_refused() -> None:
         assert good[0] == 200 and json.loads(good[2]) == {"script": "live-lookup"}
         assert bad[0] == 400
         assert json.loads(listed[2]) == {"sessions": []}
+
+    asyncio.run(scenario())
+
+
+def test_a_live_recording_is_played_on_a_live_session_and_answers_no_command() -> None:
+    """A recording whose header says `"provider": "live"` is played by Live sessions (not by
+    Realtime calls): its events at their offsets, its close last; a command is logged and
+    checked by the oracle, and answered by nothing but the recording."""
+    delegated = {
+        "type": "session.delegation.created",
+        "event_id": "event_d1",
+        "offset_ms": 100,
+        "delegation": {"id": "item_d1", "type": "delegation", "target": "client"},
+    }
+    heard = {
+        "type": "session.input_transcript.delta",
+        "event_id": "event_t1",
+        "start_ms": 0,
+        "end_ms": 200,
+        "delta": "Hi",
+    }
+    recording = Recording(
+        header=RecordingHeader(name="live", session={"instructions": "x", "provider": "live"}),
+        events=[RecordedEvent(t_ms=10, event=heard), RecordedEvent(t_ms=20, event=delegated)],
+        close=RecordedClose(t_ms=60, close=CloseFrame(code=1000)),
+    )
+
+    async def scenario() -> None:
+        async with running(Simulator(recording=recording, speed=1)) as simulator:
+            assert simulator.recording is None and simulator.live.recording is recording
+            session_id = await _create(simulator, _config())
+            async with _attached(simulator, session_id) as host:
+                assert await host.next() == heard
+                assert await host.next() == delegated
+                await host.send(
+                    {
+                        "type": "session.commentary.append",
+                        "event_id": "k1",
+                        "delegation_id": "item_d1",
+                        "content": "x",
+                    }
+                )
+                await host.to_the_end()
+            log = simulator.live.sessions[session_id].log
+            assert log.errors == [] and log.close_code == 1000 and log.status == "ended"
+            assert log.control_types() == ["session.commentary.append"]
+            assert [entry["event"] for entry in log.events] == [heard, delegated]
 
     asyncio.run(scenario())

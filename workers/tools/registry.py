@@ -1,4 +1,5 @@
-"""The tool registry: tools declared in Python, registered by module path.
+"""The tool registry: tools declared in Python, registered by module path; and beside it the
+registry of delegation handlers, what a Live call's delegations run.
 
 An application lists its tool modules in configuration; each module holds a module-level
 `TOOLS` list of `Tool`s, usually built with the `tool` decorator:
@@ -9,25 +10,41 @@ An application lists its tool modules in configuration; each module holds a modu
         return {"text": arguments["text"]}
 
     TOOLS = [echo]
+
+A delegation handler is registered the same way, from the modules SWITCHBOARD_DELEGATION_MODULES
+lists (a module-level `DELEGATION_HANDLERS`), and runs under the same runner as a tool body (its
+time limit, its cancellation). It is given the task, the transcript so far and the session's
+state, and answers what the model should tell the caller (a string), or raises
+`DelegationRefused` with the reason it will not do it:
+
+    @delegation_handler(name="order_desk", version="1", description="Looks orders up.")
+    def order_desk(request: DelegationRequest, context: ToolContext) -> str:
+        ...
+
+    DELEGATION_HANDLERS = [order_desk]
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
-from pipeline.catalog import SideEffect, ToolCatalog, ToolSpec
+from pipeline.catalog import TOOL_NAME_PATTERN, SideEffect, ToolCatalog, ToolSpec
 from pipeline.errors import SwitchboardError
+from pipeline.state import SessionState
 from workers.tools.schema import unsupported_keywords
 
 if TYPE_CHECKING:
     from workers.tools.runner import ToolContext
 
 ToolFunction = Callable[[dict[str, Any], "ToolContext"], Any]
+_Declared = TypeVar("_Declared")
+TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 
 
 class RegistryError(SwitchboardError):
@@ -128,29 +145,122 @@ def load_registry(module_paths: Iterable[str]) -> Registry:
     """Import each module by dotted path and register its module-level `TOOLS`."""
     registry = Registry()
     for path in module_paths:
-        for declared in _module_tools(path):
+        for declared in _declared_in(path, "TOOLS", Tool):
             registry.register(declared)
     return registry
 
 
-def _module_tools(path: str) -> list[Tool]:
+def _declared_in(path: str, attribute: str, kind: type[_Declared]) -> list[_Declared]:
     try:
         module = importlib.import_module(path)
     except ModuleNotFoundError as exc:
         # A module that exists but imports something missing is a different mistake.
         if exc.name is not None and (path == exc.name or path.startswith(exc.name + ".")):
-            raise RegistryError(f"no tool module {path!r}") from exc
-        raise RegistryError(f"tool module {path!r} failed to import: {exc}") from exc
+            raise RegistryError(f"no {_what(attribute)} module {path!r}") from exc
+        raise RegistryError(f"{_what(attribute)} module {path!r} failed to import: {exc}") from exc
     except ImportError as exc:
-        raise RegistryError(f"tool module {path!r} failed to import: {exc}") from exc
-    declared = getattr(module, "TOOLS", None)
+        raise RegistryError(f"{_what(attribute)} module {path!r} failed to import: {exc}") from exc
+    declared = getattr(module, attribute, None)
     if declared is None:
-        raise RegistryError(f"tool module {path!r} has no TOOLS list")
+        raise RegistryError(f"{_what(attribute)} module {path!r} has no {attribute} list")
     if not isinstance(declared, list | tuple):
         raise RegistryError(
-            f"tool module {path!r}: TOOLS must be a list of Tool, got {type(declared).__name__}"
+            f"{_what(attribute)} module {path!r}: {attribute} must be a list of {kind.__name__},"
+            f" got {type(declared).__name__}"
         )
     for item in declared:
-        if not isinstance(item, Tool):
-            raise RegistryError(f"tool module {path!r}: TOOLS holds a {type(item).__name__}, not a Tool")
+        if not isinstance(item, kind):
+            raise RegistryError(
+                f"{_what(attribute)} module {path!r}: {attribute} holds a {type(item).__name__},"
+                f" not a {kind.__name__}"
+            )
     return list(declared)
+
+
+def _what(attribute: str) -> str:
+    return "tool" if attribute == "TOOLS" else "delegation handler"
+
+
+# ── delegation handlers ─────────────────────────────────────────────────────────────────
+
+
+class DelegationRefused(Exception):
+    """Raised by a delegation handler that will not do the task; the message is the reason,
+    which the model tells the caller."""
+
+
+@dataclass(frozen=True)
+class DelegationRequest:
+    """What a delegation handler is given: the task (the caller's words up to the delegation's
+    offset, and whether the transcript had reached it), the call's transcript so far (role and
+    text, oldest first) and the session's state as it was when the handler started."""
+
+    session_id: str
+    delegation_id: str
+    task: str
+    covered: bool
+    transcript: tuple[tuple[str, str], ...]
+    state: SessionState
+
+
+DelegationFunction = Callable[[DelegationRequest, "ToolContext"], Any]
+
+
+@dataclass(frozen=True)
+class DelegationHandler:
+    """A declared delegation handler: its name and version (a session is fixed to both when it
+    is created) and the Python body."""
+
+    name: str
+    version: str
+    description: str
+    fn: DelegationFunction
+
+    @property
+    def origin(self) -> str:
+        return getattr(self.fn, "__module__", None) or "<unknown>"
+
+
+def delegation_handler(
+    *, name: str, version: str, description: str
+) -> Callable[[DelegationFunction], DelegationHandler]:
+    """Declare the decorated function as a delegation handler."""
+    if not TOOL_NAME.fullmatch(name):
+        raise RegistryError(f"delegation handler {name!r}: a name is 1 to 64 letters, digits, '_' or '-'")
+    if not version:
+        raise RegistryError(f"delegation handler {name!r} needs a version")
+
+    def declare(fn: DelegationFunction) -> DelegationHandler:
+        return DelegationHandler(name=name, version=version, description=description, fn=fn)
+
+    return declare
+
+
+class HandlerRegistry:
+    """The delegation handlers this process can run, by name."""
+
+    def __init__(self, handlers: Iterable[DelegationHandler] = ()) -> None:
+        self._handlers: dict[str, DelegationHandler] = {}
+        for declared in handlers:
+            existing = self._handlers.get(declared.name)
+            if existing is not None:
+                raise RegistryError(
+                    f"delegation handler {declared.name!r} from {declared.origin} is already"
+                    f" registered from {existing.origin}"
+                )
+            self._handlers[declared.name] = declared
+
+    def get(self, name: str) -> DelegationHandler | None:
+        return self._handlers.get(name)
+
+    @property
+    def handlers(self) -> tuple[DelegationHandler, ...]:
+        return tuple(self._handlers.values())
+
+
+def load_handlers(module_paths: Iterable[str]) -> HandlerRegistry:
+    """Import each module by dotted path and register its module-level `DELEGATION_HANDLERS`."""
+    handlers: list[DelegationHandler] = []
+    for path in module_paths:
+        handlers += _declared_in(path, "DELEGATION_HANDLERS", DelegationHandler)
+    return HandlerRegistry(handlers)

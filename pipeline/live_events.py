@@ -1,0 +1,139 @@
+"""The Live API's durable inputs as the workers read them from the log (LIVE_PROTOCOL.md §3.1),
+and the host's own durable transcript event.
+
+Two Live types share a name with Realtime ones, `session.updated` and `error`; their shapes fit
+the Realtime models (`pipeline.wire.SessionUpdated`, `ProviderError`), which read both. Every
+other type here is Live's own, so one parser reads either provider's log; which provider an
+input belongs to is decided by the session (`pipeline.session.apply`), not by the parser. Like
+every inbound model these ignore fields they do not use.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from pipeline.timeline import Speaker, TranscriptFragment
+
+LIVE_TRANSCRIPT_TYPE = "switchboard.live_transcript"
+
+
+class _Inbound(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class LiveTranscript(BaseModel):
+    """The durable transcript event the gateway writes from timeline-stamped deltas:
+    consecutive fragments of one speaker, in arrival order (Live sends no final transcript)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["switchboard.live_transcript"] = "switchboard.live_transcript"
+    speaker: Speaker
+    text: str
+    start_ms: int
+    end_ms: int
+    fragments: tuple[TranscriptFragment, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _one_speaker(self) -> LiveTranscript:
+        if any(fragment.speaker is not self.speaker for fragment in self.fragments):
+            raise ValueError(f"a durable transcript is of one speaker ({self.speaker})")
+        return self
+
+    @property
+    def item_id(self) -> str:
+        """The id the transcript is stored under: its first fragment's provider event id."""
+        return self.fragments[0].event_id
+
+
+class DelegationRef(_Inbound):
+    id: str
+    target: Literal["client", "responses", "decisions"]
+    response_id: str | None = None
+
+
+class Delegated(_Inbound):
+    """The model handed a task to the backend at `offset_ms` on the timeline (§1.3): metadata
+    only, never the task's text."""
+
+    type: Literal["session.delegation.created"]
+    event_id: str
+    offset_ms: int = Field(ge=0)
+    delegation: DelegationRef
+
+
+class Appended(_Inbound):
+    """An append was accepted into the timeline (not: spoken, or heard)."""
+
+    type: Literal["session.instructions.appended", "session.thinking.appended", "session.commentary.appended"]
+    event_id: str
+    client_event_id: str | None = None
+    start_ms: int = 0
+    end_ms: int = 0
+
+
+class InputMuted(_Inbound):
+    """The model hears silence (`muted`) or the caller again (`unmuted`)."""
+
+    type: Literal["session.input_audio.muted", "session.input_audio.unmuted"]
+    event_id: str
+    client_event_id: str | None = None
+
+
+class LiveUsage(_Inbound):
+    """Cumulative usage in seconds ("do not sum values across usage events")."""
+
+    seconds: float = Field(ge=0)
+    active_seconds: float | None = Field(default=None, ge=0)
+    paused_seconds: float | None = Field(default=None, ge=0)
+
+
+class ContextWindow(_Inbound):
+    usage_ratio: float = Field(default=0.0, ge=0)
+
+
+class UsageUpdated(_Inbound):
+    type: Literal["session.usage.updated"]
+    event_id: str
+    usage: LiveUsage
+    context_window: ContextWindow | None = None
+
+
+class LiveClosed(_Inbound):
+    """The session is over, with the reason and the final usage (§2.4)."""
+
+    type: Literal["session.closed"]
+    event_id: str
+    reason: str
+    usage: LiveUsage
+    client_event_id: str | None = None
+
+
+class KeyReceived(_Inbound):
+    """A keypad press on a Live phone call (DTMF)."""
+
+    type: Literal["transport.dtmf.received"]
+    event_id: str
+    event: str
+
+
+# What the provider says on a Live sideband that the workers read (the transcript event is a
+# host input: `pipeline.wire.HostInput`).
+LiveInbound = Delegated | Appended | InputMuted | UsageUpdated | LiveClosed | KeyReceived
+
+# The provider types these models read (the transcript event is the host's own).
+LIVE_PARSED_TYPES = frozenset(
+    {
+        "session.delegation.created",
+        "session.instructions.appended",
+        "session.thinking.appended",
+        "session.commentary.appended",
+        "session.input_audio.muted",
+        "session.input_audio.unmuted",
+        "session.usage.updated",
+        "session.closed",
+        "transport.dtmf.received",
+    }
+)
