@@ -36,6 +36,16 @@ class ModelPrices(BaseModel):
     active_minute: float = Field(default=0, ge=0)
 
 
+def usage_added(before: Usage, after: Usage) -> Usage | None:
+    """What a transaction added to a session's usage (a response's tokens, or on Live its active
+    seconds), or None when it added nothing."""
+    if after == before:
+        return None
+    return Usage.model_validate(
+        {name: getattr(after, name) - getattr(before, name) for name in Usage.model_fields}
+    )
+
+
 def cost_usd(usage: Usage, prices: ModelPrices | None) -> float | None:
     """The usage's cost (None without prices for the model): cached input at its own rate, the
     rest of the input and the output by modality."""

@@ -698,7 +698,8 @@ def _publish(session: LockedSession, applied: Applied) -> None:
 
 def _after_commit(session_id: str, applied: Applied) -> None:
     settings = _runtime.settings
-    worker_metrics.recorded(applied, settings.prices.get(settings.provider_model))
+    model = settings.live_model if applied.live else settings.provider_model
+    worker_metrics.recorded(applied, settings.prices.get(model))
     # What the transaction asks to be sent, sent together: one round trip, not one each (a tool
     # call's run, or its inline backup, and its deadline timer were two before the body ran).
     sends: list[tuple[dramatiq.Message[Any], int | None]] = []

@@ -15,8 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.cost import ModelPrices, cost_usd
-from pipeline.state import Usage
+from pipeline.cost import ModelPrices, cost_usd, usage_added
 
 logger = logging.getLogger(__name__)
 
@@ -111,10 +110,8 @@ def recorded(applied: Applied, prices: ModelPrices | None = None) -> None:
         return
     measured = metrics()
     before, after = applied.usage_before, applied.usage_after
-    if before is not None and after is not None and after.responses > before.responses:
-        added = Usage.model_validate(
-            {name: getattr(after, name) - getattr(before, name) for name in Usage.model_fields}
-        )
+    added = usage_added(before, after) if before is not None and after is not None else None
+    if added is not None:
         for kind in ("input", "output"):
             tokens = getattr(added, f"{kind}_tokens")
             if tokens > 0:

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline import delegation
 from pipeline.call_log import LoggedInput, project
-from pipeline.cost import ModelPrices, cost_usd
+from pipeline.cost import ModelPrices, cost_usd, usage_added
 from pipeline.live import DELEGATION_SETTLE_MS, MAXIMUM_APPEND_CHARS, settle_timer
 from pipeline.state import DelegationStatus, Phase, SessionState
 from pipeline.step import (
@@ -459,6 +459,18 @@ def test_a_live_calls_cost_is_its_active_minutes_at_the_models_rate() -> None:
     assert cost_usd(state.usage, ModelPrices(active_minute=0.05)) == 0.075
     assert cost_usd(state.usage, None) is None
     assert ModelPrices.model_validate({}).text.input == 0
+
+
+def test_what_a_live_usage_report_added_is_priced_like_the_whole_call() -> None:
+    """A usage report adds active seconds and no response: what it added is still counted (the
+    workers' cost metric counted only transactions that added a response, so a Live call's
+    cost was never counted), and nothing added is None."""
+    before, _ = _run(_listening(), lc.usage(30))
+    after, _ = _run(before, lc.usage(90))
+    added = usage_added(before.usage, after.usage)
+    assert added is not None and added.responses == 0 and added.active_seconds == 60
+    assert cost_usd(added, ModelPrices(active_minute=0.05)) == 0.05
+    assert usage_added(after.usage, after.usage) is None
 
 
 def test_a_keypad_press_on_a_live_phone_call_does_what_its_route_maps_it_to() -> None:
