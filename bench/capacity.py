@@ -337,8 +337,11 @@ def held_calls(stack: Stack, calls: int = HELD_CALLS) -> dict[str, Any]:
     }
 
 
-def capacity_figures(database_url: str, redis_url: str, *, max_calls: int, log: Any) -> dict[str, Any]:
-    """Every level, the scaling comparison and the held calls, each on a fresh stack."""
+def capacity_figures(
+    database_url: str, redis_url: str, *, max_calls: int, log: Any, levels: tuple[int, ...] | None = None
+) -> dict[str, Any]:
+    """Every level, the scaling comparison and the held calls, each on a fresh stack; with
+    `levels`, only those levels (a quick comparison of two builds)."""
     from models.db import connect
     from models.migrate import migrate
 
@@ -347,12 +350,14 @@ def capacity_figures(database_url: str, redis_url: str, *, max_calls: int, log: 
     def stack_factory() -> Stack:
         return Stack(database_url, redis_url, simulator_args=("--lenient",))
 
-    return run_capacity(stack_factory, max_calls=max_calls, log=log)
+    return run_capacity(stack_factory, max_calls=max_calls, log=log, levels=levels)
 
 
-def run_capacity(stack_factory: Any, *, max_calls: int, log: Any) -> dict[str, Any]:
+def run_capacity(
+    stack_factory: Any, *, max_calls: int, log: Any, levels: tuple[int, ...] | None = None
+) -> dict[str, Any]:
     figures: dict[str, Any] = {"levels": []}
-    for calls in [level for level in LEVELS if level <= max_calls]:
+    for calls in levels or [level for level in LEVELS if level <= max_calls]:
         log(f"capacity: {calls} concurrent calls of {turns_for(calls)} turns (tools every other turn)")
         with stack_factory() as stack:
             stack.start(workers=1)
@@ -364,6 +369,8 @@ def run_capacity(stack_factory: Any, *, max_calls: int, log: Any) -> dict[str, A
         )
         if calls >= ALWAYS_UP_TO and level["p99_ms"] is not None and level["p99_ms"] > P99_LIMIT_MS:
             break
+    if levels:
+        return figures
     figures["scaling"] = []
     for workers in (1, 2):
         log(f"scaling: {SCALING_CALLS} calls with {workers} worker process(es)")
@@ -448,10 +455,15 @@ def _cpu_split(level: dict[str, Any]) -> str:
     return f"{round(of('gateway'), 2)}/{round(of('worker'), 2)}/{round(of('simulator'), 2)}"
 
 
-def run_capacity_bench(settings: Any, *, as_json: bool, max_calls: int) -> int:
+def run_capacity_bench(
+    settings: Any, *, as_json: bool, max_calls: int, levels: tuple[int, ...] | None = None
+) -> int:
     from bench.running import on_services, report
 
     figures = on_services(
-        settings, lambda database, redis, log: capacity_figures(database, redis, max_calls=max_calls, log=log)
+        settings,
+        lambda database, redis, log: capacity_figures(
+            database, redis, max_calls=max_calls, log=log, levels=levels
+        ),
     )
     return report(figures, as_json=as_json, render=render)

@@ -648,14 +648,41 @@ def measure_metrics_cost() -> dict[str, Any]:
     return dict(json.loads(done.stdout))
 
 
-def run_latency_bench(settings: Settings, *, as_json: bool, load_calls: int) -> int:
+def run_latency_bench(settings: Settings, *, as_json: bool, load_calls: int, quick: bool = False) -> int:
     from bench.running import on_services, report
 
     figures = on_services(
         settings,
-        lambda database, redis, log: latency_figures(database, redis, load_calls=load_calls, log=log),
+        lambda database, redis, log: (
+            quick_figures(database, redis, log=log)
+            if quick
+            else latency_figures(database, redis, load_calls=load_calls, log=log)
+        ),
     )
     return report(figures, as_json=as_json, render=render)
+
+
+def quick_figures(database_url: str, redis_url: str, *, log: Callable[[str], None]) -> dict[str, Any]:
+    """The floor, idle event → control, idle tool turnaround and the peer, on one stack: the
+    ratios the hot path's targets are set in, in about a minute (to compare two builds)."""
+    from models.db import connect
+    from models.migrate import migrate
+
+    migrate(connect(database_url))
+    log("floor: Redis round trip and PostgreSQL row-lock transaction")
+    figures: dict[str, Any] = {"floor": measure_floor(database_url, redis_url)}
+    with Stack(database_url, redis_url, extra_env=METRICS_ON, simulator_args=("--lenient",)) as stack:
+        stack.start(workers=1)
+        log(f"wake consumer: idle, one call of {IDLE_TURNS} turns")
+        figures["idle"] = percentiles(measure(stack, idle_script(IDLE_TURNS), 1))
+        log(f"tool turnaround: idle, one call of {TOOL_IDLE_TURNS} turns")
+        tools = measure(
+            stack, tool_script(TOOL_IDLE_TURNS, 250), 1, tools=("echo",), latencies=tool_turnaround_ms
+        )
+        figures["tool_idle"] = percentiles(tools)
+        figures.update(_peer_figures(stack, figures["tool_idle"], log))
+    figures["ratios"] = ratios(figures)
+    return figures
 
 
 def latency_figures(

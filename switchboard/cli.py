@@ -56,6 +56,16 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument(
         "--max-calls", type=int, default=800, help="capacity: the highest level of concurrent calls to try"
     )
+    bench.add_argument(
+        "--levels",
+        type=lambda text: tuple(int(part) for part in text.split(",")),
+        help="capacity: only these levels of concurrent calls, e.g. 50,100,200 (no scaling or held calls)",
+    )
+    bench.add_argument(
+        "--quick",
+        action="store_true",
+        help="latency: only the floor, idle event → control, idle tool turnaround and the peer",
+    )
     sessions = commands.add_parser(
         "sessions",
         help="a session's durable record (show) or its recording for replay (export), or act on "
@@ -178,11 +188,15 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.command == "bench" and arguments.which == "capacity":
         from bench.capacity import run_capacity_bench
 
-        return run_capacity_bench(settings, as_json=arguments.json, max_calls=arguments.max_calls)
+        return run_capacity_bench(
+            settings, as_json=arguments.json, max_calls=arguments.max_calls, levels=arguments.levels
+        )
     if arguments.command == "bench":
         from bench.latency import run_latency_bench
 
-        return run_latency_bench(settings, as_json=arguments.json, load_calls=arguments.calls)
+        return run_latency_bench(
+            settings, as_json=arguments.json, load_calls=arguments.calls, quick=arguments.quick
+        )
     if arguments.command == "routes":
         return _routes(settings, arguments)
     if arguments.command == "keys":
