@@ -138,9 +138,8 @@ def count_messages(broker: Any) -> None:
     # It reads its directory when first imported: set it again, in case that was earlier.
     prometheus.DB_PATH = os.environ.get("PROMETHEUS_MULTIPROC_DIR", prometheus.DB_PATH)
     middleware = prometheus.Prometheus()
+    # Its after_process_boot runs with everyone's, when `switchboard worker` emits process_boot.
     broker.add_middleware(middleware)
-    # `switchboard worker` is not Dramatiq's CLI, which is what emits process_boot.
-    middleware.after_process_boot(broker)
 
 
 def serve(host: str, port: int) -> int:
