@@ -24,35 +24,6 @@ QUEUES = (
     APP_WEBHOOKS_QUEUE,
 )
 
-# How a worker's lanes (threads that each take and process messages, `workers.lanes`) are shared
-# by the queues it consumes: by weight, at least one each. Transcript events are most of a
-# call's; admission comes in bursts as calls start; a tool event may run a quick tool inline.
-# Tool bodies and app webhooks wait on the outside world, so one slow one never has the queue
-# to itself: two lanes at least.
-_LANE_WEIGHT = {
-    TRANSCRIPT_QUEUE: 4,
-    ADMISSION_QUEUE: 2,
-    TOOL_QUEUE: 2,
-    READS_QUEUE: 1,
-    COMPACTION_QUEUE: 1,
-    TOOL_RUNS_QUEUE: 2,
-    APP_WEBHOOKS_QUEUE: 1,
-}
-_LANE_MINIMUM = {TOOL_RUNS_QUEUE: 2, APP_WEBHOOKS_QUEUE: 2}
-
-
-def lane_counts(queues: list[str], lanes: int) -> dict[str, int]:
-    """How many of `lanes` each of `queues` gets: its share by weight, rounded, at least its
-    minimum (so a worker of many queues may run a few more than `lanes`).
-    A queue consumed alone gets them all (a `tool_runs` worker's threads run tool bodies)."""
-    weights = {queue: _LANE_WEIGHT.get(queue, 1) for queue in queues}
-    total = sum(weights.values())
-    return {
-        queue: max(_LANE_MINIMUM.get(queue, 1), round(lanes * weight / total))
-        for queue, weight in weights.items()
-    }
-
-
 # Each durable event goes to the queue of the concern it belongs to; whichever worker takes
 # it applies every contiguous logged event of the session, so queues never reorder a session.
 _QUEUE_OF_TYPE = {

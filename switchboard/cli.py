@@ -38,9 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     gateway = commands.add_parser("gateway", help="run a gateway process")
     gateway.add_argument("--port", type=int)
     worker = commands.add_parser("worker", help="run a worker process (all queues)")
-    worker.add_argument(
-        "--threads", type=int, help="lanes in all, shared by the queues by weight (default: 8)"
-    )
+    worker.add_argument("--threads", type=int)
     worker.add_argument("--queues", help="comma-separated queues to consume (default: all)")
     commands.add_parser("migrate", help="apply database migrations")
     replay = commands.add_parser("replay", help="push a recorded call through the real pipeline")
@@ -431,7 +429,6 @@ def _wait_for_signal() -> None:
 def run_worker(settings: Settings, threads: int | None, queues: set[str] | None = None) -> int:
     from switchboard.observability import init_sentry
     from workers import metrics, runtime
-    from workers.lanes import LaneWorker
 
     services = _services(settings)
     init_sentry(settings, "worker")
@@ -453,13 +450,7 @@ def run_worker(settings: Settings, threads: int | None, queues: set[str] | None 
             file=sys.stderr,
         )
         return 2
-    # Dramatiq's own CLI emits this once the actors are imported; without it TimeLimit never
-    # starts the thread that enforces time limits (a tool body's last-resort bound).
-    rt.broker.emit_after("process_boot")
-    worker = LaneWorker(
-        rt.broker, queues=queues, lanes=threads or settings.worker_threads, worker_timeout=1_000
-    )
-    worker.start()
+    worker = runtime.start_worker(rt.broker, queues=queues, threads=threads or settings.worker_threads)
     served = ""
     if settings.metrics:
         port = metrics.serve(settings.worker_metrics_host, settings.worker_metrics_port)

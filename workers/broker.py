@@ -53,17 +53,6 @@ MINIMUM_BLOCK_S = 0.01
 # idle consumer fetches about once per worker timeout (1 s), so sweeps keep to that pace.
 MAINTENANCE_INTERVAL_MS = 500
 
-# KEYS[1] a queue's list of waiting message ids, KEYS[2] its wake list: one token for each
-# message still waiting, at most WAKE_LIST_LENGTH (see `WakeRedisBroker.take`).
-RETOKEN = """
-redis.call("DEL", KEYS[2])
-local waiting = math.min(redis.call("LLEN", KEYS[1]), WAKE_LIST_LENGTH)
-for _ = 1, waiting do
-    redis.call("RPUSH", KEYS[2], 1)
-end
-return waiting
-""".replace("WAKE_LIST_LENGTH", str(WAKE_LIST_LENGTH))
-
 BrokerKind = Literal["wake", "stock"]
 
 # A message stored by `enqueue_numbered` is remembered (its id → its seq) this long, so that one
@@ -232,11 +221,10 @@ class WakeRedisBroker(NumberingEnqueue, RedisBroker):
 
         Redis runs the commands after a blocking ``BLPOP`` the moment it returns, so an idle
         consumer's wait, its fetch and the acks of what it handed out last all cost one round
-        trip. After the fetch, the tokens are set to one for each message still waiting (at
-        most the list's cap), in one script, so they say what the queue holds at that moment:
-        a burst of k messages would otherwise leave stale tokens, each followed by an empty
-        fetch (a third of all fetches at 100 calls), and a consumer that took only part of
-        what waits would otherwise need a round trip of its own to wake the others for it."""
+        trip. Clearing the tokens before the fetch is safe: a token deleted here belonged to a
+        message stored before the fetch, which the fetch returns; a message stored after it
+        brings a token of its own (a burst of k messages would otherwise leave k - 1 stale
+        tokens, each followed by an empty fetch: a third of all fetches at 100 calls)."""
         script = self.scripts["dispatch"]
         acks = self._taken_acks(queue_name)
         acked = [self._arguments("ack", queue_name, redis_id, may_maintain=False) for redis_id in acks]
@@ -248,10 +236,8 @@ class WakeRedisBroker(NumberingEnqueue, RedisBroker):
                     pipe.evalsha(script.sha, 1, self.namespace, *arguments)
                 if wait_s is not None:
                     pipe.blpop([wake], timeout=max(wait_s, MINIMUM_BLOCK_S))
+                pipe.delete(wake)
                 pipe.evalsha(script.sha, 1, self.namespace, *fetching)
-                # EVAL, not EVALSHA: Redis caches it by its hash all the same, and a restarted
-                # Redis needs no reload of a script this short.
-                pipe.eval(RETOKEN, 2, f"{self.namespace}:{queue_name}", wake)
                 results = pipe.execute(raise_on_error=False)
         except redis.RedisError:
             # Not known to be settled: they go with the next round trip (an ack twice is harmless).
@@ -259,9 +245,7 @@ class WakeRedisBroker(NumberingEnqueue, RedisBroker):
             raise
         for arguments, result in zip(acked, results, strict=False):
             self._settled(result, arguments)
-        if isinstance(results[-1], Exception):
-            raise results[-1]
-        return list(self._settled(results[-2], fetching))
+        return list(self._settled(results[-1], fetching))
 
     def fetch_clearing_wake(self, queue_name: str, count: int) -> list[bytes]:
         """Clear the queue's wake tokens, then fetch up to ``count`` messages (see `take`)."""
@@ -415,10 +399,11 @@ class _WakeRedisConsumer(_RedisConsumer):
                 self.message_cache = self.broker.take(
                     self.connect_blocking_client(), self.queue_name, free_slots, wait_s=wait_s
                 )
-                # Fewer than there was room for: the queue was empty at that moment, and
-                # anything stored since brings a token, so the next take waits for one. (What
-                # is left after a full take has its tokens, for whichever consumer is idle.)
                 self.drained = len(self.message_cache) < free_slots
+                if not self.drained:
+                    # The queue may hold more than this consumer has room for, and the tokens
+                    # that would wake another worker for them were just cleared.
+                    self.broker.wake(self.queue_name)
                 if not self.message_cache:
                     return None
         except redis.ConnectionError as e:

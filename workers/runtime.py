@@ -81,6 +81,19 @@ def configure(settings: Settings, database_url: str, redis_url: str) -> Runtime:
     return _current
 
 
+def start_worker(
+    broker: dramatiq.Broker, *, queues: set[str] | None, threads: int, worker_timeout_ms: int = 1_000
+) -> dramatiq.Worker:
+    """Boot this process's middleware and start a Dramatiq worker on ``broker``'s actors
+    (declared by now). Dramatiq's own CLI emits process_boot once the actors are imported;
+    `switchboard worker` is not that CLI, and without it TimeLimit never starts the thread that
+    enforces time limits (a tool body's last-resort bound)."""
+    broker.emit_after("process_boot")
+    worker = dramatiq.Worker(broker, queues=queues, worker_threads=threads, worker_timeout=worker_timeout_ms)
+    worker.start()
+    return worker
+
+
 def current() -> Runtime:
     """The configured runtime, or one configured from the environment's explicit URLs."""
     if _current is not None:
