@@ -174,6 +174,10 @@ class LiveFrames:
 
     def _heard(self, socket: LiveSocket, event: dict[str, Any], received_at: float) -> None:
         fragment = fragment_of(event)
+        if socket.buffer.holds(fragment.event_id):
+            # Delivered again: its words are buffered or written down already, and listeners
+            # have them.
+            return
         coalesced = buffer_fragment(socket.buffer, fragment, now=received_at)
         socket.buffer = coalesced.buffer
         piece = coalesced.buffer.fragments[0] if coalesced.buffer.fragments else None

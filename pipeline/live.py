@@ -64,6 +64,10 @@ MAXIMUM_COALESCED_FRAGMENTS = 32
 # Buffered words not written down after this much wall time are flushed by the gateway: what a
 # gateway holds only in memory is lost when it dies, and a delegation's task may need them.
 FLUSH_AFTER_MS = 1_000
+# A delta delivered again after its piece was written down is recognised among this many of the
+# socket's latest written fragments (about a minute of speech at five deltas a second): a
+# re-send comes moments after the first, and the record must not hold its words twice.
+REMEMBERED_WRITTEN_FRAGMENTS = 256
 # How long a delegation's task waits for the fragment covering its offset (third parties wait
 # about 400 ms; the covering fragment was recorded arriving 2 ms before its delegation).
 DELEGATION_SETTLE_MS = 400
@@ -309,10 +313,12 @@ def fragment_of(event: dict[str, Any]) -> TranscriptFragment:
 
 @dataclass(frozen=True, slots=True)
 class TranscriptBuffer:
-    """The fragments of one speaker not yet written down, and when the oldest arrived."""
+    """The fragments of one speaker not yet written down, when the oldest arrived, and the ids
+    of the latest fragments already written (so that one delivered again is not written twice)."""
 
     fragments: tuple[TranscriptFragment, ...] = ()
     oldest_at: float | None = None
+    written_ids: tuple[str, ...] = ()
 
     @property
     def speaker(self) -> Speaker | None:
@@ -327,7 +333,10 @@ class TranscriptBuffer:
         return max(fragment.end_ms for fragment in self.fragments)
 
     def holds(self, event_id: str) -> bool:
-        return any(fragment.event_id == event_id for fragment in self.fragments)
+        """Whether this delta is buffered, or was written down lately."""
+        return event_id in self.written_ids or any(
+            fragment.event_id == event_id for fragment in self.fragments
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,7 +379,9 @@ def flush_transcript(buffer: TranscriptBuffer) -> Coalesced:
     """Write down whatever is buffered (before a delegation is enqueued, on close, when due)."""
     if not buffer.fragments:
         return Coalesced(buffer)
-    return Coalesced(TranscriptBuffer(), (live_transcript(buffer.fragments),))
+    written_ids = (*buffer.written_ids, *(fragment.event_id for fragment in buffer.fragments))
+    emptied = TranscriptBuffer(written_ids=written_ids[-REMEMBERED_WRITTEN_FRAGMENTS:])
+    return Coalesced(emptied, (live_transcript(buffer.fragments),))
 
 
 def buffer_fragment(
@@ -383,14 +394,16 @@ def buffer_fragment(
     """Add one fragment, writing down what it closes: the other speaker's words, the words
     before a pause of `gap_ms` or more, or a buffer that has grown to its bound with it."""
     if buffer.holds(fragment.event_id):
-        return Coalesced(buffer)  # the same delta delivered twice is one fragment
+        return Coalesced(buffer)  # the same delta delivered twice is one fragment, written once
     written: tuple[dict[str, Any], ...] = ()
     if buffer.fragments and (
         fragment.speaker != buffer.speaker or fragment.start_ms - buffer.end_ms >= gap_ms
     ):
         closed = flush_transcript(buffer)
         buffer, written = closed.buffer, closed.written
-    grown = TranscriptBuffer((*buffer.fragments, fragment), buffer.oldest_at if buffer.fragments else now)
+    grown = TranscriptBuffer(
+        (*buffer.fragments, fragment), buffer.oldest_at if buffer.fragments else now, buffer.written_ids
+    )
     if (
         len(grown.fragments) >= MAXIMUM_COALESCED_FRAGMENTS
         or grown.end_ms - grown.start_ms >= MAXIMUM_COALESCED_SPAN_MS

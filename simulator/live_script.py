@@ -57,6 +57,9 @@ class LiveSwitches(_Strict):
     carry it as `error.client_event_id`)."""
     usage_interval_ms: int = Field(default=60_000, ge=1)
     """How often `session.usage.updated` is sent while a sideband is attached."""
+    redeliver_caller_deltas_after_ms: int | None = Field(default=None, ge=0, le=60_000)
+    """Send each of the caller's transcript deltas a second time, with the same `event_id`,
+    this long after the first (a provider that delivers an event twice); None: once."""
     reject_responses_in_client_mode: bool = True
     """Answer `response.create` / `response.item.create` with an error under client delegation
     (else they are ignored)."""

@@ -553,6 +553,10 @@ class LiveSession:
                 "end_ms": start_ms + timing.fragment_ms,
             }
             self._transcribed_chars += len(text)
+            redeliver_ms = self.script.switches.redeliver_caller_deltas_after_ms
+            if redeliver_ms is not None:
+                delta = {"type": delta["type"], "event_id": self._mint("event"), **delta}
+                asyncio.get_running_loop().call_later(redeliver_ms / 1000, self._emit, delta)
             if position != covering:
                 self._emit(delta)
                 continue

@@ -94,6 +94,37 @@ def test_a_webrtc_live_call_delegates_once_and_is_answered_once(stack: Stack, cl
     assert recording.close is not None and recording.close.close.code == 1000
 
 
+def test_caller_words_delivered_twice_are_written_down_once(stack: Stack, client: Client) -> None:
+    """Every caller delta comes a second time, same event id, after its words were written
+    down (a provider that delivers twice): the record and the delegation's task hold them once."""
+    set_live_script(
+        stack,
+        {
+            "caller": [
+                {"say": "Hi there.", "after_ms": 100},
+                {"say": ASK, "after_ms": 1_500, "delegate": True},
+                {"hangup": True, "after_ms": 2_000},
+            ],
+            "model": [{"say": "Hello! How can I help?"}],
+            "switches": {"redeliver_caller_deltas_after_ms": 1_200},
+        },
+    )
+    session_id, call_id = _webrtc_call(client, live={"delegation": "echo_task"})
+    record = client.wait_for_status(session_id, timeout_s=30)
+    assert record["status"] == "ended"
+
+    log = live_session(stack, call_id)
+    assert log["errors"] == []
+    sent = [e["event"] for e in log["events"] if e["event"]["type"] == "session.input_transcript.delta"]
+    ids = [event["event_id"] for event in sent]
+    # The redelivery really happened: each delta's id went out twice.
+    assert len(ids) == 2 * len(set(ids)) > 0
+    caller_words = " ".join(i["text"] for i in record["transcript"] if i["role"] == "user")
+    assert " ".join(caller_words.split()) == f"Hi there. {ASK}"
+    commentary = [c for c in controls_of(log) if c["type"] == "session.commentary.append"]
+    assert [c["content"] for c in commentary] == [f"You asked: Hi there. {ASK}"]
+
+
 DANA = {"id": "sup_dana", "name": "Dana"}
 
 

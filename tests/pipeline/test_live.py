@@ -21,6 +21,7 @@ from pipeline.live import (
     MAXIMUM_APPEND_CHARS,
     MAXIMUM_COALESCED_FRAGMENTS,
     MAXIMUM_COALESCED_SPAN_MS,
+    REMEMBERED_WRITTEN_FRAGMENTS,
     SettleVerdict,
     Speaker,
     TranscriptBuffer,
@@ -292,6 +293,24 @@ def test_the_same_delta_twice_is_buffered_once() -> None:
     assert written == [] and buffer.fragments == (fragment,)
 
 
+def test_a_delta_delivered_again_after_its_piece_was_written_is_not_written_twice() -> None:
+    """The record holds each delta's words once, even when the delta comes again after the
+    speaker change (or pause, or flush) that wrote its piece down; the memory is bounded."""
+    first, again = _caller("c1", 0, 200, "Hi"), _caller("c1", 0, 200, "Hi")
+    written, buffer = _feed([first, _agent("a1", 300, 500, "Hello"), again])
+    assert [event["text"] for event in written] == ["Hi"]
+    assert [f.event_id for f in buffer.fragments] == ["a1"]
+    flushed = flush_transcript(buffer)
+    assert buffer_fragment(flushed.buffer, _agent("a1", 300, 500, "Hello"), now=NOW).written == ()
+    assert buffer_fragment(flushed.buffer, _agent("a1", 300, 500, "Hello"), now=NOW).buffer.fragments == ()
+    # Only the latest are remembered: a buffer never grows without bound.
+    many = [_caller(f"m{i}", i * 10, i * 10 + 10, " w") for i in range(REMEMBERED_WRITTEN_FRAGMENTS + 40)]
+    written, buffer = _feed(many)
+    emptied = flush_transcript(buffer).buffer
+    assert len(emptied.written_ids) == REMEMBERED_WRITTEN_FRAGMENTS
+    assert emptied.holds(f"m{REMEMBERED_WRITTEN_FRAGMENTS + 39}") and not emptied.holds("m0")
+
+
 def test_flushing_writes_whatever_is_buffered_and_is_due_after_the_wait() -> None:
     """Before a delegation, on close or when due, the buffer is written and emptied; the flush
     is due once the oldest fragment has waited FLUSH_AFTER_MS of wall time."""
@@ -302,7 +321,7 @@ def test_flushing_writes_whatever_is_buffered_and_is_due_after_the_wait() -> Non
     assert is_flush_due(later.buffer, now=NOW + FLUSH_AFTER_MS / 1000)
     flushed = flush_transcript(later.buffer)
     assert [event["text"] for event in flushed.written] == ["Hi there"]
-    assert flushed.buffer == TranscriptBuffer() and not is_flush_due(flushed.buffer, now=NOW + 60)
+    assert flushed.buffer.fragments == () and not is_flush_due(flushed.buffer, now=NOW + 60)
     assert flush_transcript(TranscriptBuffer()).written == ()
 
 
