@@ -12,10 +12,12 @@ import pytest
 import redis
 import sentry_sdk
 from dramatiq.brokers.redis import RedisBroker
+from dramatiq.middleware import Retries, TimeLimit
 
 from pipeline.envelope import NumberedMessage, numbered_body, plain_body
 from workers.broker import WAKE_LIST_LENGTH, WakeRedisBroker, make_broker, wake_key
 from workers.dead_letters import DeadLetters
+from workers.runtime import start_worker
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -409,3 +411,39 @@ def test_enqueue_all_stores_each_as_enqueue_would_in_one_call(namespace, running
     assert seen == [None, 300, None]
     running_worker(broker)
     assert arrivals.wait_for(3) == [1, 2, 3]
+
+
+def test_a_message_over_its_time_limit_is_failed_and_the_worker_goes_on(namespace):
+    """A worker started as `switchboard worker` starts it enforces time limits. Without
+    process_boot (Dramatiq's CLI emits it; `switchboard worker` is not that CLI) TimeLimit never
+    watches: the slow message would run to its end and count as done."""
+    broker = make_broker(REDIS_URL, namespace=namespace, middleware=[TimeLimit(interval=50), Retries()])
+    done: list[str] = []
+
+    def slow() -> None:
+        # Short sleeps: a time limit is raised in the thread between two bytecodes, never
+        # inside one long C call.
+        for _ in range(300):
+            time.sleep(0.01)
+        done.append("slow")
+
+    dramatiq.actor(slow, broker=broker, queue_name="calls", actor_name="slow", max_retries=0, time_limit=300)
+    dramatiq.actor(lambda: done.append("quick"), broker=broker, queue_name="calls", actor_name="quick")
+    worker = start_worker(broker, queues=None, threads=1, worker_timeout_ms=200)
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        broker.get_actor("slow").send()
+        broker.get_actor("quick").send()
+        give_up_at = time.monotonic() + ARRIVAL_DEADLINE_S
+        while time.monotonic() < give_up_at and not (
+            done == ["quick"] and client.zcard(f"{namespace}:calls.XQ") == 1
+        ):
+            time.sleep(0.01)
+        # One thread: the quick message ran after the slow one was cut off, well before its 3 s.
+        assert done == ["quick"]
+        assert client.zcard(f"{namespace}:calls.XQ") == 1
+    finally:
+        worker.stop()
+        broker.close()
+        client.close()
+    assert done == ["quick"]
