@@ -87,8 +87,8 @@ def measure_costs() -> dict[str, Any]:
 
 
 def _prometheus_middleware(broker: object) -> Any:
-    """Dramatiq's Prometheus middleware set up as `workers.metrics.count_messages` sets it up,
-    but not added to a broker: its hooks are called directly."""
+    """Dramatiq's Prometheus middleware booted as a `switchboard worker` boots it (its
+    process_boot hook), but not added to a broker: its hooks are called directly."""
     from dramatiq.middleware.prometheus import Prometheus
 
     middleware = Prometheus()
