@@ -174,11 +174,11 @@ class LiveFrames:
 
     def _heard(self, socket: LiveSocket, event: dict[str, Any], received_at: float) -> None:
         fragment = fragment_of(event)
-        if socket.buffer.holds(fragment.event_id):
+        coalesced = buffer_fragment(socket.buffer, fragment, now=received_at)
+        if coalesced.repeated:
             # Delivered again: its words are buffered or written down already, and listeners
             # have them.
             return
-        coalesced = buffer_fragment(socket.buffer, fragment, now=received_at)
         socket.buffer = coalesced.buffer
         piece = coalesced.buffer.fragments[0] if coalesced.buffer.fragments else None
         item_id = piece.event_id if piece is not None else coalesced.written[-1]["fragments"][0]["event_id"]

@@ -341,10 +341,12 @@ class TranscriptBuffer:
 
 @dataclass(frozen=True, slots=True)
 class Coalesced:
-    """What buffering or flushing left: the buffer, and the durable events to enqueue, in order."""
+    """What buffering or flushing left: the buffer, the durable events to enqueue, in order,
+    and whether the fragment was one already buffered or written (then nothing changed)."""
 
     buffer: TranscriptBuffer
     written: tuple[dict[str, Any], ...] = ()
+    repeated: bool = False
 
 
 def live_transcript(fragments: Iterable[TranscriptFragment]) -> dict[str, Any]:
@@ -394,7 +396,7 @@ def buffer_fragment(
     """Add one fragment, writing down what it closes: the other speaker's words, the words
     before a pause of `gap_ms` or more, or a buffer that has grown to its bound with it."""
     if buffer.holds(fragment.event_id):
-        return Coalesced(buffer)  # the same delta delivered twice is one fragment, written once
+        return Coalesced(buffer, repeated=True)  # the same delta twice is one fragment, written once
     written: tuple[dict[str, Any], ...] = ()
     if buffer.fragments and (
         fragment.speaker != buffer.speaker or fragment.start_ms - buffer.end_ms >= gap_ms
