@@ -1,7 +1,7 @@
 """The gateway's HTTP API and live stream, as a Starlette app.
 
 Every route but `GET /healthz` needs `Authorization: Bearer <API token>`; the live stream also
-takes a live token (`?token=`, per session, expiring: see `pipeline.live_tokens`), so a browser
+takes a live token (`?token=`, per session, expiring: see `pipeline.watch_tokens`), so a browser
 never holds the API token. Errors are `{"error": {"code", "message"}}`.
 
 The handlers decide nothing about a session: they validate the request, then ask a worker (an
@@ -31,12 +31,12 @@ from starlette.websockets import WebSocket
 
 from gateway import console
 from gateway.keys import KeyRing
-from gateway.live import CLOSE_SESSION_ENDED, CLOSE_UNKNOWN_SESSION
 from gateway.live_api import OpenAILive
 from gateway.phone import WebhookRefused
 from gateway.provider import ProviderCallError, RealtimeProvider
+from gateway.watch import CLOSE_SESSION_ENDED, CLOSE_UNKNOWN_SESSION
 from gateway.web import EXCEPTION_HANDLERS, ASGIApp, Receive, Scope, Send, error_body, error_response
-from pipeline import live_tokens
+from pipeline import watch_tokens
 from pipeline.api import (
     BLOCK_NAME,
     AgentReply,
@@ -60,7 +60,7 @@ from pipeline.limits import (
 )
 from pipeline.live import NOT_ON_LIVE
 from pipeline.roles import Identity, Permission, Role, permission_for
-from pipeline.state import LIVE_PHASES, TERMINAL_PHASES
+from pipeline.state import IN_CALL, TERMINAL_PHASES
 from pipeline.wire import (
     AgentReplyRequested,
     AgentSayRequested,
@@ -87,7 +87,7 @@ logger = logging.getLogger(__name__)
 
 SESSION_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 WEBHOOK_PATH = "/v1/webhooks/openai"
-_LIVE_STATUSES = frozenset(str(phase) for phase in LIVE_PHASES)
+_IN_CALL_STATUSES = frozenset(str(phase) for phase in IN_CALL)
 _TERMINAL_STATUSES = frozenset(str(phase) for phase in TERMINAL_PHASES)
 
 Handler = Callable[[Request, str], Awaitable[Response]]
@@ -208,7 +208,7 @@ class _Api:
         self.gateway = gateway
         self.rpc = gateway.rpc
         self.sink = gateway.sink
-        self._live_secret = gateway.live_secret
+        self._watch_secret = gateway.watch_secret
 
     async def health(self, _request: Request) -> Response:
         return JSONResponse({"status": "ok", "gateway": self.gateway.gateway_id})
@@ -430,7 +430,7 @@ class _Api:
             typed = TypedText.model_validate(await _json_body(request))
         except (ValidationError, BadInput) as error:
             return _invalid(error)
-        record, refusal = await self._live_session(session_id)
+        record, refusal = await self._session_in_call(session_id)
         if record is None:
             assert refusal is not None
             return refusal
@@ -454,7 +454,7 @@ class _Api:
         """Stop the response that is playing, as if the caller had talked over it."""
         if (await request.body()).strip() not in (b"", b"{}"):
             return error_response(422, "malformed_request", "interrupt takes no parameters")
-        record, refusal = await self._live_session(session_id)
+        record, refusal = await self._session_in_call(session_id)
         if record is None:
             assert refusal is not None
             return refusal
@@ -536,7 +536,7 @@ class _Api:
     # ── the live stream ───────────────────────────────────────────────────────────────
 
     async def live(self, websocket: WebSocket) -> None:
-        """Stream a session's live transcript and controls. Authorized by the API token (in
+        """Stream a session's transcript and controls to a watcher. Authorized by the API token (in
         the Authorization header) or by a live token for this session (`?token=`); an unknown
         session is closed with 4404, an ended one with 4410."""
         session_id = websocket.path_params["session_id"]
@@ -574,10 +574,10 @@ class _Api:
             if identity is not None and identity.may(Permission.READ):
                 return True
         token = websocket.query_params.get("token", "")
-        return live_tokens.session_of(self._live_secret, token, time.time()) == session_id
+        return watch_tokens.session_of(self._watch_secret, token, time.time()) == session_id
 
     def _live_credentials(self, session_id: str) -> dict[str, Any]:
-        token, expires_at = live_tokens.mint(self._live_secret, session_id, time.time())
+        token, expires_at = watch_tokens.mint(self._watch_secret, session_id, time.time())
         return {
             "token": token,
             "expires_at": expires_at,
@@ -656,10 +656,10 @@ class _Api:
             return None, error_response(409, "session_ended", f"session is {record['status']}")
         return record, refusal
 
-    async def _live_session(self, session_id: str) -> tuple[dict[str, Any] | None, Response | None]:
+    async def _session_in_call(self, session_id: str) -> tuple[dict[str, Any] | None, Response | None]:
         """The session's record if its call is live, else the answer that says why not."""
         record, refusal = await self._session(session_id)
-        if record is not None and record["status"] not in _LIVE_STATUSES:
+        if record is not None and record["status"] not in _IN_CALL_STATUSES:
             return None, error_response(409, "session_not_live", f"session is {record['status']}")
         return record, refusal
 

@@ -23,7 +23,6 @@ from starlette.websockets import WebSocket
 from gateway.api import authenticated, build_api
 from gateway.controls import ControlConsumer
 from gateway.keys import KeyRing
-from gateway.live import LiveHub
 from gateway.live_api import LIVE_CLOSE_WAIT_S, LiveFrames, LiveSocket, OpenAILive, live_provider_from
 from gateway.liveness import Heartbeat
 from gateway.metrics import GatewayMetrics
@@ -32,8 +31,9 @@ from gateway.provider import RealtimeProvider
 from gateway.rpc import WorkerRpc
 from gateway.sink import EventSink, NumberingBroker
 from gateway.sockets import CallSocket
+from gateway.watch import WatchHub
 from gateway.web import HttpLimits, RunningServer, start_server
-from pipeline import compaction, live_tokens
+from pipeline import compaction, watch_tokens
 from pipeline.config import Settings
 from pipeline.envelope import CloseCall, OpenSideband, OutboundBatch, Reply, SendControl, TransferCall
 from pipeline.errors import BadInput, ProviderUnavailable
@@ -53,7 +53,7 @@ from pipeline.wire import (
 logger = logging.getLogger(__name__)
 
 # A listener of a session this gateway holds no sideband for hears of its end by asking.
-LIVE_STATUS_CHECK_S = 5.0
+WATCH_STATUS_CHECK_S = 5.0
 # A followed call log is read again at least this often (and at once after each batch of the
 # session's controls that this gateway carries out).
 LOG_FOLLOW_S = 2.0
@@ -86,12 +86,12 @@ class Gateway:
         self._http_limits = http_limits or HttpLimits()
         self.sink = EventSink(redis_url, broker, self.gateway_id, settings.broker_namespace)
         self.rpc = WorkerRpc(self.sink, self.gateway_id)
-        self.live = LiveHub()
-        self.live_frames = LiveFrames(self.sink, self.live)
-        self.live_secret = (
+        self.watchers = WatchHub()
+        self.live_frames = LiveFrames(self.sink, self.watchers)
+        self.watch_secret = (
             settings.live_token_secret.encode()
             if settings.live_token_secret
-            else live_tokens.derive_secret(settings.api_token)
+            else watch_tokens.derive_secret(settings.api_token)
         )
         self.sockets: dict[str, CallSocket] = {}
         self._stopping = threading.Event()
@@ -106,7 +106,9 @@ class Gateway:
         self.phone_door = PhoneDoor(settings.webhook_secret)
         self._routes: dict[str, str] = {}
         self.metrics = (
-            GatewayMetrics(self.gateway_id, self._live_calls_by_route, redis_url, settings.broker_namespace)
+            GatewayMetrics(
+                self.gateway_id, self._calls_in_progress_by_route, redis_url, settings.broker_namespace
+            )
             if settings.metrics
             else None
         )
@@ -218,11 +220,11 @@ class Gateway:
             if classified.kind is FrameKind.DURABLE:
                 self.sink.submit_event(socket.session_id, socket.generation, event, received_at)
             return
-        if classified.kind is FrameKind.LIVE:
+        if classified.kind is FrameKind.STREAMED:
             role = "user" if classified.type.startswith(_USER_TRANSCRIPT_PREFIX) else "assistant"
             if classified.type == _ASSISTANT_AUDIO_DELTA:
                 socket.heard_delta(event["item_id"], str(event.get("response_id", "")), time.monotonic())
-            self.live.delta(socket.session_id, role, event["item_id"], event.get("delta", ""))
+            self.watchers.delta(socket.session_id, role, event["item_id"], event.get("delta", ""))
             return
         if classified.kind is FrameKind.IGNORED:
             return
@@ -248,10 +250,10 @@ class Gateway:
     def _project_final(self, session_id: str, event: dict[str, Any]) -> None:
         kind = event["type"]
         if kind == "conversation.item.input_audio_transcription.completed":
-            self.live.final(session_id, "user", event["item_id"], event.get("transcript", ""))
+            self.watchers.final(session_id, "user", event["item_id"], event.get("transcript", ""))
         elif kind in ("response.output_audio_transcript.done", "response.output_text.done"):
             text = event.get("transcript", event.get("text", ""))
-            self.live.final(session_id, "assistant", event["item_id"], text)
+            self.watchers.final(session_id, "assistant", event["item_id"], text)
 
     def _on_host_event(self, socket: CallSocket, event: SidebandConnected | SidebandClosed) -> None:
         if isinstance(event, SidebandClosed) and self.sockets.get(socket.session_id) is socket:
@@ -262,7 +264,7 @@ class Gateway:
         self.sink.submit_event(socket.session_id, socket.generation, host_event(event), time.time())
 
     def _on_sent(self, socket: CallSocket, control: dict[str, Any]) -> None:
-        self.live.publish(socket.session_id, {"type": "control", "control": control})
+        self.watchers.publish(socket.session_id, {"type": "control", "control": control})
 
     # ── outbound: controls and directives from the workers ─────────────────────────────
 
@@ -371,11 +373,11 @@ class Gateway:
                 await provider.hangup(directive.call_id)
             except ProviderUnavailable as error:
                 logger.warning("hangup of %s failed: %s", directive.call_id, error)
-        if self.live.listeners(session_id):
+        if self.watchers.listeners(session_id):
             # The end's entries go out first: the read waits for the transaction that published
             # this directive to commit (models.records).
             await self._send_new_entries(session_id)
-        self.live.close(session_id, directive.reason)
+        self.watchers.close(session_id, directive.reason)
         self.sink.forget(session_id)
 
     # ── phone calls ────────────────────────────────────────────────────────────────────
@@ -398,7 +400,7 @@ class Gateway:
         """A phone call this gateway answered came in on this route (for the metrics)."""
         self._routes[session_id] = route_id
 
-    def _live_calls_by_route(self) -> dict[str, int]:
+    def _calls_in_progress_by_route(self) -> dict[str, int]:
         counted: dict[str, int] = {}
         for session_id in list(self.sockets):
             route = self._routes.get(session_id, "")
@@ -437,12 +439,12 @@ class Gateway:
     async def listen(self, session_id: str, websocket: WebSocket) -> None:
         """Stream a session's live messages to an accepted listener. A session whose sideband
         is held elsewhere has its end noticed by asking, so no listener is held forever."""
-        if self.live.has_ended(session_id):
+        if self.watchers.has_ended(session_id):
             # It ended between the listener's lookup and now: the whole story, then the end.
             await self._send_new_entries(session_id)
-            await self.live.serve(session_id, websocket)
-            if not self.live.listeners(session_id):
-                self.live.forget(session_id)
+            await self.watchers.serve(session_id, websocket)
+            if not self.watchers.listeners(session_id):
+                self.watchers.forget(session_id)
             return
         if session_id not in self._watchers:
             watcher = asyncio.get_running_loop().create_task(self._watch_for_end(session_id))
@@ -452,7 +454,7 @@ class Gateway:
             follower = asyncio.get_running_loop().create_task(self._follow_log(session_id))
             self._log_followers[session_id] = follower
             follower.add_done_callback(lambda _task: self._log_followers.pop(session_id, None))
-        await self.live.serve(session_id, websocket)
+        await self.watchers.serve(session_id, websocket)
 
     async def _follow_log(self, session_id: str) -> None:
         """While anyone listens, send the call log's new entries as they are written: read
@@ -468,7 +470,7 @@ class Gateway:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(poke.wait(), LOG_FOLLOW_S)
                 poke.clear()
-                if not self.live.listeners(session_id):
+                if not self.watchers.listeners(session_id):
                     return
         finally:
             self._log_pokes.pop(session_id, None)
@@ -478,23 +480,23 @@ class Gateway:
         """The entries after the last one sent, to the session's listeners (one read at a time,
         so none is sent twice)."""
         async with self._log_reads.setdefault(session_id, asyncio.Lock()):
-            after = self.live.logged(session_id)
+            after = self.watchers.logged(session_id)
             status, body = await self.rpc.call("session_call_log", session_id=session_id, after=after)
             if status != 200:
                 return  # the next poke or poll reads them
             for entry in body["entries"]:
-                if entry["seq"] == self.live.logged(session_id) + 1:
-                    self.live.log_entry(session_id, entry)
+                if entry["seq"] == self.watchers.logged(session_id) + 1:
+                    self.watchers.log_entry(session_id, entry)
 
     async def _watch_for_end(self, session_id: str) -> None:
         while True:
-            await asyncio.sleep(LIVE_STATUS_CHECK_S)
-            if not self.live.listeners(session_id):
+            await asyncio.sleep(WATCH_STATUS_CHECK_S)
+            if not self.watchers.listeners(session_id):
                 return
             if session_id in self.sockets:
                 continue  # its CloseCall comes here
             status, record = await self.rpc.call("describe_session", session_id=session_id)
             if status == 404 or (status == 200 and record["status"] in _TERMINAL_STATUSES):
                 await self._send_new_entries(session_id)
-                self.live.close(session_id, str(record.get("end_reason") or "session_over"))
+                self.watchers.close(session_id, str(record.get("end_reason") or "session_over"))
                 return

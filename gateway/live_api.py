@@ -1,6 +1,6 @@
 """The Live API (GPT-Live) at the gateway: its call control through the `openai` package, its
 sideband, and what the gateway does with each of the sideband's frames (LIVE_PROTOCOL.md §2,
-§5.2). Not to be confused with `gateway.live`, the live transcript stream to listeners.
+§5.2).
 
 A Live frame is classified by `pipeline.live.classify_live_frame`. Durable events are numbered
 and queued as on Realtime. Transcript deltas are fanned out to listeners at once and buffered
@@ -23,11 +23,11 @@ from urllib.parse import quote
 
 import openai
 
-from gateway.live import LiveHub
 from gateway.provider import PROVIDER_HTTP_TIMEOUT_S, PROVIDER_RETRIES, CreatedCall, ProviderCallError
 from gateway.provider import _provider_errors as provider_errors
 from gateway.sink import EventSink
 from gateway.sockets import CallSocket
+from gateway.watch import WatchHub
 from pipeline.config import Settings
 from pipeline.errors import BadInput
 from pipeline.live import (
@@ -140,7 +140,7 @@ class LiveSocket(CallSocket):
 class LiveFrames:
     """What the gateway does with a Live sideband's frames (see the module's docstring)."""
 
-    def __init__(self, sink: EventSink, hub: LiveHub) -> None:
+    def __init__(self, sink: EventSink, hub: WatchHub) -> None:
         self._sink = sink
         self._hub = hub
 
@@ -157,7 +157,7 @@ class LiveFrames:
         if classified.is_transcript:
             self._heard(socket, classified.event, received_at)
             return
-        if classified.kind in (FrameKind.LIVE, FrameKind.IGNORED):
+        if classified.kind in (FrameKind.STREAMED, FrameKind.IGNORED):
             # Reflected audio arrives all through a call: the clock the buffer is flushed by.
             self.flush_if_due(socket, received_at)
             return

@@ -72,7 +72,7 @@ class CallSocket:
         self._calls_seen: set[str] = set()
         self._calls_seen_order: deque[str] = deque()
         # Maintenance responses (compaction summaries) seen on this socket: nobody hears them,
-        # so their text stays off the live transcript.
+        # so their text stays off the watchers' transcript.
         self._unspoken: deque[str] = deque(maxlen=UNSPOKEN_RESPONSES)
         # The assistant audio item playing now: (item id, response id, monotonic time of its
         # first transcript delta). The audio reaches the caller as it is generated, so the

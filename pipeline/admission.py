@@ -14,7 +14,7 @@ from pipeline.limits import (
 )
 from pipeline.live import SessionClose, commentary, instructions
 from pipeline.prompt import offered_tools
-from pipeline.state import LIVE_PHASES, Phase, ResponseContext, SessionState
+from pipeline.state import IN_CALL, Phase, ResponseContext, SessionState
 from pipeline.step import (
     CloseCall,
     OpenSideband,
@@ -111,7 +111,7 @@ def sideband_connected(state: SessionState, event: SidebandConnected) -> Step:
         return unchanged(state)
     if state.sideband_down:
         state = state.evolve(sideband_down=False, reconnect_attempts=0)
-        if state.phase in LIVE_PHASES:
+        if state.phase in IN_CALL:
             return _reconnected(state)
     if state.phase in (Phase.CREATED, Phase.ADMITTING):
         # A Live session was configured when it was created or accepted; the update only
@@ -195,7 +195,7 @@ def _closing(state: SessionState) -> tuple[SessionClose, ...]:
     """What a Live call ending is told on its sideband: `session.close`, whose answer carries
     the final usage (without it, finalization is unconfirmed, §2.4). A Realtime call is hung
     up alone."""
-    live_call = state.is_live and state.phase in LIVE_PHASES and not state.sideband_down
+    live_call = state.is_live and state.phase in IN_CALL and not state.sideband_down
     return (SessionClose(),) if live_call else ()
 
 
@@ -300,7 +300,7 @@ def timer_fired(state: SessionState, name: str) -> Step:
         return unchanged(state)
     if name == ADMISSION_TIMER and state.phase in (Phase.CREATED, Phase.ADMITTING):
         return fail(state, "admission_timeout", "the call did not connect within the admission timeout")
-    if name == CEILING_TIMER and state.phase in LIVE_PHASES:
+    if name == CEILING_TIMER and state.phase in IN_CALL:
         return finish(state, "session_timeout")
     return unchanged(state)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.live import TOO_LONG_FOR_LIVE, commentary, instructions, too_long_to_append
-from pipeline.state import LIVE_PHASES, Phase, ResponseContext, SessionState
+from pipeline.state import IN_CALL, Phase, ResponseContext, SessionState
 from pipeline.step import Step, answering, refused, unchanged
 from pipeline.transcript import SAY_EXACTLY, begin_directed
 from pipeline.wire import AgentReplyRequested, AgentSayRequested
@@ -64,7 +64,7 @@ def reply(state: SessionState, event: AgentReplyRequested) -> Step:
 
 def _busy(state: SessionState) -> dict[str, Any] | None:
     """Why the agent cannot be directed now, as the API's error body; None when it can."""
-    if state.phase not in LIVE_PHASES:
+    if state.phase not in IN_CALL:
         return {"error": {"code": "session_not_live", "message": f"session is {state.phase}"}}
     if state.line_closed:
         holder = f"{state.taken_by.id} holds the line" if state.taken_by else "the line is held"

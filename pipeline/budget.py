@@ -7,7 +7,7 @@ One notice at 80 % asks the model to wrap up and tell the person; at 100 % the s
 from __future__ import annotations
 
 from pipeline.admission import finish
-from pipeline.state import LIVE_PHASES, SessionState
+from pipeline.state import IN_CALL, SessionState
 from pipeline.step import Step, unchanged
 from pipeline.wire import ItemCreate
 
@@ -23,7 +23,7 @@ NOTICE = (
 
 def exhausted(state: SessionState) -> Step | None:
     """The session's end if its usage reached the budget, else None."""
-    if state.phase in LIVE_PHASES and state.usage.total_tokens >= state.limits.usage_budget_tokens:
+    if state.phase in IN_CALL and state.usage.total_tokens >= state.limits.usage_budget_tokens:
         return finish(state, "usage_budget_reached")
     return None
 
@@ -31,7 +31,7 @@ def exhausted(state: SessionState) -> Step | None:
 def warn(state: SessionState) -> Step:
     """The one notice at 80 % of the budget (a system message the next response reads)."""
     near = state.usage.total_tokens * 100 >= state.limits.usage_budget_tokens * WARNING_PERCENT
-    if state.budget_warning_sent or not near or state.phase not in LIVE_PHASES:
+    if state.budget_warning_sent or not near or state.phase not in IN_CALL:
         return unchanged(state)
     notice = ItemCreate(
         item={"type": "message", "role": "system", "content": [{"type": "input_text", "text": NOTICE}]}

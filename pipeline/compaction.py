@@ -199,7 +199,7 @@ def maintenance_number(response: ResponseRef | ResponseSummary) -> int | None:
 
 def is_maintenance_metadata(metadata: object) -> bool:
     """Whether a raw response's metadata marks it as a maintenance response (the gateway keeps
-    their text off the live transcript)."""
+    their text off the watchers' transcript)."""
     return isinstance(metadata, dict) and metadata.get(METADATA_KEY) == METADATA_VALUE
 
 

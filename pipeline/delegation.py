@@ -33,7 +33,7 @@ from pipeline.catalog import ToolOutcome
 from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS
 from pipeline.live import DELEGATION_SETTLE_MS, build_task, commentary, instructions, settle_timer, thinking
 from pipeline.live_events import Delegated, LiveTranscript
-from pipeline.state import LIVE_PHASES, Delegation, DelegationStatus, LiveCall, SessionState
+from pipeline.state import IN_CALL, Delegation, DelegationStatus, LiveCall, SessionState
 from pipeline.step import (
     CancelTimer,
     CancelTool,
@@ -101,7 +101,7 @@ def delegation_run(handler: str) -> str:
 
 def is_deliverable(state: SessionState) -> bool:
     """Whether a commentary can be sent now: the call is live, its sideband up, its line open."""
-    return state.phase in LIVE_PHASES and not state.sideband_down and not state.line_closed
+    return state.phase in IN_CALL and not state.sideband_down and not state.line_closed
 
 
 def _live(state: SessionState) -> LiveCall:
@@ -156,7 +156,7 @@ def delegated(state: SessionState, event: Delegated) -> Step:
     at most the settle window — or refused at once (no handler, too many at once)."""
     live = _live(state)
     delegation_id = event.delegation.id
-    if state.phase not in LIVE_PHASES or live.find(delegation_id) or delegation_id in live.answered:
+    if state.phase not in IN_CALL or live.find(delegation_id) or delegation_id in live.answered:
         return unchanged(state)
     if event.delegation.target != "client":
         # Switchboard configures client delegation only: a Responses or Decisions run is the

@@ -7,8 +7,8 @@ ADMISSION_TIMEOUT_MS = 30_000
 # The provider ends a realtime session at 60 minutes; Switchboard ends it first, cleanly.
 MAXIMUM_SESSION_SECONDS = 3_600
 
-# Live transcripts are a UI projection; one item's accumulated text stops growing past this.
-MAXIMUM_LIVE_TRANSCRIPT_BYTES = 16_000
+# The watchers' transcripts are a UI projection; one item's accumulated text stops growing past this.
+MAXIMUM_WATCH_TRANSCRIPT_BYTES = 16_000
 
 # A provider frame larger than this is refused as an incident instead of being logged whole.
 MAXIMUM_PROVIDER_FRAME_BYTES = 1_048_576

@@ -26,7 +26,7 @@ from pipeline.live import (
     instructions,
     too_long_to_append,
 )
-from pipeline.state import LIVE_PHASES, Attention, Person, Phase, ResponseContext, SessionState
+from pipeline.state import IN_CALL, Attention, Person, Phase, ResponseContext, SessionState
 from pipeline.step import (
     CancelTimer,
     CloseCall,
@@ -370,7 +370,7 @@ def _not_live(state: SessionState, request_id: str | None, gateway_id: str | Non
     """The refusal of a request that needs a live call, or None when the call is live."""
     if state.is_terminal:
         return refused(state, request_id, gateway_id, 409, "session_ended", f"session is {state.phase}")
-    if state.phase not in LIVE_PHASES:
+    if state.phase not in IN_CALL:
         return refused(state, request_id, gateway_id, 409, "session_not_live", f"session is {state.phase}")
     return None
 

@@ -233,7 +233,7 @@ def classify_live_frame(frame: str | bytes) -> LiveFrame:
         key = "audio" if event_type == "session.input_audio.append" else "delta"
         if not isinstance(event.get(key), str):
             raise MalformedFrame(f"{event_type}: needs a string {key}")
-        return LiveFrame(FrameKind.LIVE, event_type, event)
+        return LiveFrame(FrameKind.STREAMED, event_type, event)
     if event_type.startswith("switchboard."):
         # A provider must never be able to speak for the host.
         raise MalformedFrame(f"{event_type} is reserved for the gateway")
@@ -243,7 +243,7 @@ def classify_live_frame(frame: str | bytes) -> LiveFrame:
         _check_shape(event_type, event)
         if holds_unstorable(event):
             raise MalformedFrame(f"{event_type}: a string holds U+0000 or a lone surrogate")
-        return LiveFrame(FrameKind.LIVE, event_type, event)
+        return LiveFrame(FrameKind.STREAMED, event_type, event)
     if event_type == RESPONSE_EVENT_TYPE:
         _check_shape(event_type, event)
         kind = _response_event_kind(event["event"])
@@ -289,7 +289,7 @@ def _response_event_kind(nested: dict[str, Any]) -> FrameKind:
     if nested_type in TERMINAL_RESPONSE_TYPES:
         return FrameKind.DURABLE
     if isinstance(nested_type, str) and nested_type.endswith(".delta"):
-        return FrameKind.LIVE
+        return FrameKind.STREAMED
     return FrameKind.IGNORED
 
 

@@ -20,7 +20,7 @@ from pipeline import admission, line, telephony
 from pipeline.budget import NOTICE, WARNING_PERCENT
 from pipeline.live import instructions
 from pipeline.live_events import KeyReceived, LiveClosed, LiveUsage, UsageUpdated
-from pipeline.state import LIVE_PHASES, Phase, SessionState, Usage
+from pipeline.state import IN_CALL, Phase, SessionState, Usage
 from pipeline.step import CloseCall, Step, unchanged
 from pipeline.wire import KeyPressed
 
@@ -75,7 +75,7 @@ def usage_updated(state: SessionState, event: UsageUpdated) -> Step:
         ratio = event.context_window.usage_ratio
         counted = counted.evolve(live=counted.live.model_copy(update={"context_ratio": ratio}))
     budget = state.limits.usage_budget_seconds
-    if budget is None or counted.phase not in LIVE_PHASES:
+    if budget is None or counted.phase not in IN_CALL:
         return Step(state=counted)
     used = counted.usage.active_seconds
     if used >= budget:
@@ -87,7 +87,7 @@ def usage_updated(state: SessionState, event: UsageUpdated) -> Step:
 
 def key_received(state: SessionState, event: KeyReceived) -> Step:
     """A keypad press on a Live phone call: what the route maps the key to, as on Realtime."""
-    if state.phase not in LIVE_PHASES:
+    if state.phase not in IN_CALL:
         return unchanged(state)
     pressed = KeyPressed(type="input_audio_buffer.dtmf_event_received", event=event.event, received_at=0)
     return telephony.key_pressed(state, pressed)

@@ -14,7 +14,7 @@ from typing import Any
 
 from pipeline.limits import MAXIMUM_INSTRUCTIONS_BYTES, MAXIMUM_PROMPT_BLOCKS
 from pipeline.live import NOT_ON_LIVE, TOO_LONG_FOR_LIVE, LiveAppend, instructions, too_long_to_append
-from pipeline.state import LIVE_PHASES, PromptBlock, SessionState
+from pipeline.state import IN_CALL, PromptBlock, SessionState
 from pipeline.step import LogEntry, Step, answering, refused
 from pipeline.wire import PromptSetRequested, SessionUpdate, ToolsSetRequested
 
@@ -67,7 +67,7 @@ def set_prompt(state: SessionState, event: PromptSetRequested) -> Step:
     updated = state.evolve(prompt_blocks=tuple(blocks), instructions=instructions_now)
     entry = {"name": event.name, "hash": block_hash(event.text), "chars": len(event.text), "changed": changed}
     controls: tuple[SessionUpdate | LiveAppend, ...] = ()
-    if changed and state.phase in LIVE_PHASES and state.is_live:
+    if changed and state.phase in IN_CALL and state.is_live:
         note = (
             LIVE_BLOCK_CHANGED.format(name=event.name, text=event.text)
             if event.text
@@ -77,7 +77,7 @@ def set_prompt(state: SessionState, event: PromptSetRequested) -> Step:
         if problem is not None:
             return refused(state, event.request_id, event.gateway_id, 422, TOO_LONG_FOR_LIVE, problem)
         controls = (instructions(note),)
-    elif changed and state.phase in LIVE_PHASES:
+    elif changed and state.phase in IN_CALL:
         controls = (SessionUpdate(session={"type": "realtime", "instructions": instructions_now}),)
     step = Step(state=updated, controls=controls, effects=(LogEntry(kind="prompt.changed", data=entry),))
     body = {"status": "changed" if changed else "unchanged", **entry}
@@ -106,7 +106,7 @@ def set_tools(state: SessionState, event: ToolsSetRequested) -> Step:
     )
     names = [str(tool.get("name")) for tool in event.tools]
     controls: tuple[SessionUpdate, ...] = ()
-    if state.phase in LIVE_PHASES:
+    if state.phase in IN_CALL:
         session = {"type": "realtime", "tools": offered_tools(updated), "tool_choice": "auto"}
         controls = (SessionUpdate(session=session),)
     step = Step(

@@ -55,7 +55,8 @@ class Provider(StrEnum):
 
 
 TERMINAL_PHASES = frozenset({Phase.ENDED, Phase.FAILED})
-LIVE_PHASES = frozenset({Phase.CONNECTED, Phase.LISTENING, Phase.RESPONDING})
+# The phases of a call in progress: connected, the sideband up (or being re-opened).
+IN_CALL = frozenset({Phase.CONNECTED, Phase.LISTENING, Phase.RESPONDING})
 
 
 class _Frozen(BaseModel):

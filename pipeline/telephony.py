@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from pipeline import admission, line
-from pipeline.state import LIVE_PHASES, Phase, ResponseContext, SessionState
+from pipeline.state import IN_CALL, Phase, ResponseContext, SessionState
 from pipeline.step import LogEntry, Step, TransferCall, unchanged
 from pipeline.transcript import SAY_EXACTLY, begin_directed
 from pipeline.wire import AttentionRequested, CallerSilent, KeyPressed
@@ -25,7 +25,7 @@ GOODBYE_SILENT = "I can't hear anyone on the line, so I'll end the call now. Goo
 
 def key_pressed(state: SessionState, event: KeyPressed) -> Step:
     """A keypad press: logged, then what the route maps the key to."""
-    if state.phase not in LIVE_PHASES:
+    if state.phase not in IN_CALL:
         return unchanged(state)
     key = event.event
     pressed = Step(state=state, effects=(LogEntry(kind="call.key", data={"key": key}),))
@@ -41,7 +41,7 @@ def key_pressed(state: SessionState, event: KeyPressed) -> Step:
 def caller_silent(state: SessionState, event: CallerSilent) -> Step:
     """The caller said nothing for the idle timeout: counted; the agent asks whether they are
     there, or, at the route's limit, says goodbye and hangs up when that is said."""
-    if state.phase not in LIVE_PHASES:
+    if state.phase not in IN_CALL:
         return unchanged(state)
     heard = state.silences_heard + 1
     counted = Step(

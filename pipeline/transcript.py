@@ -16,7 +16,7 @@ from pipeline.limits import (
     RESPONSE_DEADLINE_MS,
     RESPONSE_MS_PER_OUTPUT_TOKEN,
 )
-from pipeline.state import LIVE_PHASES, Phase, ResponseContext, SessionState, Turn, Usage
+from pipeline.state import IN_CALL, Phase, ResponseContext, SessionState, Turn, Usage
 from pipeline.step import CancelTimer, PersistTranscript, RecordIncident, ScheduleTimer, Step, unchanged
 from pipeline.wire import (
     AssistantTranscriptFinal,
@@ -64,7 +64,7 @@ def typed(state: SessionState, event: TextInjected) -> Step:
     speech (or after the response that is owed)."""
     text = bounded(event.text)
     step = Step(state=state, effects=(PersistTranscript(role="user", text=text, item_id=event.item_id),))
-    if state.phase in LIVE_PHASES:
+    if state.phase in IN_CALL:
         message = ItemCreate(
             item={
                 "id": event.item_id,
@@ -80,7 +80,7 @@ def typed(state: SessionState, event: TextInjected) -> Step:
 def _answer_input(step: Step, input_item_id: str) -> Step:
     """The caller's input (spoken or typed) is answered now, or after the response still owed."""
     state = step.state
-    if state.phase not in LIVE_PHASES or state.line_closed:
+    if state.phase not in IN_CALL or state.line_closed:
         # A closed line answers nobody: the words are in the record and the conversation, and
         # the model reads them when it speaks again.
         return step

@@ -39,8 +39,8 @@ BETA_TO_GA = {
     "conversation.item.created": "conversation.item.added",
 }
 
-# Transcript deltas stay in the gateway: accumulated and fanned out live, never queued.
-LIVE_TYPES = frozenset(
+# Transcript deltas stay in the gateway: accumulated and fanned out to the watchers, never queued.
+STREAMED_TYPES = frozenset(
     {
         "conversation.item.input_audio_transcription.delta",
         "response.output_audio_transcript.delta",
@@ -104,11 +104,12 @@ IGNORED_TYPES = frozenset(
 
 
 class FrameKind(StrEnum):
-    """What the gateway does with a provider frame: DURABLE (queue it), LIVE (fan it out),
-    IGNORED (a known event nothing depends on) or UNKNOWN (recorded durably, acted on never)."""
+    """What the gateway does with a provider frame: DURABLE (queue it), STREAMED (fan it out
+    to the people watching, never logged), IGNORED (a known event nothing depends on) or
+    UNKNOWN (recorded durably, acted on never)."""
 
     DURABLE = "durable"
-    LIVE = "live"
+    STREAMED = "streamed"
     IGNORED = "ignored"
     UNKNOWN = "unknown"
 
@@ -697,10 +698,10 @@ def classify_frame(frame: str | bytes) -> ClassifiedFrame:
     event_type = ga_type(raw_type)
     if event_type != raw_type:
         event = {**event, "type": event_type}
-    if event_type in LIVE_TYPES:
+    if event_type in STREAMED_TYPES:
         if not isinstance(event.get("item_id"), str) or not isinstance(event.get("delta", ""), str):
             raise MalformedFrame(f"{event_type}: needs a string item_id and delta")
-        return ClassifiedFrame(FrameKind.LIVE, event_type, event)
+        return ClassifiedFrame(FrameKind.STREAMED, event_type, event)
     if event_type not in IGNORED_TYPES:
         # What is kept (logged, or walked on its way to the log) must be storable and shallow;
         # a live delta or an ignored event is only looked at, never walked.

@@ -2,7 +2,7 @@
 
 The page and its script hold no data and need no key to fetch; the page asks the person for an
 API key (kept in the tab's sessionStorage, never in a URL) and every call it makes to the API
-carries it. The live transcript comes over the live stream with a per-session live token.
+carries it. The transcript comes over the watchers' stream with a per-session watch token.
 """
 
 from __future__ import annotations

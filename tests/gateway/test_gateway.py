@@ -22,13 +22,13 @@ from websockets.asyncio.server import ServerConnection, serve
 
 from gateway.app import Gateway
 from gateway.controls import BATCHES_PER_TAKE
-from gateway.live import LiveHub
 from gateway.provider import SimulatedRealtime
 from gateway.sink import EventSink
 from gateway.sockets import CallSocket
+from gateway.watch import WatchHub
 from pipeline.config import Settings
 from pipeline.envelope import OutboundBatch, Reply, SendControl, TransferCall
-from pipeline.limits import MAXIMUM_LIVE_TRANSCRIPT_BYTES
+from pipeline.limits import MAXIMUM_WATCH_TRANSCRIPT_BYTES
 from pipeline.names import control_queue
 from pipeline.wire import SidebandClosed, SidebandConnected
 from simulator.server import Simulator
@@ -137,22 +137,22 @@ async def _stale_generation(services: Services) -> None:
 
 def test_live_transcripts_stop_growing_at_the_bound() -> None:
     """An item's live deltas go out until its text reaches 16,000 bytes, and no further."""
-    hub = LiveHub()
+    hub = WatchHub()
     queue: asyncio.Queue[str] = asyncio.Queue()
     hub._subscribers["sess_x"] = {queue}
     chunk = "é" * 1000  # 2,000 bytes a delta
     for _ in range(10):
         hub.delta("sess_x", "assistant", "item_1", chunk)
     deltas = [json.loads(queue.get_nowait())["delta"] for _ in range(queue.qsize())]
-    assert len(deltas) == MAXIMUM_LIVE_TRANSCRIPT_BYTES // 2000
-    assert len("".join(deltas).encode()) == MAXIMUM_LIVE_TRANSCRIPT_BYTES
+    assert len(deltas) == MAXIMUM_WATCH_TRANSCRIPT_BYTES // 2000
+    assert len("".join(deltas).encode()) == MAXIMUM_WATCH_TRANSCRIPT_BYTES
 
 
 def test_a_live_delta_carries_only_what_is_new() -> None:
     """Each delta is sent as it came, not the item's text so far; the final carries the
     whole text once (re-sending the text cost 300 listeners 1.32 MB each for 11,756
     characters spoken)."""
-    hub = LiveHub()
+    hub = WatchHub()
     queue: asyncio.Queue[str] = asyncio.Queue()
     hub._subscribers["sess_x"] = {queue}
     words = ["Order ", "4417 ", "ships ", "on ", "Friday."]
@@ -172,7 +172,7 @@ def test_a_live_delta_carries_only_what_is_new() -> None:
 
 
 class _Listener:
-    """The part of a Starlette WebSocket that LiveHub.serve uses, recording what it is sent."""
+    """The part of a Starlette WebSocket that WatchHub.serve uses, recording what it is sent."""
 
     def __init__(self) -> None:
         self.sent: list[dict[str, Any]] = []
@@ -197,7 +197,7 @@ def test_a_listener_who_joins_just_after_the_end_hears_the_end_at_once() -> None
     the end to be noticed by asking, and once heard the end without the log)."""
 
     async def scenario() -> _Listener:
-        hub = LiveHub()
+        hub = WatchHub()
         hub.log_entry("sess_late", {"seq": 1, "kind": "call.started", "at": 1.0, "data": {}})
         hub.close("sess_late", "ended_by_api")
         assert hub.has_ended("sess_late") and hub.logged("sess_late") == 0

@@ -15,7 +15,7 @@ from pipeline.session import apply
 from pipeline.wire import (
     DURABLE_TYPES,
     IGNORED_TYPES,
-    LIVE_TYPES,
+    STREAMED_TYPES,
     FrameKind,
     classify_frame,
     holds_unstorable,
@@ -24,7 +24,7 @@ from pipeline.wire import (
 from tests.pipeline import events as ev
 
 _TYPES = st.sampled_from(
-    [*sorted(DURABLE_TYPES | LIVE_TYPES | IGNORED_TYPES), "switchboard.end_requested", "x.y"]
+    [*sorted(DURABLE_TYPES | STREAMED_TYPES | IGNORED_TYPES), "switchboard.end_requested", "x.y"]
 )
 _SCALARS = st.one_of(
     st.none(),

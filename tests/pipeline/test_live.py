@@ -89,8 +89,12 @@ DELEGATED = {
 @pytest.mark.parametrize(
     ("event", "kind", "is_transcript"),
     [
-        (DELTA, FrameKind.LIVE, True),
-        ({**DELTA, "type": "session.output_transcript.delta", "delta": " checking"}, FrameKind.LIVE, True),
+        (DELTA, FrameKind.STREAMED, True),
+        (
+            {**DELTA, "type": "session.output_transcript.delta", "delta": " checking"},
+            FrameKind.STREAMED,
+            True,
+        ),
         (DELEGATED, FrameKind.DURABLE, False),
         (
             {
@@ -130,10 +134,10 @@ DELEGATED = {
         ),
         ({"type": "session.input_audio.muted", "event_id": "e"}, FrameKind.DURABLE, False),
         ({"type": "transport.dtmf.received", "event_id": "e", "event": "5"}, FrameKind.DURABLE, False),
-        ({"type": "session.input_audio.append", "audio": "AAAA"}, FrameKind.LIVE, False),
+        ({"type": "session.input_audio.append", "audio": "AAAA"}, FrameKind.STREAMED, False),
         (
             {"type": "session.output_audio.delta", "delta": "AAAA", "start_ms": 0, "end_ms": 20},
-            FrameKind.LIVE,
+            FrameKind.STREAMED,
             False,
         ),
         (
@@ -159,7 +163,7 @@ DELEGATED = {
                 "event_id": "e",
                 "event": {"type": "response.output_text.delta", "delta": "x"},
             },
-            FrameKind.LIVE,
+            FrameKind.STREAMED,
             False,
         ),
         (

@@ -142,7 +142,7 @@ def test_transcript_deltas_are_live(raw: dict[str, Any]) -> None:
     """Transcript deltas are classified LIVE."""
     classified = classify_frame(json.dumps(raw))
 
-    assert classified.kind is FrameKind.LIVE
+    assert classified.kind is FrameKind.STREAMED
     assert classified.type == raw["type"]
     assert classified.event_id == raw["event_id"]
 
@@ -234,7 +234,7 @@ def test_a_beta_delta_is_renamed_and_live() -> None:
 
     classified = classify_frame(json.dumps(raw))
 
-    assert classified.kind is FrameKind.LIVE
+    assert classified.kind is FrameKind.STREAMED
     assert classified.type == "response.output_audio_transcript.delta"
 
 

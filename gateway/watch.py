@@ -1,5 +1,6 @@
-"""Live transcripts: deltas and finals fanned out to the WebSocket listeners of a session, and
-the call log's entries as they are written (`log.entry`, the same as `GET /log` returns).
+"""What the people watching a call see: transcript deltas and finals fanned out to the
+WebSocket listeners of a session, and the call log's entries as they are written (`log.entry`,
+the same as `GET /log` returns).
 
 They are a projection for people watching the call; the durable transcript is written by the
 workers from the final events. Each delta goes out as it came (a listener appends them); the
@@ -17,7 +18,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from pipeline.limits import MAXIMUM_LIVE_TRANSCRIPT_BYTES
+from pipeline.limits import MAXIMUM_WATCH_TRANSCRIPT_BYTES
 
 logger = logging.getLogger(__name__)
 
@@ -34,13 +35,13 @@ CLOSE_UNKNOWN_SESSION = 4404
 CLOSE_SESSION_ENDED = 4410
 
 
-class LiveHub:
+class WatchHub:
     def __init__(self) -> None:
         self._subscribers: dict[str, set[asyncio.Queue[str]]] = {}
         # The call log entries sent so far per session: a listener who joins later gets them
         # first, so every listener sees the whole story in order.
         self._log: dict[str, list[str]] = {}
-        # Bytes of live transcript sent so far per (session, item): the bound, without the text.
+        # Bytes of transcript sent so far per (session, item): the bound, without the text.
         self._sent_bytes: dict[tuple[str, str], int] = {}
         # The `session.closed` of each session whose end was announced, newest last.
         self._ended: OrderedDict[str, str] = OrderedDict()
@@ -52,7 +53,7 @@ class LiveHub:
             return
         key = (session_id, item_id)
         size = self._sent_bytes.get(key, 0) + len(delta.encode(errors="replace"))
-        if size > MAXIMUM_LIVE_TRANSCRIPT_BYTES:
+        if size > MAXIMUM_WATCH_TRANSCRIPT_BYTES:
             return
         self._sent_bytes[key] = size
         self.publish(

@@ -1,4 +1,8 @@
-"""Live tokens: short-lived, per-session credentials for the live transcript stream.
+"""Watch tokens: short-lived, per-session credentials for the stream a call's watchers read.
+
+The API keeps its published names for them (the `/v1/sessions/{id}/live` stream, its
+`live-token` route and the `live` field of a created session); inside, "live" names only the
+Live provider.
 
 A browser watching a call must never hold the API token (it would read and steer every call),
 and a WebSocket from a browser cannot carry an Authorization header, so what it puts in the
