@@ -58,7 +58,6 @@ from pipeline.limits import (
     MAXIMUM_REQUEST_JSON_DEPTH,
     TYPED_MESSAGES_PER_MINUTE,
 )
-from pipeline.live import NOT_ON_LIVE
 from pipeline.roles import Identity, Permission, Role, permission_for
 from pipeline.state import IN_CALL, TERMINAL_PHASES
 from pipeline.wire import (
@@ -102,6 +101,8 @@ AnsweredInput = (
     | HoldRequested
     | AttentionRequested
     | SupervisorRequested
+    | TextInjected
+    | InterruptRequested
 )
 
 
@@ -434,10 +435,6 @@ class _Api:
         if record is None:
             assert refusal is not None
             return refusal
-        if record.get("provider") == "live":
-            # Live takes no conversation items mid-call: there is no way to say words for the caller.
-            message = "a Live session takes no typed caller text (it has no conversation items)"
-            return error_response(409, NOT_ON_LIVE, message)
         within = await asyncio.wrap_future(
             self.sink.within_rate(session_id, "say", TYPED_MESSAGES_PER_MINUTE)
         )
@@ -445,10 +442,10 @@ class _Api:
             message = f"at most {TYPED_MESSAGES_PER_MINUTE} typed messages a minute per session"
             return error_response(429, "rate_limited", message, {"Retry-After": "60"})
         item_id = f"item_typed_{uuid.uuid4().hex[:16]}"
-        self._submit(session_id, record, TextInjected(item_id=item_id, text=typed.text))
-        return JSONResponse(
-            {"session_id": session_id, "item_id": item_id, "status": "queued"}, status_code=202
-        )
+        # The worker answers: 202 once the text is in the conversation, or the provider's refusal.
+        queued = {"session_id": session_id, "item_id": item_id, "status": "queued"}
+        event = TextInjected(item_id=item_id, text=typed.text)
+        return await self._asked(session_id, record, event, API_REPLY_TIMEOUT_MS, queued)
 
     async def interrupt(self, request: Request, session_id: str) -> Response:
         """Stop the response that is playing, as if the caller had talked over it."""
@@ -458,14 +455,9 @@ class _Api:
         if record is None:
             assert refusal is not None
             return refusal
-        if record.get("provider") == "live":
-            message = (
-                "a Live model's speech cannot be cut (Live has no cancel or truncate); hold the line instead"
-            )
-            return error_response(409, NOT_ON_LIVE, message)
+        interrupting = {"session_id": session_id, "status": "interrupting"}
         interrupt = InterruptRequested(playback=self._playback(session_id))
-        self._submit(session_id, record, interrupt)
-        return JSONResponse({"session_id": session_id, "status": "interrupting"}, status_code=202)
+        return await self._asked(session_id, record, interrupt, API_REPLY_TIMEOUT_MS, interrupting)
 
     async def compact(self, request: Request, session_id: str) -> Response:
         """Force a compaction: answered when its cycle ends (compacted or not, and why), or
@@ -617,6 +609,21 @@ class _Api:
                 self.gateway.count_command(command, refusal.status_code)
                 return refusal
             record = found
+        return await self._asked(session_id, record, event, timeout_ms, still_waiting)
+
+    async def _asked(
+        self,
+        session_id: str,
+        record: dict[str, Any],
+        event: AnsweredInput,
+        timeout_ms: int,
+        still_waiting: dict[str, Any],
+    ) -> Response:
+        """Number a request into the session's log and answer with what the worker that
+        applies it replies; 202 `still_waiting` if that takes longer than `timeout_ms`."""
+        command = event.type.removeprefix("switchboard.")
+        if isinstance(event, SupervisorRequested):
+            command = f"supervisor.{event.verb.type}"
         request_id = uuid.uuid4().hex
         reply = self.rpc.expect(request_id)
         asking = event.model_copy(update={"request_id": request_id, "gateway_id": self.gateway.gateway_id})

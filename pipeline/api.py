@@ -8,6 +8,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from pipeline.call.dialect import Ability, refusal
+from pipeline.dialects import capabilities_for
 from pipeline.limits import (
     MAXIMUM_ATTENTION_WAIT_S,
     MAXIMUM_INSTRUCTIONS_BYTES,
@@ -156,20 +158,16 @@ class SessionSpec(BaseModel):
 
     @model_validator(mode="after")
     def _fits_its_provider(self) -> SessionSpec:
-        if self.provider == "realtime" and self.live is not None:
-            raise ValueError('live settings are for a session with "provider": "live"')
-        if self.provider == "live" and self.tools:
-            raise ValueError(
-                "a Live model calls no tools: its tasks go to live.delegation, a delegation handler"
-            )
-        if self.provider == "live" and self.hangup is not None:
-            raise ValueError(
-                "hangup is a tool the model calls; a Live model calls none (end the call from the API)"
-            )
-        if self.provider == "realtime" and self.limits.usage_budget_seconds is not None:
-            raise ValueError(
-                "limits.usage_budget_seconds is a Live budget; a Realtime one is usage_budget_tokens"
-            )
+        capabilities = capabilities_for(self.provider)
+        asked = {
+            Ability.DELEGATIONS: self.live is not None,
+            Ability.TOOLS: bool(self.tools) or self.hangup is not None,
+            Ability.USAGE_IN_SECONDS: self.limits.usage_budget_seconds is not None,
+        }
+        for ability, wanted in asked.items():
+            cannot = refusal(capabilities, ability) if wanted else None
+            if cannot is not None:
+                raise ValueError(cannot.message)
         return self
 
     @field_validator("instructions")
@@ -404,9 +402,10 @@ class RouteSpec(RouteTerms):
         return value
 
     @model_validator(mode="after")
-    def _live_terms(self) -> RouteSpec:
-        if self.session.provider == "live" and self.silences is not None:
-            raise ValueError("a Live call reports no silences (it has no idle timeout); leave silences unset")
+    def _fits_its_provider(self) -> RouteSpec:
+        cannot = refusal(capabilities_for(self.session.provider), Ability.IDLE_SILENCES)
+        if self.silences is not None and cannot is not None:
+            raise ValueError(cannot.message)
         return self
 
     @property

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.call.dialect import Ability, refusal
+from pipeline.dialects import capabilities_of
 from pipeline.limits import COMPACTION_DEADLINE_MS, MAXIMUM_SUMMARY_BYTES
-from pipeline.live import NOT_ON_LIVE
 from pipeline.state import Compaction, Phase, SessionState
 from pipeline.step import (
     AnswerRequest,
@@ -32,6 +33,7 @@ from pipeline.step import (
     ScheduleTimer,
     StartCompaction,
     Step,
+    refused_by,
     unchanged,
 )
 from pipeline.wire import (
@@ -129,13 +131,9 @@ def after_response(before: SessionState, after: SessionState, event: ResponseDon
 def requested(state: SessionState, request_id: str, gateway_id: str) -> Step:
     """A compaction forced from the API: started under the same guards (the token threshold
     aside), or answered at once with why it cannot run."""
-    if state.is_live:
-        # The provider compacts a Live conversation itself; there are no items to prune.
-        body = {"error": {"code": NOT_ON_LIVE, "message": "compaction is the provider's on Live"}}
-        return Step(
-            state=state,
-            effects=(AnswerRequest(request_id=request_id, gateway_id=gateway_id, status=409, body=body),),
-        )
+    cannot = refusal(capabilities_of(state), Ability.COMPACTION)
+    if cannot is not None:
+        return refused_by(state, request_id, gateway_id, cannot)
     reason = blocker(state, forced=True)
     if reason is not None:
         body = _result(state, None, compacted=False, reason=reason)

@@ -18,8 +18,9 @@ import json
 from typing import Any
 
 from pipeline import admission, delegation
+from pipeline.call.dialect import Ability, refusal
+from pipeline.dialects import capabilities_of
 from pipeline.live import (
-    NOT_ON_LIVE,
     TOO_LONG_FOR_LIVE,
     InputAudio,
     commentary,
@@ -37,6 +38,7 @@ from pipeline.step import (
     TransferCall,
     answering,
     refused,
+    refused_by,
     unchanged,
 )
 from pipeline.transcript import SAY_EXACTLY, barge_in, begin_directed
@@ -326,12 +328,9 @@ def _say(state: SessionState, event: SupervisorRequested, text: str) -> Step:
 def _take_over(state: SessionState, event: SupervisorRequested) -> Step:
     """One person at a time takes the line: a waiting attention is answered, a held line is
     freed for them, and the agent is cut and answers nobody until they release it."""
-    if state.is_live:
-        message = (
-            "a Live model cannot be kept quiet while it hears the caller (it has no cancel, and "
-            "muting it stops the caller's transcript too); hold the line, or speak with say"
-        )
-        return refused(state, event.request_id, event.gateway_id, 409, NOT_ON_LIVE, message)
+    cannot = refusal(capabilities_of(state), Ability.TAKE_OVER)
+    if cannot is not None:
+        return refused_by(state, event.request_id, event.gateway_id, cannot)
     if state.taken_by is not None:
         # Any supervisor may release it (a lead may end a colleague's hold); the log says who.
         message = f"{state.taken_by.id} already holds the line; release it first"

@@ -12,10 +12,12 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from pipeline.call.dialect import Ability, refusal
+from pipeline.dialects import capabilities_of
 from pipeline.limits import MAXIMUM_INSTRUCTIONS_BYTES, MAXIMUM_PROMPT_BLOCKS
-from pipeline.live import NOT_ON_LIVE, TOO_LONG_FOR_LIVE, LiveAppend, instructions, too_long_to_append
+from pipeline.live import TOO_LONG_FOR_LIVE, LiveAppend, instructions, too_long_to_append
 from pipeline.state import IN_CALL, PromptBlock, SessionState
-from pipeline.step import LogEntry, Step, answering, refused
+from pipeline.step import LogEntry, Step, answering, refused, refused_by
 from pipeline.wire import PromptSetRequested, SessionUpdate, ToolsSetRequested
 
 END_CALL = "end_call"
@@ -91,10 +93,9 @@ def set_tools(state: SessionState, event: ToolsSetRequested) -> Step:
         return refused(
             state, event.request_id, event.gateway_id, 409, "session_ended", f"session is {state.phase}"
         )
-    if state.is_live:
-        # A Live model calls no tools: its tasks come to the session's delegation handler.
-        message = "a Live session has no tools to change; its delegations go to its handler"
-        return refused(state, event.request_id, event.gateway_id, 409, NOT_ON_LIVE, message)
+    cannot = refusal(capabilities_of(state), Ability.TOOLS)
+    if cannot is not None:
+        return refused_by(state, event.request_id, event.gateway_id, cannot)
     if state.chain.pending is not None:
         message = f"the tool {state.chain.pending.name} is running; change the tools when it has finished"
         return refused(state, event.request_id, event.gateway_id, 409, "tool_running", message)

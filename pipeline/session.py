@@ -30,7 +30,9 @@ from pipeline import (
     tools,
     transcript,
 )
+from pipeline.call.dialect import Ability, refusal
 from pipeline.catalog import ToolOutcome
+from pipeline.dialects import capabilities_of
 from pipeline.errors import MalformedFrame
 from pipeline.live import SETTLE_TIMER
 from pipeline.live_events import (
@@ -44,7 +46,7 @@ from pipeline.live_events import (
 )
 from pipeline.sequencer import GAP_TIMEOUT_MS
 from pipeline.state import Limits, LiveCall, LiveSetup, Phase, Provider, SessionState
-from pipeline.step import PersistTranscript, RecordIncident, Step, unchanged
+from pipeline.step import PersistTranscript, RecordIncident, Step, answering, refused_by, unchanged
 from pipeline.wire import (
     AdmissionBegun,
     AdmissionFailed,
@@ -120,8 +122,6 @@ REALTIME_ONLY = (
     ItemDeleted,
     KeyPressed,
     CallerSilent,
-    TextInjected,
-    InterruptRequested,
     CompactionUnsaved,
 )
 LIVE_ONLY = (LiveTranscript, Delegated, Appended, InputMuted, UsageUpdated, LiveClosed, KeyReceived)
@@ -265,11 +265,34 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
             return line.attention(state, event)
         case SupervisorRequested():
             return line.supervise(state, event)
+        case TextInjected() | InterruptRequested():
+            return _into_the_conversation(state, event, generation)
     if not is_spoken_by(state, event):
         return unchanged(state)
     if is_late(state, event, generation):
         return record_late(state, event)
     return _decide(state, event)
+
+
+def _into_the_conversation(
+    state: SessionState, event: TextInjected | InterruptRequested, generation: int
+) -> Step:
+    """Typed caller text, or an interrupt: refused where the provider cannot take it, decided
+    like the caller's own input where it can, and answered either way (202 once decided)."""
+    ability = Ability.TYPED_CALLER_TEXT if isinstance(event, TextInjected) else Ability.INTERRUPT
+    cannot = refusal(capabilities_of(state), ability)
+    if cannot is not None:
+        return refused_by(state, event.request_id, event.gateway_id, cannot)
+    if is_late(state, event, generation):
+        message = f"the call moved on (session is {state.phase}) before this was applied"
+        late = record_late(state, event)
+        error = {"error": {"code": "session_not_live", "message": message}}
+        return answering(late, event.request_id, event.gateway_id, 409, error)
+    if isinstance(event, TextInjected):
+        body = {"item_id": event.item_id, "status": "queued"}
+    else:
+        body = {"status": "interrupting"}
+    return answering(_decide(state, event), event.request_id, event.gateway_id, 202, body)
 
 
 def seq_lost(state: SessionState, event: SeqLost) -> Step:

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from pipeline.call.dialect import Refusal
 from pipeline.limits import MAXIMUM_INCIDENT_CODE_CHARS
 from pipeline.live import LiveControl
 from pipeline.state import SessionState
@@ -276,6 +277,11 @@ def refused(
     """Nothing changes, and the request that asked is told why (a typed error)."""
     body = {"error": {"code": code, "message": message}}
     return answering(unchanged(state), request_id, gateway_id, status, body)
+
+
+def refused_by(state: SessionState, request_id: str | None, gateway_id: str | None, refusal: Refusal) -> Step:
+    """Nothing changes, and the request that asked is told the provider's refusal."""
+    return refused(state, request_id, gateway_id, refusal.status, refusal.code, refusal.message)
 
 
 def unchanged(state: SessionState) -> Step:

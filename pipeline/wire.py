@@ -402,6 +402,9 @@ class TextInjected(_Inbound):
     type: Literal["switchboard.text_injected"] = "switchboard.text_injected"
     item_id: str
     text: str
+    # The API request waiting on the answer (None: an input replayed, which answers nobody).
+    request_id: str | None = None
+    gateway_id: str | None = None
 
 
 class InterruptRequested(_Inbound):
@@ -409,6 +412,8 @@ class InterruptRequested(_Inbound):
 
     type: Literal["switchboard.interrupt_requested"] = "switchboard.interrupt_requested"
     playback: Playback | None = None
+    request_id: str | None = None
+    gateway_id: str | None = None
 
 
 class GatewayLost(_Inbound):

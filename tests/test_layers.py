@@ -58,3 +58,40 @@ def test_the_pure_core_imports_only_the_standard_library_and_pydantic() -> None:
                 continue
             offences.append(f"{path.relative_to(ROOT)} imports {name}")
     assert offences == []
+
+
+def _first_party_imports(path: Path) -> set[str]:
+    return {name for name in _imports(path) if name.split(".")[0] in FIRST_PARTY}
+
+
+def test_the_core_of_a_call_names_no_provider() -> None:
+    """pipeline/call/ is what every call is: it imports nothing of Switchboard's but itself, so
+    no wing and no neutral rule can leak a provider into it."""
+    offences = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sorted((ROOT / "pipeline" / "call").rglob("*.py"))
+        for name in _first_party_imports(path)
+        if not _is_allowed(name, {"pipeline.call"})
+    ]
+    assert offences == []
+
+
+@pytest.mark.parametrize("wing", ["realtime", "live"])
+def test_a_wing_s_capabilities_stand_on_the_core_alone(wing: str) -> None:
+    """A wing's dialect says what its provider can do in the core's terms only: it imports
+    neither the other wing nor the neutral rules."""
+    path = ROOT / "pipeline" / wing / "dialect.py"
+    offences = [name for name in _first_party_imports(path) if not _is_allowed(name, {"pipeline.call"})]
+    assert offences == []
+
+
+def test_only_the_composition_root_maps_a_provider_to_its_wing() -> None:
+    """`pipeline.dialects` is the one neutral module that imports the wings' dialects."""
+    offences = []
+    for path in sorted((ROOT / "pipeline").rglob("*.py")):
+        if path.name == "dialects.py" or path.parent.name in {"realtime", "live"}:
+            continue
+        for name in _first_party_imports(path):
+            if _is_allowed(name, {"pipeline.realtime.dialect", "pipeline.live.dialect"}):
+                offences.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert offences == []

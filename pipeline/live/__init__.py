@@ -75,9 +75,6 @@ DELEGATION_SETTLE_MS = 400
 # stays under it, so a terminal commentary is never refused for its length.
 MAXIMUM_APPEND_CHARS = 1_800
 
-# What a request Live cannot carry out is refused with (409, and why).
-NOT_ON_LIVE = "not_supported_on_live"
-
 # ── frames ───────────────────────────────────────────────────────────────────────────────
 
 CALLER_TRANSCRIPT_TYPE = "session.input_transcript.delta"

@@ -1,0 +1,1 @@
+"""OpenAI's Realtime API: the wing of what only Realtime has."""
