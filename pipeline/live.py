@@ -30,6 +30,7 @@ envelope's `received_at`.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -41,6 +42,7 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     ValidationError,
+    field_validator,
     model_serializer,
     model_validator,
 )
@@ -71,9 +73,14 @@ REMEMBERED_WRITTEN_FRAGMENTS = 256
 # How long a delegation's task waits for the fragment covering its offset (third parties wait
 # about 400 ms; the covering fragment was recorded arriving 2 ms before its delegation).
 DELEGATION_SETTLE_MS = 400
-# The provider refuses appended content over 500 tokens; at about four characters a token this
-# stays under it, so a terminal commentary is never refused for its length.
-MAXIMUM_APPEND_CHARS = 1_800
+# The provider refuses appended content over 500 tokens (LIVE_PROTOCOL.md §1.3, §4) and
+# publishes no tokenizer, so Switchboard counts by `estimated_tokens` and appends at most
+# APPEND_TOKEN_BUDGET of them: the 10 % left over is for text denser than the estimate allows
+# (digits, which tokenizers group at most three to a token; one-letter words), and keeps English
+# exactly where the old bound of 1,800 characters had it, so a terminal commentary is never
+# refused for its length.
+MAXIMUM_APPEND_TOKENS = 500
+APPEND_TOKEN_BUDGET = 450
 
 # What a request Live cannot carry out is refused with (409, and why).
 NOT_ON_LIVE = "not_supported_on_live"
@@ -573,27 +580,70 @@ def settle_timer(delegation_id: str) -> str:
 
 TOO_LONG_FOR_LIVE = "too_long_for_live"
 
+# Letters of the alphabetic scripts that UTF-8 writes in one or two bytes: ASCII, Latin-1,
+# Latin Extended-A and -B, Greek and Coptic, Cyrillic and its supplement.
+_ALPHABETIC_RUN = re.compile(r"[\u0000-\u024f\u0370-\u052f]+")
+_SUPPLEMENTARY = re.compile(r"[\U00010000-\U0010ffff]")
+# What marks cut content; outside those scripts, it always counts exactly one token.
+_ELLIPSIS = "…"
+
+
+def estimated_tokens(text: str) -> int:
+    """The tokens the provider counts in `text`, estimated on the high side: no tokenizer is
+    published for Live, so this is a rule over scripts and UTF-8 bytes.
+
+    Every token of a byte-level BPE tokenizer covers at least one UTF-8 byte, so a text's bytes
+    are the one bound that holds for any vocabulary; a character beyond the Basic Multilingual
+    Plane counts that many (four), since CJK extensions, emoji and historic scripts are rare
+    enough to be split into their bytes. Any other character outside Latin, Greek and Cyrillic
+    counts one token (CJK, kana, Hangul, Arabic, Devanagari, and punctuation such as "…" or
+    "—"): ordinary text in those scripts takes about a token a character, or less. A run of
+    Latin, Greek and Cyrillic counts one token per four UTF-8 bytes, rounded up: four ASCII
+    characters, or two of Greek, Cyrillic or accented Latin, where prose takes four bytes a
+    token or more. The count is monotone (a prefix never counts more than its text) and
+    subadditive (joined texts never count more than their parts), so text cut to a budget by
+    it stays within the budget.
+    """
+    tokens = 0
+    in_runs = 0
+    for run in _ALPHABETIC_RUN.finditer(text):
+        tokens += -(-len(run.group().encode()) // 4)
+        in_runs += run.end() - run.start()
+    return tokens + (len(text) - in_runs) + 3 * len(_SUPPLEMENTARY.findall(text))
+
 
 def too_long_to_append(text: str) -> str | None:
-    """Why text cannot be appended whole (the provider's 500-token bound), or None: what a
-    person or an app asks the model to say or heed is refused rather than cut."""
-    if len(text) <= MAXIMUM_APPEND_CHARS:
+    """Why text cannot be appended whole (the provider's 500-token bound, estimated), or None:
+    what a person or an app asks the model to say or heed is refused rather than cut."""
+    tokens = estimated_tokens(text)
+    if tokens <= APPEND_TOKEN_BUDGET:
         return None
-    return f"a Live append holds at most {MAXIMUM_APPEND_CHARS} characters; this is {len(text)}"
+    return f"a Live append holds at most {APPEND_TOKEN_BUDGET} tokens; this is about {tokens}"
 
 
-def bounded_content(text: str, *, limit: int = MAXIMUM_APPEND_CHARS) -> str:
-    """Appended content cut to `limit` characters at a word where one is near, marked with an
-    ellipsis; blank content is a bug in the caller, never sent."""
+def bounded_content(text: str, *, limit: int = APPEND_TOKEN_BUDGET) -> str:
+    """Appended content cut to `limit` estimated tokens at a word where one is near, marked
+    with an ellipsis; blank content is a bug in the caller, never sent."""
     if not text.strip():
         raise ValueError("appended content must not be blank")
-    if len(text) <= limit:
+    if estimated_tokens(text) <= limit:
         return text
-    cut = text[: limit - 1]
+    # Every character counts at least a quarter of a token, so the cut lies within the first
+    # 4 × limit characters however long the text is; the estimate is monotone in the prefix, so
+    # the longest prefix that leaves room for the ellipsis is found by bisection.
+    room = limit - estimated_tokens(_ELLIPSIS)
+    short, long = 0, min(len(text), 4 * limit)
+    while short < long:
+        middle = (short + long + 1) // 2
+        if estimated_tokens(text[:middle]) <= room:
+            short = middle
+        else:
+            long = middle - 1
+    cut = text[:short]
     space = cut.rfind(" ")
-    if space >= limit // 2:
+    if space >= len(cut) // 2:
         cut = cut[:space]
-    return cut.rstrip() + "…"
+    return cut.rstrip() + _ELLIPSIS
 
 
 class _LiveControl(BaseModel):
@@ -611,7 +661,15 @@ class LiveAppend(_LiveControl):
 
     type: Literal["session.commentary.append", "session.thinking.append", "session.instructions.append"]
     delegation_id: str | None
-    content: str = Field(min_length=1, max_length=MAXIMUM_APPEND_CHARS)
+    content: str = Field(min_length=1)
+
+    @field_validator("content")
+    @classmethod
+    def _within_the_budget(cls, content: str) -> str:
+        problem = too_long_to_append(content)
+        if problem is not None:
+            raise ValueError(problem)
+        return content
 
     @model_serializer(mode="wrap")
     def _delegation_id_always(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
