@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.live import TOO_LONG_FOR_LIVE, commentary, instructions, too_long_to_append
+from pipeline.call.dialect import too_long
+from pipeline.dialects import capabilities_of
+from pipeline.live import commentary, instructions
 from pipeline.state import IN_CALL, Phase, ResponseContext, SessionState
-from pipeline.step import Step, answering, refused, unchanged
+from pipeline.step import Step, answering, refused_by, unchanged
 from pipeline.transcript import SAY_EXACTLY, begin_directed
 from pipeline.wire import AgentReplyRequested, AgentSayRequested
 
@@ -23,9 +25,9 @@ def say(state: SessionState, event: AgentSayRequested) -> Step:
     if refusal is not None:
         return answering(unchanged(state), event.request_id, event.gateway_id, 409, refusal)
     if state.is_live:
-        problem = too_long_to_append(event.text)
-        if problem is not None:
-            return refused(state, event.request_id, event.gateway_id, 422, TOO_LONG_FOR_LIVE, problem)
+        cannot = too_long(capabilities_of(state), event.text)
+        if cannot is not None:
+            return refused_by(state, event.request_id, event.gateway_id, cannot)
         # The model holds the conversation: the words are context it says, in its own voice.
         spoken = Step(state=state, controls=(commentary(event.text, delegation_id=None),))
         return answering(spoken, event.request_id, event.gateway_id, 202, {"status": "speaking"})
@@ -47,9 +49,9 @@ def reply(state: SessionState, event: AgentReplyRequested) -> Step:
     if refusal is not None:
         return answering(unchanged(state), event.request_id, event.gateway_id, 409, refusal)
     if state.is_live:
-        problem = too_long_to_append(event.instructions)
-        if problem is not None:
-            return refused(state, event.request_id, event.gateway_id, 422, TOO_LONG_FOR_LIVE, problem)
+        cannot = too_long(capabilities_of(state), event.instructions)
+        if cannot is not None:
+            return refused_by(state, event.request_id, event.gateway_id, cannot)
         steered = Step(state=state, controls=(instructions(event.instructions),))
         return answering(steered, event.request_id, event.gateway_id, 202, {"status": "replying"})
     context = ResponseContext(

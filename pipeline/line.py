@@ -18,14 +18,12 @@ import json
 from typing import Any
 
 from pipeline import admission, delegation
-from pipeline.call.dialect import Ability, refusal
+from pipeline.call.dialect import Ability, refusal, too_long
 from pipeline.dialects import capabilities_of
 from pipeline.live import (
-    TOO_LONG_FOR_LIVE,
     InputAudio,
     commentary,
     instructions,
-    too_long_to_append,
 )
 from pipeline.state import IN_CALL, Attention, Person, Phase, ResponseContext, SessionState
 from pipeline.step import (
@@ -187,9 +185,9 @@ def supervise(state: SessionState, event: SupervisorRequested) -> Step:
         case SayVerb():
             return _say(state, event, verb.text)
         case WhisperVerb():
-            problem = too_long_to_append(A_WHISPER.format(text=verb.text)) if state.is_live else None
-            if problem is not None:
-                return refused(state, event.request_id, event.gateway_id, 422, TOO_LONG_FOR_LIVE, problem)
+            cannot = too_long(capabilities_of(state), A_WHISPER.format(text=verb.text))
+            if cannot is not None:
+                return refused_by(state, event.request_id, event.gateway_id, cannot)
             logged = Step(
                 state=state, effects=(LogEntry(kind="supervisor.whispered", data={**who, "text": verb.text}),)
             )
@@ -294,9 +292,9 @@ def _say(state: SessionState, event: SupervisorRequested, text: str) -> Step:
     """The person's words, spoken in the agent's voice: now if the agent is quiet (`speaking`),
     or after the response that is running (`after_response`); 409 if words already wait."""
     if state.is_live:
-        problem = too_long_to_append(text)
-        if problem is not None:
-            return refused(state, event.request_id, event.gateway_id, 422, TOO_LONG_FOR_LIVE, problem)
+        cannot = too_long(capabilities_of(state), text)
+        if cannot is not None:
+            return refused_by(state, event.request_id, event.gateway_id, cannot)
         # The model holds the conversation: it says the words (in its own) as it can.
         spoken = Step(
             state=state,

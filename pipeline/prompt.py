@@ -12,10 +12,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from pipeline.call.dialect import Ability, refusal
+from pipeline.call.dialect import Ability, refusal, too_long
 from pipeline.dialects import capabilities_of
 from pipeline.limits import MAXIMUM_INSTRUCTIONS_BYTES, MAXIMUM_PROMPT_BLOCKS
-from pipeline.live import TOO_LONG_FOR_LIVE, LiveAppend, instructions, too_long_to_append
+from pipeline.live import LiveAppend, instructions
 from pipeline.state import IN_CALL, PromptBlock, SessionState
 from pipeline.step import LogEntry, Step, answering, refused, refused_by
 from pipeline.wire import PromptSetRequested, SessionUpdate, ToolsSetRequested
@@ -75,9 +75,9 @@ def set_prompt(state: SessionState, event: PromptSetRequested) -> Step:
             if event.text
             else LIVE_BLOCK_REMOVED.format(name=event.name)
         )
-        problem = too_long_to_append(note)
-        if problem is not None:
-            return refused(state, event.request_id, event.gateway_id, 422, TOO_LONG_FOR_LIVE, problem)
+        cannot = too_long(capabilities_of(state), note)
+        if cannot is not None:
+            return refused_by(state, event.request_id, event.gateway_id, cannot)
         controls = (instructions(note),)
     elif changed and state.phase in IN_CALL:
         controls = (SessionUpdate(session={"type": "realtime", "instructions": instructions_now}),)

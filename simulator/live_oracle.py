@@ -6,7 +6,8 @@ unions are not parsed on their discriminator, so the unions are re-tagged on `ty
 checked against the SDK's `…Param` TypedDicts, which carry the documented `Required[...]` rules
 the pydantic models relax (`delegation_id` is required and nullable there, optional in the
 model). A Responses stream event nested in `response.event` is checked too, when its type is
-one the SDK knows.
+one the SDK knows. An append's content is held to the provider's 500 tokens (§1.3, §4), counted
+by the same conservative estimate Switchboard bounds its appends by (`estimated_tokens`).
 
 REST bodies are TypedDicts in the SDK; they are checked inside a wrapper that forbids extra
 keys, which pydantic applies to every nested TypedDict as well.
@@ -15,6 +16,7 @@ keys, which pydantic applies to every nested TypedDict as well.
 from __future__ import annotations
 
 import functools
+import re
 import typing
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal, Union
@@ -31,6 +33,12 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from simulator.oracle import Direction, WireProblem
 
 RestBody = Literal["create", "accept", "reject", "refer"]
+
+# Appended content is limited to 500 tokens (§1.3, §4).
+MAXIMUM_APPEND_TOKENS = 500
+APPEND_TYPES = frozenset(
+    {"session.commentary.append", "session.thinking.append", "session.instructions.append"}
+)
 
 
 def _tagged(alias: Any) -> TypeAdapter[Any]:
@@ -132,6 +140,37 @@ def _problems(exc: ValidationError, *, tag: object, prefix: str = "") -> list[Wi
     return problems
 
 
+# Latin, Greek and Cyrillic, where UTF-8 writes a letter in one or two bytes: ASCII, Latin-1,
+# Latin Extended-A and -B, Greek and Coptic, Cyrillic and its supplement.
+_ALPHABETIC_RUN = re.compile(r"[\u0000-\u024f\u0370-\u052f]+")
+_SUPPLEMENTARY = re.compile(r"[\U00010000-\U0010ffff]")
+
+
+def estimated_tokens(text: str) -> int:
+    """The tokens in `text`, estimated on the high side, exactly as `pipeline.live` estimates them
+    (the simulator may not import the pipeline; a test holds the two copies equal): a run of
+    Latin, Greek and Cyrillic counts one token per four UTF-8 bytes, rounded up; a character
+    beyond the Basic Multilingual Plane its four bytes; any other character one token."""
+    tokens = 0
+    in_runs = 0
+    for run in _ALPHABETIC_RUN.finditer(text):
+        tokens += -(-len(run.group().encode()) // 4)
+        in_runs += run.end() - run.start()
+    return tokens + (len(text) - in_runs) + 3 * len(_SUPPLEMENTARY.findall(text))
+
+
+def oversized_append(event: dict[str, Any]) -> WireProblem | None:
+    """The problem with an append whose content is over the provider's bound, or None."""
+    content = event.get("content")
+    if event.get("type") not in APPEND_TYPES or not isinstance(content, str):
+        return None
+    tokens = estimated_tokens(content)
+    if tokens <= MAXIMUM_APPEND_TOKENS:
+        return None
+    message = f"content is limited to {MAXIMUM_APPEND_TOKENS} tokens; this is about {tokens}"
+    return WireProblem(path="content", kind="invalid", message=message)
+
+
 def live_wire_problems(event: dict[str, Any], *, direction: Direction) -> list[WireProblem]:
     """Every departure of a sideband event from the strict Live types; empty when it is valid."""
     adapters = _adapters()
@@ -145,6 +184,9 @@ def live_wire_problems(event: dict[str, Any], *, direction: Direction) -> list[W
     problems = [
         WireProblem(path=path, kind="unknown", message="unknown field") for path in _unknown_fields(parsed)
     ]
+    oversized = oversized_append(event) if direction == "client" else None
+    if oversized is not None:
+        problems.append(oversized)
     nested = event.get("event") if tag == "response.event" else None
     if isinstance(nested, dict) and nested.get("type") in _nested_types():
         try:

@@ -28,7 +28,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from simulator.call import IdMint
-from simulator.live_oracle import client_event_types, live_wire_problems
+from simulator.live_oracle import client_event_types, live_wire_problems, oversized_append
 from simulator.live_script import LiveCallerSays, LiveScript
 from simulator.oracle import WireProblem
 from simulator.recording import DEFAULT_CLOSE_CODE, Recording
@@ -50,8 +50,6 @@ CONTEXT_WINDOW_TOKENS = 128_000
 CHARS_PER_TOKEN = 4
 # A fixture is at most 30 s of audio (§4).
 MAXIMUM_FIXTURE_MS = 30_000
-# Appended content is limited to 500 tokens (§1.3).
-MAXIMUM_APPEND_TOKENS = 500
 # The simulated service sends at most this much reflected audio in one event: 200 ms.
 MAXIMUM_AUDIO_CHUNK_MS = 200
 
@@ -742,8 +740,6 @@ class LiveSession:
         if self._fixture_playing:
             raise Refusal("fixture_playing", "Appends are rejected while an audio fixture plays.")
         content: str = control["content"]
-        if len(content) / CHARS_PER_TOKEN > MAXIMUM_APPEND_TOKENS:
-            raise Refusal("string_above_max_length", "content is limited to 500 tokens.", "content")
         delegation_id = control["delegation_id"]
         delegation = self._delegations.get(delegation_id) if delegation_id is not None else None
         if delegation_id is not None and delegation is None:
@@ -805,6 +801,9 @@ def _refuse_malformed(control: dict[str, Any], problems: list[WireProblem]) -> N
         return
     first = problems[0]
     param = first.path.removeprefix("$.")
+    if first == oversized_append(control):
+        # The oracle's 500-token bound, refused as the provider refuses an over-long string.
+        raise Refusal("string_above_max_length", f"{first.message}.", param)
     if first.kind == "unknown":
         raise Refusal("unknown_parameter", f"Unknown parameter: '{param}'.", param)
     if first.kind == "missing":

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from pipeline.call.tokens import estimated_tokens
+
 
 class Ability(StrEnum):
     """What a request may need of the provider; each names a flag of `Capabilities`."""
@@ -87,3 +89,16 @@ def refusal(capabilities: Capabilities, ability: Ability) -> Refusal | None:
     if capabilities.can(ability):
         return None
     return Refusal(409, capabilities.not_supported, capabilities.reasons[ability])
+
+
+def too_long(capabilities: Capabilities, note: str) -> Refusal | None:
+    """Why a note to the model (words to say or heed) is refused for its length on this
+    provider, or None: what a person or an app asks for is refused rather than cut."""
+    bound = capabilities.append_tokens
+    tokens = estimated_tokens(note)
+    if bound is None or tokens <= bound:
+        return None
+    name = capabilities.name.capitalize()
+    return Refusal(
+        422, capabilities.too_long, f"a {name} append holds at most {bound} tokens; this is about {tokens}"
+    )

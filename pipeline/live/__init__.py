@@ -41,12 +41,16 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     ValidationError,
+    field_validator,
     model_serializer,
     model_validator,
 )
 
+from pipeline.call.dialect import too_long
+from pipeline.call.tokens import estimated_tokens
 from pipeline.errors import MalformedFrame
 from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH
+from pipeline.live.dialect import APPEND_TOKEN_BUDGET, LIVE
 from pipeline.live_events import LIVE_TRANSCRIPT_TYPE, LiveTranscript
 from pipeline.timeline import Speaker, TranscriptFragment
 from pipeline.wire import FrameKind, control_wire, decode_frame, exceeds_depth, holds_unstorable
@@ -71,9 +75,6 @@ REMEMBERED_WRITTEN_FRAGMENTS = 256
 # How long a delegation's task waits for the fragment covering its offset (third parties wait
 # about 400 ms; the covering fragment was recorded arriving 2 ms before its delegation).
 DELEGATION_SETTLE_MS = 400
-# The provider refuses appended content over 500 tokens; at about four characters a token this
-# stays under it, so a terminal commentary is never refused for its length.
-MAXIMUM_APPEND_CHARS = 1_800
 
 # ── frames ───────────────────────────────────────────────────────────────────────────────
 
@@ -568,29 +569,40 @@ def settle_timer(delegation_id: str) -> str:
 # ── controls: what Switchboard sends on a Live sideband ────────────────────────────────
 
 
-TOO_LONG_FOR_LIVE = "too_long_for_live"
-
-
 def too_long_to_append(text: str) -> str | None:
-    """Why text cannot be appended whole (the provider's 500-token bound), or None: what a
-    person or an app asks the model to say or heed is refused rather than cut."""
-    if len(text) <= MAXIMUM_APPEND_CHARS:
-        return None
-    return f"a Live append holds at most {MAXIMUM_APPEND_CHARS} characters; this is {len(text)}"
+    """Why text cannot be appended whole (the provider's 500-token bound, estimated), or None:
+    what a person or an app asks the model to say or heed is refused rather than cut."""
+    refused = too_long(LIVE, text)
+    return None if refused is None else refused.message
 
 
-def bounded_content(text: str, *, limit: int = MAXIMUM_APPEND_CHARS) -> str:
-    """Appended content cut to `limit` characters at a word where one is near, marked with an
-    ellipsis; blank content is a bug in the caller, never sent."""
+# What marks cut content; outside the alphabetic scripts, it always counts exactly one token.
+_ELLIPSIS = "…"
+
+
+def bounded_content(text: str, *, limit: int = APPEND_TOKEN_BUDGET) -> str:
+    """Appended content cut to `limit` estimated tokens at a word where one is near, marked
+    with an ellipsis; blank content is a bug in the caller, never sent."""
     if not text.strip():
         raise ValueError("appended content must not be blank")
-    if len(text) <= limit:
+    if estimated_tokens(text) <= limit:
         return text
-    cut = text[: limit - 1]
+    # Every character counts at least a quarter of a token, so the cut lies within the first
+    # 4 × limit characters however long the text is; the estimate is monotone in the prefix, so
+    # the longest prefix that leaves room for the ellipsis is found by bisection.
+    room = limit - estimated_tokens(_ELLIPSIS)
+    short, long = 0, min(len(text), 4 * limit)
+    while short < long:
+        middle = (short + long + 1) // 2
+        if estimated_tokens(text[:middle]) <= room:
+            short = middle
+        else:
+            long = middle - 1
+    cut = text[:short]
     space = cut.rfind(" ")
-    if space >= limit // 2:
+    if space >= len(cut) // 2:
         cut = cut[:space]
-    return cut.rstrip() + "…"
+    return cut.rstrip() + _ELLIPSIS
 
 
 class _LiveControl(BaseModel):
@@ -608,7 +620,15 @@ class LiveAppend(_LiveControl):
 
     type: Literal["session.commentary.append", "session.thinking.append", "session.instructions.append"]
     delegation_id: str | None
-    content: str = Field(min_length=1, max_length=MAXIMUM_APPEND_CHARS)
+    content: str = Field(min_length=1)
+
+    @field_validator("content")
+    @classmethod
+    def _within_the_budget(cls, content: str) -> str:
+        problem = too_long_to_append(content)
+        if problem is not None:
+            raise ValueError(problem)
+        return content
 
     @model_serializer(mode="wrap")
     def _delegation_id_always(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -6,8 +6,14 @@ from __future__ import annotations
 
 from pipeline.call.dialect import Ability, Capabilities
 
-# The provider refuses appended content over 500 tokens (LIVE_PROTOCOL §1.3, §4).
+# The provider refuses appended content over 500 tokens (LIVE_PROTOCOL.md §1.3, §4) and
+# publishes no tokenizer, so Switchboard counts by `pipeline.call.tokens.estimated_tokens` and
+# appends at most APPEND_TOKEN_BUDGET of them: the 10 % left over is for text denser than the
+# estimate allows (digits, which tokenizers group at most three to a token; one-letter words),
+# and keeps English exactly where the old bound of 1,800 characters had it, so a terminal
+# commentary is never refused for its length.
 MAXIMUM_APPEND_TOKENS = 500
+APPEND_TOKEN_BUDGET = 450
 
 LIVE = Capabilities(
     name="live",
@@ -19,7 +25,7 @@ LIVE = Capabilities(
     delegations=True,
     usage_in_seconds=True,
     idle_silences=False,
-    append_tokens=MAXIMUM_APPEND_TOKENS,
+    append_tokens=APPEND_TOKEN_BUDGET,
     reasons={
         Ability.INTERRUPT: (
             "a Live model's speech cannot be cut (Live has no cancel or truncate); hold the line instead"

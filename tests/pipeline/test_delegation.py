@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from pipeline import delegation
+from pipeline.call.tokens import estimated_tokens
 from pipeline.call_log import LoggedInput, project
 from pipeline.cost import ModelPrices, cost_usd, usage_added
-from pipeline.live import DELEGATION_SETTLE_MS, MAXIMUM_APPEND_CHARS, settle_timer
+from pipeline.live import DELEGATION_SETTLE_MS, settle_timer
+from pipeline.live.dialect import APPEND_TOKEN_BUDGET
 from pipeline.state import DelegationStatus, Phase, SessionState
 from pipeline.step import (
     AnswerRequest,
@@ -241,7 +243,19 @@ def test_a_result_that_is_not_text_is_said_as_json_and_an_empty_one_as_nothing_t
     assert _on_the_wire(steps[-1])[0]["content"] == delegation.NO_RESULT
     long = "word " * 1_000
     _, steps = _run(_running(), lc.finished("D1", result=long))
-    assert len(_on_the_wire(steps[-1])[0]["content"]) <= MAXIMUM_APPEND_CHARS
+    assert estimated_tokens(_on_the_wire(steps[-1])[0]["content"]) <= APPEND_TOKEN_BUDGET
+
+
+def test_a_result_in_a_supplementary_plane_is_cut_to_the_token_bound_before_it_is_sent() -> None:
+    """1,733 characters of CJK Extension B are 6,932 bytes of UTF-8, far over Live's 500 tokens
+    under any tokenizer, though well under the old bound of 1,800 characters: the commentary
+    says the start of them, cut with an ellipsis, and the oracle accepts it."""
+    rare = "".join(chr(0x20000 + i) for i in range(1_733))
+    _, steps = _run(_running(), lc.finished("D1", result=rare))
+    [commentary] = _on_the_wire(steps[-1])
+    said = commentary["content"]
+    assert estimated_tokens(said) <= APPEND_TOKEN_BUDGET and len(said.encode()) <= 4 * APPEND_TOKEN_BUDGET
+    assert said.endswith("…") and rare.startswith(said.removesuffix("…"))
 
 
 def test_a_deadline_with_no_outcome_interrupts_the_step_and_answers_it_once() -> None:
@@ -348,9 +362,27 @@ def test_a_whisper_and_a_prompt_change_are_appended_as_instructions() -> None:
     _, steps = _run(state, prompt)
     [note] = _on_the_wire(steps[-1])
     assert "Never promise refunds." in note["content"] and "'policy'" in note["content"]
-    too_long = {**prompt, "text": "x" * MAXIMUM_APPEND_CHARS}
+    too_long = {**prompt, "text": "x" * 4 * APPEND_TOKEN_BUDGET}
     _, steps = _run(state, too_long)
     assert steps[-1].controls == () and _answer(steps[-1])[0] == 422
+
+
+CHINESE = "您的订单四四一七已经发货，预计星期五送到。"
+
+
+@pytest.mark.parametrize("kind", ["say", "whisper"])
+def test_a_say_or_whisper_of_chinese_over_the_token_bound_is_refused_on_live(kind: str) -> None:
+    """Far fewer characters than the old bound of 1,800, but about a token each: refused with
+    `too_long_for_live` rather than cut, nothing sent; the same words within the bound go out."""
+    text = CHINESE * 25
+    assert len(text) < 1_800 and estimated_tokens(text) > APPEND_TOKEN_BUDGET
+    _, steps = _run(_listening(), _supervise({"type": kind, "text": text}))
+    status, body = _answer(steps[-1])
+    assert steps[-1].controls == () and (status, body["error"]["code"]) == (422, "too_long_for_live")
+    assert "tokens" in body["error"]["message"]
+    _, steps = _run(_listening(), _supervise({"type": kind, "text": CHINESE * 10}))
+    [append] = _on_the_wire(steps[-1])
+    assert CHINESE * 10 in append["content"]
 
 
 def test_say_is_commentary_end_closes_and_take_over_is_refused_on_live() -> None:

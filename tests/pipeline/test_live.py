@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pipeline.call.tokens import estimated_tokens
 from pipeline.errors import MalformedFrame, OversizedFrame
 from pipeline.limits import MAXIMUM_PROVIDER_FRAME_BYTES
 from pipeline.live import (
@@ -18,7 +19,6 @@ from pipeline.live import (
     DELEGATION_SETTLE_MS,
     FLUSH_AFTER_MS,
     LIVE_DURABLE_TYPES,
-    MAXIMUM_APPEND_CHARS,
     MAXIMUM_COALESCED_FRAGMENTS,
     MAXIMUM_COALESCED_SPAN_MS,
     REMEMBERED_WRITTEN_FRAGMENTS,
@@ -45,6 +45,7 @@ from pipeline.live import (
     settle_timer,
     thinking_append,
 )
+from pipeline.live.dialect import APPEND_TOKEN_BUDGET
 from pipeline.wire import FrameKind
 from simulator.live_oracle import live_wire_errors
 
@@ -507,7 +508,7 @@ def test_appended_content_is_bounded_and_never_blank() -> None:
     commentary must not be refused for its length); blank content is refused."""
     long = " ".join(["staging"] * 1_000)
     cut = commentary_append(long, delegation_id="D")["content"]
-    assert len(cut) <= MAXIMUM_APPEND_CHARS and cut.endswith("staging…")
+    assert estimated_tokens(cut) <= APPEND_TOKEN_BUDGET and cut.endswith("staging…")
     assert live_wire_errors(commentary_append(long, delegation_id="D"), direction="client") == []
     with pytest.raises(ValueError, match="blank"):
         thinking_append("  ", delegation_id="D")

@@ -451,6 +451,13 @@ def test_invalid_client_events_are_answered_with_typed_errors_and_recorded() -> 
                     "event_id": "b7",
                     "session": {"delegation": {"type": "decisions"}},
                 },
+                # Under 2,000 characters, over 500 tokens by the oracle's estimate (§1.3).
+                {
+                    "type": "session.commentary.append",
+                    "event_id": "b8",
+                    "delegation_id": None,
+                    "content": "中" * 501,
+                },
                 "{not json",
             ]
             async with _attached(simulator, session_id) as host:
@@ -473,6 +480,7 @@ def test_invalid_client_events_are_answered_with_typed_errors_and_recorded() -> 
             ("invalid_value", "delegation_id", "b5"),
             ("invalid_request", "type", "b6"),
             ("immutable_field_update", "session.delegation.type", "b7"),
+            ("string_above_max_length", "content", "b8"),
             ("invalid_json", None, None),
         ]
         assert all(live_wire_errors(event, direction="server") == [] for event in host.seen)
@@ -485,6 +493,7 @@ def test_invalid_client_events_are_answered_with_typed_errors_and_recorded() -> 
             "session.thinking.append",
             "response.create",
             "session.update",
+            "session.commentary.append",
             None,
             "session.input_audio.mute",
         ]
@@ -496,6 +505,8 @@ def test_invalid_client_events_are_answered_with_typed_errors_and_recorded() -> 
                 e for e in log.errors if e.startswith("client session.input_audio.append b3: type: Input tag")
             ),
             next(e for e in log.errors if e.startswith("client response.cancel b4: type: Input tag")),
+            "client session.commentary.append b8: content: "
+            "content is limited to 500 tokens; this is about 501",
             "client frame is not JSON",
         ]
 
