@@ -14,7 +14,7 @@ import time
 import urllib.request
 from typing import Any
 
-from bench.latency import call_log_at, call_status_at, put_script_at, tool_turnaround_ms
+from bench.common import call_log_at, call_status_at, put_script_at, tool_turnaround_ms
 
 PEER_TIMEOUT_S = 120.0
 

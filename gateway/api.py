@@ -80,7 +80,7 @@ from pipeline.wire import (
 )
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.ports import ApiPort
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ AnsweredInput = (
 )
 
 
-def build_api(gateway: Gateway) -> Starlette:
+def build_api(gateway: ApiPort) -> Starlette:
     api = _Api(gateway)
     session_routes: list[tuple[str, str, Handler]] = [
         ("", "GET", api.describe),
@@ -205,7 +205,7 @@ def _for_session(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
 
 
 class _Api:
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: ApiPort) -> None:
         self.gateway = gateway
         self.rpc = gateway.rpc
         self.sink = gateway.sink

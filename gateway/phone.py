@@ -29,7 +29,7 @@ from gateway.web import error_response
 from pipeline.errors import ProviderUnavailable
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.ports import PhonePort
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class PhoneDoor:
 
 
 async def answer_call(
-    gateway: Gateway,
+    gateway: PhonePort,
     webhook_id: str,
     call_id: str,
     sip_headers: list[dict[str, Any]],
@@ -165,7 +165,7 @@ async def answer_call(
     return JSONResponse({**answered, "outcome": outcome})
 
 
-async def _record(gateway: Gateway, call_id: str, claim: str, outcome: str, detail: str) -> None:
+async def _record(gateway: PhonePort, call_id: str, claim: str, outcome: str, detail: str) -> None:
     """Tell a worker how the call was answered (an accepted call's sideband opens then), until
     one has heard it."""
     for _ in range(RECORD_ATTEMPTS):

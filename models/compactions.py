@@ -6,15 +6,12 @@ undone, the session's transaction goes on, and the cycle is abandoned (never the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg2
 
-from models.db import database
+from models.db import SessionTransaction, database
 from pipeline.step import FinishCompaction, SaveCompactionSummary, StartCompaction
-
-if TYPE_CHECKING:
-    from models.sessions import LockedSession
 
 INSERT_COMPACTION = """
 INSERT INTO compactions (session_id, number, status, forced, trigger_input_tokens, items_before)
@@ -38,14 +35,14 @@ _COLUMNS = (
 )
 
 
-def start(session: LockedSession, effect: StartCompaction) -> None:
+def start(session: SessionTransaction, effect: StartCompaction) -> None:
     session.execute(
         INSERT_COMPACTION,
         (session.id, effect.number, effect.forced, effect.trigger_input_tokens, effect.items_before),
     )
 
 
-def save_summary(session: LockedSession, effect: SaveCompactionSummary) -> str | None:
+def save_summary(session: SessionTransaction, effect: SaveCompactionSummary) -> str | None:
     """Store the summary; answers None, or why it could not be stored. A lost connection is
     not a storage failure: it propagates, and the whole event is retried."""
     session.execute("SAVEPOINT compaction_summary")
@@ -60,7 +57,7 @@ def save_summary(session: LockedSession, effect: SaveCompactionSummary) -> str |
     return None
 
 
-def finish(session: LockedSession, effect: FinishCompaction) -> None:
+def finish(session: SessionTransaction, effect: FinishCompaction) -> None:
     session.execute(
         FINISH_COMPACTION,
         (

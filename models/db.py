@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg2.extensions
 from peewee import (
@@ -69,6 +69,23 @@ def reopen() -> None:
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class SessionTransaction(Protocol):
+    """What the tables a session owns (compactions, timers, tool steps) need of the transaction
+    that holds its row lock: the session's id, and SQL run inside the transaction.
+
+    `models.sessions.LockedSession` is the one there is; those tables' modules take this type,
+    not that class, because `models.sessions` imports them."""
+
+    @property
+    def id(self) -> str: ...
+
+    def execute(self, sql: str, parameters: Any = ()) -> Any:
+        """Run SQL inside the transaction, after the writes it holds back, and answer the cursor."""
+
+    def defer(self, sql: str, parameters: Any = ()) -> None:
+        """Hold a write back for the transaction's next round trip."""
 
 
 class _Table(Model):

@@ -3,12 +3,7 @@ fire, and swept when their delayed message never came (it was lost with Redis)."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from models.db import database
-
-if TYPE_CHECKING:
-    from models.sessions import LockedSession
+from models.db import SessionTransaction, database
 
 SCHEDULE = """
 INSERT INTO session_timers (session_id, name, due_at)
@@ -37,16 +32,16 @@ RETURNING session_id, name
 """
 
 
-def schedule(session: LockedSession, name: str, delay_ms: int) -> None:
+def schedule(session: SessionTransaction, name: str, delay_ms: int) -> None:
     session.defer(SCHEDULE, (session.id, name, delay_ms))
 
 
-def schedule_once(session: LockedSession, name: str, delay_ms: int) -> bool:
+def schedule_once(session: SessionTransaction, name: str, delay_ms: int) -> bool:
     """Schedule a timer unless it is already pending; answers whether it was scheduled now."""
     return session.execute(SCHEDULE_ONCE, (session.id, name, delay_ms)).fetchone() is not None
 
 
-def fired(session: LockedSession, name: str) -> bool:
+def fired(session: SessionTransaction, name: str) -> bool:
     """The timer fired: its row goes. Answers whether it was still pending (a cancelled timer,
     or one fired already by the sweeper or its delayed message, is not)."""
     return bool(session.execute(FIRED, (session.id, name)).rowcount)
@@ -60,7 +55,7 @@ def is_pending(session_id: str, name: str) -> bool:
     return database.execute_sql(PENDING, (session_id, name)).fetchone() is not None
 
 
-def cancel_all_but_gaps(session: LockedSession) -> None:
+def cancel_all_but_gaps(session: SessionTransaction) -> None:
     """The session is over: its timers go, but for a gap's (events behind a missing seq still
     land in the record when it is skipped)."""
     session.defer(
@@ -68,7 +63,7 @@ def cancel_all_but_gaps(session: LockedSession) -> None:
     )
 
 
-def cancel(session: LockedSession, name: str) -> None:
+def cancel(session: SessionTransaction, name: str) -> None:
     session.defer(FIRED, (session.id, name))
 
 

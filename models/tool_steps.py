@@ -8,15 +8,12 @@ terminal outcome that no different outcome can overwrite.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from models.db import database
+from models.db import SessionTransaction, database
 from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.errors import ProviderCallIdConflict, ToolOutcomeConflict, ToolStepTerminal
 from pipeline.tool_steps import ToolStep, ToolStepIdentity, outcome_digest
-
-if TYPE_CHECKING:
-    from models.sessions import LockedSession
 
 _COLUMNS = (
     "session_id, provider_call_id, provider_item_id, provider_response_id, turn_input_item_id,"
@@ -83,13 +80,13 @@ def is_finished(session_id: str, provider_call_id: str) -> bool:
     return database.execute_sql(STEP_FINISHED, (session_id, provider_call_id)).fetchone() is not None
 
 
-def find_step(session: LockedSession, provider_call_id: str) -> ToolStep | None:
+def find_step(session: SessionTransaction, provider_call_id: str) -> ToolStep | None:
     row = session.execute(SELECT_STEP, (session.id, provider_call_id)).fetchone()
     return None if row is None else _step(row)
 
 
 def request_step(
-    session: LockedSession, identity: ToolStepIdentity, *, running: bool = False
+    session: SessionTransaction, identity: ToolStepIdentity, *, running: bool = False
 ) -> tuple[ToolStep, Literal["created", "existing"]]:
     """The step for this function call: created now (running already, if `running`), or the
     existing one with the same identity. Another identity under the same call id is refused.
@@ -129,7 +126,7 @@ def request_step(
 
 
 def start_step(
-    session: LockedSession, provider_call_id: str
+    session: SessionTransaction, provider_call_id: str
 ) -> tuple[ToolStep, Literal["started", "already_running"]]:
     """Move a requested step to running; a running one is reported as such; a finished one
     cannot start again."""
@@ -144,7 +141,7 @@ def start_step(
     raise ToolStepTerminal(f"tool step {provider_call_id!r} is {step.status}; it cannot start again")
 
 
-def finish_step(session: LockedSession, provider_call_id: str, outcome: ToolOutcome) -> ToolStep:
+def finish_step(session: SessionTransaction, provider_call_id: str, outcome: ToolOutcome) -> ToolStep:
     """Record the step's terminal outcome once (one round trip). The same outcome again returns
     the step as it is; a different outcome for a finished step is refused."""
     digest = outcome_digest(outcome)
@@ -174,7 +171,7 @@ def finish_step(session: LockedSession, provider_call_id: str, outcome: ToolOutc
     return step
 
 
-def interrupt_active_steps(session: LockedSession, code: str, message: str) -> list[ToolStep]:
+def interrupt_active_steps(session: SessionTransaction, code: str, message: str) -> list[ToolStep]:
     """Finish every requested or running step as interrupted, naming the real reason (a crash,
     the session ending): each then gets exactly one output."""
     active = [_step(row) for row in session.execute(ACTIVE_STEPS, (session.id,)).fetchall()]
@@ -182,7 +179,7 @@ def interrupt_active_steps(session: LockedSession, code: str, message: str) -> l
     return [finish_step(session, step.identity.provider_call_id, outcome) for step in active]
 
 
-def steps_of(session: LockedSession) -> list[ToolStep]:
+def steps_of(session: SessionTransaction) -> list[ToolStep]:
     return [_step(row) for row in session.execute(ALL_STEPS, (session.id,)).fetchall()]
 
 

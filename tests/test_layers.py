@@ -1,10 +1,12 @@
 """The import direction of DESIGN.md holds: pipeline ← models ← workers; the gateway and the
-simulator never reach into models or workers; the pure core imports nothing with I/O."""
+simulator never reach into models or workers; the pure core imports nothing with I/O; and no
+first-party modules import each other in a circle."""
 
 from __future__ import annotations
 
 import ast
 import sys
+from collections import deque
 from pathlib import Path
 
 import pytest
@@ -95,3 +97,164 @@ def test_only_the_composition_root_maps_a_provider_to_its_wing() -> None:
             if _is_allowed(name, {"pipeline.realtime.dialect", "pipeline.live.dialect"}):
                 offences.append(f"{path.relative_to(ROOT)} imports {name}")
     assert offences == []
+
+
+# ── import circles ───────────────────────────────────────────────────────────────────
+
+# The packages whose modules must not import each other in a circle (the tests aside).
+CYCLE_PACKAGES = ("pipeline", "models", "workers", "gateway", "simulator", "switchboard", "bench")
+
+
+def _modules(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
+    """Every module under `packages` by its dotted name (a package by its `__init__.py`)."""
+    modules: dict[str, Path] = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def _import_graph(modules: dict[str, Path]) -> dict[str, dict[str, int]]:
+    """module → {first-party module it imports: the line of its first such import}.
+
+    Every import statement counts, wherever it is: at the top, inside a function, and under
+    `if TYPE_CHECKING:` (a type import that hides a circle is still a circle). Relative imports
+    are resolved against the module's package. `import a.b` and `from a.b import c` are edges
+    to `a.b.c` when that is a module, else to `a.b` (or the innermost module it names);
+    the packages above (`a`), which Python initialises first, are not edges."""
+
+    def module_of(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, dict[str, int]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges: dict[str, int] = {}
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            targets: list[str | None] = []
+            if isinstance(node, ast.Import):
+                targets = [module_of(alias.name) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = package.split(".")
+                    if node.level - 1 > len(parts):
+                        continue
+                    base = ".".join([*parts[: len(parts) - (node.level - 1)], *filter(None, [node.module])])
+                else:
+                    base = node.module or ""
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else module_of(base)
+                    for alias in node.names
+                ]
+            for target in targets:
+                if target is not None and target != name:
+                    edges[target] = min(edges.get(target, node.lineno), node.lineno)
+        graph[name] = edges
+    return graph
+
+
+def _strongly_connected(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The graph's strongly connected components of more than one module (Tarjan's)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in graph[module]:
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(components)
+
+
+def _import_cycles(graph: dict[str, dict[str, int]]) -> list[str]:
+    """Each circle, written out with the line of each import in it: for every import inside a
+    strongly connected component, the shortest way back round from it (a circle found from
+    several of its imports is listed once)."""
+    cycles: list[str] = []
+    seen: set[tuple[str, ...]] = set()
+    for component in _strongly_connected(graph):
+        members = set(component)
+        for source in component:
+            for first in sorted(target for target in graph[source] if target in members):
+                # The shortest path first → … → source inside the component closes the circle.
+                came_from: dict[str, str] = {}
+                queue = deque([first])
+                while source not in came_from:
+                    module = queue.popleft()
+                    for target in sorted(graph[module]):
+                        if target in members and target != first and target not in came_from:
+                            came_from[target] = module
+                            queue.append(target)
+                back = [source]
+                while back[-1] != first:
+                    back.append(came_from[back[-1]])
+                circle = [source, *reversed(back[1:])]
+                start = circle.index(min(circle))
+                canonical = tuple(circle[start:] + circle[:start])
+                if canonical not in seen:
+                    seen.add(canonical)
+                    hops = zip(canonical, (*canonical[1:], canonical[0]), strict=True)
+                    cycles.append(" → ".join([*(f"{a} (line {graph[a][b]})" for a, b in hops), canonical[0]]))
+    return cycles
+
+
+def test_no_first_party_modules_import_each_other_in_a_circle() -> None:
+    """The modules' imports (type-only and function-local ones too) form no circle."""
+    cycles = _import_cycles(_import_graph(_modules(ROOT, CYCLE_PACKAGES)))
+    assert not cycles, (
+        "first-party modules import each other in a circle (each import's line in parentheses):\n"
+        + "\n".join(cycles)
+    )
+
+
+def test_the_circle_finder_sees_type_only_relative_and_function_local_imports(tmp_path: Path) -> None:
+    """The finder itself: imports under TYPE_CHECKING, relative ones and ones inside a function
+    are edges, and `from a import b` is one to the module a.b; so a circle made of them is found.
+    A package's submodule does not import the package by being imported: no circle there."""
+    files = {
+        "app/__init__.py": "from app import ring\n",
+        "app/ring.py": "import os\nfrom . import mid\nimport app.leaf\n",
+        "app/mid.py": "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+        "    from app.sub.deep import Thing\n",
+        "app/sub/__init__.py": "",
+        "app/sub/deep.py": "def find():\n    from ..ring import ring_of\n",
+        "app/leaf.py": "",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    graph = _import_graph(_modules(tmp_path, ("app",)))
+    assert graph == {
+        "app": {"app.ring": 1},
+        "app.ring": {"app.mid": 2, "app.leaf": 3},
+        "app.mid": {"app.sub.deep": 4},
+        "app.sub": {},
+        "app.sub.deep": {"app.ring": 2},
+        "app.leaf": {},
+    }
+    assert _import_cycles(graph) == ["app.mid (line 4) → app.sub.deep (line 2) → app.ring (line 2) → app.mid"]

@@ -11,8 +11,8 @@ from typing import Any
 
 from models.delegations import delegation_context
 from pipeline.catalog import SideEffect, ToolError, ToolOutcome, ToolSpec
-from workers.tools.registry import DelegationRefused, DelegationRequest, HandlerRegistry, Tool
-from workers.tools.runner import ToolContext, run_tool
+from workers.tools.registry import DelegationRefused, DelegationRequest, HandlerRegistry, Tool, ToolContext
+from workers.tools.runner import run_tool
 
 # The result key a refusal travels under from the handler's thread to the outcome (a handler's
 # own result is a string, so it can never hold it).

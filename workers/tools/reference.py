@@ -12,8 +12,7 @@ from typing import Any
 
 from models.orders import find_order
 from pipeline.catalog import SideEffect
-from workers.tools.registry import tool
-from workers.tools.runner import ToolContext
+from workers.tools.registry import ToolContext, tool
 
 # Above the runner's 30 s bound on purpose, so a test or a demo script can make a tool time out.
 MAXIMUM_WAIT_MS = 60_000

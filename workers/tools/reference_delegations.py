@@ -11,8 +11,7 @@ import time
 from datetime import date
 
 from models.orders import find_order
-from workers.tools.registry import DelegationRefused, DelegationRequest, delegation_handler
-from workers.tools.runner import ToolContext
+from workers.tools.registry import DelegationRefused, DelegationRequest, ToolContext, delegation_handler
 
 # An order number as a caller says it: a run of digits (the demo's are four).
 ORDER_NUMBER = re.compile(r"\b(\d{3,12})\b")

@@ -1,5 +1,6 @@
-"""The tool registry: tools declared in Python, registered by module path; and beside it the
-registry of delegation handlers, what a Live call's delegations run.
+"""The tool registry: tools declared in Python, registered by module path, and the
+`ToolContext` their bodies are given; and beside it the registry of delegation handlers, what a
+Live call's delegations run.
 
 An application lists its tool modules in configuration; each module holds a module-level
 `TOOLS` list of `Tool`s, usually built with the `tool` decorator:
@@ -28,9 +29,10 @@ from __future__ import annotations
 
 import importlib
 import re
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -39,10 +41,30 @@ from pipeline.errors import SwitchboardError
 from pipeline.state import SessionState
 from workers.tools.schema import unsupported_keywords
 
-if TYPE_CHECKING:
-    from workers.tools.runner import ToolContext
 
-ToolFunction = Callable[[dict[str, Any], "ToolContext"], Any]
+class ToolContext:
+    """What a tool body gets besides its arguments: its deadline, a cancel flag it should
+    honour, and whatever the caller passed along (`extra`: session id, call id, …)."""
+
+    def __init__(self, *, deadline: float, extra: dict[str, Any] | None = None) -> None:
+        self.deadline = deadline  # time.monotonic() seconds
+        self.extra: dict[str, Any] = dict(extra or {})
+        self._cancelled = threading.Event()
+
+    def is_cancelled(self) -> bool:
+        """True once the runner has stopped waiting for this body."""
+        return self._cancelled.is_set()
+
+    def sleep(self, seconds: float) -> bool:
+        """Sleep up to `seconds`; False when woken early by cancellation."""
+        return not self._cancelled.wait(max(0.0, seconds))
+
+    def cancel(self) -> None:
+        """Ask the body to stop (the runner does this on timeout and on cancellation)."""
+        self._cancelled.set()
+
+
+ToolFunction = Callable[[dict[str, Any], ToolContext], Any]
 _Declared = TypeVar("_Declared")
 TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 
@@ -203,7 +225,7 @@ class DelegationRequest:
     state: SessionState
 
 
-DelegationFunction = Callable[[DelegationRequest, "ToolContext"], Any]
+DelegationFunction = Callable[[DelegationRequest, ToolContext], Any]
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,9 @@ from typing import Any
 from pipeline.catalog import ToolError, ToolOutcome, ToolStatus
 from pipeline.limits import MAXIMUM_TOOL_MS
 from workers.tools.registry import Tool
+
+# Re-exported: ToolContext lives beside Tool, and tool modules written before it moved import it here.
+from workers.tools.registry import ToolContext as ToolContext
 from workers.tools.schema import json_type, validate
 
 # A tool that outlives MAXIMUM_TOOL_MS (pipeline.limits, 30 s) is cancelled and answered as
@@ -31,28 +34,6 @@ CANCELLATION_POLL_MS = 15
 # An error message goes back to the model and into the step's row; a body that raises with
 # a megabyte of text must not carry it there.
 MAXIMUM_ERROR_MESSAGE_CHARACTERS = 2_000
-
-
-class ToolContext:
-    """What a tool body gets besides its arguments: its deadline, a cancel flag it should
-    honour, and whatever the caller passed along (`extra`: session id, call id, …)."""
-
-    def __init__(self, *, deadline: float, extra: dict[str, Any] | None = None) -> None:
-        self.deadline = deadline  # time.monotonic() seconds
-        self.extra: dict[str, Any] = dict(extra or {})
-        self._cancelled = threading.Event()
-
-    def is_cancelled(self) -> bool:
-        """True once the runner has stopped waiting for this body."""
-        return self._cancelled.is_set()
-
-    def sleep(self, seconds: float) -> bool:
-        """Sleep up to `seconds`; False when woken early by cancellation."""
-        return not self._cancelled.wait(max(0.0, seconds))
-
-    def cancel(self) -> None:
-        """Ask the body to stop (the runner does this on timeout and on cancellation)."""
-        self._cancelled.set()
 
 
 def _never() -> bool:

@@ -1,0 +1,108 @@
+"""What the API (`gateway.api`) and the SIP front door (`gateway.phone`) need of the gateway.
+
+`gateway.app.Gateway` wires them up and hands itself to both; each takes only the narrow port
+it uses, so neither imports `gateway.app` (which imports them). `Gateway` satisfies both
+structurally: mypy checks it where `build_api(self)` and `answer_call(self, …)` are called.
+The attributes are read-only here: neither side sets them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from openai.types.webhooks import LiveTransportIncomingWebhookEvent, RealtimeCallIncomingWebhookEvent
+from starlette.datastructures import Headers
+from starlette.responses import Response
+from starlette.websockets import WebSocket
+
+from gateway.keys import KeyRing
+from gateway.live_api import OpenAILive
+from gateway.metrics import GatewayMetrics
+from gateway.provider import RealtimeProvider
+from gateway.rpc import WorkerRpc
+from gateway.sink import EventSink
+
+
+class WebhookEvent(Protocol):
+    """A delivery's event that announces no call: known by its id and type alone."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def type(self) -> str: ...
+
+
+class WebhookDoor(Protocol):
+    """What the API needs of the front door (`gateway.phone.PhoneDoor`): a delivery read, its
+    signature checked (`gateway.phone.WebhookRefused` otherwise)."""
+
+    def unwrap(
+        self, body: bytes, headers: Headers
+    ) -> RealtimeCallIncomingWebhookEvent | LiveTransportIncomingWebhookEvent | WebhookEvent: ...
+
+
+class PhonePort(Protocol):
+    """What answering a phone call (`gateway.phone.answer_call`) needs of the gateway."""
+
+    @property
+    def rpc(self) -> WorkerRpc: ...
+
+    @property
+    def provider(self) -> RealtimeProvider: ...
+
+    @property
+    def live_provider(self) -> OpenAILive: ...
+
+    def count_webhook(self, outcome: str) -> None: ...
+
+    def note_route(self, session_id: str, route_id: str) -> None: ...
+
+    def spawn_task(self, work: Any, name: str) -> None: ...
+
+
+class ApiPort(Protocol):
+    """What the HTTP API and the watchers' stream (`gateway.api.build_api`) need of the gateway."""
+
+    @property
+    def gateway_id(self) -> str: ...
+
+    @property
+    def rpc(self) -> WorkerRpc: ...
+
+    @property
+    def sink(self) -> EventSink: ...
+
+    @property
+    def watch_secret(self) -> bytes: ...
+
+    @property
+    def metrics(self) -> GatewayMetrics | None: ...
+
+    @property
+    def keyring(self) -> KeyRing: ...
+
+    @property
+    def provider(self) -> RealtimeProvider: ...
+
+    @property
+    def live_provider(self) -> OpenAILive: ...
+
+    @property
+    def phone_door(self) -> WebhookDoor: ...
+
+    async def answer_phone_call(
+        self, webhook_id: str, call_id: str, sip_headers: list[Any], provider: str = "realtime"
+    ) -> Response: ...
+
+    def count_refused_webhook(self, code: str) -> None: ...
+
+    async def refused_webhooks(self) -> dict[str, int]: ...
+
+    def count_command(self, command: str, status: int) -> None: ...
+
+    def held_generation(self, session_id: str) -> int | None: ...
+
+    def playback(self, session_id: str) -> dict[str, Any] | None: ...
+
+    async def listen(self, session_id: str, websocket: WebSocket) -> None: ...
