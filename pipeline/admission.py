@@ -19,11 +19,12 @@ from pipeline.step import (
     CloseCall,
     OpenSideband,
     RecordIncident,
-    ScheduleTimer,
     Step,
     answering,
+    schedule_timer,
     unchanged,
 )
+from pipeline.timers import AdmissionTimeout, SessionCeiling, SidebandReconnect, timer_name
 from pipeline.transcript import (
     SAY_EXACTLY,
     ask_for_response,
@@ -41,10 +42,10 @@ from pipeline.wire import (
     SidebandConnected,
 )
 
-ADMISSION_TIMER = "admission_timeout"
-CEILING_TIMER = "session_ceiling"
-# Timers named with this prefix and a generation re-open a lost sideband as that generation.
-RECONNECT_TIMER = "sideband_reconnect:"
+# The names of the two admission timers (scheduled through `pipeline.timers`; named here for
+# the tests and the end-to-end runs that fire them by name).
+ADMISSION_TIMER = timer_name(AdmissionTimeout())
+CEILING_TIMER = timer_name(SessionCeiling())
 
 # Transcription model for the caller's audio: user transcript finals are what drive a turn.
 TRANSCRIPTION_MODEL = "gpt-4o-transcribe"
@@ -52,7 +53,7 @@ TRANSCRIPTION_MODEL = "gpt-4o-transcribe"
 
 def created(state: SessionState) -> Step:
     """A new session waits at most the admission timeout for its call to connect."""
-    return Step(state=state, effects=(ScheduleTimer(name=ADMISSION_TIMER, delay_ms=ADMISSION_TIMEOUT_MS),))
+    return Step(state=state, effects=(schedule_timer(AdmissionTimeout(), delay_ms=ADMISSION_TIMEOUT_MS),))
 
 
 def begin_admission(state: SessionState, request_id: str | None = None) -> Step:
@@ -121,7 +122,7 @@ def sideband_connected(state: SessionState, event: SidebandConnected) -> Step:
         return Step(
             state=state.evolve(phase=Phase.CONNECTED, call_id=event.call_id),
             controls=(SessionUpdate(session=configuration),),
-            effects=(ScheduleTimer(name=CEILING_TIMER, delay_ms=state.limits.max_session_seconds * 1_000),),
+            effects=(schedule_timer(SessionCeiling(), delay_ms=state.limits.max_session_seconds * 1_000),),
         )
     return unchanged(state)
 
@@ -227,7 +228,7 @@ def sideband_closed(state: SessionState, event: SidebandClosed) -> Step:
     )
     return Step(
         state=state.evolve(sideband_down=True, generation=generation),
-        effects=(incident, ScheduleTimer(name=f"{RECONNECT_TIMER}{generation}", delay_ms=delay_ms)),
+        effects=(incident, schedule_timer(SidebandReconnect(generation), delay_ms=delay_ms)),
     )
 
 
@@ -294,13 +295,13 @@ def taken_over(state: SessionState, gateway_id: str) -> Step:
     )
 
 
-def timer_fired(state: SessionState, name: str) -> Step:
+def timer_fired(state: SessionState, timer: AdmissionTimeout | SessionCeiling) -> Step:
     """A timer checks the state it finds: it acts only if its condition still holds."""
     if state.is_terminal:
         return unchanged(state)
-    if name == ADMISSION_TIMER and state.phase in (Phase.CREATED, Phase.ADMITTING):
+    if isinstance(timer, AdmissionTimeout) and state.phase in (Phase.CREATED, Phase.ADMITTING):
         return fail(state, "admission_timeout", "the call did not connect within the admission timeout")
-    if name == CEILING_TIMER and state.phase in IN_CALL:
+    if isinstance(timer, SessionCeiling) and state.phase in IN_CALL:
         return finish(state, "session_timeout")
     return unchanged(state)
 

@@ -30,12 +30,13 @@ from pipeline.step import (
     FinishCompaction,
     RecordIncident,
     SaveCompactionSummary,
-    ScheduleTimer,
     StartCompaction,
     Step,
     refused_by,
+    schedule_timer,
     unchanged,
 )
+from pipeline.timers import CompactionDeadline
 from pipeline.wire import (
     AssistantTranscriptFinal,
     ItemCreate,
@@ -55,9 +56,6 @@ MAXIMUM_KNOWN_ITEMS = 64
 MAXIMUM_OUTPUT_TOKENS = 2_048
 # Maintenance response ids remembered, so their text is never taken for conversation.
 MAXIMUM_MAINTENANCE_RESPONSES = 4
-
-# Timers named with this prefix and a compaction number abandon a cycle that never finished.
-DEADLINE_TIMER = "compaction_deadline:"
 
 # The metadata a maintenance response.create carries; the provider echoes it on the
 # response's created and done events.
@@ -175,7 +173,7 @@ def _start(
                 trigger_input_tokens=compaction.trigger_input_tokens,
                 items_before=compaction.items_before,
             ),
-            ScheduleTimer(name=f"{DEADLINE_TIMER}{number}", delay_ms=COMPACTION_DEADLINE_MS),
+            schedule_timer(CompactionDeadline(number), delay_ms=COMPACTION_DEADLINE_MS),
         ),
     )
 

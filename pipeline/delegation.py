@@ -31,11 +31,10 @@ from typing import Any
 
 from pipeline.catalog import ToolOutcome
 from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS
-from pipeline.live import DELEGATION_SETTLE_MS, build_task, commentary, instructions, settle_timer, thinking
+from pipeline.live import DELEGATION_SETTLE_MS, build_task, commentary, instructions, thinking
 from pipeline.live_events import Delegated, LiveTranscript
 from pipeline.state import IN_CALL, Delegation, DelegationStatus, LiveCall, SessionState
 from pipeline.step import (
-    CancelTimer,
     CancelTool,
     InterruptToolStep,
     PersistTranscript,
@@ -43,15 +42,18 @@ from pipeline.step import (
     RefuseToolStep,
     RequestToolStep,
     RunTool,
-    ScheduleTimer,
     Step,
+    cancel_timer,
+    schedule_timer,
     unchanged,
 )
 from pipeline.timeline import Speaker, TranscriptFragment
+from pipeline.timers import DELEGATION_DEADLINE_PREFIX, DelegationDeadline, DelegationSettle
 from pipeline.transcript import bounded
 
-# Timers named with this prefix and a delegation id check that its handler's outcome came back.
-DEADLINE_TIMER = "delegation_deadline:"
+# Timers named with this prefix and a delegation id check that its handler's outcome came back
+# (named through `pipeline.timers.DelegationDeadline`; the prefix stays here for the tests).
+DEADLINE_TIMER = DELEGATION_DEADLINE_PREFIX
 # A tool_runs message naming a delegation handler starts with this: a tool's name cannot hold a
 # colon (`pipeline.catalog.TOOL_NAME_PATTERN`), so it is never taken for a tool's.
 DELEGATION_RUN_PREFIX = "delegation:"
@@ -178,7 +180,7 @@ def delegated(state: SessionState, event: Delegated) -> Step:
     progress = Step(state=taken, controls=(thinking(PROGRESS, delegation_id=delegation_id),))
     if live.heard_until_ms > event.offset_ms:
         return progress.then(_start(taken, arriving))
-    waiting = ScheduleTimer(name=settle_timer(delegation_id), delay_ms=DELEGATION_SETTLE_MS)
+    waiting = schedule_timer(DelegationSettle(delegation_id), delay_ms=DELEGATION_SETTLE_MS)
     return progress.then(Step(state=taken, effects=(waiting,)))
 
 
@@ -218,7 +220,7 @@ def _start(state: SessionState, delegation: Delegation) -> Step:
     return Step(
         state=state.evolve(live=after),
         effects=(
-            CancelTimer(name=settle_timer(delegation.id)),
+            cancel_timer(DelegationSettle(delegation.id)),
             RequestToolStep(
                 call_id=delegation.id,
                 item_id=delegation.id,
@@ -228,8 +230,8 @@ def _start(state: SessionState, delegation: Delegation) -> Step:
                 version=live.setup.handler_version,
             ),
             RunTool(call_id=delegation.id, name=delegation_run(handler), arguments=arguments),
-            ScheduleTimer(
-                name=f"{DEADLINE_TIMER}{delegation.id}", delay_ms=MAXIMUM_TOOL_MS + TOOL_DEADLINE_GRACE_MS
+            schedule_timer(
+                DelegationDeadline(delegation.id), delay_ms=MAXIMUM_TOOL_MS + TOOL_DEADLINE_GRACE_MS
             ),
         ),
     )
@@ -278,7 +280,7 @@ def finished(state: SessionState, delegation_id: str, outcome: ToolOutcome) -> S
     running = _live(state).find(delegation_id)
     if state.is_terminal or running is None or running.status is not DelegationStatus.RUNNING:
         return unchanged(state)
-    done = Step(state=state, effects=(CancelTimer(name=f"{DEADLINE_TIMER}{delegation_id}"),))
+    done = Step(state=state, effects=(cancel_timer(DelegationDeadline(delegation_id)),))
     return done.then(_answer(state, running, answer_of(outcome)))
 
 

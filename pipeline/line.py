@@ -27,18 +27,19 @@ from pipeline.live import (
 )
 from pipeline.state import IN_CALL, Attention, Person, Phase, ResponseContext, SessionState
 from pipeline.step import (
-    CancelTimer,
     CloseCall,
     LogEntry,
     RecordIncident,
-    ScheduleTimer,
     Step,
     TransferCall,
     answering,
+    cancel_timer,
     refused,
     refused_by,
+    schedule_timer,
     unchanged,
 )
+from pipeline.timers import AttentionWait
 from pipeline.transcript import SAY_EXACTLY, barge_in, begin_directed
 from pipeline.wire import (
     AttentionRequested,
@@ -56,9 +57,6 @@ from pipeline.wire import (
     TransferVerb,
     WhisperVerb,
 )
-
-# Timers named with this prefix and an attention's number give the line back if nobody came.
-ATTENTION_TIMER = "attention:"
 
 NOBODY_TOOK_IT = "nobody took the line within {wait_s:g}s"
 GIVEN_BACK = "the line was given back before a person took it"
@@ -153,7 +151,7 @@ def attention(state: SessionState, event: AttentionRequested) -> Step:
         state=waiting,
         effects=(
             LogEntry(kind="attention.requested", data={"reason": event.reason, "wait_s": event.wait_s}),
-            ScheduleTimer(name=f"{ATTENTION_TIMER}{number}", delay_ms=round(event.wait_s * 1000)),
+            schedule_timer(AttentionWait(number), delay_ms=round(event.wait_s * 1000)),
         ),
     )
     if not waiting.held:
@@ -398,7 +396,7 @@ def _answered(state: SessionState, *, ok: bool, by: Person | None = None, error:
         state=state.evolve(attention=None),
         effects=(
             LogEntry(kind="attention.answered", data=data),
-            CancelTimer(name=f"{ATTENTION_TIMER}{waiting.number}"),
+            cancel_timer(AttentionWait(waiting.number)),
         ),
     )
 

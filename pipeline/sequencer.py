@@ -27,11 +27,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
+from pipeline.timers import SeqGap, parse_timer, timer_name
+
 # A seq missing this long, with events waiting behind it, is declared lost. Longer than any
 # redelivery (a dead worker's messages come back in about 3.5 s; a Redis restart's re-sends in
 # about one) and than the event retries (about 6 s).
 GAP_TIMEOUT_MS = 20_000
-GAP_TIMER = "seq_gap:"
 
 
 class Arrival(StrEnum):
@@ -76,12 +77,11 @@ def is_still_missing(applied_seq: int, seq: int) -> bool:
 
 
 def gap_timer(seq: int) -> str:
-    return f"{GAP_TIMER}{seq}"
+    """The name of the timer that watches for `seq`."""
+    return timer_name(SeqGap(seq))
 
 
-def gap_of(timer_name: str) -> int | None:
+def gap_of(name: str) -> int | None:
     """The seq a gap timer watches, or None for any other timer."""
-    if not timer_name.startswith(GAP_TIMER):
-        return None
-    text = timer_name.removeprefix(GAP_TIMER)
-    return int(text) if text.isdigit() else None
+    timer = parse_timer(name)
+    return timer.seq if isinstance(timer, SeqGap) else None

@@ -14,7 +14,7 @@ speech_started must not barge in on today's answer, its close must not reconnect
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, assert_never
 
 from pipeline import (
     admission,
@@ -34,7 +34,6 @@ from pipeline.call.dialect import Ability, refusal
 from pipeline.catalog import ToolOutcome
 from pipeline.dialects import capabilities_of
 from pipeline.errors import MalformedFrame
-from pipeline.live import SETTLE_TIMER
 from pipeline.live_events import (
     Appended,
     Delegated,
@@ -47,6 +46,19 @@ from pipeline.live_events import (
 from pipeline.sequencer import GAP_TIMEOUT_MS
 from pipeline.state import Limits, LiveCall, LiveSetup, Phase, Provider, SessionState
 from pipeline.step import PersistTranscript, RecordIncident, Step, answering, refused_by, unchanged
+from pipeline.timers import (
+    AdmissionTimeout,
+    AttentionWait,
+    CompactionDeadline,
+    DelegationDeadline,
+    DelegationSettle,
+    ResponseDeadline,
+    SeqGap,
+    SessionCeiling,
+    SidebandReconnect,
+    ToolDeadline,
+    parse_timer,
+)
 from pipeline.wire import (
     AdmissionBegun,
     AdmissionFailed,
@@ -207,33 +219,37 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
             return admission.attach_call(state, event.call_id, event.medium)
         case AdmissionFailed():
             return admission.fail_admission(state, event.code, event.detail)
-        case TimerFired() if event.name.startswith(delegation.DEADLINE_TIMER):
-            if not state.is_live:
-                return unchanged(state)
-            return delegation.deadline_passed(state, event.name.removeprefix(delegation.DEADLINE_TIMER))
-        case TimerFired() if event.name.startswith(SETTLE_TIMER):
-            if not state.is_live:
-                return unchanged(state)
-            return delegation.settled(state, event.name.removeprefix(SETTLE_TIMER))
-        case TimerFired() if event.name.startswith(tools.TOOL_DEADLINE_TIMER):
-            if state.is_terminal:
-                return unchanged(state)
-            return tools.deadline_passed(state, event.name.removeprefix(tools.TOOL_DEADLINE_TIMER))
-        case TimerFired() if event.name.startswith(admission.RECONNECT_TIMER):
-            generation_text = event.name.removeprefix(admission.RECONNECT_TIMER)
-            return admission.reconnect_due(state, int(generation_text) if generation_text.isdigit() else 0)
-        case TimerFired() if event.name.startswith(compaction.DEADLINE_TIMER):
-            number = event.name.removeprefix(compaction.DEADLINE_TIMER)
-            return compaction.deadline_passed(state, int(number) if number.isdigit() else 0)
-        case TimerFired() if event.name.startswith(line.ATTENTION_TIMER):
-            number = event.name.removeprefix(line.ATTENTION_TIMER)
-            return line.nobody_came(state, int(number) if number.isdigit() else 0)
-        case TimerFired() if event.name.startswith(transcript.RESPONSE_DEADLINE_TIMER):
-            number = event.name.removeprefix(transcript.RESPONSE_DEADLINE_TIMER)
-            lost = transcript.response_lost(state, int(number) if number.isdigit() else 0)
-            return unchanged(state) if lost is None else lost.then(_response_given_up(state))
         case TimerFired():
-            return admission.timer_fired(state, event.name)
+            match parse_timer(event.name):
+                case DelegationDeadline(delegation_id):
+                    if not state.is_live:
+                        return unchanged(state)
+                    return delegation.deadline_passed(state, delegation_id)
+                case DelegationSettle(delegation_id):
+                    if not state.is_live:
+                        return unchanged(state)
+                    return delegation.settled(state, delegation_id)
+                case ToolDeadline(call_id):
+                    if state.is_terminal:
+                        return unchanged(state)
+                    return tools.deadline_passed(state, call_id)
+                case SidebandReconnect(generation):
+                    return admission.reconnect_due(state, generation)
+                case CompactionDeadline(number):
+                    return compaction.deadline_passed(state, number)
+                case AttentionWait(number):
+                    return line.nobody_came(state, number)
+                case ResponseDeadline(number):
+                    lost = transcript.response_lost(state, number)
+                    return unchanged(state) if lost is None else lost.then(_response_given_up(state))
+                case AdmissionTimeout() | SessionCeiling() as timer:
+                    return admission.timer_fired(state, timer)
+                case SeqGap() | None:
+                    # A gap's timer is the record's to act on (`models.sessions` skips the seq);
+                    # a name no timer owns changes nothing.
+                    return unchanged(state)
+                case unreachable:
+                    assert_never(unreachable)
         case ArrivedLate():
             try:
                 return record_late(state, parse_inbound(event.event))

@@ -11,6 +11,7 @@ from pipeline.call.dialect import Refusal
 from pipeline.limits import MAXIMUM_INCIDENT_CODE_CHARS
 from pipeline.live import LiveControl
 from pipeline.state import SessionState
+from pipeline.timers import Timer, timer_name
 from pipeline.wire import (
     InputAudioBufferClear,
     ItemCreate,
@@ -148,6 +149,16 @@ class CancelTimer(_Effect):
     comes, finds nothing to fire (and logs nothing)."""
 
     name: str
+
+
+def schedule_timer(timer: Timer, delay_ms: int, *, swept_only: bool = False) -> ScheduleTimer:
+    """Schedule a timer by its durable name (`pipeline.timers`)."""
+    return ScheduleTimer(name=timer_name(timer), delay_ms=delay_ms, swept_only=swept_only)
+
+
+def cancel_timer(timer: Timer) -> CancelTimer:
+    """Cancel a timer by its durable name (`pipeline.timers`)."""
+    return CancelTimer(name=timer_name(timer))
 
 
 class StartCompaction(_Effect):

@@ -32,15 +32,13 @@ from pipeline.step import (
     RefuseToolStep,
     RequestToolStep,
     RunTool,
-    ScheduleTimer,
     Step,
+    schedule_timer,
     unchanged,
 )
+from pipeline.timers import ToolDeadline
 from pipeline.transcript import ask_for_response, may_respond, owed_next
 from pipeline.wire import FunctionCallArgumentsDone, ItemCreate, ResponseDone
-
-# Timers named with this prefix and a call id check that call's outcome came back.
-TOOL_DEADLINE_TIMER = "tool_deadline:"
 
 # A turn that calls more tools than this is looping; the model is told to report instead.
 MAXIMUM_TOOL_CALLS_PER_TURN = 8
@@ -115,9 +113,7 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
             state=state.evolve(chain=_taken_up(chain, event, output)),
             effects=(_refused_step(event, "tool_unavailable", message, status="unavailable"),),
         )
-    deadline = ScheduleTimer(
-        name=f"{TOOL_DEADLINE_TIMER}{event.call_id}", delay_ms=MAXIMUM_TOOL_MS + TOOL_DEADLINE_GRACE_MS
-    )
+    deadline = schedule_timer(ToolDeadline(event.call_id), delay_ms=MAXIMUM_TOOL_MS + TOOL_DEADLINE_GRACE_MS)
     return Step(
         state=state.evolve(chain=_taken_up(chain, event, None)),
         effects=(

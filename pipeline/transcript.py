@@ -17,7 +17,8 @@ from pipeline.limits import (
     RESPONSE_MS_PER_OUTPUT_TOKEN,
 )
 from pipeline.state import IN_CALL, Phase, ResponseContext, SessionState, Turn, Usage
-from pipeline.step import CancelTimer, PersistTranscript, RecordIncident, ScheduleTimer, Step, unchanged
+from pipeline.step import PersistTranscript, RecordIncident, Step, cancel_timer, schedule_timer, unchanged
+from pipeline.timers import RESPONSE_DEADLINE_PREFIX, ResponseDeadline
 from pipeline.wire import (
     AssistantTranscriptFinal,
     ItemCreate,
@@ -36,8 +37,9 @@ from pipeline.wire import (
     UserTranscriptFinal,
 )
 
-# Timers named with this prefix and a request number settle a response that never reported done.
-RESPONSE_DEADLINE_TIMER = "response_deadline:"
+# Timers named with this prefix and a request number settle a response that never reported done
+# (named through `pipeline.timers.ResponseDeadline`; the prefix stays here for the tests).
+RESPONSE_DEADLINE_TIMER = RESPONSE_DEADLINE_PREFIX
 
 # How a response is asked to say given words and nothing else (the model speaks them in its
 # voice; it may not answer, add or call a tool).
@@ -125,10 +127,8 @@ def ask_for_response(state: SessionState, turn: Turn, tool_choice: str | None = 
     )
     # Cancelled when the response reports done, so it is left to the sweeper: a response that
     # is lost is settled a few seconds after its deadline instead of at it.
-    deadline = ScheduleTimer(
-        name=f"{RESPONSE_DEADLINE_TIMER}{number}",
-        delay_ms=response_deadline_ms(turn.context),
-        swept_only=True,
+    deadline = schedule_timer(
+        ResponseDeadline(number), delay_ms=response_deadline_ms(turn.context), swept_only=True
     )
     return Step(
         state=state.evolve(turn=asked, responses_asked=number),
@@ -335,7 +335,7 @@ def deadline_met(state: SessionState, event: ResponseDone) -> Step:
     turn = state.turn
     if turn is None or turn.asked < 1 or turn.response_id not in (event.response.id, None):
         return unchanged(state)
-    return Step(state=state, effects=(CancelTimer(name=f"{RESPONSE_DEADLINE_TIMER}{turn.asked}"),))
+    return Step(state=state, effects=(cancel_timer(ResponseDeadline(turn.asked)),))
 
 
 def response_lost(state: SessionState, asked: int) -> Step | None:

@@ -53,6 +53,7 @@ from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH
 from pipeline.live.dialect import APPEND_TOKEN_BUDGET, LIVE
 from pipeline.live_events import LIVE_TRANSCRIPT_TYPE, LiveTranscript
 from pipeline.timeline import Speaker, TranscriptFragment
+from pipeline.timers import DelegationSettle, timer_name
 from pipeline.wire import FrameKind, control_wire, decode_frame, exceeds_depth, holds_unstorable
 
 # ── limits ───────────────────────────────────────────────────────────────────────────────
@@ -557,13 +558,9 @@ def settle(
     return Settle(SettleVerdict.WAIT, deadline, math.ceil(round((deadline - now) * 1000, 3)))
 
 
-# Timers named with this prefix and a delegation id end that delegation's settle window.
-SETTLE_TIMER = "settle:"
-
-
 def settle_timer(delegation_id: str) -> str:
     """The name of the durable timer that ends a delegation's settle window."""
-    return f"{SETTLE_TIMER}{delegation_id}"
+    return timer_name(DelegationSettle(delegation_id))
 
 
 # ── controls: what Switchboard sends on a Live sideband ────────────────────────────────
