@@ -251,8 +251,8 @@ class Applied:
     # it applied, a drained one included).
     usage_before: Usage | None = None
     usage_after: Usage | None = None
-    # The session is on the Live API (its usage is priced by the Live model).
-    live: bool = False
+    # The session's provider (its usage is priced by that provider's model).
+    provider: str = "realtime"
 
     @classmethod
     def together(cls, parts: list[Applied]) -> Applied:
@@ -276,7 +276,7 @@ class Applied:
             if merged.usage_before is None:
                 merged.usage_before = part.usage_before
             merged.usage_after = part.usage_after or merged.usage_after
-            merged.live = merged.live or part.live
+            merged.provider = part.provider
         return merged
 
 
@@ -861,7 +861,7 @@ class LockedSession:
         if applied.usage_before is None:
             applied.usage_before = self.state.usage
         applied.usage_after = step.state.usage
-        applied.live = step.state.is_live
+        applied.provider = str(step.state.provider)
         if step.state.is_terminal and not self.state.is_terminal:
             # Every timer checks a finished session and does nothing: they go with the call, so
             # none outlives it in the table (or is swept, fired and re-claimed for ever).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pipeline import delegation
+from pipeline.dialects import dialect_of
 from pipeline.errors import AdmissionRefused, SessionEnded
 from pipeline.limits import (
     ADMISSION_TIMEOUT_MS,
@@ -12,9 +12,7 @@ from pipeline.limits import (
     MAXIMUM_RECONNECT_DELAY_MS,
     RECONNECT_BACKOFF_MS,
 )
-from pipeline.live import SessionClose, commentary, instructions
-from pipeline.prompt import offered_tools
-from pipeline.state import IN_CALL, Phase, ResponseContext, SessionState
+from pipeline.state import IN_CALL, Phase, SessionState
 from pipeline.step import (
     CloseCall,
     OpenSideband,
@@ -25,17 +23,8 @@ from pipeline.step import (
     unchanged,
 )
 from pipeline.timers import AdmissionTimeout, SessionCeiling, SidebandReconnect, timer_name
-from pipeline.transcript import (
-    SAY_EXACTLY,
-    ask_for_response,
-    begin_directed,
-    listen_again,
-    may_respond,
-    owed_next,
-)
 from pipeline.wire import (
     EndRequested,
-    ResponseCancel,
     SessionUpdate,
     SessionUpdated,
     SidebandClosed,
@@ -46,9 +35,6 @@ from pipeline.wire import (
 # the tests and the end-to-end runs that fire them by name).
 ADMISSION_TIMER = timer_name(AdmissionTimeout())
 CEILING_TIMER = timer_name(SessionCeiling())
-
-# Transcription model for the caller's audio: user transcript finals are what drive a turn.
-TRANSCRIPTION_MODEL = "gpt-4o-transcribe"
 
 
 def created(state: SessionState) -> Step:
@@ -115,10 +101,7 @@ def sideband_connected(state: SessionState, event: SidebandConnected) -> Step:
         if state.phase in IN_CALL:
             return _reconnected(state)
     if state.phase in (Phase.CREATED, Phase.ADMITTING):
-        # A Live session was configured when it was created or accepted; the update only
-        # confirms its delegation settings (the one thing a Live sideband may change), so the
-        # provider's session.updated says the sideband is heard, as on Realtime.
-        configuration = live_update(state) if state.is_live else session_configuration(state)
+        configuration = dialect_of(state).sideband_configuration(state)
         return Step(
             state=state.evolve(phase=Phase.CONNECTED, call_id=event.call_id),
             controls=(SessionUpdate(session=configuration),),
@@ -130,41 +113,9 @@ def sideband_connected(state: SessionState, event: SidebandConnected) -> Step:
 def session_updated(state: SessionState, event: SessionUpdated) -> Step:
     """The provider confirmed the configuration: the session listens, and greets the caller if
     it was created with a greeting (once; never on a closed line)."""
-    if state.phase is Phase.CONNECTED and event.type == "session.updated" and state.is_live:
-        return _live_listening(state.evolve(phase=Phase.LISTENING))
     if state.phase is Phase.CONNECTED and event.type == "session.updated":
-        listening = state.evolve(phase=Phase.LISTENING)
-        greeting = state.greeting
-        if greeting is None or state.greeted or listening.line_closed:
-            # What was asked for while the session was configured (a person's words) starts now.
-            return owed_next(listening) if state.turn is None else Step(state=listening)
-        greeted = listening.evolve(greeted=True)
-        if greeting.say is not None:
-            instructions = SAY_EXACTLY.format(text=greeting.say)
-        else:
-            instructions = f"{state.instructions}\n\n{greeting.reply}"
-        # Tool-free: a model offered end_call while it greets may hang up before the caller speaks.
-        context = ResponseContext(
-            instructions=instructions,
-            max_output_tokens=state.limits.max_output_tokens,
-            input_item_id="",
-            tool_choice="none",
-        )
-        return begin_directed(greeted, context)
+        return dialect_of(state).listen(state.evolve(phase=Phase.LISTENING))
     return unchanged(state)
-
-
-def _live_listening(listening: SessionState) -> Step:
-    """A Live session listens: the model holds the conversation, so a greeting is context it
-    speaks from (the words as commentary, a reply's steer as instructions), once."""
-    greeting = listening.greeting
-    if greeting is None or listening.greeted or listening.line_closed:
-        return delegation.deliver_owed(listening)
-    greeted = listening.evolve(greeted=True)
-    if greeting.say is not None:
-        return Step(state=greeted, controls=(commentary(greeting.say, delegation_id=None),))
-    assert greeting.reply is not None
-    return Step(state=greeted, controls=(instructions(greeting.reply),))
 
 
 def end(state: SessionState, event: EndRequested) -> Step:
@@ -187,17 +138,9 @@ def finish(state: SessionState, reason: str) -> Step:
     """End the session normally: the sideband is closed and the provider call hung up."""
     return Step(
         state=state.evolve(phase=Phase.ENDED, end_reason=reason, turn=None),
-        controls=_closing(state),
+        controls=dialect_of(state).closing(state),
         effects=(CloseCall(reason=reason, hangup=state.call_id is not None),),
     )
-
-
-def _closing(state: SessionState) -> tuple[SessionClose, ...]:
-    """What a Live call ending is told on its sideband: `session.close`, whose answer carries
-    the final usage (without it, finalization is unconfirmed, §2.4). A Realtime call is hung
-    up alone."""
-    live_call = state.is_live and state.phase in IN_CALL and not state.sideband_down
-    return (SessionClose(),) if live_call else ()
 
 
 def sideband_closed(state: SessionState, event: SidebandClosed) -> Step:
@@ -251,29 +194,10 @@ def reconnect_due(state: SessionState, generation: int) -> Step:
 
 def _reconnected(state: SessionState) -> Step:
     """The sideband is back. Whatever the provider said meanwhile is gone, and so may be a
-    control sent while no sideband listened. A response the caller is owed is asked for again,
-    under a new response deadline (a running one is cancelled first; if the provider still holds
-    it active, the request is refused and repeated when that response ends), so the session never
-    waits for a response.done nobody will see. A tool that runs still gets its output when it finishes,
-    without driving a response."""
-    if state.is_live:
-        # Live has no response to re-ask: the model is asked to re-confirm what the gap may have
-        # swallowed, and the answers that waited for the sideband go out.
-        reconfirmed = delegation.reconfirmed(state)
-        return reconfirmed.then(delegation.deliver_owed(reconfirmed.state))
-    turn = state.turn
-    if turn is None:
-        return Step(state=state)
-    cancel = (ResponseCancel(response_id=turn.response_id),) if turn.response_id else ()
-    if not may_respond(state, turn.context):
-        # The line closed meanwhile: what was owed is not asked for again.
-        return Step(state=state, controls=cancel).then(listen_again(state))
-    chain = state.chain
-    if chain.pending is not None:
-        moved_on = chain.model_copy(update={"response_completed": True, "continuation_allowed": False})
-        return Step(state=state.evolve(chain=moved_on), controls=cancel)
-    cancelled = Step(state=state.evolve(chain=state.chain.next_turn()), controls=cancel)
-    return cancelled.then(ask_for_response(cancelled.state, turn))
+    control sent while no sideband listened: the provider's wing makes good what the gap may
+    have swallowed (a response the caller is owed is asked for again; so the session never waits
+    for an answer nobody will see)."""
+    return dialect_of(state).reconnected(state)
 
 
 def taken_over(state: SessionState, gateway_id: str) -> Step:
@@ -310,7 +234,7 @@ def fail(state: SessionState, code: str, summary: str) -> Step:
     """Fail the session: a durable incident, the sideband closed and the call hung up."""
     return Step(
         state=state.evolve(phase=Phase.FAILED, end_reason=code, turn=None),
-        controls=_closing(state),
+        controls=dialect_of(state).closing(state),
         effects=(
             RecordIncident(code=code, summary=summary, context={"phase": str(state.phase)}),
             CloseCall(reason=code, hangup=state.call_id is not None),
@@ -319,59 +243,10 @@ def fail(state: SessionState, code: str, summary: str) -> Step:
 
 
 def session_configuration(state: SessionState) -> dict[str, Any]:
-    """The `session.update` body: the host creates and interrupts responses itself, so the
-    provider's VAD only reports speech, and the caller's audio is transcribed. On Live, the
-    startup configuration a session is created or accepted with (the gateway adds the model)."""
-    if state.is_live:
-        return live_configuration(state)
-    configuration: dict[str, Any] = {
-        "type": "realtime",
-        "instructions": state.instructions,
-        "audio": {
-            "input": {
-                "transcription": {"model": TRANSCRIPTION_MODEL},
-                "turn_detection": turn_detection(state),
-            }
-        },
-    }
-    tools = offered_tools(state)
-    if tools:
-        configuration["tools"] = tools
-        configuration["tool_choice"] = "auto"
-    return configuration
+    """What the session's call is accepted (a phone call) or created with."""
+    return dialect_of(state).configuration(state)
 
 
-def live_delegation(state: SessionState) -> dict[str, Any]:
-    """Client delegation: the tasks come to Switchboard, and the provider acknowledges each
-    aloud after the session's delay unless Switchboard's progress note comes first."""
-    setup = state.live.setup if state.live is not None else None
-    delay = setup.acknowledgement_delay_ms if setup is not None else 0
-    return {"type": "client", "acknowledgement_delay_ms": delay}
-
-
-def live_configuration(state: SessionState) -> dict[str, Any]:
-    """A Live session's startup configuration (LIVE_PROTOCOL.md §2.1): its instructions are
-    fixed from here on (changes are appended), and its delegations are the client's."""
-    return {"instructions": state.instructions, "delegation": live_delegation(state)}
-
-
-def live_update(state: SessionState) -> dict[str, Any]:
-    """The `session.update` a Live sideband sends: only delegation settings may change."""
-    return {"delegation": live_delegation(state)}
-
-
-def turn_detection(state: SessionState) -> dict[str, Any] | None:
-    """Speech is detected (never answered or interrupted by the provider) unless the line is
-    held: then nothing is detected, so the agent hears nothing."""
-    if state.held:
-        return None
-    detection: dict[str, Any] = {"type": "server_vad", "create_response": False, "interrupt_response": False}
-    if state.phone is not None and state.phone.silences is not None:
-        # The provider reports the caller's silence after this long (the route counts them).
-        detection["idle_timeout_ms"] = state.phone.silence_ms
-    return detection
-
-
-def turn_detection_update(state: SessionState) -> dict[str, Any]:
-    """The `session.update` body that switches turn detection to what the line needs."""
-    return {"type": "realtime", "audio": {"input": {"turn_detection": turn_detection(state)}}}
+def creation_configuration(state: SessionState) -> dict[str, Any] | None:
+    """What the gateway creates a WebRTC call with, or None when its sideband configures it."""
+    return dialect_of(state).creation_configuration(state)

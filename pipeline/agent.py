@@ -11,11 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.call.dialect import too_long
-from pipeline.dialects import capabilities_of
-from pipeline.live import commentary, instructions
-from pipeline.state import IN_CALL, Phase, ResponseContext, SessionState
+from pipeline.dialects import capabilities_of, dialect_of
+from pipeline.state import IN_CALL, Phase, SessionState
 from pipeline.step import Step, answering, refused_by, unchanged
-from pipeline.transcript import SAY_EXACTLY, begin_directed
 from pipeline.wire import AgentReplyRequested, AgentSayRequested
 
 
@@ -24,22 +22,11 @@ def say(state: SessionState, event: AgentSayRequested) -> Step:
     refusal = _busy(state)
     if refusal is not None:
         return answering(unchanged(state), event.request_id, event.gateway_id, 409, refusal)
-    if state.is_live:
-        cannot = too_long(capabilities_of(state), event.text)
-        if cannot is not None:
-            return refused_by(state, event.request_id, event.gateway_id, cannot)
-        # The model holds the conversation: the words are context it says, in its own voice.
-        spoken = Step(state=state, controls=(commentary(event.text, delegation_id=None),))
-        return answering(spoken, event.request_id, event.gateway_id, 202, {"status": "speaking"})
-    context = ResponseContext(
-        instructions=SAY_EXACTLY.format(text=event.text),
-        max_output_tokens=state.limits.max_output_tokens,
-        input_item_id="",
-        tool_choice="none",
-    )
-    return answering(
-        begin_directed(state, context), event.request_id, event.gateway_id, 202, {"status": "speaking"}
-    )
+    cannot = too_long(capabilities_of(state), event.text)
+    if cannot is not None:
+        return refused_by(state, event.request_id, event.gateway_id, cannot)
+    spoken = dialect_of(state).say(state, event.text)
+    return answering(spoken, event.request_id, event.gateway_id, 202, {"status": "speaking"})
 
 
 def reply(state: SessionState, event: AgentReplyRequested) -> Step:
@@ -48,20 +35,11 @@ def reply(state: SessionState, event: AgentReplyRequested) -> Step:
     refusal = _busy(state)
     if refusal is not None:
         return answering(unchanged(state), event.request_id, event.gateway_id, 409, refusal)
-    if state.is_live:
-        cannot = too_long(capabilities_of(state), event.instructions)
-        if cannot is not None:
-            return refused_by(state, event.request_id, event.gateway_id, cannot)
-        steered = Step(state=state, controls=(instructions(event.instructions),))
-        return answering(steered, event.request_id, event.gateway_id, 202, {"status": "replying"})
-    context = ResponseContext(
-        instructions=f"{state.instructions}\n\n{event.instructions}",
-        max_output_tokens=state.limits.max_output_tokens,
-        input_item_id="",
-    )
-    return answering(
-        begin_directed(state, context), event.request_id, event.gateway_id, 202, {"status": "replying"}
-    )
+    cannot = too_long(capabilities_of(state), event.instructions)
+    if cannot is not None:
+        return refused_by(state, event.request_id, event.gateway_id, cannot)
+    steered = dialect_of(state).steer(state, event.instructions)
+    return answering(steered, event.request_id, event.gateway_id, 202, {"status": "replying"})
 
 
 def _busy(state: SessionState) -> dict[str, Any] | None:

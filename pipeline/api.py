@@ -17,7 +17,7 @@ from pipeline.limits import (
     MAXIMUM_USAGE_BUDGET_TOKENS,
 )
 from pipeline.phone import ROUTE_NUMBER
-from pipeline.prompt import END_CALL
+from pipeline.realtime.configuration import END_CALL
 from pipeline.signing import is_secret
 
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")

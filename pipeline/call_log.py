@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from pipeline.dialects import capabilities_of
 from pipeline.errors import MalformedFrame, SwitchboardError
 from pipeline.live import COALESCE_GAP_MS
 from pipeline.live_events import LiveTranscript
@@ -240,7 +241,7 @@ class _Projection:
                     "typed": isinstance(event, TextInjected),
                 }
                 yield at, "turn.user", data
-            elif isinstance(effect, PersistTranscript) and before.is_live:
+            elif isinstance(effect, PersistTranscript) and not capabilities_of(before).responses:
                 # Live has no responses to wait for: the agent's words are a turn as they come.
                 data = {
                     "text": effect.text,

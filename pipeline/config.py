@@ -124,6 +124,11 @@ class Settings(BaseModel):
         """The bearer key sent to the provider (the simulator accepts any non-empty key)."""
         return self.provider_api_key or "sk-simulated"
 
+    def model_for(self, provider: str) -> str:
+        """The model a session of this provider (a session spec's `provider`) talks to, and
+        whose prices its usage is charged at."""
+        return {"realtime": self.provider_model, "live": self.live_model}[provider]
+
 
 def settings_from(environ: Mapping[str, str]) -> Settings:
     """Build settings from an environment mapping; a bad value is a `ConfigError` naming it."""

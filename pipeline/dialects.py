@@ -1,15 +1,117 @@
 """Which wing a session's provider is: the one place in the pipeline that maps a provider to
-what it can do. The neutral rules ask `capabilities_of` and never which provider they serve; a
-third provider is a third wing and one more line here."""
+what it can do and how it does it. The neutral rules ask `capabilities_of` what a provider can
+do and `dialect_of` to do it; they never ask which provider they serve. A third provider is a
+third wing and one more line in each table here."""
 
 from __future__ import annotations
 
-from pipeline.call.dialect import Capabilities
-from pipeline.live.dialect import LIVE
-from pipeline.realtime.dialect import REALTIME
-from pipeline.state import Provider, SessionState
+from typing import Any, Protocol
 
-CAPABILITIES: dict[Provider, Capabilities] = {Provider.REALTIME: REALTIME, Provider.LIVE: LIVE}
+from pipeline.call.dialect import Capabilities, Refusal
+from pipeline.live import operations as live
+from pipeline.realtime import operations as realtime
+from pipeline.state import LiveCall, Provider, SessionState
+from pipeline.step import Control, LogEntry, Step
+from pipeline.wire import InboundEvent, Playback, SessionCreated
+
+
+class Dialect(Protocol):
+    """How a provider does what every call does. Each operation returns what only its wing
+    knows; the neutral rule around it keeps the state, the call log and the answer."""
+
+    capabilities: Capabilities
+    own_events: tuple[type, ...]
+    """The inputs only this provider's sideband says: on another provider's session they are
+    logged and act on nothing."""
+
+    def wing_state(self, event: SessionCreated) -> LiveCall | None:
+        """What the provider's calls add to a new session's state."""
+        ...
+
+    def configuration(self, state: SessionState) -> dict[str, Any]:
+        """What a call is accepted (a phone call) or created with."""
+        ...
+
+    def sideband_configuration(self, state: SessionState) -> dict[str, Any]:
+        """The `session.update` the sideband sends once it is up."""
+        ...
+
+    def creation_configuration(self, state: SessionState) -> dict[str, Any] | None:
+        """What the gateway creates a WebRTC call with, or None when the sideband configures it."""
+        ...
+
+    def listen(self, listening: SessionState) -> Step:
+        """The configured call listens: it greets the caller (once, never on a closed line), or
+        starts what was asked for while it was configured."""
+        ...
+
+    def reconnected(self, state: SessionState) -> Step:
+        """The sideband of a call in progress is back: what the gap may have swallowed is made good."""
+        ...
+
+    def closing(self, state: SessionState) -> tuple[Control, ...]:
+        """What an ending call is told on its sideband before it is hung up."""
+        ...
+
+    def say(self, state: SessionState, text: str) -> Step:
+        """The agent says the app's words now (the line is free and the agent listens)."""
+        ...
+
+    def steer(self, state: SessionState, steer: str) -> Step:
+        """The agent replies now, steered by the app's instructions."""
+        ...
+
+    def person_says(
+        self, state: SessionState, text: str, said: LogEntry, request_id: str | None, gateway_id: str | None
+    ) -> Step:
+        """A person's words, spoken in the agent's voice, with `said` logged; the request answered."""
+        ...
+
+    def note(self, state: SessionState, note: str) -> Step:
+        """A note the model heeds (the caller does not hear it), answered unless the line is closed."""
+        ...
+
+    def instructions_changed(
+        self, state: SessionState, name: str, text: str, instructions_now: str
+    ) -> tuple[Control, ...] | Refusal:
+        """What tells the model of its changed instructions (block `name` is now `text`)."""
+        ...
+
+    def silence(self, state: SessionState, playback: Playback | None) -> Step:
+        """The model stops: what it says is cut where it can be, and nothing is owed to anyone."""
+        ...
+
+    def mute(self, held: SessionState) -> Step:
+        """The model hears nothing of the caller (the line is held)."""
+        ...
+
+    def unmute(self, free: SessionState) -> Step:
+        """The model hears the caller again."""
+        ...
+
+    def line_freed(self, free: SessionState) -> Step:
+        """What waited for the line goes out, once its giving back is logged."""
+        ...
+
+    def outlives_its_sideband(self, event: InboundEvent) -> bool:
+        """Whether this provider's event, seen by a superseded sideband, is still acted on."""
+        ...
+
+
+DIALECTS: dict[Provider, Dialect] = {Provider.REALTIME: realtime.DIALECT, Provider.LIVE: live.DIALECT}
+CAPABILITIES: dict[Provider, Capabilities] = {
+    provider: dialect.capabilities for provider, dialect in DIALECTS.items()
+}
+
+
+def dialect_of(state: SessionState) -> Dialect:
+    """How the session's provider does what every call does."""
+    return DIALECTS[state.provider]
+
+
+def dialect_for(provider: str) -> Dialect:
+    """How the provider a session spec names does what every call does."""
+    return DIALECTS[Provider(provider)]
 
 
 def capabilities_of(state: SessionState) -> Capabilities:
@@ -20,3 +122,12 @@ def capabilities_of(state: SessionState) -> Capabilities:
 def capabilities_for(provider: str) -> Capabilities:
     """What the provider a session spec names can do."""
     return CAPABILITIES[Provider(provider)]
+
+
+def is_spoken_by(state: SessionState, event: InboundEvent) -> bool:
+    """Whether the input belongs to the session's provider protocol (or to every provider's)."""
+    return not any(
+        isinstance(event, dialect.own_events)
+        for provider, dialect in DIALECTS.items()
+        if provider is not state.provider
+    )

@@ -17,15 +17,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipeline import admission, delegation
+from pipeline import admission
 from pipeline.call.dialect import Ability, refusal, too_long
-from pipeline.dialects import capabilities_of
-from pipeline.live import (
-    InputAudio,
-    commentary,
-    instructions,
-)
-from pipeline.state import IN_CALL, Attention, Person, Phase, ResponseContext, SessionState
+from pipeline.dialects import capabilities_of, dialect_of
+from pipeline.state import IN_CALL, Attention, Person, Phase, SessionState
 from pipeline.step import (
     CloseCall,
     LogEntry,
@@ -40,17 +35,15 @@ from pipeline.step import (
     unchanged,
 )
 from pipeline.timers import AttentionWait
-from pipeline.transcript import SAY_EXACTLY, barge_in, begin_directed
+from pipeline.transcript import reply_to_conversation
 from pipeline.wire import (
     AttentionRequested,
     EndVerb,
     HoldRequested,
-    InputAudioBufferClear,
     ItemCreate,
     Playback,
     ReleaseVerb,
     SayVerb,
-    SessionUpdate,
     SupervisorRequested,
     TakeOverVerb,
     TransferFinished,
@@ -92,44 +85,24 @@ def hold(state: SessionState, event: HoldRequested) -> Step:
 
 
 def hold_line(state: SessionState, playback: Playback | None) -> Step:
-    """The agent neither speaks nor hears: what it is saying is cut, turn detection goes off,
-    and no caller input waits to be answered. On Live the caller's audio is muted to the model
-    (what it is saying cannot be cut: Live has no cancel), and delegations' answers wait."""
-    if state.is_live:
-        return Step(
-            state=state.evolve(held=True),
-            controls=(InputAudio(type="session.input_audio.mute"),),
-            effects=(LogEntry(kind="call.line", data={"held": True}),),
-        )
-    cut = _silenced(state, playback)
+    """The agent neither speaks nor hears: what it is saying is cut where the provider can cut
+    it, the caller's audio no longer reaches the model, and no caller input waits to be answered."""
+    dialect = dialect_of(state)
+    cut = dialect.silence(state, playback)
     held = cut.state.evolve(held=True)
-    return cut.then(
-        Step(
-            state=held,
-            controls=(SessionUpdate(session=admission.turn_detection_update(held)),),
-            effects=(LogEntry(kind="call.line", data={"held": True}),),
-        )
-    )
+    logged = Step(state=held, effects=(LogEntry(kind="call.line", data={"held": True}),))
+    return cut.then(dialect.mute(held)).then(logged)
 
 
 def give_back(state: SessionState) -> Step:
-    """The agent hears and speaks again: what the caller said meanwhile is dropped from the
-    input buffer and turn detection is restored. Nothing is answered for it."""
+    """The agent hears and speaks again: what the caller said meanwhile is not answered, and
+    what waited for the line goes out."""
     if not state.held:
         return unchanged(state)
     free = state.evolve(held=False)
-    if state.is_live:
-        unmuted = Step(
-            state=free,
-            controls=(InputAudio(type="session.input_audio.unmute"),),
-            effects=(LogEntry(kind="call.line", data={"held": False}),),
-        )
-        return unmuted.then(delegation.deliver_owed(free))
-    return Step(
-        state=free,
-        controls=(InputAudioBufferClear(), SessionUpdate(session=admission.turn_detection_update(free))),
-        effects=(LogEntry(kind="call.line", data={"held": False}),),
-    )
+    dialect = dialect_of(state)
+    logged = Step(state=free, effects=(LogEntry(kind="call.line", data={"held": False}),))
+    return dialect.unmute(free).then(logged).then(dialect.line_freed(free))
 
 
 def attention(state: SessionState, event: AttentionRequested) -> Step:
@@ -245,7 +218,7 @@ def transfer_finished(state: SessionState, event: TransferFinished) -> Step:
         }
     )
     answered = failed.then(Step(state=failed.state, controls=(output,)))
-    return answered.then(_replied(answered.state))
+    return answered.then(reply_to_conversation(answered.state))
 
 
 def transferred(state: SessionState, *, by_agent: bool = False) -> Step:
@@ -289,36 +262,11 @@ def answered_by_end(before: SessionState, step: Step) -> Step:
 def _say(state: SessionState, event: SupervisorRequested, text: str) -> Step:
     """The person's words, spoken in the agent's voice: now if the agent is quiet (`speaking`),
     or after the response that is running (`after_response`); 409 if words already wait."""
-    if state.is_live:
-        cannot = too_long(capabilities_of(state), text)
-        if cannot is not None:
-            return refused_by(state, event.request_id, event.gateway_id, cannot)
-        # The model holds the conversation: it says the words (in its own) as it can.
-        spoken = Step(
-            state=state,
-            controls=(commentary(text, delegation_id=None),),
-            effects=(LogEntry(kind="supervisor.said", data={**_person(event.by), "text": text}),),
-        )
-        return answering(spoken, event.request_id, event.gateway_id, 202, {"status": "speaking"})
-    if state.directed is not None and state.directed.by_supervisor:
-        message = "words of a supervisor already wait for the running response to end"
-        return refused(state, event.request_id, event.gateway_id, 409, "agent_busy", message)
-    context = ResponseContext(
-        instructions=SAY_EXACTLY.format(text=text),
-        max_output_tokens=state.limits.max_output_tokens,
-        input_item_id="",
-        tool_choice="none",
-        by_supervisor=True,
-    )
-    logged = Step(
-        state=state, effects=(LogEntry(kind="supervisor.said", data={**_person(event.by), "text": text}),)
-    )
-    if state.turn is None and state.phase is Phase.LISTENING:
-        step = logged.then(begin_directed(state, context))
-        return answering(step, event.request_id, event.gateway_id, 202, {"status": "speaking"})
-    step = logged.then(Step(state=state.evolve(directed=context)))
-    # Not "queued": that is the gateway's answer when no worker answered in time.
-    return answering(step, event.request_id, event.gateway_id, 202, {"status": "after_response"})
+    cannot = too_long(capabilities_of(state), text)
+    if cannot is not None:
+        return refused_by(state, event.request_id, event.gateway_id, cannot)
+    said = LogEntry(kind="supervisor.said", data={**_person(event.by), "text": text})
+    return dialect_of(state).person_says(state, text, said, event.request_id, event.gateway_id)
 
 
 def _take_over(state: SessionState, event: SupervisorRequested) -> Step:
@@ -336,7 +284,7 @@ def _take_over(state: SessionState, event: SupervisorRequested) -> Step:
     if state.attention is not None:
         step = step.then(_answered(state, ok=True, by=event.by))
     step = step.then(give_back(step.state))
-    step = step.then(_silenced(step.state, event.playback))
+    step = step.then(dialect_of(state).silence(step.state, event.playback))
     step = Step(state=step.state.evolve(taken_by=event.by), controls=step.controls, effects=step.effects)
     return answering(step, event.request_id, event.gateway_id, 200, {"status": "taken"})
 
@@ -370,20 +318,6 @@ def _not_live(state: SessionState, request_id: str | None, gateway_id: str | Non
     return None
 
 
-def _silenced(state: SessionState, playback: Playback | None) -> Step:
-    """The model stops: its running response is cut, a tool's outcome will be delivered without
-    a response, and neither the caller's queued input nor a reply is still owed (a supervisor's
-    words that wait are kept: a person may speak on a closed line)."""
-    cut = barge_in(state, playback)
-    chain = cut.state.chain
-    if chain.pending is not None:
-        chain = chain.model_copy(update={"continuation_allowed": False})
-    directed = state.directed if state.directed is not None and state.directed.by_supervisor else None
-    # A goodbye cut short is no longer the agent's last word: the call goes on with the line.
-    quiet = cut.state.evolve(chain=chain, queued_input_item_id=None, directed=directed, hanging_up=False)
-    return Step(state=quiet, controls=cut.controls, effects=cut.effects)
-
-
 def _answered(state: SessionState, *, ok: bool, by: Person | None = None, error: str | None = None) -> Step:
     """The waiting attention is answered (once), and its timer goes."""
     waiting = state.attention
@@ -402,30 +336,9 @@ def _answered(state: SessionState, *, ok: bool, by: Person | None = None, error:
 
 
 def _noted_and_answered(state: SessionState, note: str) -> Step:
-    """A note joins the conversation as a system message; the model replies to it unless the
-    line is closed (now, or once the running response ends). On Live it is appended to the
-    model's instructions, which it heeds as it goes."""
-    if state.is_live:
-        return Step(state=state, controls=(instructions(note),))
-    message = ItemCreate(
-        item={"type": "message", "role": "system", "content": [{"type": "input_text", "text": note}]}
-    )
-    return Step(state=state, controls=(message,)).then(_replied(state))
-
-
-def _replied(state: SessionState) -> Step:
-    """The model replies to what was just added to the conversation: now, or once the running
-    response ends; never on a closed line."""
-    if state.line_closed:
-        return unchanged(state)
-    context = ResponseContext(
-        instructions=state.instructions, max_output_tokens=state.limits.max_output_tokens, input_item_id=""
-    )
-    if state.turn is None and state.phase is Phase.LISTENING:
-        return begin_directed(state, context)
-    if state.directed is None:
-        return Step(state=state.evolve(directed=context))
-    return unchanged(state)
+    """A note the model heeds (the caller does not hear it); the model replies to it unless the
+    line is closed (now, or once the running response ends)."""
+    return dialect_of(state).note(state, note)
 
 
 def _asked_for_response(step: Step) -> bool:

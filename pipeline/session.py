@@ -32,19 +32,17 @@ from pipeline import (
 )
 from pipeline.call.dialect import Ability, refusal
 from pipeline.catalog import ToolOutcome
-from pipeline.dialects import capabilities_of
+from pipeline.dialects import capabilities_of, dialect_for, dialect_of, is_spoken_by
 from pipeline.errors import MalformedFrame
 from pipeline.live_events import (
-    Appended,
     Delegated,
-    InputMuted,
     KeyReceived,
     LiveClosed,
     LiveTranscript,
     UsageUpdated,
 )
 from pipeline.sequencer import GAP_TIMEOUT_MS
-from pipeline.state import Limits, LiveCall, LiveSetup, Phase, Provider, SessionState
+from pipeline.state import Limits, Phase, Provider, SessionState
 from pipeline.step import PersistTranscript, RecordIncident, Step, answering, refused_by, unchanged
 from pipeline.timers import (
     AdmissionTimeout,
@@ -80,7 +78,6 @@ from pipeline.wire import (
     InboundEvent,
     InterruptRequested,
     ItemDeleted,
-    ItemTruncated,
     KeyPressed,
     PromptSetRequested,
     ProviderError,
@@ -119,31 +116,6 @@ REQUESTS = (
 )
 
 
-# What only one provider's sideband says: on a session of the other provider it is recorded
-# (it is in the log) and acts on nothing, like an unknown event.
-REALTIME_ONLY = (
-    SpeechStarted,
-    UserTranscriptFinal,
-    UserTranscriptFailed,
-    ResponseCreated,
-    AssistantTranscriptFinal,
-    FunctionCallArgumentsDone,
-    FunctionCallItemDone,
-    ResponseDone,
-    ItemTruncated,
-    ItemDeleted,
-    KeyPressed,
-    CallerSilent,
-    CompactionUnsaved,
-)
-LIVE_ONLY = (LiveTranscript, Delegated, Appended, InputMuted, UsageUpdated, LiveClosed, KeyReceived)
-
-
-def is_spoken_by(state: SessionState, event: InboundEvent) -> bool:
-    """Whether the input belongs to the session's provider protocol (or to both)."""
-    return not isinstance(event, LIVE_ONLY if not state.is_live else REALTIME_ONLY)
-
-
 def disposition_of(state: SessionState, event: InboundEvent, generation: int) -> Disposition:
     """How the log records an event: applied, or late (recorded, acting on nothing), or — the
     marker of a seq that never came — lost. An end request is never late: ending an ended
@@ -171,9 +143,7 @@ def still_counts(state: SessionState, event: InboundEvent) -> bool:
     older response.)"""
     if isinstance(event, UserTranscriptFinal | TransferFinished):
         return True
-    if state.is_live and isinstance(event, LiveTranscript | Delegated):
-        # The caller's words and the model's delegations, seen by a sideband that was then
-        # superseded: the current one will never see them, and the model waits for an answer.
+    if dialect_of(state).outlives_its_sideband(event):
         return True
     if isinstance(event, ResponseDone):
         turn = state.turn
@@ -205,7 +175,7 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
                     tool_side_effects=event.tool_side_effects,
                     limits=Limits.model_validate(event.limits),
                     provider=Provider(event.provider),
-                    live=LiveCall(setup=event.live or LiveSetup()) if event.provider == "live" else None,
+                    live=dialect_for(event.provider).wing_state(event),
                 )
             )
         case SessionCreated():
@@ -222,11 +192,11 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
         case TimerFired():
             match parse_timer(event.name):
                 case DelegationDeadline(delegation_id):
-                    if not state.is_live:
+                    if not capabilities_of(state).delegations:
                         return unchanged(state)
                     return delegation.deadline_passed(state, delegation_id)
                 case DelegationSettle(delegation_id):
-                    if not state.is_live:
+                    if not capabilities_of(state).delegations:
                         return unchanged(state)
                     return delegation.settled(state, delegation_id)
                 case ToolDeadline(call_id):
@@ -464,7 +434,8 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
             return tools.request_tool(compaction.track(state, event.item.id), event.as_arguments_done())
         case ItemDeleted():
             return Step(state=compaction.forget(state, event.item_id))
-        case ToolFinished() if state.is_live:
+        case ToolFinished() if capabilities_of(state).delegations:
+            # A delegation's handler is run as a tool is; its outcome answers the delegation.
             return delegation.finished(state, event.call_id, ToolOutcome.model_validate(event.outcome))
         case ToolFinished():
             return tools.tool_finished(state, event.call_id, ToolOutcome.model_validate(event.outcome))

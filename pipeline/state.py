@@ -387,11 +387,6 @@ class SessionState(_Frozen):
         return self.phase in TERMINAL_PHASES
 
     @property
-    def is_live(self) -> bool:
-        """Whether the session speaks the Live API."""
-        return self.provider is Provider.LIVE
-
-    @property
     def line_closed(self) -> bool:
         """Whether the model must not answer: the line is held, or a person holds it."""
         return self.held or self.taken_by is not None

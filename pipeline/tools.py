@@ -23,7 +23,7 @@ from pipeline import telephony
 from pipeline.admission import fail, finish
 from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS
-from pipeline.prompt import END_CALL, TRANSFER_CALL
+from pipeline.realtime.configuration import END_CALL, TRANSFER_CALL
 from pipeline.state import Phase, SessionState, ToolCall, ToolChain
 from pipeline.step import (
     CancelTool,

@@ -402,3 +402,18 @@ def bounded(text: str) -> str:
     if len(encoded) <= MAXIMUM_DURABLE_TEXT_BYTES:
         return text
     return encoded[:MAXIMUM_DURABLE_TEXT_BYTES].decode(errors="ignore")
+
+
+def reply_to_conversation(state: SessionState) -> Step:
+    """The model replies to what was just added to the conversation: now, or once the running
+    response ends; never on a closed line."""
+    if state.line_closed:
+        return unchanged(state)
+    context = ResponseContext(
+        instructions=state.instructions, max_output_tokens=state.limits.max_output_tokens, input_item_id=""
+    )
+    if state.turn is None and state.phase is Phase.LISTENING:
+        return begin_directed(state, context)
+    if state.directed is None:
+        return Step(state=state.evolve(directed=context))
+    return unchanged(state)

@@ -30,7 +30,7 @@ from models.sessions import (
     owners_of_unfinished,
     sessions_owned_by,
 )
-from pipeline.admission import session_configuration
+from pipeline.admission import creation_configuration, session_configuration
 from pipeline.api import RouteSpec, SessionSpec
 from pipeline.catalog import ToolCatalog, ToolError, ToolOutcome
 from pipeline.cost import cost_usd
@@ -59,7 +59,7 @@ from pipeline.names import (
     TRANSCRIPT_QUEUE,
 )
 from pipeline.phone import PhoneLine, kept_headers, line_of
-from pipeline.prompt import offered_tools
+from pipeline.realtime.configuration import offered_tools
 from pipeline.state import AppWebhook, Greeting, LiveSetup, Usage
 from pipeline.step import RecordIncident, RunTool
 from pipeline.wire import (
@@ -329,9 +329,7 @@ def notify_app(session_id: str, delivery_id: str, kind: str, data: dict[str, Any
     """Tell the app that owns a call (its session's webhook); raises until it answers 2xx, so
     Dramatiq tries again with backoff, then dead-letters it (a replay keeps its id)."""
     settings = _runtime.settings
-    app_webhooks.deliver(
-        session_id, delivery_id, kind, data, settings.prices, settings.provider_model, settings.live_model
-    )
+    app_webhooks.deliver(session_id, delivery_id, kind, data, settings.prices, settings.model_for)
 
 
 @dramatiq.actor(queue_name=READS_QUEUE, actor_name="list_sessions", **_REQUEST_POLICY)
@@ -422,7 +420,7 @@ def begin_admission(request_id: str, gateway_id: str, session_id: str, now: floa
             "tools": offered_tools(state),
             "provider": str(state.provider),
             # What a Live session is created with (the gateway adds the model).
-            "session": session_configuration(state) if state.is_live else None,
+            "session": creation_configuration(state),
         }
 
     _answer(request_id, gateway_id, begin)
@@ -558,7 +556,7 @@ def describe_session(request_id: str, gateway_id: str, session_id: str, with_eve
         record = session_record(session_id, with_events=with_events)
         settings = _runtime.settings
         usage = Usage.model_validate(record["usage"]) if record["usage"] else Usage()
-        model = settings.live_model if record["provider"] == "live" else settings.provider_model
+        model = settings.model_for(record["provider"])
         return 200, {**record, "cost_usd": cost_usd(usage, settings.prices.get(model))}
 
     _answer(request_id, gateway_id, read)
@@ -698,7 +696,7 @@ def _publish(session: LockedSession, applied: Applied) -> None:
 
 def _after_commit(session_id: str, applied: Applied) -> None:
     settings = _runtime.settings
-    model = settings.live_model if applied.live else settings.provider_model
+    model = settings.model_for(applied.provider)
     worker_metrics.recorded(applied, settings.prices.get(model))
     # What the transaction asks to be sent, sent together: one round trip, not one each (a tool
     # call's run, or its inline backup, and its deadline timer were two before the body ran).

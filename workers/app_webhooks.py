@@ -13,6 +13,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 from models.db import SessionRow
@@ -44,17 +45,15 @@ def deliver(
     kind: str,
     data: dict[str, Any],
     prices: dict[str, ModelPrices],
-    model: str,
-    live_model: str | None = None,
+    model_for: Callable[[str], str],
 ) -> int:
-    """POST one notification to the session's webhook; its HTTP status (raises unless 2xx). A
-    Live session's cost is priced by `live_model`."""
+    """POST one notification to the session's webhook; its HTTP status (raises unless 2xx). Its
+    cost is priced at the model `model_for` names for the session's provider."""
     row = SessionRow.get_or_none(SessionRow.id == session_id)
     if row is None:
         return 0  # the session is gone: nobody to tell
     state = SessionState.model_validate(row.state)
-    if state.is_live and live_model is not None:
-        model = live_model
+    model = model_for(str(state.provider))
     if state.app_webhook is None:
         return 0
     payload: dict[str, Any] = {"session_id": session_id, **data}

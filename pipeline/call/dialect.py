@@ -50,6 +50,9 @@ class Capabilities:
     """Usage is reported in seconds, so a session can have a seconds budget."""
     idle_silences: bool
     """The provider reports the caller's silences (a route's `silences`)."""
+    responses: bool
+    """The host asks for each of the agent's responses and sees it end; without them the agent's
+    words are a turn as they come (the call log's `turn.agent`)."""
     append_tokens: int | None
     """The most one note to the model may hold, in estimated tokens (None: no bound)."""
     reasons: Mapping[Ability, str]

@@ -15,6 +15,7 @@ REALTIME = Capabilities(
     delegations=False,
     usage_in_seconds=False,
     idle_silences=True,
+    responses=True,
     append_tokens=None,
     reasons={
         Ability.DELEGATIONS: 'live settings are for a session with "provider": "live"',

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.admission import ADMISSION_TIMER, CEILING_TIMER, TRANSCRIPTION_MODEL, takeover_refusal
+from pipeline.admission import ADMISSION_TIMER, CEILING_TIMER, takeover_refusal
 from pipeline.errors import AdmissionRefused, SessionEnded
 from pipeline.limits import ADMISSION_TIMEOUT_MS
+from pipeline.realtime.configuration import TRANSCRIPTION_MODEL
 from pipeline.state import Phase, SessionState
 from pipeline.step import CloseCall, OpenSideband, RecordIncident, ScheduleTimer
 from pipeline.wire import SessionUpdate

@@ -16,7 +16,7 @@ from pipeline.call_log import LoggedInput, project
 from pipeline.cost import ModelPrices, cost_usd, usage_added
 from pipeline.live import DELEGATION_SETTLE_MS, settle_timer
 from pipeline.live.dialect import APPEND_TOKEN_BUDGET
-from pipeline.state import DelegationStatus, Phase, SessionState
+from pipeline.state import DelegationStatus, Phase, Provider, SessionState
 from pipeline.step import (
     AnswerRequest,
     CancelTimer,
@@ -84,7 +84,7 @@ def test_a_live_session_is_configured_by_its_delegation_and_listens_on_session_u
     rest was fixed when the session was created); the provider's `session.updated` makes it
     listen."""
     state, steps = _run(SessionState(), *lc.listening())
-    assert state.is_live and state.phase is Phase.LISTENING
+    assert state.provider is Provider.LIVE and state.phase is Phase.LISTENING
     [update] = [wire for step in steps for wire in _on_the_wire(step)]
     assert update == {
         "type": "session.update",

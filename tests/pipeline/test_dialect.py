@@ -100,6 +100,7 @@ def test_a_provider_that_cannot_must_say_why() -> None:
             delegations=True,
             usage_in_seconds=True,
             idle_silences=True,
+            responses=True,
             append_tokens=None,
             reasons={},
         )

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.limits import MAXIMUM_INSTRUCTIONS_BYTES
-from pipeline.prompt import END_CALL, block_hash
+from pipeline.prompt import block_hash
+from pipeline.realtime.configuration import END_CALL
 from pipeline.state import Phase
 from pipeline.step import AnswerRequest, CloseCall, LogEntry, Step
 from pipeline.transcript import SAY_EXACTLY

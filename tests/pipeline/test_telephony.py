@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.phone import PhoneLine
-from pipeline.prompt import TRANSFER_CALL
+from pipeline.realtime.configuration import TRANSFER_CALL
 from pipeline.state import Phase
 from pipeline.step import LogEntry, ScheduleTimer, Step, TransferCall
 from pipeline.telephony import GOODBYE_SILENT

@@ -1,0 +1,27 @@
+"""How a Live session is configured (LIVE_PROTOCOL.md §2.1): its instructions are fixed at
+startup (changes are appended), and its delegations come to Switchboard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.state import SessionState
+
+
+def live_delegation(state: SessionState) -> dict[str, Any]:
+    """Client delegation: the tasks come to Switchboard, and the provider acknowledges each
+    aloud after the session's delay unless Switchboard's progress note comes first."""
+    setup = state.live.setup if state.live is not None else None
+    delay = setup.acknowledgement_delay_ms if setup is not None else 0
+    return {"type": "client", "acknowledgement_delay_ms": delay}
+
+
+def live_configuration(state: SessionState) -> dict[str, Any]:
+    """A Live session's startup configuration, which a call is created or accepted with (the
+    gateway adds the model)."""
+    return {"instructions": state.instructions, "delegation": live_delegation(state)}
+
+
+def live_update(state: SessionState) -> dict[str, Any]:
+    """The `session.update` a Live sideband sends: only delegation settings may change."""
+    return {"delegation": live_delegation(state)}

@@ -1,0 +1,138 @@
+"""What the neutral rules ask of a Live call, done the Live way: the model holds the
+conversation, so words to say are commentary it speaks from and a steer or note is appended to
+its instructions; the line is closed by muting the caller's audio to the model (Live has no
+cancel), and the delegations' answers that waited go out when it opens again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline import delegation
+from pipeline.call.dialect import Refusal, too_long
+from pipeline.live import InputAudio, SessionClose, commentary, instructions
+from pipeline.live.configuration import live_configuration, live_update
+from pipeline.live.dialect import LIVE
+from pipeline.live_events import (
+    Appended,
+    Delegated,
+    InputMuted,
+    KeyReceived,
+    LiveClosed,
+    LiveTranscript,
+    UsageUpdated,
+)
+from pipeline.state import IN_CALL, LiveCall, LiveSetup, SessionState
+from pipeline.step import Control, LogEntry, Step, answering, unchanged
+from pipeline.wire import InboundEvent, Playback, SessionCreated
+
+# A Live session's instructions are fixed at startup: a changed block is appended as an update.
+LIVE_BLOCK_CHANGED = (
+    "Your instructions have changed: follow this from now on, in place of the part named '{name}':\n{text}"
+)
+LIVE_BLOCK_REMOVED = "Your instructions have changed: disregard the part named '{name}' from now on."
+
+
+class LiveDialect:
+    capabilities = LIVE
+
+    # What only a Live sideband says.
+    own_events: tuple[type, ...] = (
+        LiveTranscript,
+        Delegated,
+        Appended,
+        InputMuted,
+        UsageUpdated,
+        LiveClosed,
+        KeyReceived,
+    )
+
+    def wing_state(self, event: SessionCreated) -> LiveCall | None:
+        return LiveCall(setup=event.live or LiveSetup())
+
+    def configuration(self, state: SessionState) -> dict[str, Any]:
+        return live_configuration(state)
+
+    def sideband_configuration(self, state: SessionState) -> dict[str, Any]:
+        # The call was configured when it was created or accepted; the update only confirms its
+        # delegation settings (the one thing a Live sideband may change), so the provider's
+        # session.updated says the sideband is heard, as on Realtime.
+        return live_update(state)
+
+    def creation_configuration(self, state: SessionState) -> dict[str, Any] | None:
+        return live_configuration(state)
+
+    def listen(self, listening: SessionState) -> Step:
+        # A greeting is context the model speaks from (the words as commentary, a reply's steer
+        # as instructions), once.
+        greeting = listening.greeting
+        if greeting is None or listening.greeted or listening.line_closed:
+            return delegation.deliver_owed(listening)
+        greeted = listening.evolve(greeted=True)
+        if greeting.say is not None:
+            return Step(state=greeted, controls=(commentary(greeting.say, delegation_id=None),))
+        assert greeting.reply is not None
+        return Step(state=greeted, controls=(instructions(greeting.reply),))
+
+    def reconnected(self, state: SessionState) -> Step:
+        # Live has no response to re-ask: the model is asked to re-confirm what the gap may have
+        # swallowed, and the answers that waited for the sideband go out.
+        reconfirmed = delegation.reconfirmed(state)
+        return reconfirmed.then(delegation.deliver_owed(reconfirmed.state))
+
+    def closing(self, state: SessionState) -> tuple[Control, ...]:
+        # `session.close`'s answer carries the final usage (without it, finalization is
+        # unconfirmed, LIVE_PROTOCOL.md §2.4); a sideband that is down hears nothing.
+        if state.phase in IN_CALL and not state.sideband_down:
+            return (SessionClose(),)
+        return ()
+
+    def say(self, state: SessionState, text: str) -> Step:
+        # The model holds the conversation: the words are context it says, in its own voice.
+        return Step(state=state, controls=(commentary(text, delegation_id=None),))
+
+    def steer(self, state: SessionState, steer: str) -> Step:
+        return Step(state=state, controls=(instructions(steer),))
+
+    def person_says(
+        self, state: SessionState, text: str, said: LogEntry, request_id: str | None, gateway_id: str | None
+    ) -> Step:
+        # The model says the words (in its own) as it can; nothing waits for a response.
+        spoken = Step(state=state, controls=(commentary(text, delegation_id=None),), effects=(said,))
+        return answering(spoken, request_id, gateway_id, 202, {"status": "speaking"})
+
+    def note(self, state: SessionState, note: str) -> Step:
+        # Appended to the model's instructions, which it heeds as it goes.
+        return Step(state=state, controls=(instructions(note),))
+
+    def instructions_changed(
+        self, state: SessionState, name: str, text: str, instructions_now: str
+    ) -> tuple[Control, ...] | Refusal:
+        note = (
+            LIVE_BLOCK_CHANGED.format(name=name, text=text) if text else LIVE_BLOCK_REMOVED.format(name=name)
+        )
+        cannot = too_long(LIVE, note)
+        if cannot is not None:
+            return cannot
+        return (instructions(note),)
+
+    def silence(self, state: SessionState, playback: Playback | None) -> Step:
+        # What the model is saying cannot be cut: Live has no cancel.
+        return unchanged(state)
+
+    def mute(self, held: SessionState) -> Step:
+        return Step(state=held, controls=(InputAudio(type="session.input_audio.mute"),))
+
+    def unmute(self, free: SessionState) -> Step:
+        return Step(state=free, controls=(InputAudio(type="session.input_audio.unmute"),))
+
+    def line_freed(self, free: SessionState) -> Step:
+        # The delegations' answers that waited for the line go out.
+        return delegation.deliver_owed(free)
+
+    def outlives_its_sideband(self, event: InboundEvent) -> bool:
+        # The caller's words and the model's delegations, seen by a sideband that was then
+        # superseded: the current one will never see them, and the model waits for an answer.
+        return isinstance(event, LiveTranscript | Delegated)
+
+
+DIALECT = LiveDialect()

@@ -1,0 +1,196 @@
+"""What the neutral rules ask of a Realtime call, done the Realtime way: the host asks for
+every response (a directed turn for words to say), notes join the conversation as system
+items the model replies to, and the line is closed by cutting the response and switching turn
+detection off."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.call.dialect import Refusal
+from pipeline.realtime.configuration import session_configuration, turn_detection_update
+from pipeline.realtime.dialect import REALTIME
+from pipeline.state import LiveCall, Phase, ResponseContext, SessionState
+from pipeline.step import Control, LogEntry, Step, answering, refused, unchanged
+from pipeline.transcript import (
+    SAY_EXACTLY,
+    ask_for_response,
+    barge_in,
+    begin_directed,
+    listen_again,
+    may_respond,
+    owed_next,
+    reply_to_conversation,
+)
+from pipeline.wire import (
+    AssistantTranscriptFinal,
+    CallerSilent,
+    CompactionUnsaved,
+    FunctionCallArgumentsDone,
+    FunctionCallItemDone,
+    InboundEvent,
+    InputAudioBufferClear,
+    ItemCreate,
+    ItemDeleted,
+    ItemTruncated,
+    KeyPressed,
+    Playback,
+    ResponseCancel,
+    ResponseCreated,
+    ResponseDone,
+    SessionCreated,
+    SessionUpdate,
+    SpeechStarted,
+    UserTranscriptFailed,
+    UserTranscriptFinal,
+)
+
+
+class RealtimeDialect:
+    capabilities = REALTIME
+
+    # What only a Realtime sideband says (or the host says of a Realtime call only).
+    own_events: tuple[type, ...] = (
+        SpeechStarted,
+        UserTranscriptFinal,
+        UserTranscriptFailed,
+        ResponseCreated,
+        AssistantTranscriptFinal,
+        FunctionCallArgumentsDone,
+        FunctionCallItemDone,
+        ResponseDone,
+        ItemTruncated,
+        ItemDeleted,
+        KeyPressed,
+        CallerSilent,
+        CompactionUnsaved,
+    )
+
+    def wing_state(self, event: SessionCreated) -> LiveCall | None:
+        return None
+
+    def configuration(self, state: SessionState) -> dict[str, Any]:
+        return session_configuration(state)
+
+    def sideband_configuration(self, state: SessionState) -> dict[str, Any]:
+        return session_configuration(state)
+
+    def creation_configuration(self, state: SessionState) -> dict[str, Any] | None:
+        # A WebRTC call is created bare: its sideband configures it once it is up.
+        return None
+
+    def listen(self, listening: SessionState) -> Step:
+        greeting = listening.greeting
+        if greeting is None or listening.greeted or listening.line_closed:
+            # What was asked for while the session was configured (a person's words) starts now.
+            return owed_next(listening) if listening.turn is None else Step(state=listening)
+        greeted = listening.evolve(greeted=True)
+        if greeting.say is not None:
+            instructions = SAY_EXACTLY.format(text=greeting.say)
+        else:
+            instructions = f"{listening.instructions}\n\n{greeting.reply}"
+        # Tool-free: a model offered end_call while it greets may hang up before the caller speaks.
+        context = ResponseContext(
+            instructions=instructions,
+            max_output_tokens=listening.limits.max_output_tokens,
+            input_item_id="",
+            tool_choice="none",
+        )
+        return begin_directed(greeted, context)
+
+    def reconnected(self, state: SessionState) -> Step:
+        turn = state.turn
+        if turn is None:
+            return Step(state=state)
+        cancel = (ResponseCancel(response_id=turn.response_id),) if turn.response_id else ()
+        if not may_respond(state, turn.context):
+            # The line closed meanwhile: what was owed is not asked for again.
+            return Step(state=state, controls=cancel).then(listen_again(state))
+        chain = state.chain
+        if chain.pending is not None:
+            moved_on = chain.model_copy(update={"response_completed": True, "continuation_allowed": False})
+            return Step(state=state.evolve(chain=moved_on), controls=cancel)
+        cancelled = Step(state=state.evolve(chain=state.chain.next_turn()), controls=cancel)
+        return cancelled.then(ask_for_response(cancelled.state, turn))
+
+    def closing(self, state: SessionState) -> tuple[Control, ...]:
+        # A Realtime call is hung up alone.
+        return ()
+
+    def say(self, state: SessionState, text: str) -> Step:
+        context = ResponseContext(
+            instructions=SAY_EXACTLY.format(text=text),
+            max_output_tokens=state.limits.max_output_tokens,
+            input_item_id="",
+            tool_choice="none",
+        )
+        return begin_directed(state, context)
+
+    def steer(self, state: SessionState, steer: str) -> Step:
+        context = ResponseContext(
+            instructions=f"{state.instructions}\n\n{steer}",
+            max_output_tokens=state.limits.max_output_tokens,
+            input_item_id="",
+        )
+        return begin_directed(state, context)
+
+    def person_says(
+        self, state: SessionState, text: str, said: LogEntry, request_id: str | None, gateway_id: str | None
+    ) -> Step:
+        if state.directed is not None and state.directed.by_supervisor:
+            message = "words of a supervisor already wait for the running response to end"
+            return refused(state, request_id, gateway_id, 409, "agent_busy", message)
+        context = ResponseContext(
+            instructions=SAY_EXACTLY.format(text=text),
+            max_output_tokens=state.limits.max_output_tokens,
+            input_item_id="",
+            tool_choice="none",
+            by_supervisor=True,
+        )
+        logged = Step(state=state, effects=(said,))
+        if state.turn is None and state.phase is Phase.LISTENING:
+            step = logged.then(begin_directed(state, context))
+            return answering(step, request_id, gateway_id, 202, {"status": "speaking"})
+        step = logged.then(Step(state=state.evolve(directed=context)))
+        # Not "queued": that is the gateway's answer when no worker answered in time.
+        return answering(step, request_id, gateway_id, 202, {"status": "after_response"})
+
+    def note(self, state: SessionState, note: str) -> Step:
+        message = ItemCreate(
+            item={"type": "message", "role": "system", "content": [{"type": "input_text", "text": note}]}
+        )
+        return Step(state=state, controls=(message,)).then(reply_to_conversation(state))
+
+    def instructions_changed(
+        self, state: SessionState, name: str, text: str, instructions_now: str
+    ) -> tuple[Control, ...] | Refusal:
+        # The provider takes the whole instructions anew.
+        return (SessionUpdate(session={"type": "realtime", "instructions": instructions_now}),)
+
+    def silence(self, state: SessionState, playback: Playback | None) -> Step:
+        cut = barge_in(state, playback)
+        chain = cut.state.chain
+        if chain.pending is not None:
+            chain = chain.model_copy(update={"continuation_allowed": False})
+        directed = state.directed if state.directed is not None and state.directed.by_supervisor else None
+        # A goodbye cut short is no longer the agent's last word: the call goes on with the line.
+        quiet = cut.state.evolve(chain=chain, queued_input_item_id=None, directed=directed, hanging_up=False)
+        return Step(state=quiet, controls=cut.controls, effects=cut.effects)
+
+    def mute(self, held: SessionState) -> Step:
+        return Step(state=held, controls=(SessionUpdate(session=turn_detection_update(held)),))
+
+    def unmute(self, free: SessionState) -> Step:
+        # What the caller said meanwhile is dropped from the input buffer: nothing answers it.
+        return Step(
+            state=free, controls=(InputAudioBufferClear(), SessionUpdate(session=turn_detection_update(free)))
+        )
+
+    def line_freed(self, free: SessionState) -> Step:
+        return unchanged(free)
+
+    def outlives_its_sideband(self, event: InboundEvent) -> bool:
+        return False
+
+
+DIALECT = RealtimeDialect()
