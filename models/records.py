@@ -15,6 +15,7 @@ from models.db import (
     reopen,
 )
 from pipeline.call_log import CallLogEntry, LoggedInput, ended_by, project
+from pipeline.dialects import capabilities_for
 from pipeline.errors import SessionNotFound
 from pipeline.state import Phase
 
@@ -115,7 +116,7 @@ def _line(state: dict[str, Any]) -> dict[str, Any]:
 def _compaction(state: dict[str, Any]) -> dict[str, Any]:
     """Who compacts the call's context: Switchboard (Realtime), or the provider itself (Live,
     whose share of its context window in use is kept as it reports it)."""
-    if state.get("provider") != "live":
+    if capabilities_for(state.get("provider") or "realtime").compaction:
         return {"by": "switchboard"}
     return {"by": "provider", "context_ratio": (state.get("live") or {}).get("context_ratio", 0.0)}
 

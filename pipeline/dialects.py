@@ -20,6 +20,8 @@ class Dialect(Protocol):
     knows; the neutral rule around it keeps the state, the call log and the answer."""
 
     capabilities: Capabilities
+    incoming_call: str
+    """The provider webhook's event that announces a phone call."""
     own_events: tuple[type, ...]
     """The inputs only this provider's sideband says: on another provider's session they are
     logged and act on nothing."""

@@ -35,6 +35,7 @@ from pipeline.api import RouteSpec, SessionSpec
 from pipeline.catalog import ToolCatalog, ToolError, ToolOutcome
 from pipeline.cost import cost_usd
 from pipeline.delegation import DELEGATION_RUN_PREFIX
+from pipeline.dialects import capabilities_for, dialect_for
 from pipeline.envelope import EventEnvelope, Reply
 from pipeline.errors import (
     BadInput,
@@ -213,8 +214,7 @@ def ring(
 
     def decide() -> tuple[int, dict[str, Any]]:
         settings = _runtime.settings
-        announced = "live.transport.incoming" if provider == "live" else "realtime.call.incoming"
-        phone.record_delivery(webhook_id, call_id, announced)
+        phone.record_delivery(webhook_id, call_id, dialect_for(provider).incoming_call)
         line = line_of(kept_headers(sip_headers), settings.route_header)
         ringing = phone.Ringing(
             webhook_id,
@@ -823,7 +823,7 @@ def _limits(spec: SessionSpec) -> dict[str, Any]:
 def _live_setup(spec: SessionSpec) -> LiveSetup | None:
     """A Live session's delegation handler, fixed at creation with its version (an unknown one
     is refused now, not at the first delegation)."""
-    if spec.provider != "live":
+    if not capabilities_for(spec.provider).delegations:
         return None
     live = spec.live
     name = live.delegation if live is not None else None

@@ -34,6 +34,8 @@ LIVE_BLOCK_REMOVED = "Your instructions have changed: disregard the part named '
 
 class LiveDialect:
     capabilities = LIVE
+    # Its call id is the Live session's id.
+    incoming_call = "live.transport.incoming"
 
     # What only a Live sideband says.
     own_events: tuple[type, ...] = (

@@ -48,6 +48,7 @@ from pipeline.wire import (
 
 class RealtimeDialect:
     capabilities = REALTIME
+    incoming_call = "realtime.call.incoming"
 
     # What only a Realtime sideband says (or the host says of a Realtime call only).
     own_events: tuple[type, ...] = (
