@@ -21,9 +21,7 @@ from pipeline import (
     agent,
     budget,
     compaction,
-    delegation,
     line,
-    live_call,
     notify,
     prompt,
     telephony,
@@ -34,7 +32,8 @@ from pipeline.call.dialect import Ability, refusal
 from pipeline.catalog import ToolOutcome
 from pipeline.dialects import capabilities_of, dialect_for, dialect_of, is_spoken_by
 from pipeline.errors import MalformedFrame
-from pipeline.live_events import (
+from pipeline.live import delegation, reports
+from pipeline.live.events import (
     Delegated,
     KeyReceived,
     LiveClosed,
@@ -318,7 +317,7 @@ def record_late(state: SessionState, event: InboundEvent) -> Step:
         text = transcript.bounded(event.text)
         return Step(state=state, effects=(PersistTranscript(role=role, text=text, item_id=event.item_id),))
     if isinstance(event, LiveClosed):
-        return live_call.late_close(state, event)
+        return reports.late_close(state, event)
     return unchanged(state)
 
 
@@ -444,11 +443,11 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
         case Delegated():
             return delegation.delegated(state, event)
         case UsageUpdated():
-            return live_call.usage_updated(state, event)
+            return reports.usage_updated(state, event)
         case LiveClosed():
-            return live_call.closed(state, event)
+            return reports.closed(state, event)
         case KeyReceived():
-            return live_call.key_received(state, event)
+            return reports.key_received(state, event)
         case ProviderError() if transcript.is_cancel_of_nothing(state, event):
             recorded = transcript.provider_error(state, event)
             return recorded.then(_response_given_up(recorded.state))

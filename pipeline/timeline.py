@@ -1,6 +1,6 @@
 """Words on a Live session's timeline: who said them, where (ms since the session started), and
 the provider's event id. Shared by the Live seam (`pipeline.live`), its durable events
-(`pipeline.live_events`) and the session state, which keeps the caller's recent words."""
+(`pipeline.live.events`) and the session state, which keeps the caller's recent words."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 
 from pipeline.errors import MalformedFrame, OversizedFrame
 from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH, MAXIMUM_PROVIDER_FRAME_BYTES
-from pipeline.live_events import LIVE_PARSED_TYPES, LiveInbound, LiveTranscript
+from pipeline.live.events import LIVE_PARSED_TYPES, LiveInbound, LiveTranscript
 from pipeline.phone import PhoneLine
 from pipeline.state import AppWebhook, Greeting, LiveSetup, Person
 

@@ -34,7 +34,6 @@ from pipeline.admission import creation_configuration, session_configuration
 from pipeline.api import RouteSpec, SessionSpec
 from pipeline.catalog import ToolCatalog, ToolError, ToolOutcome
 from pipeline.cost import cost_usd
-from pipeline.delegation import DELEGATION_RUN_PREFIX
 from pipeline.dialects import capabilities_for, dialect_for
 from pipeline.envelope import EventEnvelope, Reply
 from pipeline.errors import (
@@ -50,6 +49,7 @@ from pipeline.errors import (
     UnknownTool,
 )
 from pipeline.limits import INLINE_TOOL_BACKUP_MS, INLINE_TOOL_MS, MAXIMUM_TOOL_MS
+from pipeline.live.delegation import DELEGATION_RUN_PREFIX
 from pipeline.names import (
     ADMISSION_QUEUE,
     APP_WEBHOOKS_QUEUE,

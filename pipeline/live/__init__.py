@@ -51,7 +51,7 @@ from pipeline.call.tokens import estimated_tokens
 from pipeline.errors import MalformedFrame
 from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH
 from pipeline.live.dialect import APPEND_TOKEN_BUDGET, LIVE
-from pipeline.live_events import LIVE_TRANSCRIPT_TYPE, LiveTranscript
+from pipeline.live.events import LIVE_TRANSCRIPT_TYPE, LiveTranscript
 from pipeline.timeline import Speaker, TranscriptFragment
 from pipeline.timers import DelegationSettle, timer_name
 from pipeline.wire import FrameKind, control_wire, decode_frame, exceeds_depth, holds_unstorable

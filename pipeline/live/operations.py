@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline import delegation
 from pipeline.call.dialect import Refusal, too_long
-from pipeline.live import InputAudio, SessionClose, commentary, instructions
+from pipeline.live import InputAudio, SessionClose, commentary, delegation, instructions
 from pipeline.live.configuration import live_configuration, live_update
 from pipeline.live.dialect import LIVE
-from pipeline.live_events import (
+from pipeline.live.events import (
     Appended,
     Delegated,
     InputMuted,

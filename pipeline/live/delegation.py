@@ -32,7 +32,7 @@ from typing import Any
 from pipeline.catalog import ToolOutcome
 from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS
 from pipeline.live import DELEGATION_SETTLE_MS, build_task, commentary, instructions, thinking
-from pipeline.live_events import Delegated, LiveTranscript
+from pipeline.live.events import Delegated, LiveTranscript
 from pipeline.state import IN_CALL, Delegation, DelegationStatus, LiveCall, SessionState
 from pipeline.step import (
     CancelTool,

@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 
-from pipeline import delegation
 from pipeline.call.tokens import estimated_tokens
 from pipeline.call_log import LoggedInput, project
 from pipeline.cost import ModelPrices, cost_usd, usage_added
-from pipeline.live import DELEGATION_SETTLE_MS, settle_timer
+from pipeline.live import DELEGATION_SETTLE_MS, delegation, settle_timer
 from pipeline.live.dialect import APPEND_TOKEN_BUDGET
 from pipeline.state import DelegationStatus, Phase, Provider, SessionState
 from pipeline.step import (
