@@ -30,7 +30,7 @@ from gateway.sockets import CallSocket
 from gateway.watch import WatchHub
 from pipeline.config import Settings
 from pipeline.errors import BadInput
-from pipeline.live import (
+from pipeline.live.frames import (
     TranscriptBuffer,
     buffer_fragment,
     classify_live_frame,

@@ -43,8 +43,8 @@ from pydantic import BaseModel, ConfigDict
 
 from pipeline.dialects import capabilities_of
 from pipeline.errors import MalformedFrame, SwitchboardError
-from pipeline.live import COALESCE_GAP_MS
 from pipeline.live.events import LiveTranscript
+from pipeline.live.frames import COALESCE_GAP_MS
 from pipeline.session import apply
 from pipeline.state import Phase, SessionState
 from pipeline.step import (

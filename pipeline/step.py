@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pipeline.call.dialect import Refusal
 from pipeline.limits import MAXIMUM_INCIDENT_CODE_CHARS
-from pipeline.live import LiveControl
+from pipeline.live.controls import LiveControl
 from pipeline.state import SessionState
 from pipeline.timers import Timer, timer_name
 from pipeline.wire import (

@@ -27,8 +27,8 @@ from pydantic import ValidationError
 
 from pipeline.api import LiveSpec, SessionLimits, SessionSpec
 from pipeline.errors import SessionNotFound
-from pipeline.live import AGENT_TRANSCRIPT_TYPE, CALLER_TRANSCRIPT_TYPE
 from pipeline.live.events import LIVE_TRANSCRIPT_TYPE, LiveTranscript
+from pipeline.live.frames import AGENT_TRANSCRIPT_TYPE, CALLER_TRANSCRIPT_TYPE
 from pipeline.timeline import Speaker
 from pipeline.wire import ArrivedLate, SessionCreated, SidebandClosed
 from simulator.recording import (

@@ -31,8 +31,10 @@ from typing import Any
 
 from pipeline.catalog import ToolOutcome
 from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS
-from pipeline.live import DELEGATION_SETTLE_MS, build_task, commentary, instructions, thinking
+from pipeline.live.controls import commentary, instructions, thinking
 from pipeline.live.events import Delegated, LiveTranscript
+from pipeline.live.frames import DELEGATION_SETTLE_MS
+from pipeline.live.tasks import build_task
 from pipeline.state import IN_CALL, Delegation, DelegationStatus, LiveCall, SessionState
 from pipeline.step import (
     CancelTool,

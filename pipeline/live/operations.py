@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.call.dialect import Refusal, too_long
-from pipeline.live import InputAudio, SessionClose, commentary, delegation, instructions
+from pipeline.live import delegation
 from pipeline.live.configuration import live_configuration, live_update
+from pipeline.live.controls import InputAudio, SessionClose, commentary, instructions
 from pipeline.live.dialect import LIVE
 from pipeline.live.events import (
     Appended,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pipeline import admission, line, telephony
 from pipeline.budget import NOTICE, WARNING_PERCENT
-from pipeline.live import instructions
+from pipeline.live.controls import instructions
 from pipeline.live.events import KeyReceived, LiveClosed, LiveUsage, UsageUpdated
 from pipeline.state import IN_CALL, Phase, SessionState, Usage
 from pipeline.step import CloseCall, Step, unchanged

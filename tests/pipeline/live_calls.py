@@ -7,7 +7,7 @@ import itertools
 from typing import Any
 
 from pipeline.catalog import ToolOutcome
-from pipeline.live import live_transcript
+from pipeline.live.frames import live_transcript
 from pipeline.timeline import Speaker, TranscriptFragment
 from tests.pipeline import events as ev
 

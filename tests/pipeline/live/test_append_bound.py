@@ -13,12 +13,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from pipeline.call.tokens import estimated_tokens
-from pipeline.live import (
-    LiveAppend,
-    bounded_content,
-    commentary_append,
-    too_long_to_append,
-)
+from pipeline.live.controls import LiveAppend, bounded_content, commentary_append, too_long_to_append
 from pipeline.live.dialect import APPEND_TOKEN_BUDGET, MAXIMUM_APPEND_TOKENS
 from simulator.live_oracle import live_wire_errors
 

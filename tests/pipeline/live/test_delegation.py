@@ -13,8 +13,10 @@ import pytest
 from pipeline.call.tokens import estimated_tokens
 from pipeline.call_log import LoggedInput, project
 from pipeline.cost import ModelPrices, cost_usd, usage_added
-from pipeline.live import DELEGATION_SETTLE_MS, delegation, settle_timer
+from pipeline.live import delegation
 from pipeline.live.dialect import APPEND_TOKEN_BUDGET
+from pipeline.live.frames import DELEGATION_SETTLE_MS
+from pipeline.live.tasks import settle_timer
 from pipeline.state import DelegationStatus, Phase, Provider, SessionState
 from pipeline.step import (
     AnswerRequest,

@@ -11,7 +11,9 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from pipeline.live import LiveAppend, delegation, settle_timer
+from pipeline.live import delegation
+from pipeline.live.controls import LiveAppend
+from pipeline.live.tasks import settle_timer
 from pipeline.state import DelegationStatus, SessionState
 from pipeline.step import InterruptToolStep, RefuseToolStep, RequestToolStep, Step
 from tests.pipeline import events as ev

@@ -14,7 +14,16 @@ from hypothesis import strategies as st
 from pipeline.call.tokens import estimated_tokens
 from pipeline.errors import MalformedFrame, OversizedFrame
 from pipeline.limits import MAXIMUM_PROVIDER_FRAME_BYTES
-from pipeline.live import (
+from pipeline.live.controls import (
+    commentary_append,
+    input_audio_mute,
+    input_audio_unmute,
+    instructions_append,
+    session_close,
+    thinking_append,
+)
+from pipeline.live.dialect import APPEND_TOKEN_BUDGET
+from pipeline.live.frames import (
     COALESCE_GAP_MS,
     DELEGATION_SETTLE_MS,
     FLUSH_AFTER_MS,
@@ -22,30 +31,18 @@ from pipeline.live import (
     MAXIMUM_COALESCED_FRAGMENTS,
     MAXIMUM_COALESCED_SPAN_MS,
     REMEMBERED_WRITTEN_FRAGMENTS,
-    SettleVerdict,
-    Speaker,
     TranscriptBuffer,
-    TranscriptFragment,
     buffer_fragment,
-    build_task,
     classify_live_frame,
-    commentary_append,
-    distinct_fragments,
     flush_transcript,
     fragment_of,
     fragments_of,
-    input_audio_mute,
-    input_audio_unmute,
-    instructions_append,
     is_flush_due,
     live_transcript,
     read_live_transcript,
-    session_close,
-    settle,
-    settle_timer,
-    thinking_append,
 )
-from pipeline.live.dialect import APPEND_TOKEN_BUDGET
+from pipeline.live.tasks import SettleVerdict, build_task, distinct_fragments, settle, settle_timer
+from pipeline.timeline import Speaker, TranscriptFragment
 from pipeline.wire import FrameKind
 from simulator.live_oracle import live_wire_errors
 

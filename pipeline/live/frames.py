@@ -1,0 +1,410 @@
+"""A Live sideband's frames sorted (LIVE_PROTOCOL.md §5.2), and the caller's and the agent's
+transcript deltas buffered into durable `switchboard.live_transcript` events (see the package's
+docstring for the rules)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+from pipeline.errors import MalformedFrame
+from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH
+from pipeline.live.events import LIVE_TRANSCRIPT_TYPE, LiveTranscript
+from pipeline.timeline import Speaker, TranscriptFragment
+from pipeline.wire import FrameKind, decode_frame, exceeds_depth, holds_unstorable
+
+# ── limits ───────────────────────────────────────────────────────────────────────────────
+
+# A pause in one speaker's words this long on the session timeline closes a durable piece of
+# transcript: fragments arrive every ~200 ms while someone speaks, so this is a real pause.
+COALESCE_GAP_MS = 1_000
+# One durable piece never spans more of the timeline than this, so a caller who talks without
+# pausing is still written down as they go.
+MAXIMUM_COALESCED_SPAN_MS = 5_000
+# ... nor holds more fragments than this (a fragment is about a word).
+MAXIMUM_COALESCED_FRAGMENTS = 32
+# Buffered words not written down after this much wall time are flushed by the gateway: what a
+# gateway holds only in memory is lost when it dies, and a delegation's task may need them.
+FLUSH_AFTER_MS = 1_000
+# A delta delivered again after its piece was written down is recognised among this many of the
+# socket's latest written fragments (about a minute of speech at five deltas a second): a
+# re-send comes moments after the first, and the record must not hold its words twice.
+REMEMBERED_WRITTEN_FRAGMENTS = 256
+# How long a delegation's task waits for the fragment covering its offset (third parties wait
+# about 400 ms; the covering fragment was recorded arriving 2 ms before its delegation).
+DELEGATION_SETTLE_MS = 400
+
+# ── frames ───────────────────────────────────────────────────────────────────────────────
+
+CALLER_TRANSCRIPT_TYPE = "session.input_transcript.delta"
+AGENT_TRANSCRIPT_TYPE = "session.output_transcript.delta"
+TRANSCRIPT_TYPES = frozenset({CALLER_TRANSCRIPT_TYPE, AGENT_TRANSCRIPT_TYPE})
+
+# Reflected audio: the caller's (before model-input muting) and the model's. Fan-out only.
+AUDIO_TYPES = frozenset({"session.input_audio.append", "session.output_audio.delta"})
+
+# Events a decision depends on (§5.2): numbered, queued, logged and applied under the row lock.
+LIVE_DURABLE_TYPES = frozenset(
+    {
+        "session.started",
+        "session.updated",
+        "session.delegation.created",
+        "session.instructions.appended",
+        "session.thinking.appended",
+        "session.commentary.appended",
+        "session.input_audio.muted",
+        "session.input_audio.unmuted",
+        "session.output_audio.fixture.playing",
+        "session.output_audio.fixture.played",
+        "session.paused",
+        "session.resumed",
+        "session.usage.updated",
+        "session.closed",
+        "error",
+        "info",
+        "decision.event",
+        "decision.item.created",
+        "decision.item.deleted",
+        "transport.dtmf.received",
+        "transport.dtmf.sent",
+        "transport.dtmf.send",
+        "transport.ringing",
+        "transport.answered",
+        "transport.failed",
+    }
+)
+
+RESPONSE_EVENT_TYPE = "response.event"
+# In Responses delegation, the nested events that end a backend run or ask for a tool.
+TERMINAL_RESPONSE_TYPES = frozenset({"response.completed", "response.failed", "response.incomplete"})
+
+
+SPEAKER_OF_TYPE = {CALLER_TRANSCRIPT_TYPE: Speaker.CALLER, AGENT_TRANSCRIPT_TYPE: Speaker.AGENT}
+
+
+@dataclass(frozen=True, slots=True)
+class LiveFrame:
+    """One Live sideband frame, decoded and sorted by what the gateway must do with it."""
+
+    kind: FrameKind
+    type: str
+    event: dict[str, Any]
+
+    @property
+    def event_id(self) -> str | None:
+        value = self.event.get("event_id")
+        return value if isinstance(value, str) else None
+
+    @property
+    def is_transcript(self) -> bool:
+        """A transcript delta: fanned out live, and buffered to be written down durably."""
+        return self.type in TRANSCRIPT_TYPES
+
+
+class _Inbound(BaseModel):
+    # The provider adds fields over time; only what is read is checked.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class _Durable(_Inbound):
+    type: str
+    event_id: str
+
+
+class _Timed(_Durable):
+    start_ms: int = Field(ge=0)
+    end_ms: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _ends_after_it_starts(self) -> _Timed:
+        if self.end_ms < self.start_ms:
+            raise ValueError(f"end_ms {self.end_ms} is before start_ms {self.start_ms}")
+        return self
+
+
+class _TranscriptDelta(_Timed):
+    delta: str
+
+
+class _DelegationRef(_Inbound):
+    id: str
+    target: Literal["client", "responses", "decisions"]
+    response_id: str | None = None
+
+
+class _DelegationCreated(_Durable):
+    offset_ms: int = Field(ge=0)
+    delegation: _DelegationRef
+
+
+class _Usage(_Inbound):
+    seconds: float = Field(ge=0)
+
+
+class _UsageUpdated(_Durable):
+    usage: _Usage
+
+
+class _Closed(_Durable):
+    reason: str
+    usage: _Usage
+
+
+class _ErrorDetail(_Inbound):
+    type: str
+    code: str | None = None
+    message: str = ""
+
+
+class _Error(_Durable):
+    error: _ErrorDetail
+
+
+class _ResponseEvent(_Durable):
+    event: dict[str, Any]
+
+
+# What a durable event must hold to be acted on; any other durable type needs only its id.
+_SHAPES: dict[str, type[_Durable]] = {
+    "session.delegation.created": _DelegationCreated,
+    "session.instructions.appended": _Timed,
+    "session.thinking.appended": _Timed,
+    "session.commentary.appended": _Timed,
+    "session.usage.updated": _UsageUpdated,
+    "session.closed": _Closed,
+    "error": _Error,
+    CALLER_TRANSCRIPT_TYPE: _TranscriptDelta,
+    AGENT_TRANSCRIPT_TYPE: _TranscriptDelta,
+    RESPONSE_EVENT_TYPE: _ResponseEvent,
+}
+
+
+def classify_live_frame(frame: str | bytes) -> LiveFrame:
+    """Decode a Live sideband frame and classify it; a frame that is too large, not JSON, not
+    an object, speaks for the host, or is a durable or transcript event of the wrong shape
+    raises a typed `BadInput`."""
+    event, event_type = decode_frame(frame)
+    if event_type in AUDIO_TYPES:
+        # The most frequent frames of a call: looked at once and passed on, never kept.
+        key = "audio" if event_type == "session.input_audio.append" else "delta"
+        if not isinstance(event.get(key), str):
+            raise MalformedFrame(f"{event_type}: needs a string {key}")
+        return LiveFrame(FrameKind.STREAMED, event_type, event)
+    if event_type.startswith("switchboard."):
+        # A provider must never be able to speak for the host.
+        raise MalformedFrame(f"{event_type} is reserved for the gateway")
+    if _may_nest_deeper(frame) and exceeds_depth(event, MAXIMUM_FRAME_JSON_DEPTH):
+        raise MalformedFrame(f"frame is nested deeper than {MAXIMUM_FRAME_JSON_DEPTH} levels")
+    if event_type in TRANSCRIPT_TYPES:
+        _check_shape(event_type, event)
+        if holds_unstorable(event):
+            raise MalformedFrame(f"{event_type}: a string holds U+0000 or a lone surrogate")
+        return LiveFrame(FrameKind.STREAMED, event_type, event)
+    if event_type == RESPONSE_EVENT_TYPE:
+        _check_shape(event_type, event)
+        kind = _response_event_kind(event["event"])
+    elif event_type in LIVE_DURABLE_TYPES:
+        _check_shape(event_type, event)
+        kind = FrameKind.DURABLE
+    else:
+        return LiveFrame(FrameKind.UNKNOWN, event_type, event)
+    if kind is FrameKind.DURABLE and holds_unstorable(event):
+        # Such an event could never be logged: PostgreSQL refuses it on every attempt.
+        raise MalformedFrame(f"{event_type}: a string holds U+0000 or a lone surrogate")
+    return LiveFrame(kind, event_type, event)
+
+
+def _may_nest_deeper(frame: str | bytes) -> bool:
+    # Counting brackets runs in C and bounds the depth from above: almost every frame has fewer
+    # than the limit in all, so the walk is skipped on the hot path.
+    if isinstance(frame, str):
+        return frame.count("{") + frame.count("[") > MAXIMUM_FRAME_JSON_DEPTH
+    return frame.count(b"{") + frame.count(b"[") > MAXIMUM_FRAME_JSON_DEPTH
+
+
+def _check_shape(event_type: str, event: dict[str, Any]) -> None:
+    try:
+        _SHAPES.get(event_type, _Durable).model_validate(event)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "event"
+        raise MalformedFrame(f"{event_type}: {where}: {first['msg']}") from exc
+
+
+def _response_event_kind(nested: dict[str, Any]) -> FrameKind:
+    # Responses delegation (§1.4): a finished function call needs an output, and a terminal
+    # event ends the backend run; deltas are only shown; the rest are lifecycle snapshots.
+    nested_type = nested.get("type")
+    item = nested.get("item")
+    if (
+        nested_type == "response.output_item.done"
+        and isinstance(item, dict)
+        and item.get("type") == "function_call"
+    ):
+        return FrameKind.DURABLE
+    if nested_type in TERMINAL_RESPONSE_TYPES:
+        return FrameKind.DURABLE
+    if isinstance(nested_type, str) and nested_type.endswith(".delta"):
+        return FrameKind.STREAMED
+    return FrameKind.IGNORED
+
+
+# ── durable transcripts ─────────────────────────────────────────────────────────────────
+
+
+def fragment_of(event: dict[str, Any]) -> TranscriptFragment:
+    """The fragment a transcript delta carries (a frame `classify_live_frame` accepted)."""
+    speaker = SPEAKER_OF_TYPE.get(str(event.get("type")))
+    if speaker is None:
+        raise MalformedFrame(f"{event.get('type')} is not a transcript delta")
+    _check_shape(str(event["type"]), event)
+    return TranscriptFragment(
+        speaker=speaker,
+        event_id=event["event_id"],
+        start_ms=event["start_ms"],
+        end_ms=event["end_ms"],
+        text=event["delta"],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptBuffer:
+    """The fragments of one speaker not yet written down, when the oldest arrived, and the ids
+    of the latest fragments already written (so that one delivered again is not written twice)."""
+
+    fragments: tuple[TranscriptFragment, ...] = ()
+    oldest_at: float | None = None
+    written_ids: tuple[str, ...] = ()
+
+    @property
+    def speaker(self) -> Speaker | None:
+        return self.fragments[0].speaker if self.fragments else None
+
+    @property
+    def start_ms(self) -> int:
+        return min(fragment.start_ms for fragment in self.fragments)
+
+    @property
+    def end_ms(self) -> int:
+        return max(fragment.end_ms for fragment in self.fragments)
+
+    def holds(self, event_id: str) -> bool:
+        """Whether this delta is buffered, or was written down lately."""
+        return event_id in self.written_ids or any(
+            fragment.event_id == event_id for fragment in self.fragments
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Coalesced:
+    """What buffering or flushing left: the buffer, the durable events to enqueue, in order,
+    and whether the fragment was one already buffered or written (then nothing changed)."""
+
+    buffer: TranscriptBuffer
+    written: tuple[dict[str, Any], ...] = ()
+    repeated: bool = False
+
+
+def live_transcript(fragments: Iterable[TranscriptFragment]) -> dict[str, Any]:
+    """The durable transcript event of these fragments (one speaker), as it is enqueued."""
+    pieces = tuple(fragments)
+    if not pieces:
+        raise ValueError("a durable transcript needs at least one fragment")
+    speakers = {fragment.speaker for fragment in pieces}
+    if len(speakers) != 1:
+        raise ValueError(f"a durable transcript is of one speaker, got {sorted(speakers)}")
+    event = LiveTranscript(
+        speaker=pieces[0].speaker,
+        text=spoken_text(pieces),
+        start_ms=min(fragment.start_ms for fragment in pieces),
+        end_ms=max(fragment.end_ms for fragment in pieces),
+        fragments=pieces,
+    )
+    return event.model_dump(mode="json")
+
+
+def read_live_transcript(event: dict[str, Any]) -> LiveTranscript:
+    """A logged durable transcript event read back (a malformed one is a `MalformedFrame`)."""
+    try:
+        return LiveTranscript.model_validate(event)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "event"
+        raise MalformedFrame(f"{LIVE_TRANSCRIPT_TYPE}: {where}: {first['msg']}") from exc
+
+
+def flush_transcript(buffer: TranscriptBuffer) -> Coalesced:
+    """Write down whatever is buffered (before a delegation is enqueued, on close, when due)."""
+    if not buffer.fragments:
+        return Coalesced(buffer)
+    written_ids = (*buffer.written_ids, *(fragment.event_id for fragment in buffer.fragments))
+    emptied = TranscriptBuffer(written_ids=written_ids[-REMEMBERED_WRITTEN_FRAGMENTS:])
+    return Coalesced(emptied, (live_transcript(buffer.fragments),))
+
+
+def buffer_fragment(
+    buffer: TranscriptBuffer,
+    fragment: TranscriptFragment,
+    *,
+    now: float,
+    gap_ms: int = COALESCE_GAP_MS,
+) -> Coalesced:
+    """Add one fragment, writing down what it closes: the other speaker's words, the words
+    before a pause of `gap_ms` or more, or a buffer that has grown to its bound with it."""
+    if buffer.holds(fragment.event_id):
+        return Coalesced(buffer, repeated=True)  # the same delta twice is one fragment, written once
+    written: tuple[dict[str, Any], ...] = ()
+    if buffer.fragments and (
+        fragment.speaker != buffer.speaker or fragment.start_ms - buffer.end_ms >= gap_ms
+    ):
+        closed = flush_transcript(buffer)
+        buffer, written = closed.buffer, closed.written
+    grown = TranscriptBuffer(
+        (*buffer.fragments, fragment), buffer.oldest_at if buffer.fragments else now, buffer.written_ids
+    )
+    if (
+        len(grown.fragments) >= MAXIMUM_COALESCED_FRAGMENTS
+        or grown.end_ms - grown.start_ms >= MAXIMUM_COALESCED_SPAN_MS
+    ):
+        full = flush_transcript(grown)
+        return Coalesced(full.buffer, written + full.written)
+    return Coalesced(grown, written)
+
+
+def is_flush_due(buffer: TranscriptBuffer, *, now: float, after_ms: int = FLUSH_AFTER_MS) -> bool:
+    """Whether the oldest buffered fragment has waited `after_ms` of wall time (seconds in)."""
+    return buffer.oldest_at is not None and (now - buffer.oldest_at) * 1000 >= after_ms
+
+
+def fragments_of(events: Iterable[dict[str, Any]]) -> tuple[TranscriptFragment, ...]:
+    """Every fragment of the durable transcript events among these logged events, in log order."""
+    fragments: list[TranscriptFragment] = []
+    for event in events:
+        if event.get("type") == LIVE_TRANSCRIPT_TYPE:
+            fragments.extend(read_live_transcript(event).fragments)
+    return tuple(fragments)
+
+
+def spoken_text(fragments: Iterable[TranscriptFragment]) -> str:
+    """The words of consecutive fragments as they were said. Deltas carry their own leading
+    spaces (" result."), but the first word after a pause has none ("Could" after "Hi there."):
+    where the timeline has a gap and neither side has a space, one is put in (a word split in
+    two arrives without a gap, and stays whole)."""
+    text = ""
+    previous: TranscriptFragment | None = None
+    for fragment in fragments:
+        gap = previous is not None and fragment.start_ms > previous.end_ms
+        if gap and text and not text[-1].isspace() and fragment.text and not fragment.text[0].isspace():
+            text += " "
+        text += fragment.text
+        previous = fragment
+    return text
