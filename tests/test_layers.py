@@ -150,10 +150,28 @@ def _import_graph(modules: dict[str, Path]) -> dict[str, dict[str, int]]:
                     for alias in node.names
                 ]
             for target in targets:
-                if target is not None and target != name:
-                    edges[target] = min(edges.get(target, node.lineno), node.lineno)
+                if target is None:
+                    continue
+                for reached in (target, *_packages_run_by(target, name, modules)):
+                    if reached != name:
+                        edges[reached] = min(edges.get(reached, node.lineno), node.lineno)
         graph[name] = edges
     return graph
+
+
+def _packages_run_by(target: str, importer: str, modules: dict[str, Path]) -> list[str]:
+    """The packages whose `__init__` importing `target` runs first: each one above it that has
+    an `__init__.py`, except those `importer` is inside (they are running already)."""
+    parts = target.split(".")
+    above = [".".join(parts[:end]) for end in range(1, len(parts))]
+    return [
+        package
+        for package in above
+        if package in modules
+        and modules[package].name == "__init__.py"
+        and importer != package
+        and not importer.startswith(package + ".")
+    ]
 
 
 def _strongly_connected(graph: dict[str, dict[str, int]]) -> list[list[str]]:
@@ -235,7 +253,8 @@ def test_no_first_party_modules_import_each_other_in_a_circle() -> None:
 def test_the_circle_finder_sees_type_only_relative_and_function_local_imports(tmp_path: Path) -> None:
     """The finder itself: imports under TYPE_CHECKING, relative ones and ones inside a function
     are edges, and `from a import b` is one to the module a.b; so a circle made of them is found.
-    A package's submodule does not import the package by being imported: no circle there."""
+    Importing a.b.c runs the package a.b first, an edge too, except from inside a.b (it is
+    running already): a submodule does not import its own package by being imported."""
     files = {
         "app/__init__.py": "from app import ring\n",
         "app/ring.py": "import os\nfrom . import mid\nimport app.leaf\n",
@@ -252,9 +271,26 @@ def test_the_circle_finder_sees_type_only_relative_and_function_local_imports(tm
     assert graph == {
         "app": {"app.ring": 1},
         "app.ring": {"app.mid": 2, "app.leaf": 3},
-        "app.mid": {"app.sub.deep": 4},
+        "app.mid": {"app.sub.deep": 4, "app.sub": 4},
         "app.sub": {},
         "app.sub.deep": {"app.ring": 2},
         "app.leaf": {},
     }
     assert _import_cycles(graph) == ["app.mid (line 4) → app.sub.deep (line 2) → app.ring (line 2) → app.mid"]
+
+
+def test_the_circle_finder_sees_a_package_s_init_run_by_importing_its_submodule(tmp_path: Path) -> None:
+    """`from wing.events import x` runs wing/__init__.py before wing/events.py: when the
+    package's own module imports the importer, that is a circle Python trips on."""
+    files = {
+        "core.py": "from wing.events import Heard\n",
+        "wing/__init__.py": "from core import parse\n",
+        "wing/events.py": "",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    modules = {"core": tmp_path / "core.py", **_modules(tmp_path, ("wing",))}
+    graph = _import_graph(modules)
+    assert graph == {"core": {"wing.events": 1, "wing": 1}, "wing": {"core": 1}, "wing.events": {}}
+    assert _import_cycles(graph) == ["core (line 1) → wing (line 1) → core"]
