@@ -100,6 +100,11 @@ class RealtimeDialect:
         return begin_directed(greeted, context)
 
     def reconnected(self, state: SessionState) -> Step:
+        # A response the caller is owed is asked for again, under a new response deadline (a
+        # running one is cancelled first; if the provider still holds it active, the request is
+        # refused and repeated when that response ends), so the session never waits for a
+        # response.done nobody will see. A tool that runs still gets its output when it
+        # finishes, without driving a response.
         turn = state.turn
         if turn is None:
             return Step(state=state)
