@@ -33,12 +33,13 @@ from gateway.sink import EventSink, NumberingBroker
 from gateway.sockets import CallSocket
 from gateway.watch import WatchHub
 from gateway.web import HttpLimits, RunningServer, start_server
-from pipeline import compaction, watch_tokens
+from pipeline import watch_tokens
 from pipeline.config import Settings
 from pipeline.envelope import CloseCall, OpenSideband, OutboundBatch, Reply, SendControl, TransferCall
 from pipeline.errors import BadInput, ProviderUnavailable
 from pipeline.names import control_queue
 from pipeline.phone import MAXIMUM_SIP_HEADERS, kept_headers
+from pipeline.realtime import compaction
 from pipeline.state import TERMINAL_PHASES
 from pipeline.wire import (
     FrameKind,

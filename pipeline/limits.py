@@ -133,3 +133,11 @@ INLINE_TOOL_MS = 1_000
 # An inline run is backed by a run_tool message this much later, which finds the step finished
 # and does nothing — unless the worker died with the body running: then tool_runs runs it.
 INLINE_TOOL_BACKUP_MS = INLINE_TOOL_MS + 4_000
+
+
+def bounded(text: str) -> str:
+    """Text cut to the durable bound on a UTF-8 character boundary."""
+    encoded = text.encode()
+    if len(encoded) <= MAXIMUM_DURABLE_TEXT_BYTES:
+        return text
+    return encoded[:MAXIMUM_DURABLE_TEXT_BYTES].decode(errors="ignore")

@@ -20,6 +20,7 @@ from typing import Any
 from pipeline import admission
 from pipeline.call.dialect import Ability, refusal, too_long
 from pipeline.dialects import capabilities_of, dialect_of
+from pipeline.realtime.turns import reply_to_conversation
 from pipeline.state import IN_CALL, Attention, Person, Phase, SessionState
 from pipeline.step import (
     CloseCall,
@@ -35,7 +36,6 @@ from pipeline.step import (
     unchanged,
 )
 from pipeline.timers import AttentionWait
-from pipeline.transcript import reply_to_conversation
 from pipeline.wire import (
     AttentionRequested,
     EndVerb,

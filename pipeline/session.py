@@ -20,18 +20,16 @@ from pipeline import (
     admission,
     agent,
     budget,
-    compaction,
     line,
     notify,
     prompt,
     telephony,
-    tools,
-    transcript,
 )
 from pipeline.call.dialect import Ability, refusal
 from pipeline.catalog import ToolOutcome
 from pipeline.dialects import capabilities_of, dialect_for, dialect_of, is_spoken_by
 from pipeline.errors import MalformedFrame
+from pipeline.limits import bounded
 from pipeline.live import delegation, reports
 from pipeline.live.events import (
     Delegated,
@@ -40,6 +38,7 @@ from pipeline.live.events import (
     LiveTranscript,
     UsageUpdated,
 )
+from pipeline.realtime import compaction, tools, turns
 from pipeline.sequencer import GAP_TIMEOUT_MS
 from pipeline.state import Limits, Phase, Provider, SessionState
 from pipeline.step import PersistTranscript, RecordIncident, Step, answering, refused_by, unchanged
@@ -209,7 +208,7 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
                 case AttentionWait(number):
                     return line.nobody_came(state, number)
                 case ResponseDeadline(number):
-                    lost = transcript.response_lost(state, number)
+                    lost = turns.response_lost(state, number)
                     return unchanged(state) if lost is None else lost.then(_response_given_up(state))
                 case AdmissionTimeout() | SessionCeiling() as timer:
                     return admission.timer_fired(state, timer)
@@ -228,6 +227,9 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
             return admission.taken_over(state, event.gateway_id)
         case CompactionRequested():
             # Answered whatever the session's state, so the API never waits in vain.
+            cannot = refusal(capabilities_of(state), Ability.COMPACTION)
+            if cannot is not None:
+                return refused_by(state, event.request_id, event.gateway_id, cannot)
             return compaction.requested(state, event.request_id, event.gateway_id)
         case CompactionUnsaved():
             return compaction.summary_unsaved(state, event.compaction, event.reason)
@@ -308,13 +310,13 @@ def events_dropped(state: SessionState, event: EventsDropped) -> Step:
 def record_late(state: SessionState, event: InboundEvent) -> Step:
     """A late event changes nothing, but the durable record still gets its transcript."""
     if isinstance(event, UserTranscriptFinal):
-        text = transcript.bounded(event.transcript)
+        text = bounded(event.transcript)
         return Step(state=state, effects=(PersistTranscript(role="user", text=text, item_id=event.item_id),))
     if isinstance(event, AssistantTranscriptFinal):
-        return Step(state=state, effects=transcript.assistant_said(state, event).effects)
+        return Step(state=state, effects=turns.assistant_said(state, event).effects)
     if isinstance(event, LiveTranscript):
         role = "user" if event.speaker == "caller" else "assistant"
-        text = transcript.bounded(event.text)
+        text = bounded(event.text)
         return Step(state=state, effects=(PersistTranscript(role=role, text=text, item_id=event.item_id),))
     if isinstance(event, LiveClosed):
         return reports.late_close(state, event)
@@ -348,7 +350,7 @@ def _response_given_up(state: SessionState) -> Step:
     chain = state.chain
     pending = chain.pending
     if pending is None:
-        return transcript.listen_again(state)
+        return turns.listen_again(state)
     if pending.output is None:
         return Step(state=state.evolve(chain=chain.model_copy(update={"response_completed": True})))
     if chain.continuation_allowed:
@@ -362,16 +364,16 @@ def _response_done(state: SessionState, event: ResponseDone) -> Step:
     and a completed turn may start a compaction."""
     maintenance = compaction.is_maintenance_done(state, event)
     if maintenance:
-        counted = Step(state=transcript.count_usage(state, event))
+        counted = Step(state=turns.count_usage(state, event))
     else:
-        counted = transcript.count_response(state, event)
+        counted = turns.count_response(state, event)
     exhausted = budget.exhausted(counted.state)
     if exhausted is not None:
         return counted.then(exhausted)
     warned = counted.then(budget.warn(counted.state))
     if maintenance:
         return warned.then(compaction.maintenance_finished(warned.state, event))
-    warned = warned.then(transcript.deadline_met(warned.state, event))
+    warned = warned.then(turns.deadline_met(warned.state, event))
     turn = warned.state.turn
     if turn is not None and turn.response_id in (event.response.id, None):
         hung_up = tools.hung_up_by_agent(warned.state)
@@ -381,7 +383,7 @@ def _response_done(state: SessionState, event: ResponseDone) -> Step:
     if chained is not None:
         finished = warned.then(chained)
     else:
-        finished = warned.then(transcript.end_turn(warned.state, event))
+        finished = warned.then(turns.end_turn(warned.state, event))
     return finished.then(compaction.after_response(state, finished.state, event))
 
 
@@ -400,31 +402,29 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
         case UserTranscriptFinal():
             # The caller spoke: their silences start counting again.
             heard = state.evolve(silences_heard=0) if state.silences_heard else state
-            return _caller_input(
-                heard, lambda now: transcript.hear(compaction.track(now, event.item_id), event)
-            )
+            return _caller_input(heard, lambda now: turns.hear(compaction.track(now, event.item_id), event))
         case KeyPressed():
             return telephony.key_pressed(state, event)
         case CallerSilent():
             return telephony.caller_silent(state, event)
         case TextInjected():
-            return _caller_input(state, lambda now: transcript.typed(now, event))
+            return _caller_input(state, lambda now: turns.typed(now, event))
         case InterruptRequested():
-            return _tool_stopped(state, transcript.barge_in(state, event.playback), "interrupted")
+            return _tool_stopped(state, turns.barge_in(state, event.playback), "interrupted")
         case UserTranscriptFailed():
-            return transcript.transcription_failed(state, event)
+            return turns.transcription_failed(state, event)
         case SpeechStarted():
             # Talking over a running tool cancels it (its output is still delivered) and what
             # the caller says is answered instead.
-            return _tool_stopped(state, transcript.speech_started(state, event), "barge_in")
+            return _tool_stopped(state, turns.speech_started(state, event), "barge_in")
         case ResponseCreated() if compaction.maintenance_number(event.response) is not None:
             return compaction.maintenance_started(state, event)
         case ResponseCreated():
-            return transcript.response_started(state, event)
+            return turns.response_started(state, event)
         case AssistantTranscriptFinal() if compaction.is_maintenance_text(state, event):
             return compaction.summary_written(state, event)
         case AssistantTranscriptFinal():
-            return transcript.assistant_said(compaction.track(state, event.item_id), event)
+            return turns.assistant_said(compaction.track(state, event.item_id), event)
         case ResponseDone():
             return _response_done(state, event)
         case FunctionCallArgumentsDone():
@@ -448,11 +448,11 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
             return reports.closed(state, event)
         case KeyReceived():
             return reports.key_received(state, event)
-        case ProviderError() if transcript.is_cancel_of_nothing(state, event):
-            recorded = transcript.provider_error(state, event)
+        case ProviderError() if turns.is_cancel_of_nothing(state, event):
+            recorded = turns.provider_error(state, event)
             return recorded.then(_response_given_up(recorded.state))
         case ProviderError():
-            return transcript.provider_error(state, event)
+            return turns.provider_error(state, event)
         case _:
             # Truncations and unknown kinds are recorded in the log; the lifecycle
             # and compaction work decide on them.

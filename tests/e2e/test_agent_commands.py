@@ -3,7 +3,7 @@ told, and the caller's typed text is answered — each answered by the worker in
 
 from __future__ import annotations
 
-from pipeline.transcript import SAY_EXACTLY
+from pipeline.realtime.turns import SAY_EXACTLY
 from simulator.oracle import wire_errors
 from switchboard.client import Client
 from switchboard.stack import Stack, wait_until

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.realtime.turns import SAY_EXACTLY
 from pipeline.state import Phase
 from pipeline.step import AnswerRequest, ScheduleTimer
-from pipeline.transcript import SAY_EXACTLY
 from pipeline.wire import ResponseCreate
 from tests.pipeline import events as ev
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.line import NOBODY_TOOK_IT
+from pipeline.realtime.turns import SUPERVISOR_METADATA
 from pipeline.state import Phase
 from pipeline.step import AnswerRequest, CancelTimer, CloseCall, LogEntry, ScheduleTimer, Step, TransferCall
-from pipeline.transcript import SUPERVISOR_METADATA
 from pipeline.wire import (
     InputAudioBufferClear,
     ItemCreate,

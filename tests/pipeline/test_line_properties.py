@@ -17,17 +17,17 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import compaction
 from pipeline.call_log import CallLogEntry, LoggedInput, project
 from pipeline.limits import DEFAULT_COMPACTION_INPUT_TOKENS
+from pipeline.realtime import compaction
+from pipeline.realtime.turns import SUPERVISOR_METADATA
 from pipeline.session import disposition_of
 from pipeline.state import SessionState
 from pipeline.step import AnswerRequest, CancelTimer, LogEntry, RunTool, ScheduleTimer, Step, TransferCall
-from pipeline.transcript import SUPERVISOR_METADATA
 from pipeline.wire import ResponseCancel, ResponseCreate, ResponseParams, parse_inbound
 from tests.pipeline import events as ev
 from tests.pipeline import line_events as op
-from tests.pipeline.test_tool_properties import LOOKUP, _tool_finished
+from tests.pipeline.realtime.test_tool_properties import LOOKUP, _tool_finished
 
 PROPERTY_SETTINGS = settings(max_examples=300, deadline=None)
 PEOPLE = (op.SUPERVISOR, op.OTHER_SUPERVISOR)
@@ -37,7 +37,7 @@ ANSWER_STATUSES = frozenset({200, 202, 409, 422})
 FIRED_TIMERS = ("attention:", "response_deadline:", "tool_deadline:", "compaction_deadline:")
 PROVIDER_DEADLINES = ("response_deadline:", "compaction_deadline:")
 # Whole turns before the random part of a call that compacts: the last one leaves more items
-# than a compaction keeps (pipeline.compaction.KEEP_RECENT_ITEMS), so a compaction starts.
+# than a compaction keeps (pipeline.realtime.compaction.KEEP_RECENT_ITEMS), so a compaction starts.
 COMPACTED_TURNS = 4
 
 # What one step of a call may be. Repeated actions are drawn more often: the provider's, so

@@ -8,9 +8,9 @@ from typing import Any
 from pipeline.limits import MAXIMUM_INSTRUCTIONS_BYTES
 from pipeline.prompt import block_hash
 from pipeline.realtime.configuration import END_CALL
+from pipeline.realtime.turns import SAY_EXACTLY
 from pipeline.state import Phase
 from pipeline.step import AnswerRequest, CloseCall, LogEntry, Step
-from pipeline.transcript import SAY_EXACTLY
 from pipeline.wire import ResponseCreate, SessionUpdate
 from tests.pipeline import events as ev
 from tests.pipeline import line_events as op

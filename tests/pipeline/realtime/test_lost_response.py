@@ -7,9 +7,9 @@ import json
 from typing import Any
 
 from pipeline.limits import RESPONSE_DEADLINE_MS
+from pipeline.realtime.turns import response_deadline_ms
 from pipeline.state import Phase, SessionState
 from pipeline.step import CancelTool, RecordIncident, ScheduleTimer, Step
-from pipeline.transcript import response_deadline_ms
 from pipeline.wire import ItemCreate, ResponseCreate
 from tests.pipeline import events as ev
 

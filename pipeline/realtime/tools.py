@@ -24,6 +24,7 @@ from pipeline.admission import fail, finish
 from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS
 from pipeline.realtime.configuration import END_CALL, TRANSFER_CALL
+from pipeline.realtime.turns import ask_for_response, may_respond, owed_next
 from pipeline.state import Phase, SessionState, ToolCall, ToolChain
 from pipeline.step import (
     CancelTool,
@@ -37,7 +38,6 @@ from pipeline.step import (
     unchanged,
 )
 from pipeline.timers import ToolDeadline
-from pipeline.transcript import ask_for_response, may_respond, owed_next
 from pipeline.wire import FunctionCallArgumentsDone, ItemCreate, ResponseDone
 
 # A turn that calls more tools than this is looping; the model is told to report instead.

@@ -1,11 +1,11 @@
-"""In-call context compaction (pipeline.compaction), driven without I/O: every path of a cycle."""
+"""In-call context compaction (pipeline.realtime.compaction), driven without I/O: every path of a cycle."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pipeline import compaction
 from pipeline.limits import MAXIMUM_SUMMARY_BYTES
+from pipeline.realtime import compaction
 from pipeline.state import Phase, SessionState
 from pipeline.step import (
     AnswerRequest,

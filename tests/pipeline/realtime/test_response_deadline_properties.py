@@ -16,9 +16,9 @@ from pipeline.state import Phase, SessionState
 from pipeline.step import RecordIncident, RefuseToolStep, RequestToolStep
 from pipeline.wire import ItemCreate, ResponseCreate
 from tests.pipeline import events as ev
-from tests.pipeline.test_tool_properties import EVENT as TOOL_EVENT
-from tests.pipeline.test_tool_properties import PREFIX as TOOL_PREFIX
-from tests.pipeline.test_tool_properties import _tool_finished
+from tests.pipeline.realtime.test_tool_properties import EVENT as TOOL_EVENT
+from tests.pipeline.realtime.test_tool_properties import PREFIX as TOOL_PREFIX
+from tests.pipeline.realtime.test_tool_properties import _tool_finished
 
 PROPERTY_SETTINGS = settings(max_examples=200, deadline=None)
 TURNS = 4

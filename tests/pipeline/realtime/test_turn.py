@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pipeline.limits import MAXIMUM_DURABLE_TEXT_BYTES, RESPONSE_DEADLINE_MS
+from pipeline.realtime.turns import RESPONSE_DEADLINE_TIMER
 from pipeline.state import Phase, ResponseContext, Turn, Usage
 from pipeline.step import CancelTimer, PersistTranscript, RecordIncident, ScheduleTimer
-from pipeline.transcript import RESPONSE_DEADLINE_TIMER
 from pipeline.wire import AssistantTranscriptFinal, ResponseCreate, ResponseParams, parse_inbound
 from tests.pipeline import events as ev
 

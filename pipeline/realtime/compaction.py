@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.call.dialect import Ability, refusal
-from pipeline.dialects import capabilities_of
 from pipeline.limits import COMPACTION_DEADLINE_MS, MAXIMUM_SUMMARY_BYTES
 from pipeline.state import Compaction, Phase, SessionState
 from pipeline.step import (
@@ -32,7 +30,6 @@ from pipeline.step import (
     SaveCompactionSummary,
     StartCompaction,
     Step,
-    refused_by,
     schedule_timer,
     unchanged,
 )
@@ -128,10 +125,8 @@ def after_response(before: SessionState, after: SessionState, event: ResponseDon
 
 def requested(state: SessionState, request_id: str, gateway_id: str) -> Step:
     """A compaction forced from the API: started under the same guards (the token threshold
-    aside), or answered at once with why it cannot run."""
-    cannot = refusal(capabilities_of(state), Ability.COMPACTION)
-    if cannot is not None:
-        return refused_by(state, request_id, gateway_id, cannot)
+    aside), or answered at once with why it cannot run (a provider that compacts its own
+    context refused it before it came here)."""
     reason = blocker(state, forced=True)
     if reason is not None:
         body = _result(state, None, compacted=False, reason=reason)

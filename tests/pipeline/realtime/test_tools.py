@@ -1,12 +1,12 @@
-"""The tool-call transitions of a spoken turn (pipeline.tools), driven without I/O."""
+"""The tool-call transitions of a spoken turn (pipeline.realtime.tools), driven without I/O."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from pipeline import tools
 from pipeline.catalog import ToolError, ToolOutcome
+from pipeline.realtime import tools
 from pipeline.state import SessionState
 from pipeline.step import (
     CancelTool,

@@ -11,10 +11,10 @@ refuses because no response is active settles it at once.
 from __future__ import annotations
 
 from pipeline.limits import (
-    MAXIMUM_DURABLE_TEXT_BYTES,
     PROVIDER_MAXIMUM_OUTPUT_TOKENS,
     RESPONSE_DEADLINE_MS,
     RESPONSE_MS_PER_OUTPUT_TOKEN,
+    bounded,
 )
 from pipeline.state import IN_CALL, Phase, ResponseContext, SessionState, Turn, Usage
 from pipeline.step import PersistTranscript, RecordIncident, Step, cancel_timer, schedule_timer, unchanged
@@ -394,14 +394,6 @@ def provider_error(state: SessionState, event: ProviderError) -> Step:
             ),
         ),
     )
-
-
-def bounded(text: str) -> str:
-    """Text cut to the durable bound on a UTF-8 character boundary."""
-    encoded = text.encode()
-    if len(encoded) <= MAXIMUM_DURABLE_TEXT_BYTES:
-        return text
-    return encoded[:MAXIMUM_DURABLE_TEXT_BYTES].decode(errors="ignore")
 
 
 def reply_to_conversation(state: SessionState) -> Step:
