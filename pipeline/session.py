@@ -38,7 +38,7 @@ from pipeline.live.events import (
     LiveTranscript,
     UsageUpdated,
 )
-from pipeline.realtime import compaction, tools, turns
+from pipeline.realtime import compaction, silences, tools, turns
 from pipeline.sequencer import GAP_TIMEOUT_MS
 from pipeline.state import Limits, Phase, Provider, SessionState
 from pipeline.step import PersistTranscript, RecordIncident, Step, answering, refused_by, unchanged
@@ -406,7 +406,7 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
         case KeyPressed():
             return telephony.key_pressed(state, event)
         case CallerSilent():
-            return telephony.caller_silent(state, event)
+            return silences.caller_silent(state, event)
         case TextInjected():
             return _caller_input(state, lambda now: turns.typed(now, event))
         case InterruptRequested():

@@ -124,7 +124,6 @@ WING_USES_OF_NEUTRAL_RULES = {
     "pipeline/live/reports.py imports pipeline.line",
     "pipeline/live/reports.py imports pipeline.telephony",
     "pipeline/realtime/tools.py imports pipeline.admission",
-    "pipeline/realtime/tools.py imports pipeline.telephony",
 }
 NEUTRAL_USES_OF_WINGS = {
     "pipeline/api.py imports pipeline.realtime.configuration",
@@ -136,10 +135,10 @@ NEUTRAL_USES_OF_WINGS = {
     "pipeline/session.py imports pipeline.live.events",
     "pipeline/session.py imports pipeline.live.reports",
     "pipeline/session.py imports pipeline.realtime.compaction",
+    "pipeline/session.py imports pipeline.realtime.silences",
     "pipeline/session.py imports pipeline.realtime.tools",
     "pipeline/session.py imports pipeline.realtime.turns",
     "pipeline/step.py imports pipeline.live.controls",
-    "pipeline/telephony.py imports pipeline.realtime.turns",
     "pipeline/wire.py imports pipeline.live.events",
 }
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pipeline import telephony
 from pipeline.admission import fail, finish
 from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS
@@ -34,6 +33,7 @@ from pipeline.step import (
     RequestToolStep,
     RunTool,
     Step,
+    TransferCall,
     schedule_timer,
     unchanged,
 )
@@ -83,9 +83,9 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
     if event.name == END_CALL and state.hangup_when is not None:
         return _hanging_up(state, event)
     if event.name == TRANSFER_CALL and state.phone is not None and state.phone.transfer_targets:
-        target = telephony.transfer_target(state, event.arguments)
+        target = transfer_target(state, event.arguments)
         if target is not None and chain.pending is None:
-            return telephony.transfer_requested(state, event.call_id, event.arguments, target)
+            return transfer_requested(state, event.call_id, event.arguments, target)
     if chain.pending is not None:
         return Step(
             state=state,
@@ -382,3 +382,28 @@ def _escaped_prefix(text: str, maximum_bytes: int) -> str:
         else:
             too_long = middle
     return text[:fitting]
+
+
+def transfer_target(state: SessionState, arguments: str) -> str | None:
+    """The target a transfer_call names, if the route allows it (else None: the call is
+    answered as an unavailable tool, never sent)."""
+    try:
+        target = json.loads(arguments).get("target")
+    except (ValueError, AttributeError):
+        return None
+    allowed = state.phone.transfer_targets if state.phone is not None else ()
+    if not isinstance(target, str) or target not in allowed or state.transferring_to is not None:
+        return None
+    if state.medium != "sip":
+        return None
+    return target
+
+
+def transfer_requested(state: SessionState, call_id: str, arguments: str, target: str) -> Step:
+    """The model hands the call on: the refer is asked for now; the call ends `transferred`
+    when it goes through, or the model is told it failed (the call's output)."""
+    called = {"call_id": call_id, "name": "transfer_call", "arguments": arguments}
+    return Step(
+        state=state.evolve(transferring_to=target, transfer_call_id=call_id),
+        effects=(LogEntry(kind="tool.call", data=called), TransferCall(to=target)),
+    )
