@@ -95,6 +95,10 @@ class Dialect(Protocol):
         """What waited for the line goes out, once its giving back is logged."""
         ...
 
+    def transfer_failed(self, state: SessionState, call_id: str, error: str) -> Step:
+        """The model's own transfer (function call `call_id`) did not go through: it is told."""
+        ...
+
     def outlives_its_sideband(self, event: InboundEvent) -> bool:
         """Whether this provider's event, seen by a superseded sideband, is still acted on."""
         ...

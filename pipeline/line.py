@@ -14,13 +14,11 @@ can be handed on cold, with the provider's `refer`.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pipeline import admission
 from pipeline.call.dialect import Ability, refusal, too_long
 from pipeline.dialects import capabilities_of, dialect_of
-from pipeline.realtime.turns import reply_to_conversation
 from pipeline.state import IN_CALL, Attention, Person, Phase, SessionState
 from pipeline.step import (
     CloseCall,
@@ -40,7 +38,6 @@ from pipeline.wire import (
     AttentionRequested,
     EndVerb,
     HoldRequested,
-    ItemCreate,
     Playback,
     ReleaseVerb,
     SayVerb,
@@ -208,17 +205,9 @@ def transfer_finished(state: SessionState, event: TransferFinished) -> Step:
     failed = logged.then(Step(state=logged.state, effects=(incident,)))
     if asked_by_model is None:
         return failed
-    # The model's transfer_call gets its outcome, and the model replies to it (the caller is
-    # still here).
-    output = ItemCreate(
-        item={
-            "type": "function_call_output",
-            "call_id": asked_by_model,
-            "output": json.dumps({"transferred": False, "error": event.error or "the transfer failed"}),
-        }
-    )
-    answered = failed.then(Step(state=failed.state, controls=(output,)))
-    return answered.then(reply_to_conversation(answered.state))
+    # The model that asked is told, and replies to it (the caller is still here).
+    error = event.error or "the transfer failed"
+    return failed.then(dialect_of(state).transfer_failed(failed.state, asked_by_model, error))
 
 
 def transferred(state: SessionState, *, by_agent: bool = False) -> Step:

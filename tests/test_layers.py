@@ -129,7 +129,6 @@ NEUTRAL_USES_OF_WINGS = {
     "pipeline/api.py imports pipeline.realtime.configuration",
     "pipeline/call_log.py imports pipeline.live.events",
     "pipeline/call_log.py imports pipeline.live.frames",
-    "pipeline/line.py imports pipeline.realtime.turns",
     "pipeline/prompt.py imports pipeline.realtime.configuration",
     "pipeline/session.py imports pipeline.live.delegation",
     "pipeline/session.py imports pipeline.live.events",

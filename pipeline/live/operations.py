@@ -131,6 +131,10 @@ class LiveDialect:
         # The delegations' answers that waited for the line go out.
         return delegation.deliver_owed(free)
 
+    def transfer_failed(self, state: SessionState, call_id: str, error: str) -> Step:
+        # A Live model has no function tools, so it never asks for a transfer itself.
+        return unchanged(state)
+
     def outlives_its_sideband(self, event: InboundEvent) -> bool:
         # The caller's words and the model's delegations, seen by a sideband that was then
         # superseded: the current one will never see them, and the model waits for an answer.

@@ -5,6 +5,7 @@ detection off."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pipeline.call.dialect import Refusal
@@ -194,6 +195,18 @@ class RealtimeDialect:
 
     def line_freed(self, free: SessionState) -> Step:
         return unchanged(free)
+
+    def transfer_failed(self, state: SessionState, call_id: str, error: str) -> Step:
+        # The model's transfer_call gets its outcome, and the model replies to it.
+        output = ItemCreate(
+            item={
+                "type": "function_call_output",
+                "call_id": call_id,
+                "output": json.dumps({"transferred": False, "error": error}),
+            }
+        )
+        answered = Step(state=state, controls=(output,))
+        return answered.then(reply_to_conversation(answered.state))
 
     def outlives_its_sideband(self, event: InboundEvent) -> bool:
         return False
