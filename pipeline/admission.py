@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pipeline import ending
 from pipeline.dialects import dialect_of
 from pipeline.errors import AdmissionRefused, SessionEnded
 from pipeline.limits import (
@@ -135,12 +136,9 @@ def end(state: SessionState, event: EndRequested) -> Step:
 
 
 def finish(state: SessionState, reason: str) -> Step:
-    """End the session normally: the sideband is closed and the provider call hung up."""
-    return Step(
-        state=state.evolve(phase=Phase.ENDED, end_reason=reason, turn=None),
-        controls=dialect_of(state).closing(state),
-        effects=(CloseCall(reason=reason, hangup=state.call_id is not None),),
-    )
+    """End the session normally: the sideband is told what its provider is told on the way out,
+    then closed, and the provider call hung up."""
+    return ending.finish(state, reason, dialect_of(state).closing(state))
 
 
 def sideband_closed(state: SessionState, event: SidebandClosed) -> Step:
@@ -232,14 +230,7 @@ def timer_fired(state: SessionState, timer: AdmissionTimeout | SessionCeiling) -
 
 def fail(state: SessionState, code: str, summary: str) -> Step:
     """Fail the session: a durable incident, the sideband closed and the call hung up."""
-    return Step(
-        state=state.evolve(phase=Phase.FAILED, end_reason=code, turn=None),
-        controls=dialect_of(state).closing(state),
-        effects=(
-            RecordIncident(code=code, summary=summary, context={"phase": str(state.phase)}),
-            CloseCall(reason=code, hangup=state.call_id is not None),
-        ),
-    )
+    return ending.fail(state, code, summary, dialect_of(state).closing(state))
 
 
 def session_configuration(state: SessionState) -> dict[str, Any]:

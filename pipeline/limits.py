@@ -134,6 +134,17 @@ INLINE_TOOL_MS = 1_000
 # and does nothing — unless the worker died with the body running: then tool_runs runs it.
 INLINE_TOOL_BACKUP_MS = INLINE_TOOL_MS + 4_000
 
+# A usage budget (tokens on Realtime, active seconds on Live) is noticed once at this share.
+BUDGET_WARNING_PERCENT = 80
+
+# What the model is told then.
+BUDGET_NOTICE = (
+    "Notice from the host, not from the person: this call has used most of its usage budget "
+    "and will be ended when the budget runs out. Bring what you are doing to a close, tell the "
+    "person the call is near its limit, and suggest they call back or continue in writing for "
+    "anything long."
+)
+
 
 def bounded(text: str) -> str:
     """Text cut to the durable bound on a UTF-8 character boundary."""

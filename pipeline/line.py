@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline import admission
+from pipeline import admission, ending
 from pipeline.call.dialect import Ability, refusal, too_long
 from pipeline.dialects import capabilities_of, dialect_of
-from pipeline.state import IN_CALL, Attention, Person, Phase, SessionState
+from pipeline.state import IN_CALL, Attention, Person, SessionState
 from pipeline.step import (
-    CloseCall,
     LogEntry,
     RecordIncident,
     Step,
@@ -195,7 +194,7 @@ def transfer_finished(state: SessionState, event: TransferFinished) -> Step:
         effects=(LogEntry(kind="call.transferred", data=outcome),),
     )
     if event.ok:
-        return logged.then(transferred(logged.state, by_agent=asked_by_model is not None))
+        return logged.then(ending.transferred(logged.state, by_agent=asked_by_model is not None))
     incident = RecordIncident(
         code="transfer_failed",
         summary=f"the transfer to {event.to} failed: {event.error or 'no reason given'}",
@@ -208,28 +207,6 @@ def transfer_finished(state: SessionState, event: TransferFinished) -> Step:
     # The model that asked is told, and replies to it (the caller is still here).
     error = event.error or "the transfer failed"
     return failed.then(dialect_of(state).transfer_failed(failed.state, asked_by_model, error))
-
-
-def transferred(state: SessionState, *, by_agent: bool = False) -> Step:
-    """The caller went on to the transfer's target: the call is over here. The provider ends the
-    leg itself (a hangup now could cut the transfer short)."""
-    reason = "agent_transferred" if by_agent else "transferred"
-    return Step(
-        state=state.evolve(
-            phase=Phase.ENDED, end_reason=reason, turn=None, transferring_to=None, transfer_call_id=None
-        ),
-        effects=(CloseCall(reason=reason, hangup=False),),
-    )
-
-
-def closed_while_transferring(state: SessionState) -> Step | None:
-    """The provider ended the call while a transfer was under way: the caller went on (the
-    outcome may be read after the end, where it changes nothing)."""
-    if state.transferring_to is None or state.is_terminal:
-        return None
-    outcome = {"to": state.transferring_to, "ok": True, "error": None}
-    logged = Step(state=state, effects=(LogEntry(kind="call.transferred", data=outcome),))
-    return logged.then(transferred(state, by_agent=state.transfer_call_id is not None))
 
 
 def answered_by_end(before: SessionState, step: Step) -> Step:

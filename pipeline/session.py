@@ -19,7 +19,7 @@ from typing import Literal, assert_never
 from pipeline import (
     admission,
     agent,
-    budget,
+    ending,
     line,
     notify,
     prompt,
@@ -38,7 +38,7 @@ from pipeline.live.events import (
     LiveTranscript,
     UsageUpdated,
 )
-from pipeline.realtime import compaction, silences, tools, turns
+from pipeline.realtime import budget, compaction, silences, tools, turns
 from pipeline.sequencer import GAP_TIMEOUT_MS
 from pipeline.state import Limits, Phase, Provider, SessionState
 from pipeline.step import PersistTranscript, RecordIncident, Step, answering, refused_by, unchanged
@@ -392,7 +392,7 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
         case SidebandConnected():
             return admission.sideband_connected(state, event)
         case SidebandClosed() if event.code == 1000 and not event.by_host and state.transferring_to:
-            return line.closed_while_transferring(state) or unchanged(state)
+            return ending.closed_while_transferring(state) or unchanged(state)
         case SidebandClosed():
             return admission.sideband_closed(state, event)
         case TransferFinished():
@@ -447,7 +447,7 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
         case LiveClosed():
             return reports.closed(state, event)
         case KeyReceived():
-            return reports.key_received(state, event)
+            return telephony.key_pressed(state, reports.key_press_of(event))
         case ProviderError() if turns.is_cancel_of_nothing(state, event):
             recorded = turns.provider_error(state, event)
             return recorded.then(_response_given_up(recorded.state))

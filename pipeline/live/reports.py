@@ -16,12 +16,13 @@ presses on a Live phone call (LIVE_PROTOCOL.md §2.4, §4).
 
 from __future__ import annotations
 
-from pipeline import admission, line, telephony
-from pipeline.budget import NOTICE, WARNING_PERCENT
+from pipeline import ending
+from pipeline.limits import BUDGET_NOTICE, BUDGET_WARNING_PERCENT
 from pipeline.live.controls import instructions
 from pipeline.live.events import KeyReceived, LiveClosed, LiveUsage, UsageUpdated
+from pipeline.live.operations import DIALECT
 from pipeline.state import IN_CALL, Phase, SessionState, Usage
-from pipeline.step import CloseCall, Step, unchanged
+from pipeline.step import CloseCall, Step
 from pipeline.wire import KeyPressed
 
 # How the provider's close reasons end a call (any other reason is the call ending normally).
@@ -53,14 +54,13 @@ def closed(state: SessionState, event: LiveClosed) -> Step:
     counted = with_usage(state, event.usage)
     if state.is_terminal:
         return Step(state=counted)
-    transferred = line.closed_while_transferring(counted)
+    transferred = ending.closed_while_transferring(counted)
     if transferred is not None:
         return transferred
     failure = FAILED_BY_PROVIDER.get(event.reason)
     if failure is not None:
-        failed = admission.fail(counted, failure, f"the provider closed the session: {event.reason}")
         # Nothing is sent on the way out: the session is closed already.
-        return Step(state=failed.state, effects=failed.effects)
+        return ending.fail(counted, failure, f"the provider closed the session: {event.reason}")
     reason = ENDED_BY_PROVIDER.get(event.reason, "provider_call_ended")
     return Step(
         state=counted.evolve(phase=Phase.ENDED, end_reason=reason, turn=None),
@@ -79,18 +79,16 @@ def usage_updated(state: SessionState, event: UsageUpdated) -> Step:
         return Step(state=counted)
     used = counted.usage.active_seconds
     if used >= budget:
-        return admission.finish(counted, "usage_budget_reached")
-    if counted.budget_warning_sent or used * 100 < budget * WARNING_PERCENT:
+        return ending.finish(counted, "usage_budget_reached", DIALECT.closing(counted))
+    if counted.budget_warning_sent or used * 100 < budget * BUDGET_WARNING_PERCENT:
         return Step(state=counted)
-    return Step(state=counted.evolve(budget_warning_sent=True), controls=(instructions(NOTICE),))
+    return Step(state=counted.evolve(budget_warning_sent=True), controls=(instructions(BUDGET_NOTICE),))
 
 
-def key_received(state: SessionState, event: KeyReceived) -> Step:
-    """A keypad press on a Live phone call: what the route maps the key to, as on Realtime."""
-    if state.phase not in IN_CALL:
-        return unchanged(state)
-    pressed = KeyPressed(type="input_audio_buffer.dtmf_event_received", event=event.event, received_at=0)
-    return telephony.key_pressed(state, pressed)
+def key_press_of(event: KeyReceived) -> KeyPressed:
+    """A keypad press on a Live phone call, as the press every phone call has (what the route
+    maps the key to is done alike on both providers)."""
+    return KeyPressed(type="input_audio_buffer.dtmf_event_received", event=event.event, received_at=0)
 
 
 def late_close(state: SessionState, event: LiveClosed) -> Step:

@@ -19,8 +19,10 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pipeline.admission import fail, finish
 from pipeline.catalog import ToolError, ToolOutcome
+
+# A Realtime call is hung up alone: nothing is said on its sideband on the way out.
+from pipeline.ending import fail, finish
 from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS
 from pipeline.realtime.configuration import END_CALL, TRANSFER_CALL
 from pipeline.realtime.turns import ask_for_response, may_respond, owed_next

@@ -9,8 +9,7 @@ import sys
 import time
 from typing import Any
 
-from pipeline import budget
-from pipeline.limits import TYPED_MESSAGES_PER_MINUTE
+from pipeline.limits import BUDGET_NOTICE, TYPED_MESSAGES_PER_MINUTE
 from simulator.oracle import wire_errors
 from switchboard.client import Client
 from switchboard.stack import Stack
@@ -157,7 +156,7 @@ def test_the_usage_budget_warns_once_then_ends_the_call(stack: Stack, client: Cl
         entry["control"]
         for entry in log["controls"]
         if entry["control"]["type"] == "conversation.item.create"
-        and entry["control"]["item"]["content"][0]["text"] == budget.NOTICE
+        and entry["control"]["item"]["content"][0]["text"] == BUDGET_NOTICE
     ]
     assert len(notices) == 1
     # The call ended before the caller ran out of things to say.

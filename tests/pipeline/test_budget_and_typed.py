@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline import budget
-from pipeline.limits import RESPONSE_DEADLINE_MS
+from pipeline.limits import BUDGET_NOTICE, RESPONSE_DEADLINE_MS
 from pipeline.state import Phase, SessionState
 from pipeline.step import CancelTool, CloseCall, InterruptToolStep, PersistTranscript, ScheduleTimer
 from pipeline.wire import ItemCreate, ItemTruncate, ResponseCancel, ResponseCreate, control_wire
@@ -46,7 +45,7 @@ def test_one_notice_at_eighty_percent_then_the_end_at_the_budget() -> None:
 
     [notice] = noticed.controls
     assert isinstance(notice, ItemCreate) and notice.item["role"] == "system"
-    assert notice.item["content"][0]["text"] == budget.NOTICE
+    assert notice.item["content"][0]["text"] == BUDGET_NOTICE
     _valid(notice)
     assert noticed.state.budget_warning_sent and noticed.state.phase is Phase.LISTENING
 
