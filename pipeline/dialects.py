@@ -12,7 +12,8 @@ from pipeline.live import operations as live
 from pipeline.realtime import operations as realtime
 from pipeline.state import LiveCall, Provider, SessionState
 from pipeline.step import Control, LogEntry, Step
-from pipeline.wire import InboundEvent, Playback, SessionCreated
+from pipeline.timers import Timer
+from pipeline.wire import InboundEvent, KeyPressed, Playback, ProviderError, SessionCreated
 
 
 class Dialect(Protocol):
@@ -99,7 +100,31 @@ class Dialect(Protocol):
         """The model's own transfer (function call `call_id`) did not go through: it is told."""
         ...
 
-    def outlives_its_sideband(self, event: InboundEvent) -> bool:
+    def decide(self, state: SessionState, event: InboundEvent) -> Step | None:
+        """What one of this provider's own inputs decides (None: not one of its own)."""
+        ...
+
+    def timer_fired(self, state: SessionState, timer: Timer) -> Step | None:
+        """What one of this provider's own timers decides (None: not one of its own)."""
+        ...
+
+    def provider_error(self, state: SessionState, event: ProviderError) -> Step:
+        """What the provider's error means beyond its incident."""
+        ...
+
+    def key_press(self, event: InboundEvent) -> KeyPressed | None:
+        """The input as the keypad press every phone call has, if it is one."""
+        ...
+
+    def ended(self, before: SessionState, step: Step) -> Step:
+        """`step`, which ended the call, with what the provider's work still running leaves."""
+        ...
+
+    def record_late(self, state: SessionState, event: InboundEvent) -> Step | None:
+        """What a late input of this provider still leaves in the record (None: nothing)."""
+        ...
+
+    def outlives_its_sideband(self, state: SessionState, event: InboundEvent) -> bool:
         """Whether this provider's event, seen by a superseded sideband, is still acted on."""
         ...
 

@@ -13,7 +13,6 @@ speech_started must not barge in on today's answer, its close must not reconnect
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Literal, assert_never
 
 from pipeline import (
@@ -26,22 +25,11 @@ from pipeline import (
     telephony,
 )
 from pipeline.call.dialect import Ability, refusal
-from pipeline.catalog import ToolOutcome
 from pipeline.dialects import capabilities_of, dialect_for, dialect_of, is_spoken_by
 from pipeline.errors import MalformedFrame
-from pipeline.limits import bounded
-from pipeline.live import delegation, reports
-from pipeline.live.events import (
-    Delegated,
-    KeyReceived,
-    LiveClosed,
-    LiveTranscript,
-    UsageUpdated,
-)
-from pipeline.realtime import budget, compaction, silences, tools, turns
 from pipeline.sequencer import GAP_TIMEOUT_MS
 from pipeline.state import Limits, Phase, Provider, SessionState
-from pipeline.step import PersistTranscript, RecordIncident, Step, answering, refused_by, unchanged
+from pipeline.step import RecordIncident, Step, answering, refused_by, unchanged
 from pipeline.timers import (
     AdmissionTimeout,
     AttentionWait,
@@ -61,40 +49,28 @@ from pipeline.wire import (
     AgentReplyRequested,
     AgentSayRequested,
     ArrivedLate,
-    AssistantTranscriptFinal,
     AttentionRequested,
     CallAttached,
-    CallerSilent,
     CompactionRequested,
     CompactionUnsaved,
     EndRequested,
     EventsDropped,
-    FunctionCallArgumentsDone,
-    FunctionCallItemDone,
     GatewayLost,
     HoldRequested,
     InboundEvent,
     InterruptRequested,
-    ItemDeleted,
-    KeyPressed,
     PromptSetRequested,
     ProviderError,
-    ResponseCreated,
-    ResponseDone,
     SeqLost,
     SessionCreated,
     SessionUpdated,
     SidebandClosed,
     SidebandConnected,
-    SpeechStarted,
     SupervisorRequested,
     TextInjected,
     TimerFired,
-    ToolFinished,
     ToolsSetRequested,
     TransferFinished,
-    UserTranscriptFailed,
-    UserTranscriptFinal,
     parse_inbound,
 )
 
@@ -139,21 +115,14 @@ def still_counts(state: SessionState, event: InboundEvent) -> bool:
     response the current turn waits on. (A turn whose response is only asked for — response_id
     None, as after a reconnect's re-ask — accepts no stale response.done: that one ended an
     older response.)"""
-    if isinstance(event, UserTranscriptFinal | TransferFinished):
+    if isinstance(event, TransferFinished):
         return True
-    if dialect_of(state).outlives_its_sideband(event):
-        return True
-    if isinstance(event, ResponseDone):
-        turn = state.turn
-        return turn is not None and turn.response_id is not None and turn.response_id == event.response.id
-    return False
+    return dialect_of(state).outlives_its_sideband(state, event)
 
 
 def apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
     """Decide what one event means for the session."""
-    step = _apply(state, event, generation)
-    step = compaction.interrupted_by_end(state, tools.interrupted_by_end(state, step))
-    step = delegation.interrupted_by_end(state, step)
+    step = dialect_of(state).ended(state, _apply(state, event, generation))
     return notify.app_events(state, event, line.answered_by_end(state, step))
 
 
@@ -189,27 +158,17 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
             return admission.fail_admission(state, event.code, event.detail)
         case TimerFired():
             match parse_timer(event.name):
-                case DelegationDeadline(delegation_id):
-                    if not capabilities_of(state).delegations:
-                        return unchanged(state)
-                    return delegation.deadline_passed(state, delegation_id)
-                case DelegationSettle(delegation_id):
-                    if not capabilities_of(state).delegations:
-                        return unchanged(state)
-                    return delegation.settled(state, delegation_id)
-                case ToolDeadline(call_id):
-                    if state.is_terminal:
-                        return unchanged(state)
-                    return tools.deadline_passed(state, call_id)
+                case (
+                    DelegationDeadline() | DelegationSettle() | ToolDeadline() | CompactionDeadline()
+                ) as timer:
+                    # A provider's own work (a delegation, a tool, a compaction) times out in its wing.
+                    return dialect_of(state).timer_fired(state, timer) or unchanged(state)
+                case ResponseDeadline() as timer:
+                    return dialect_of(state).timer_fired(state, timer) or unchanged(state)
                 case SidebandReconnect(generation):
                     return admission.reconnect_due(state, generation)
-                case CompactionDeadline(number):
-                    return compaction.deadline_passed(state, number)
                 case AttentionWait(number):
                     return line.nobody_came(state, number)
-                case ResponseDeadline(number):
-                    lost = turns.response_lost(state, number)
-                    return unchanged(state) if lost is None else lost.then(_response_given_up(state))
                 case AdmissionTimeout() | SessionCeiling() as timer:
                     return admission.timer_fired(state, timer)
                 case SeqGap() | None:
@@ -230,9 +189,9 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
             cannot = refusal(capabilities_of(state), Ability.COMPACTION)
             if cannot is not None:
                 return refused_by(state, event.request_id, event.gateway_id, cannot)
-            return compaction.requested(state, event.request_id, event.gateway_id)
+            return dialect_of(state).decide(state, event) or unchanged(state)
         case CompactionUnsaved():
-            return compaction.summary_unsaved(state, event.compaction, event.reason)
+            return dialect_of(state).decide(state, event) or unchanged(state)
         case EventsDropped():
             return events_dropped(state, event)
         case SeqLost():
@@ -309,85 +268,11 @@ def events_dropped(state: SessionState, event: EventsDropped) -> Step:
 
 def record_late(state: SessionState, event: InboundEvent) -> Step:
     """A late event changes nothing, but the durable record still gets its transcript."""
-    if isinstance(event, UserTranscriptFinal):
-        text = bounded(event.transcript)
-        return Step(state=state, effects=(PersistTranscript(role="user", text=text, item_id=event.item_id),))
-    if isinstance(event, AssistantTranscriptFinal):
-        return Step(state=state, effects=turns.assistant_said(state, event).effects)
-    if isinstance(event, LiveTranscript):
-        role = "user" if event.speaker == "caller" else "assistant"
-        text = bounded(event.text)
-        return Step(state=state, effects=(PersistTranscript(role=role, text=text, item_id=event.item_id),))
-    if isinstance(event, LiveClosed):
-        return reports.late_close(state, event)
-    return unchanged(state)
-
-
-def _caller_input(state: SessionState, answer: Callable[[SessionState], Step]) -> Step:
-    """New input from the caller, spoken or typed. A real turn never waits behind maintenance,
-    so a compaction gives way; a tool that runs is cancelled, its output delivered, and the
-    input answered after it."""
-    superseded = compaction.superseded(state)
-    return _tool_stopped(state, superseded.then(answer(superseded.state)), "new_input")
-
-
-def _tool_stopped(before: SessionState, step: Step, reason: str) -> Step:
-    """The caller moved on: a tool running before this step is cancelled."""
-    if before.chain.pending is None:
-        return step
-    return step.then(tools.caller_moved_on(step.state, reason))
-
-
-def _response_given_up(state: SessionState) -> Step:
-    """The response the turn is owed will never report done (lost, or cancelled with nothing
-    active): the turn goes on as if it had ended. Without a tool call it closes — the session
-    listens, or answers queued input at once. A tool still running keeps the turn: its outcome
-    (or its deadline) ends the chain as usual, so the call gets exactly one output and the
-    continuation is driven unless the caller moved on. An outcome already in is delivered now."""
-    hung_up = tools.hung_up_by_agent(state)
-    if hung_up is not None:
-        return hung_up
-    chain = state.chain
-    pending = chain.pending
-    if pending is None:
-        return turns.listen_again(state)
-    if pending.output is None:
-        return Step(state=state.evolve(chain=chain.model_copy(update={"response_completed": True})))
-    if chain.continuation_allowed:
-        return tools.continue_after_tool(state)
-    return tools.deliver_without_response(state)
-
-
-def _response_done(state: SessionState, event: ResponseDone) -> Step:
-    """Every response's usage counts against the budget, which may end the session here; a
-    maintenance response then finishes its compaction, a spoken one its turn (or tool chain),
-    and a completed turn may start a compaction."""
-    maintenance = compaction.is_maintenance_done(state, event)
-    if maintenance:
-        counted = Step(state=turns.count_usage(state, event))
-    else:
-        counted = turns.count_response(state, event)
-    exhausted = budget.exhausted(counted.state)
-    if exhausted is not None:
-        return counted.then(exhausted)
-    warned = counted.then(budget.warn(counted.state))
-    if maintenance:
-        return warned.then(compaction.maintenance_finished(warned.state, event))
-    warned = warned.then(turns.deadline_met(warned.state, event))
-    turn = warned.state.turn
-    if turn is not None and turn.response_id in (event.response.id, None):
-        hung_up = tools.hung_up_by_agent(warned.state)
-        if hung_up is not None:
-            return warned.then(hung_up)
-    chained = tools.response_finished(warned.state, event)
-    if chained is not None:
-        finished = warned.then(chained)
-    else:
-        finished = warned.then(turns.end_turn(warned.state, event))
-    return finished.then(compaction.after_response(state, finished.state, event))
+    return dialect_of(state).record_late(state, event) or unchanged(state)
 
 
 def _decide(state: SessionState, event: InboundEvent) -> Step:
+    dialect = dialect_of(state)
     match event:
         case SidebandConnected():
             return admission.sideband_connected(state, event)
@@ -399,61 +284,22 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
             return line.transfer_finished(state, event)
         case SessionUpdated():
             return admission.session_updated(state, event)
-        case UserTranscriptFinal():
-            # The caller spoke: their silences start counting again.
-            heard = state.evolve(silences_heard=0) if state.silences_heard else state
-            return _caller_input(heard, lambda now: turns.hear(compaction.track(now, event.item_id), event))
-        case KeyPressed():
-            return telephony.key_pressed(state, event)
-        case CallerSilent():
-            return silences.caller_silent(state, event)
-        case TextInjected():
-            return _caller_input(state, lambda now: turns.typed(now, event))
-        case InterruptRequested():
-            return _tool_stopped(state, turns.barge_in(state, event.playback), "interrupted")
-        case UserTranscriptFailed():
-            return turns.transcription_failed(state, event)
-        case SpeechStarted():
-            # Talking over a running tool cancels it (its output is still delivered) and what
-            # the caller says is answered instead.
-            return _tool_stopped(state, turns.speech_started(state, event), "barge_in")
-        case ResponseCreated() if compaction.maintenance_number(event.response) is not None:
-            return compaction.maintenance_started(state, event)
-        case ResponseCreated():
-            return turns.response_started(state, event)
-        case AssistantTranscriptFinal() if compaction.is_maintenance_text(state, event):
-            return compaction.summary_written(state, event)
-        case AssistantTranscriptFinal():
-            return turns.assistant_said(compaction.track(state, event.item_id), event)
-        case ResponseDone():
-            return _response_done(state, event)
-        case FunctionCallArgumentsDone():
-            return tools.request_tool(compaction.track(state, event.item_id), event)
-        case FunctionCallItemDone():
-            return tools.request_tool(compaction.track(state, event.item.id), event.as_arguments_done())
-        case ItemDeleted():
-            return Step(state=compaction.forget(state, event.item_id))
-        case ToolFinished() if capabilities_of(state).delegations:
-            # A delegation's handler is run as a tool is; its outcome answers the delegation.
-            return delegation.finished(state, event.call_id, ToolOutcome.model_validate(event.outcome))
-        case ToolFinished():
-            return tools.tool_finished(state, event.call_id, ToolOutcome.model_validate(event.outcome))
-        case LiveTranscript():
-            return delegation.heard(state, event)
-        case Delegated():
-            return delegation.delegated(state, event)
-        case UsageUpdated():
-            return reports.usage_updated(state, event)
-        case LiveClosed():
-            return reports.closed(state, event)
-        case KeyReceived():
-            return telephony.key_pressed(state, reports.key_press_of(event))
-        case ProviderError() if turns.is_cancel_of_nothing(state, event):
-            recorded = turns.provider_error(state, event)
-            return recorded.then(_response_given_up(recorded.state))
         case ProviderError():
-            return turns.provider_error(state, event)
-        case _:
-            # Truncations and unknown kinds are recorded in the log; the lifecycle
-            # and compaction work decide on them.
-            return unchanged(state)
+            recorded = Step(state=state, effects=(provider_incident(event),))
+            return recorded.then(dialect.provider_error(state, event))
+    pressed = dialect.key_press(event)
+    if pressed is not None:
+        return telephony.key_pressed(state, pressed)
+    # Truncations and unknown kinds are recorded in the log; the lifecycle and compaction work
+    # decide on them.
+    return dialect.decide(state, event) or unchanged(state)
+
+
+def provider_incident(event: ProviderError) -> RecordIncident:
+    """A provider error answers one control; most are recoverable, so it is a warning."""
+    return RecordIncident(
+        code=f"provider_{event.error.code or event.error.type}",
+        summary=event.error.message or event.error.type,
+        severity="warning",
+        context=event.error.model_dump(),
+    )

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.call.dialect import Refusal, too_long
-from pipeline.live import delegation
+from pipeline.live import decisions, delegation, reports
 from pipeline.live.configuration import live_configuration, live_update
-from pipeline.live.controls import InputAudio, SessionClose, commentary, instructions
+from pipeline.live.controls import InputAudio, commentary, instructions
 from pipeline.live.dialect import LIVE
 from pipeline.live.events import (
     Appended,
@@ -21,9 +21,10 @@ from pipeline.live.events import (
     LiveTranscript,
     UsageUpdated,
 )
-from pipeline.state import IN_CALL, LiveCall, LiveSetup, SessionState
+from pipeline.state import LiveCall, LiveSetup, SessionState
 from pipeline.step import Control, LogEntry, Step, answering, unchanged
-from pipeline.wire import InboundEvent, Playback, SessionCreated
+from pipeline.timers import Timer
+from pipeline.wire import InboundEvent, KeyPressed, Playback, ProviderError, SessionCreated
 
 # A Live session's instructions are fixed at startup: a changed block is appended as an update.
 LIVE_BLOCK_CHANGED = (
@@ -82,11 +83,7 @@ class LiveDialect:
         return reconfirmed.then(delegation.deliver_owed(reconfirmed.state))
 
     def closing(self, state: SessionState) -> tuple[Control, ...]:
-        # `session.close`'s answer carries the final usage (without it, finalization is
-        # unconfirmed, LIVE_PROTOCOL.md §2.4); a sideband that is down hears nothing.
-        if state.phase in IN_CALL and not state.sideband_down:
-            return (SessionClose(),)
-        return ()
+        return reports.closing(state)
 
     def say(self, state: SessionState, text: str) -> Step:
         # The model holds the conversation: the words are context it says, in its own voice.
@@ -135,7 +132,26 @@ class LiveDialect:
         # A Live model has no function tools, so it never asks for a transfer itself.
         return unchanged(state)
 
-    def outlives_its_sideband(self, event: InboundEvent) -> bool:
+    def decide(self, state: SessionState, event: InboundEvent) -> Step | None:
+        return decisions.decide(state, event)
+
+    def timer_fired(self, state: SessionState, timer: Timer) -> Step | None:
+        return decisions.timer_fired(state, timer)
+
+    def provider_error(self, state: SessionState, event: ProviderError) -> Step:
+        # Live has no response a refusal leaves owed: the incident is all.
+        return unchanged(state)
+
+    def key_press(self, event: InboundEvent) -> KeyPressed | None:
+        return decisions.key_press(event)
+
+    def ended(self, before: SessionState, step: Step) -> Step:
+        return delegation.interrupted_by_end(before, step)
+
+    def record_late(self, state: SessionState, event: InboundEvent) -> Step | None:
+        return decisions.record_late(state, event)
+
+    def outlives_its_sideband(self, state: SessionState, event: InboundEvent) -> bool:
         # The caller's words and the model's delegations, seen by a sideband that was then
         # superseded: the current one will never see them, and the model waits for an answer.
         return isinstance(event, LiveTranscript | Delegated)

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from pipeline import ending
 from pipeline.limits import BUDGET_NOTICE, BUDGET_WARNING_PERCENT
-from pipeline.live.controls import instructions
+from pipeline.live.controls import SessionClose, instructions
 from pipeline.live.events import KeyReceived, LiveClosed, LiveUsage, UsageUpdated
-from pipeline.live.operations import DIALECT
 from pipeline.state import IN_CALL, Phase, SessionState, Usage
 from pipeline.step import CloseCall, Step
 from pipeline.wire import KeyPressed
@@ -68,6 +67,15 @@ def closed(state: SessionState, event: LiveClosed) -> Step:
     )
 
 
+def closing(state: SessionState) -> tuple[SessionClose, ...]:
+    """What a Live call ending is told on its sideband: `session.close`, whose answer carries the
+    final usage (without it, finalization is unconfirmed, LIVE_PROTOCOL.md §2.4); a sideband
+    that is down hears nothing."""
+    if state.phase in IN_CALL and not state.sideband_down:
+        return (SessionClose(),)
+    return ()
+
+
 def usage_updated(state: SessionState, event: UsageUpdated) -> Step:
     """A usage report: kept, and checked against the session's budget of active seconds."""
     counted = with_usage(state, event.usage)
@@ -79,7 +87,7 @@ def usage_updated(state: SessionState, event: UsageUpdated) -> Step:
         return Step(state=counted)
     used = counted.usage.active_seconds
     if used >= budget:
-        return ending.finish(counted, "usage_budget_reached", DIALECT.closing(counted))
+        return ending.finish(counted, "usage_budget_reached", closing(counted))
     if counted.budget_warning_sent or used * 100 < budget * BUDGET_WARNING_PERCENT:
         return Step(state=counted)
     return Step(state=counted.evolve(budget_warning_sent=True), controls=(instructions(BUDGET_NOTICE),))

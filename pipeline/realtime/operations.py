@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from pipeline.call.dialect import Refusal
+from pipeline.realtime import decisions
 from pipeline.realtime.configuration import session_configuration, turn_detection_update
 from pipeline.realtime.dialect import REALTIME
 from pipeline.realtime.turns import (
@@ -23,6 +24,7 @@ from pipeline.realtime.turns import (
 )
 from pipeline.state import LiveCall, Phase, ResponseContext, SessionState
 from pipeline.step import Control, LogEntry, Step, answering, refused, unchanged
+from pipeline.timers import Timer
 from pipeline.wire import (
     AssistantTranscriptFinal,
     CallerSilent,
@@ -36,6 +38,7 @@ from pipeline.wire import (
     ItemTruncated,
     KeyPressed,
     Playback,
+    ProviderError,
     ResponseCancel,
     ResponseCreated,
     ResponseDone,
@@ -208,8 +211,26 @@ class RealtimeDialect:
         answered = Step(state=state, controls=(output,))
         return answered.then(reply_to_conversation(answered.state))
 
-    def outlives_its_sideband(self, event: InboundEvent) -> bool:
-        return False
+    def decide(self, state: SessionState, event: InboundEvent) -> Step | None:
+        return decisions.decide(state, event)
+
+    def timer_fired(self, state: SessionState, timer: Timer) -> Step | None:
+        return decisions.timer_fired(state, timer)
+
+    def provider_error(self, state: SessionState, event: ProviderError) -> Step:
+        return decisions.provider_error(state, event)
+
+    def key_press(self, event: InboundEvent) -> KeyPressed | None:
+        return event if isinstance(event, KeyPressed) else None
+
+    def ended(self, before: SessionState, step: Step) -> Step:
+        return decisions.ended(before, step)
+
+    def record_late(self, state: SessionState, event: InboundEvent) -> Step | None:
+        return decisions.record_late(state, event)
+
+    def outlives_its_sideband(self, state: SessionState, event: InboundEvent) -> bool:
+        return decisions.outlives_its_sideband(state, event)
 
 
 DIALECT = RealtimeDialect()

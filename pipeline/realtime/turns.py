@@ -373,27 +373,16 @@ def is_cancel_of_nothing(state: SessionState, event: ProviderError) -> bool:
     )
 
 
-def provider_error(state: SessionState, event: ProviderError) -> Step:
-    """A provider error answers one control; most are recoverable, so it is a warning. A
-    refused `response.create` (another response active) is asked again when that one ends."""
+def refused_response(state: SessionState, event: ProviderError) -> Step:
+    """A refused `response.create` (another response active) is asked again when that one ends."""
     turn = state.turn
     if (
         event.error.code == "conversation_already_has_active_response"
         and turn is not None
         and turn.response_id is None
     ):
-        state = state.evolve(turn=turn.model_copy(update={"refused": True}))
-    return Step(
-        state=state,
-        effects=(
-            RecordIncident(
-                code=f"provider_{event.error.code or event.error.type}",
-                summary=event.error.message or event.error.type,
-                severity="warning",
-                context=event.error.model_dump(),
-            ),
-        ),
-    )
+        return Step(state=state.evolve(turn=turn.model_copy(update={"refused": True})))
+    return unchanged(state)
 
 
 def reply_to_conversation(state: SessionState) -> Step:
