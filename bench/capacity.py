@@ -20,7 +20,7 @@ from typing import Any
 import psutil
 
 from bench.latency import _call_log, _call_status, _put_script, measure_floor, percentiles
-from pipeline.wire import DURABLE_TYPES
+from pipeline.realtime.events import DURABLE_TYPES
 from switchboard.client import Client
 from switchboard.stack import Process, Stack
 

@@ -51,6 +51,7 @@ from pipeline.api import (
     ToolsChange,
     TypedText,
 )
+from pipeline.call.messages import Playback
 from pipeline.errors import BadInput, MalformedRequest, ProviderUnavailable
 from pipeline.limits import (
     API_REPLY_TIMEOUT_MS,
@@ -69,7 +70,6 @@ from pipeline.wire import (
     HoldRequested,
     HostInput,
     InterruptRequested,
-    Playback,
     PromptSetRequested,
     SupervisorRequested,
     TextInjected,

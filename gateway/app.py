@@ -40,6 +40,7 @@ from pipeline.errors import BadInput, ProviderUnavailable
 from pipeline.names import control_queue
 from pipeline.phone import MAXIMUM_SIP_HEADERS, kept_headers
 from pipeline.realtime import compaction
+from pipeline.realtime.events import function_call_id
 from pipeline.state import TERMINAL_PHASES
 from pipeline.wire import (
     FrameKind,
@@ -47,7 +48,6 @@ from pipeline.wire import (
     SidebandConnected,
     TransferFinished,
     classify_frame,
-    function_call_id,
     host_event,
 )
 

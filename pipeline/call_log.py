@@ -45,6 +45,7 @@ from pipeline.dialects import capabilities_of
 from pipeline.errors import MalformedFrame, SwitchboardError
 from pipeline.live.events import LiveTranscript
 from pipeline.live.frames import COALESCE_GAP_MS
+from pipeline.realtime.events import ResponseCreated, ResponseDone
 from pipeline.session import apply
 from pipeline.state import Phase, SessionState
 from pipeline.step import (
@@ -59,8 +60,6 @@ from pipeline.wire import (
     AdmissionFailed,
     InboundEvent,
     ProviderError,
-    ResponseCreated,
-    ResponseDone,
     SidebandConnected,
     TextInjected,
     ToolFinished,

@@ -8,12 +8,13 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from pipeline.call.dialect import Capabilities, Refusal
+from pipeline.call.messages import Playback
 from pipeline.live import operations as live
 from pipeline.realtime import operations as realtime
 from pipeline.state import LiveCall, Provider, SessionState
 from pipeline.step import Control, LogEntry, Step
 from pipeline.timers import Timer
-from pipeline.wire import InboundEvent, KeyPressed, Playback, ProviderError, SessionCreated
+from pipeline.wire import InboundEvent, KeyPressed, ProviderError, SessionCreated
 
 
 class Dialect(Protocol):

@@ -18,6 +18,7 @@ from typing import Any
 
 from pipeline import admission, ending
 from pipeline.call.dialect import Ability, refusal, too_long
+from pipeline.call.messages import Playback
 from pipeline.dialects import capabilities_of, dialect_of
 from pipeline.state import IN_CALL, Attention, Person, SessionState
 from pipeline.step import (
@@ -37,7 +38,6 @@ from pipeline.wire import (
     AttentionRequested,
     EndVerb,
     HoldRequested,
-    Playback,
     ReleaseVerb,
     SayVerb,
     SupervisorRequested,

@@ -10,18 +10,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pipeline.call.dialect import Refusal
 from pipeline.limits import MAXIMUM_INCIDENT_CODE_CHARS
 from pipeline.live.controls import LiveControl
-from pipeline.state import SessionState
-from pipeline.timers import Timer, timer_name
-from pipeline.wire import (
+from pipeline.realtime.controls import (
     InputAudioBufferClear,
     ItemCreate,
     ItemDelete,
     ItemTruncate,
     ResponseCancel,
     ResponseCreate,
-    SessionUpdate,
-    storable,
 )
+from pipeline.state import SessionState
+from pipeline.timers import Timer, timer_name
+from pipeline.wire import SessionUpdate, storable
 
 
 class _Effect(BaseModel):

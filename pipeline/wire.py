@@ -1,10 +1,10 @@
-"""Wire schemas: the provider events Switchboard consumes, the host events the gateway adds,
-and the controls Switchboard sends.
+"""What travels into a session's log and what it sends, put together: the inputs every call
+has (the host's own events and requests, `session.updated`, `error`), the union of both wings'
+inputs that `parse_inbound` reads back, the Realtime frame sorting (`classify_frame`), the JSON
+safety every stored frame passes, and `session.update`, which both providers take.
 
-Provider events use the GA names of the Realtime API; the beta names some models still send
-are accepted and renamed on input (PROTOCOL.md §2.1). Inbound models ignore fields they do
-not use, because the provider adds fields over time; outbound controls forbid unknown fields,
-because the provider rejects them.
+A Realtime input or control is its wing's (`pipeline/realtime/events.py`, `controls.py`), a Live
+one its (`pipeline/live/events.py`, `controls.py`); the bases are `pipeline/call/messages.py`.
 """
 
 from __future__ import annotations
@@ -15,92 +15,38 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
+from pipeline.call.messages import ControlModel, Inbound, Playback, optional_str
 from pipeline.errors import MalformedFrame, OversizedFrame
 from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH, MAXIMUM_PROVIDER_FRAME_BYTES
 from pipeline.live.events import LIVE_PARSED_TYPES, LiveInbound, LiveTranscript
 from pipeline.phone import PhoneLine
+from pipeline.realtime.events import (
+    DURABLE_TYPES,
+    IGNORED_TYPES,
+    STREAMED_TYPES,
+    AssistantTranscriptFinal,
+    CallerSilent,
+    FunctionCallArgumentsDone,
+    FunctionCallItemDone,
+    ItemDeleted,
+    ItemTruncated,
+    ResponseCreated,
+    ResponseDone,
+    SpeechStarted,
+    UserTranscriptFailed,
+    UserTranscriptFinal,
+    ga_type,
+    is_function_call_item,
+)
 from pipeline.state import AppWebhook, Greeting, LiveSetup, Person
 
 # What an incident quotes is cut at this depth, and the rest shown as a preview of this length.
 MAXIMUM_STORED_CONTEXT_DEPTH = 16
 MAXIMUM_NESTED_PREVIEW_CHARS = 200
 
-# ── names ────────────────────────────────────────────────────────────────────────────────
-
-BETA_TO_GA = {
-    "response.text.delta": "response.output_text.delta",
-    "response.text.done": "response.output_text.done",
-    "response.audio.delta": "response.output_audio.delta",
-    "response.audio.done": "response.output_audio.done",
-    "response.audio_transcript.delta": "response.output_audio_transcript.delta",
-    "response.audio_transcript.done": "response.output_audio_transcript.done",
-    "conversation.item.created": "conversation.item.added",
-}
-
-# Transcript deltas stay in the gateway: accumulated and fanned out to the watchers, never queued.
-STREAMED_TYPES = frozenset(
-    {
-        "conversation.item.input_audio_transcription.delta",
-        "response.output_audio_transcript.delta",
-        "response.output_text.delta",
-    }
-)
-
-# Events a decision depends on: numbered, queued, logged and applied under the row lock.
-DURABLE_TYPES = frozenset(
-    {
-        "session.created",
-        "session.updated",
-        "input_audio_buffer.speech_started",
-        "conversation.item.input_audio_transcription.completed",
-        "conversation.item.input_audio_transcription.failed",
-        "response.created",
-        "response.output_audio_transcript.done",
-        "response.output_text.done",
-        "response.function_call_arguments.done",
-        "response.done",
-        "conversation.item.truncated",
-        "conversation.item.deleted",
-        "input_audio_buffer.dtmf_event_received",
-        "input_audio_buffer.timeout_triggered",
-        "error",
-    }
-)
-
-# Every other event of the GA protocol: known, and nothing to decide on.
-IGNORED_TYPES = frozenset(
-    {
-        "conversation.created",
-        "conversation.item.added",
-        "conversation.item.done",
-        "conversation.item.input_audio_transcription.segment",
-        "conversation.item.retrieved",
-        "input_audio_buffer.cleared",
-        "input_audio_buffer.committed",
-        "input_audio_buffer.speech_stopped",
-        "mcp_list_tools.completed",
-        "mcp_list_tools.failed",
-        "mcp_list_tools.in_progress",
-        "output_audio_buffer.cleared",
-        "output_audio_buffer.started",
-        "output_audio_buffer.stopped",
-        "rate_limits.updated",
-        "response.content_part.added",
-        "response.content_part.done",
-        "response.function_call_arguments.delta",
-        "response.mcp_call.completed",
-        "response.mcp_call.failed",
-        "response.mcp_call.in_progress",
-        "response.mcp_call_arguments.delta",
-        "response.mcp_call_arguments.done",
-        "response.output_audio.delta",
-        "response.output_audio.done",
-        "response.output_item.added",
-        "response.output_item.done",
-    }
-)
+# ── frames ───────────────────────────────────────────────────────────────────────────────
 
 
 class FrameKind(StrEnum):
@@ -114,46 +60,16 @@ class FrameKind(StrEnum):
     UNKNOWN = "unknown"
 
 
-# ── inbound models ───────────────────────────────────────────────────────────────────────
+# ── inputs both providers send ───────────────────────────────────────────────────────────
 
 
-class _Inbound(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-
-class SessionUpdated(_Inbound):
+class SessionUpdated(Inbound):
     type: Literal["session.updated", "session.created"]
     event_id: str
     session: dict[str, Any]
 
 
-class Playback(_Inbound):
-    """What the caller was hearing when they started to speak, measured by the gateway: the
-    assistant audio item and how long it had played (since its first transcript delta)."""
-
-    item_id: str
-    response_id: str
-    played_ms: int
-
-
-class SpeechStarted(_Inbound):
-    type: Literal["input_audio_buffer.speech_started"]
-    event_id: str
-    item_id: str
-    audio_start_ms: int
-    # Added by the gateway (never taken from the provider): None when nothing was playing.
-    playback: Playback | None = None
-
-
-class UserTranscriptFinal(_Inbound):
-    type: Literal["conversation.item.input_audio_transcription.completed"]
-    event_id: str
-    item_id: str
-    content_index: int = 0
-    transcript: str
-
-
-class KeyPressed(_Inbound):
+class KeyPressed(Inbound):
     """A keypad press on a phone call (DTMF; SIP only)."""
 
     type: Literal["input_audio_buffer.dtmf_event_received"]
@@ -161,117 +77,7 @@ class KeyPressed(_Inbound):
     received_at: int
 
 
-class CallerSilent(_Inbound):
-    """The caller said nothing for the idle timeout after the agent's last words."""
-
-    type: Literal["input_audio_buffer.timeout_triggered"]
-    event_id: str
-    item_id: str
-    audio_start_ms: int = 0
-    audio_end_ms: int = 0
-
-
-class UserTranscriptFailed(_Inbound):
-    type: Literal["conversation.item.input_audio_transcription.failed"]
-    event_id: str
-    item_id: str
-    error: dict[str, Any] = Field(default_factory=dict)
-
-
-class ResponseRef(_Inbound):
-    id: str
-    status: str | None = None
-    # Echoed from our response.create: how a maintenance response is told from a spoken one.
-    metadata: dict[str, str] | None = None
-
-
-class ResponseCreated(_Inbound):
-    type: Literal["response.created"]
-    event_id: str
-    response: ResponseRef
-
-
-class AssistantTranscriptFinal(_Inbound):
-    """The final text of one assistant item: the audio transcript, or the text of a
-    text-only response (``response.output_text.done`` names it ``text``)."""
-
-    type: Literal["response.output_audio_transcript.done", "response.output_text.done"]
-    event_id: str
-    response_id: str
-    item_id: str
-    transcript: str
-
-    @model_validator(mode="before")
-    @classmethod
-    def _text_is_the_transcript(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "transcript" not in data and "text" in data:
-            return {**data, "transcript": data["text"]}
-        return data
-
-
-class FunctionCallArgumentsDone(_Inbound):
-    type: Literal["response.function_call_arguments.done"]
-    event_id: str
-    response_id: str
-    item_id: str
-    call_id: str
-    name: str
-    arguments: str
-
-
-class FunctionCallItem(_Inbound):
-    type: Literal["function_call"]
-    id: str
-    call_id: str
-    name: str
-    arguments: str
-
-
-class FunctionCallItemDone(_Inbound):
-    """`response.output_item.done` for a function_call item: the same call as
-    `response.function_call_arguments.done`, whichever arrives (taken up once by call id)."""
-
-    type: Literal["response.output_item.done"]
-    event_id: str
-    response_id: str
-    item: FunctionCallItem
-
-    def as_arguments_done(self) -> FunctionCallArgumentsDone:
-        return FunctionCallArgumentsDone(
-            type="response.function_call_arguments.done",
-            event_id=self.event_id,
-            response_id=self.response_id,
-            item_id=self.item.id,
-            call_id=self.item.call_id,
-            name=self.item.name,
-            arguments=self.item.arguments,
-        )
-
-
-class TokenUsage(_Inbound):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
-    # By modality (and what of the input was cached), for the call's cost.
-    input_token_details: dict[str, Any] | None = None
-    output_token_details: dict[str, Any] | None = None
-
-
-class ResponseSummary(_Inbound):
-    id: str
-    status: str
-    status_details: dict[str, Any] | None = None
-    usage: TokenUsage | None = None
-    metadata: dict[str, str] | None = None
-
-
-class ResponseDone(_Inbound):
-    type: Literal["response.done"]
-    event_id: str
-    response: ResponseSummary
-
-
-class ErrorDetail(_Inbound):
+class ErrorDetail(Inbound):
     type: str
     message: str = ""
     code: str | None = None
@@ -281,35 +87,21 @@ class ErrorDetail(_Inbound):
     client_event_id: str | None = None
 
 
-class ProviderError(_Inbound):
+class ProviderError(Inbound):
     type: Literal["error"]
     event_id: str
     error: ErrorDetail
 
 
-class ItemTruncated(_Inbound):
-    type: Literal["conversation.item.truncated"]
-    event_id: str
-    item_id: str
-    content_index: int
-    audio_end_ms: int
-
-
-class ItemDeleted(_Inbound):
-    type: Literal["conversation.item.deleted"]
-    event_id: str
-    item_id: str
-
-
 # ── host events: what the gateway itself observes, numbered like provider events ─────────
 
 
-class SidebandConnected(_Inbound):
+class SidebandConnected(Inbound):
     type: Literal["switchboard.sideband_connected"] = "switchboard.sideband_connected"
     call_id: str
 
 
-class SidebandClosed(_Inbound):
+class SidebandClosed(Inbound):
     type: Literal["switchboard.sideband_closed"] = "switchboard.sideband_closed"
     code: int | None = None
     reason: str = ""
@@ -317,7 +109,7 @@ class SidebandClosed(_Inbound):
     by_host: bool = False
 
 
-class EndRequested(_Inbound):
+class EndRequested(Inbound):
     """The API asks to end the call. With a request id, the worker that applies it answers the
     waiting gateway: 202 when it ended the call, 409 when the call was over already (so of two
     concurrent ends, one is told it ended the call)."""
@@ -328,7 +120,7 @@ class EndRequested(_Inbound):
     gateway_id: str | None = None
 
 
-class SessionCreated(_Inbound):
+class SessionCreated(Inbound):
     """The first input of every session: what it was created with."""
 
     type: Literal["switchboard.session_created"] = "switchboard.session_created"
@@ -347,31 +139,31 @@ class SessionCreated(_Inbound):
     live: LiveSetup | None = None
 
 
-class AdmissionBegun(_Inbound):
+class AdmissionBegun(Inbound):
     type: Literal["switchboard.admission_begun"] = "switchboard.admission_begun"
     # The connect request that asked (None for a phone call's, which the door admits).
     request_id: str | None = None
 
 
-class CallAttached(_Inbound):
+class CallAttached(Inbound):
     type: Literal["switchboard.call_attached"] = "switchboard.call_attached"
     call_id: str
     # A phone call came through the SIP door; any other through WebRTC.
     medium: Literal["webrtc", "sip"] = "webrtc"
 
 
-class AdmissionFailed(_Inbound):
+class AdmissionFailed(Inbound):
     type: Literal["switchboard.admission_failed"] = "switchboard.admission_failed"
     code: str
     detail: str = ""
 
 
-class TimerFired(_Inbound):
+class TimerFired(Inbound):
     type: Literal["switchboard.timer_fired"] = "switchboard.timer_fired"
     name: str
 
 
-class ToolFinished(_Inbound):
+class ToolFinished(Inbound):
     """A tool body's outcome, back from the tool_runs queue (a ToolOutcome's fields)."""
 
     type: Literal["switchboard.tool_finished"] = "switchboard.tool_finished"
@@ -379,7 +171,7 @@ class ToolFinished(_Inbound):
     outcome: dict[str, Any]
 
 
-class CompactionRequested(_Inbound):
+class CompactionRequested(Inbound):
     """A compaction forced from the API; the answer goes back to the waiting gateway."""
 
     type: Literal["switchboard.compaction_requested"] = "switchboard.compaction_requested"
@@ -387,7 +179,7 @@ class CompactionRequested(_Inbound):
     gateway_id: str
 
 
-class CompactionUnsaved(_Inbound):
+class CompactionUnsaved(Inbound):
     """The worker could not persist a compaction's summary: the cycle is abandoned."""
 
     type: Literal["switchboard.compaction_unsaved"] = "switchboard.compaction_unsaved"
@@ -395,7 +187,7 @@ class CompactionUnsaved(_Inbound):
     reason: str = ""
 
 
-class TextInjected(_Inbound):
+class TextInjected(Inbound):
     """Typed text from the API, spoken to the model as a user message (checked and bounded by
     the gateway; the item id is Switchboard's own)."""
 
@@ -407,7 +199,7 @@ class TextInjected(_Inbound):
     gateway_id: str | None = None
 
 
-class InterruptRequested(_Inbound):
+class InterruptRequested(Inbound):
     """The API asks to stop the response that is playing, as a barge-in would."""
 
     type: Literal["switchboard.interrupt_requested"] = "switchboard.interrupt_requested"
@@ -416,14 +208,14 @@ class InterruptRequested(_Inbound):
     gateway_id: str | None = None
 
 
-class GatewayLost(_Inbound):
+class GatewayLost(Inbound):
     """The gateway holding the session's sideband died; `gateway_id` took the session over."""
 
     type: Literal["switchboard.gateway_lost"] = "switchboard.gateway_lost"
     gateway_id: str
 
 
-class ArrivedLate(_Inbound):
+class ArrivedLate(Inbound):
     """A numbered event that came after its seq was declared lost: recorded (its transcript
     lands), never acted on — the call has moved on."""
 
@@ -431,7 +223,7 @@ class ArrivedLate(_Inbound):
     event: dict[str, Any]
 
 
-class EventsDropped(_Inbound):
+class EventsDropped(Inbound):
     """Events the gateway received for the session and could not keep (Redis was unreachable
     and the session's outbox was full, or one could not be encoded): numbered where they would
     have been, so the log shows the hole. `types` counts them by type. Recorded, acts on nothing
@@ -443,7 +235,7 @@ class EventsDropped(_Inbound):
     reason: str = ""
 
 
-class AgentSayRequested(_Inbound):
+class AgentSayRequested(Inbound):
     """The app asks the agent to say these words (a response asked to say exactly them, with no
     tool); the worker that applies it answers the waiting gateway."""
 
@@ -453,7 +245,7 @@ class AgentSayRequested(_Inbound):
     gateway_id: str | None = None
 
 
-class AgentReplyRequested(_Inbound):
+class AgentReplyRequested(Inbound):
     """The app asks the agent to reply now, steered by these instructions (added to the
     session's own for this response)."""
 
@@ -463,7 +255,7 @@ class AgentReplyRequested(_Inbound):
     gateway_id: str | None = None
 
 
-class PromptSetRequested(_Inbound):
+class PromptSetRequested(Inbound):
     """The app rewrites one named block of the session's instructions (or adds it, last)."""
 
     type: Literal["switchboard.prompt_set"] = "switchboard.prompt_set"
@@ -473,7 +265,7 @@ class PromptSetRequested(_Inbound):
     gateway_id: str | None = None
 
 
-class ToolsSetRequested(_Inbound):
+class ToolsSetRequested(Inbound):
     """The app changes the tools offered to the model, resolved against the registered tools
     before it was numbered (so the log says exactly what was offered)."""
 
@@ -486,7 +278,7 @@ class ToolsSetRequested(_Inbound):
     gateway_id: str | None = None
 
 
-class HoldRequested(_Inbound):
+class HoldRequested(Inbound):
     """Hold the line (`held`) or give it back (`held` false)."""
 
     type: Literal["switchboard.hold"] = "switchboard.hold"
@@ -497,7 +289,7 @@ class HoldRequested(_Inbound):
     gateway_id: str | None = None
 
 
-class AttentionRequested(_Inbound):
+class AttentionRequested(Inbound):
     """The app asks for a person: the caller is held for at most `wait_s`."""
 
     type: Literal["switchboard.attention"] = "switchboard.attention"
@@ -509,30 +301,30 @@ class AttentionRequested(_Inbound):
     gateway_id: str | None = None
 
 
-class SayVerb(_Inbound):
+class SayVerb(Inbound):
     type: Literal["say"] = "say"
     text: str
 
 
-class WhisperVerb(_Inbound):
+class WhisperVerb(Inbound):
     type: Literal["whisper"] = "whisper"
     text: str
 
 
-class TakeOverVerb(_Inbound):
+class TakeOverVerb(Inbound):
     type: Literal["take_over"] = "take_over"
 
 
-class ReleaseVerb(_Inbound):
+class ReleaseVerb(Inbound):
     type: Literal["release"] = "release"
 
 
-class EndVerb(_Inbound):
+class EndVerb(Inbound):
     type: Literal["end"] = "end"
     reason: str = "ended_by_supervisor"
 
 
-class TransferVerb(_Inbound):
+class TransferVerb(Inbound):
     type: Literal["transfer"] = "transfer"
     to: str
 
@@ -542,7 +334,7 @@ Verb = Annotated[
 ]
 
 
-class SupervisorRequested(_Inbound):
+class SupervisorRequested(Inbound):
     """A person at the contact centre acts on the call: one of the six verbs."""
 
     type: Literal["switchboard.supervisor"] = "switchboard.supervisor"
@@ -554,7 +346,7 @@ class SupervisorRequested(_Inbound):
     gateway_id: str | None = None
 
 
-class TransferFinished(_Inbound):
+class TransferFinished(Inbound):
     """The provider's answer to a transfer (`refer`): the caller went to `to`, or did not."""
 
     type: Literal["switchboard.transfer_finished"] = "switchboard.transfer_finished"
@@ -563,7 +355,7 @@ class TransferFinished(_Inbound):
     error: str | None = None
 
 
-class SeqLost(_Inbound):
+class SeqLost(Inbound):
     """The marker logged in place of a seq that never came within the gap timeout: the events
     after it are applied; if it comes after all, it is recorded as arrived late."""
 
@@ -571,7 +363,7 @@ class SeqLost(_Inbound):
     seq: int
 
 
-class UnknownEvent(_Inbound):
+class UnknownEvent(Inbound):
     """A provider event type Switchboard does not know: recorded in the log, never acted on."""
 
     type: str
@@ -636,11 +428,6 @@ def host_event(event: HostInput) -> dict[str, Any]:
     return event.model_dump(mode="json", exclude_none=True)
 
 
-def ga_type(event_type: str) -> str:
-    """The GA name of an event type (beta names renamed, others unchanged)."""
-    return BETA_TO_GA.get(event_type, event_type)
-
-
 def parse_inbound(raw: dict[str, Any]) -> InboundEvent:
     """Validate one logged event (provider or host) into its model; unknown types pass
     through as `UnknownEvent`, a known type with a bad shape is a `MalformedFrame`."""
@@ -652,7 +439,7 @@ def parse_inbound(raw: dict[str, Any]) -> InboundEvent:
         event_type in DURABLE_TYPES
         or event_type in LIVE_PARSED_TYPES
         or event_type in _HOST_TYPES
-        or _is_function_call_item(raw)
+        or is_function_call_item(raw)
     ):
         try:
             return _KNOWN_INBOUND.validate_python({**raw, "type": event_type})  # type: ignore[no-any-return]
@@ -660,7 +447,7 @@ def parse_inbound(raw: dict[str, Any]) -> InboundEvent:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"])
             raise MalformedFrame(f"{event_type}: {where}: {first['msg']}") from exc
-    return UnknownEvent(type=event_type, event_id=_optional_str(raw.get("event_id")))
+    return UnknownEvent(type=event_type, event_id=optional_str(raw.get("event_id")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -673,7 +460,7 @@ class ClassifiedFrame:
 
     @property
     def event_id(self) -> str | None:
-        return _optional_str(self.event.get("event_id"))
+        return optional_str(self.event.get("event_id"))
 
 
 def decode_frame(frame: str | bytes) -> tuple[dict[str, Any], str]:
@@ -720,7 +507,7 @@ def classify_frame(frame: str | bytes) -> ClassifiedFrame:
     if event_type in DURABLE_TYPES:
         parse_inbound(event)
         return ClassifiedFrame(FrameKind.DURABLE, event_type, event)
-    if _is_function_call_item(event):
+    if is_function_call_item(event):
         parse_inbound(event)
         return ClassifiedFrame(FrameKind.DURABLE, event_type, event)
     if event_type in IGNORED_TYPES:
@@ -811,87 +598,12 @@ def _frame_bytes(frame: str | bytes) -> int:
     return len(frame.encode())
 
 
-def function_call_id(event: dict[str, Any]) -> str | None:
-    """The call id an event requests a function call with, if it is one."""
-    if event.get("type") == "response.function_call_arguments.done":
-        return _optional_str(event.get("call_id"))
-    if _is_function_call_item(event):
-        return _optional_str(event["item"].get("call_id"))
-    return None
+# ── controls both providers take ─────────────────────────────────────────────────────────
 
 
-def _is_function_call_item(event: dict[str, Any]) -> bool:
-    item = event.get("item")
-    return (
-        event.get("type") == "response.output_item.done"
-        and isinstance(item, dict)
-        and item.get("type") == "function_call"
-    )
-
-
-def _optional_str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-# ── controls: what Switchboard sends to the provider ─────────────────────────────────────
-
-
-class _Control(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    # Deterministic (session seq, index): the gateway sends each id once, and the provider
-    # echoes it in any error that answers this control.
-    event_id: str | None = None
-
-
-class ResponseParams(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    instructions: str | None = None
-    max_output_tokens: int | Literal["inf"] | None = None
-    tool_choice: str | None = None
-    output_modalities: tuple[Literal["audio", "text"], ...] | None = None
-    metadata: dict[str, str] | None = None
-    # "none" runs the response out of band: it reads the conversation but writes nothing to it
-    # and does not block a spoken response (PROTOCOL.md §3).
-    conversation: Literal["auto", "none"] | None = None
-
-
-class SessionUpdate(_Control):
+class SessionUpdate(ControlModel):
     type: Literal["session.update"] = "session.update"
     session: dict[str, Any]
-
-
-class ResponseCreate(_Control):
-    type: Literal["response.create"] = "response.create"
-    response: ResponseParams | None = None
-
-
-class ResponseCancel(_Control):
-    type: Literal["response.cancel"] = "response.cancel"
-    response_id: str | None = None
-
-
-class ItemCreate(_Control):
-    type: Literal["conversation.item.create"] = "conversation.item.create"
-    item: dict[str, Any]
-    previous_item_id: str | None = None
-
-
-class ItemDelete(_Control):
-    type: Literal["conversation.item.delete"] = "conversation.item.delete"
-    item_id: str
-
-
-class InputAudioBufferClear(_Control):
-    type: Literal["input_audio_buffer.clear"] = "input_audio_buffer.clear"
-
-
-class ItemTruncate(_Control):
-    type: Literal["conversation.item.truncate"] = "conversation.item.truncate"
-    item_id: str
-    content_index: int = 0
-    audio_end_ms: int = Field(ge=0)
 
 
 def control_wire(control: BaseModel) -> dict[str, Any]:

@@ -123,9 +123,12 @@ NEUTRAL_USES_OF_WINGS = {
     "pipeline/api.py imports pipeline.realtime.configuration",
     "pipeline/call_log.py imports pipeline.live.events",
     "pipeline/call_log.py imports pipeline.live.frames",
+    "pipeline/call_log.py imports pipeline.realtime.events",
     "pipeline/prompt.py imports pipeline.realtime.configuration",
     "pipeline/step.py imports pipeline.live.controls",
+    "pipeline/step.py imports pipeline.realtime.controls",
     "pipeline/wire.py imports pipeline.live.events",
+    "pipeline/wire.py imports pipeline.realtime.events",
 }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.call.dialect import Refusal, too_long
+from pipeline.call.messages import Playback
 from pipeline.live import decisions, delegation, reports
 from pipeline.live.configuration import live_configuration, live_update
 from pipeline.live.controls import InputAudio, commentary, instructions
@@ -24,7 +25,7 @@ from pipeline.live.events import (
 from pipeline.state import LiveCall, LiveSetup, SessionState
 from pipeline.step import Control, LogEntry, Step, answering, unchanged
 from pipeline.timers import Timer
-from pipeline.wire import InboundEvent, KeyPressed, Playback, ProviderError, SessionCreated
+from pipeline.wire import InboundEvent, KeyPressed, ProviderError, SessionCreated
 
 # A Live session's instructions are fixed at startup: a changed block is appended as an update.
 LIVE_BLOCK_CHANGED = (

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pipeline.ending import finish
 from pipeline.limits import BUDGET_NOTICE, BUDGET_WARNING_PERCENT
+from pipeline.realtime.controls import ItemCreate
 from pipeline.state import IN_CALL, SessionState
 from pipeline.step import Step, unchanged
-from pipeline.wire import ItemCreate
 
 
 def exhausted(state: SessionState) -> Step | None:

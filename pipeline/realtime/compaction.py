@@ -22,6 +22,14 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.limits import COMPACTION_DEADLINE_MS, MAXIMUM_SUMMARY_BYTES
+from pipeline.realtime.controls import ItemCreate, ItemDelete, ResponseCancel, ResponseCreate, ResponseParams
+from pipeline.realtime.events import (
+    AssistantTranscriptFinal,
+    ResponseCreated,
+    ResponseDone,
+    ResponseRef,
+    ResponseSummary,
+)
 from pipeline.state import Compaction, Phase, SessionState
 from pipeline.step import (
     AnswerRequest,
@@ -34,18 +42,6 @@ from pipeline.step import (
     unchanged,
 )
 from pipeline.timers import CompactionDeadline
-from pipeline.wire import (
-    AssistantTranscriptFinal,
-    ItemCreate,
-    ItemDelete,
-    ResponseCancel,
-    ResponseCreate,
-    ResponseCreated,
-    ResponseDone,
-    ResponseParams,
-    ResponseRef,
-    ResponseSummary,
-)
 
 COOLDOWN_RESPONSES = 3
 KEEP_RECENT_ITEMS = 6

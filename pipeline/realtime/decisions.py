@@ -9,27 +9,29 @@ from collections.abc import Callable
 from pipeline.catalog import ToolOutcome
 from pipeline.limits import bounded
 from pipeline.realtime import budget, compaction, silences, tools, turns
+from pipeline.realtime.events import (
+    AssistantTranscriptFinal,
+    CallerSilent,
+    FunctionCallArgumentsDone,
+    FunctionCallItemDone,
+    ItemDeleted,
+    ResponseCreated,
+    ResponseDone,
+    SpeechStarted,
+    UserTranscriptFailed,
+    UserTranscriptFinal,
+)
 from pipeline.state import SessionState
 from pipeline.step import PersistTranscript, Step, unchanged
 from pipeline.timers import CompactionDeadline, ResponseDeadline, Timer, ToolDeadline
 from pipeline.wire import (
-    AssistantTranscriptFinal,
-    CallerSilent,
     CompactionRequested,
     CompactionUnsaved,
-    FunctionCallArgumentsDone,
-    FunctionCallItemDone,
     InboundEvent,
     InterruptRequested,
-    ItemDeleted,
     ProviderError,
-    ResponseCreated,
-    ResponseDone,
-    SpeechStarted,
     TextInjected,
     ToolFinished,
-    UserTranscriptFailed,
-    UserTranscriptFinal,
 )
 
 

@@ -9,9 +9,24 @@ import json
 from typing import Any
 
 from pipeline.call.dialect import Refusal
+from pipeline.call.messages import Playback
 from pipeline.realtime import decisions
 from pipeline.realtime.configuration import session_configuration, turn_detection_update
+from pipeline.realtime.controls import InputAudioBufferClear, ItemCreate, ResponseCancel
 from pipeline.realtime.dialect import REALTIME
+from pipeline.realtime.events import (
+    AssistantTranscriptFinal,
+    CallerSilent,
+    FunctionCallArgumentsDone,
+    FunctionCallItemDone,
+    ItemDeleted,
+    ItemTruncated,
+    ResponseCreated,
+    ResponseDone,
+    SpeechStarted,
+    UserTranscriptFailed,
+    UserTranscriptFinal,
+)
 from pipeline.realtime.turns import (
     SAY_EXACTLY,
     ask_for_response,
@@ -26,27 +41,12 @@ from pipeline.state import LiveCall, Phase, ResponseContext, SessionState
 from pipeline.step import Control, LogEntry, Step, answering, refused, unchanged
 from pipeline.timers import Timer
 from pipeline.wire import (
-    AssistantTranscriptFinal,
-    CallerSilent,
     CompactionUnsaved,
-    FunctionCallArgumentsDone,
-    FunctionCallItemDone,
     InboundEvent,
-    InputAudioBufferClear,
-    ItemCreate,
-    ItemDeleted,
-    ItemTruncated,
     KeyPressed,
-    Playback,
     ProviderError,
-    ResponseCancel,
-    ResponseCreated,
-    ResponseDone,
     SessionCreated,
     SessionUpdate,
-    SpeechStarted,
-    UserTranscriptFailed,
-    UserTranscriptFinal,
 )
 
 

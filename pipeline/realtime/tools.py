@@ -25,6 +25,8 @@ from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.ending import fail, finish
 from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS
 from pipeline.realtime.configuration import END_CALL, TRANSFER_CALL
+from pipeline.realtime.controls import ItemCreate
+from pipeline.realtime.events import FunctionCallArgumentsDone, ResponseDone
 from pipeline.realtime.turns import ask_for_response, may_respond, owed_next
 from pipeline.state import Phase, SessionState, ToolCall, ToolChain
 from pipeline.step import (
@@ -40,7 +42,6 @@ from pipeline.step import (
     unchanged,
 )
 from pipeline.timers import ToolDeadline
-from pipeline.wire import FunctionCallArgumentsDone, ItemCreate, ResponseDone
 
 # A turn that calls more tools than this is looping; the model is told to report instead.
 MAXIMUM_TOOL_CALLS_PER_TURN = 8

@@ -10,32 +10,33 @@ refuses because no response is active settles it at once.
 
 from __future__ import annotations
 
+from pipeline.call.messages import Playback
 from pipeline.limits import (
     PROVIDER_MAXIMUM_OUTPUT_TOKENS,
     RESPONSE_DEADLINE_MS,
     RESPONSE_MS_PER_OUTPUT_TOKEN,
     bounded,
 )
-from pipeline.state import IN_CALL, Phase, ResponseContext, SessionState, Turn, Usage
-from pipeline.step import PersistTranscript, RecordIncident, Step, cancel_timer, schedule_timer, unchanged
-from pipeline.timers import RESPONSE_DEADLINE_PREFIX, ResponseDeadline
-from pipeline.wire import (
-    AssistantTranscriptFinal,
+from pipeline.realtime.controls import (
     ItemCreate,
     ItemTruncate,
-    Playback,
-    ProviderError,
     ResponseCancel,
     ResponseCreate,
+    ResponseParams,
+)
+from pipeline.realtime.events import (
+    AssistantTranscriptFinal,
     ResponseCreated,
     ResponseDone,
-    ResponseParams,
     SpeechStarted,
-    TextInjected,
     TokenUsage,
     UserTranscriptFailed,
     UserTranscriptFinal,
 )
+from pipeline.state import IN_CALL, Phase, ResponseContext, SessionState, Turn, Usage
+from pipeline.step import PersistTranscript, RecordIncident, Step, cancel_timer, schedule_timer, unchanged
+from pipeline.timers import RESPONSE_DEADLINE_PREFIX, ResponseDeadline
+from pipeline.wire import ProviderError, TextInjected
 
 # Timers named with this prefix and a request number settle a response that never reported done
 # (named through `pipeline.timers.ResponseDeadline`; the prefix stays here for the tests).

@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.wire import DURABLE_TYPES
+from pipeline.realtime.events import DURABLE_TYPES
 from switchboard.client import Client
 from switchboard.stack import Stack
 from tests.e2e.conftest import set_script, simulator_call

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.wire import DURABLE_TYPES
+from pipeline.realtime.events import DURABLE_TYPES
 from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack, wait_until

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.realtime.controls import ResponseCreate
 from pipeline.realtime.turns import SAY_EXACTLY
 from pipeline.state import Phase
 from pipeline.step import AnswerRequest, ScheduleTimer
-from pipeline.wire import ResponseCreate
 from tests.pipeline import events as ev
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.limits import BUDGET_NOTICE, RESPONSE_DEADLINE_MS
+from pipeline.realtime.controls import ItemCreate, ItemTruncate, ResponseCancel, ResponseCreate
 from pipeline.state import Phase, SessionState
 from pipeline.step import CancelTool, CloseCall, InterruptToolStep, PersistTranscript, ScheduleTimer
-from pipeline.wire import ItemCreate, ItemTruncate, ResponseCancel, ResponseCreate, control_wire
+from pipeline.wire import control_wire
 from simulator.oracle import wire_errors
 from tests.pipeline import events as ev
 

@@ -11,16 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.errors import BadInput
+from pipeline.realtime.events import DURABLE_TYPES, IGNORED_TYPES, STREAMED_TYPES
 from pipeline.session import apply
-from pipeline.wire import (
-    DURABLE_TYPES,
-    IGNORED_TYPES,
-    STREAMED_TYPES,
-    FrameKind,
-    classify_frame,
-    holds_unstorable,
-    parse_inbound,
-)
+from pipeline.wire import FrameKind, classify_frame, holds_unstorable, parse_inbound
 from tests.pipeline import events as ev
 
 _TYPES = st.sampled_from(

@@ -7,16 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.line import NOBODY_TOOK_IT
+from pipeline.realtime.controls import InputAudioBufferClear, ItemCreate, ResponseCancel, ResponseCreate
 from pipeline.realtime.turns import SUPERVISOR_METADATA
 from pipeline.state import Phase
 from pipeline.step import AnswerRequest, CancelTimer, CloseCall, LogEntry, ScheduleTimer, Step, TransferCall
-from pipeline.wire import (
-    InputAudioBufferClear,
-    ItemCreate,
-    ResponseCancel,
-    ResponseCreate,
-    SessionUpdate,
-)
+from pipeline.wire import SessionUpdate
 from tests.pipeline import events as ev
 from tests.pipeline import line_events as op
 

@@ -8,10 +8,11 @@ from typing import Any
 from pipeline.limits import MAXIMUM_INSTRUCTIONS_BYTES
 from pipeline.prompt import block_hash
 from pipeline.realtime.configuration import END_CALL
+from pipeline.realtime.controls import ResponseCreate
 from pipeline.realtime.turns import SAY_EXACTLY
 from pipeline.state import Phase
 from pipeline.step import AnswerRequest, CloseCall, LogEntry, Step
-from pipeline.wire import ResponseCreate, SessionUpdate
+from pipeline.wire import SessionUpdate
 from tests.pipeline import events as ev
 from tests.pipeline import line_events as op
 

@@ -3,9 +3,9 @@ generation fences off the old sideband's events and controls."""
 
 from __future__ import annotations
 
+from pipeline.realtime.controls import ResponseCancel, ResponseCreate
 from pipeline.state import Phase, SessionState
 from pipeline.step import CloseCall, OpenSideband, RecordIncident, ScheduleTimer
-from pipeline.wire import ResponseCancel, ResponseCreate
 from tests.pipeline import events as ev
 
 

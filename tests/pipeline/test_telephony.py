@@ -6,11 +6,12 @@ from typing import Any
 
 from pipeline.phone import PhoneLine
 from pipeline.realtime.configuration import TRANSFER_CALL
+from pipeline.realtime.controls import ItemCreate, ResponseCreate
 from pipeline.realtime.silences import GOODBYE_SILENT
 from pipeline.realtime.turns import SAY_EXACTLY
 from pipeline.state import Phase
 from pipeline.step import LogEntry, ScheduleTimer, Step, TransferCall
-from pipeline.wire import ItemCreate, ResponseCreate, SessionUpdate
+from pipeline.wire import SessionUpdate
 from tests.pipeline import events as ev
 from tests.pipeline import line_events as op
 

@@ -9,16 +9,9 @@ import pytest
 
 from pipeline.errors import MalformedFrame, OversizedFrame
 from pipeline.limits import MAXIMUM_PROVIDER_FRAME_BYTES
+from pipeline.realtime.events import ResponseDone, UserTranscriptFinal
 from pipeline.state import Phase
-from pipeline.wire import (
-    FrameKind,
-    ResponseDone,
-    UnknownEvent,
-    UserTranscriptFinal,
-    classify_frame,
-    control_wire,
-    parse_inbound,
-)
+from pipeline.wire import FrameKind, UnknownEvent, classify_frame, control_wire, parse_inbound
 from tests.pipeline import events as ev
 
 # ── parse_inbound ────────────────────────────────────────────────────────────────────────

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.realtime.controls import ItemTruncate, ResponseCancel, ResponseCreate
 from pipeline.state import Phase, SessionState
 from pipeline.step import CancelTool
-from pipeline.wire import ItemTruncate, ResponseCancel, ResponseCreate, control_wire
+from pipeline.wire import control_wire
 from simulator.oracle import wire_errors
 from tests.pipeline import events as ev
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from pipeline.limits import MAXIMUM_SUMMARY_BYTES
 from pipeline.realtime import compaction
+from pipeline.realtime.controls import ItemCreate, ItemDelete, ResponseCancel, ResponseCreate
 from pipeline.state import Phase, SessionState
 from pipeline.step import (
     AnswerRequest,
@@ -16,7 +17,7 @@ from pipeline.step import (
     ScheduleTimer,
     StartCompaction,
 )
-from pipeline.wire import ItemCreate, ItemDelete, ResponseCancel, ResponseCreate, control_wire
+from pipeline.wire import control_wire
 from simulator.oracle import wire_errors
 from tests.pipeline import events as ev
 

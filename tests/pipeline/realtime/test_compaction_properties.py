@@ -10,9 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.realtime.controls import ItemCreate, ItemDelete
 from pipeline.state import SessionState
 from pipeline.step import FinishCompaction, SaveCompactionSummary, StartCompaction
-from pipeline.wire import ItemCreate, ItemDelete
 from tests.pipeline import events as ev
 
 PROPERTY_SETTINGS = settings(max_examples=300, deadline=None)

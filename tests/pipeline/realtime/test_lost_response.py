@@ -7,10 +7,10 @@ import json
 from typing import Any
 
 from pipeline.limits import RESPONSE_DEADLINE_MS
+from pipeline.realtime.controls import ItemCreate, ResponseCreate
 from pipeline.realtime.turns import response_deadline_ms
 from pipeline.state import Phase, SessionState
 from pipeline.step import CancelTool, RecordIncident, ScheduleTimer, Step
-from pipeline.wire import ItemCreate, ResponseCreate
 from tests.pipeline import events as ev
 
 LOOKUP = {"type": "function", "name": "lookup_order", "parameters": {"type": "object"}}

@@ -10,10 +10,10 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from pipeline.realtime.controls import ItemCreate
 from pipeline.realtime.tools import MAXIMUM_TOOL_CALLS_PER_TURN
 from pipeline.state import SessionState
 from pipeline.step import RefuseToolStep, RequestToolStep, RunTool
-from pipeline.wire import ItemCreate
 from tests.pipeline import events as ev
 
 PROPERTY_SETTINGS = settings(max_examples=200, deadline=None)

@@ -7,6 +7,8 @@ from typing import Any
 
 from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.realtime import tools
+from pipeline.realtime.controls import ItemCreate, ResponseCreate
+from pipeline.realtime.events import FunctionCallArgumentsDone, ResponseDone
 from pipeline.state import SessionState
 from pipeline.step import (
     CancelTool,
@@ -17,7 +19,7 @@ from pipeline.step import (
     RunTool,
     ScheduleTimer,
 )
-from pipeline.wire import FunctionCallArgumentsDone, ItemCreate, ResponseCreate, ResponseDone, parse_inbound
+from pipeline.wire import parse_inbound
 from simulator.oracle import wire_errors
 from tests.pipeline import events as ev
 

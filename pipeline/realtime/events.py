@@ -1,0 +1,252 @@
+"""What a Realtime sideband says that Switchboard reads (PROTOCOL.md §2): the GA names (beta
+names renamed on input), which event types are durable, streamed or ignored, and the models of
+the durable ones. Inbound models ignore fields they do not use, because the provider adds fields
+over time. (`session.updated` and `error` read both providers' frames: `pipeline.wire`.)"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from pipeline.call.messages import Inbound, Playback, optional_str
+
+BETA_TO_GA = {
+    "response.text.delta": "response.output_text.delta",
+    "response.text.done": "response.output_text.done",
+    "response.audio.delta": "response.output_audio.delta",
+    "response.audio.done": "response.output_audio.done",
+    "response.audio_transcript.delta": "response.output_audio_transcript.delta",
+    "response.audio_transcript.done": "response.output_audio_transcript.done",
+    "conversation.item.created": "conversation.item.added",
+}
+
+
+# Transcript deltas stay in the gateway: accumulated and fanned out to the watchers, never queued.
+STREAMED_TYPES = frozenset(
+    {
+        "conversation.item.input_audio_transcription.delta",
+        "response.output_audio_transcript.delta",
+        "response.output_text.delta",
+    }
+)
+
+
+# Events a decision depends on: numbered, queued, logged and applied under the row lock.
+DURABLE_TYPES = frozenset(
+    {
+        "session.created",
+        "session.updated",
+        "input_audio_buffer.speech_started",
+        "conversation.item.input_audio_transcription.completed",
+        "conversation.item.input_audio_transcription.failed",
+        "response.created",
+        "response.output_audio_transcript.done",
+        "response.output_text.done",
+        "response.function_call_arguments.done",
+        "response.done",
+        "conversation.item.truncated",
+        "conversation.item.deleted",
+        "input_audio_buffer.dtmf_event_received",
+        "input_audio_buffer.timeout_triggered",
+        "error",
+    }
+)
+
+
+# Every other event of the GA protocol: known, and nothing to decide on.
+IGNORED_TYPES = frozenset(
+    {
+        "conversation.created",
+        "conversation.item.added",
+        "conversation.item.done",
+        "conversation.item.input_audio_transcription.segment",
+        "conversation.item.retrieved",
+        "input_audio_buffer.cleared",
+        "input_audio_buffer.committed",
+        "input_audio_buffer.speech_stopped",
+        "mcp_list_tools.completed",
+        "mcp_list_tools.failed",
+        "mcp_list_tools.in_progress",
+        "output_audio_buffer.cleared",
+        "output_audio_buffer.started",
+        "output_audio_buffer.stopped",
+        "rate_limits.updated",
+        "response.content_part.added",
+        "response.content_part.done",
+        "response.function_call_arguments.delta",
+        "response.mcp_call.completed",
+        "response.mcp_call.failed",
+        "response.mcp_call.in_progress",
+        "response.mcp_call_arguments.delta",
+        "response.mcp_call_arguments.done",
+        "response.output_audio.delta",
+        "response.output_audio.done",
+        "response.output_item.added",
+        "response.output_item.done",
+    }
+)
+
+
+class SpeechStarted(Inbound):
+    type: Literal["input_audio_buffer.speech_started"]
+    event_id: str
+    item_id: str
+    audio_start_ms: int
+    # Added by the gateway (never taken from the provider): None when nothing was playing.
+    playback: Playback | None = None
+
+
+class UserTranscriptFinal(Inbound):
+    type: Literal["conversation.item.input_audio_transcription.completed"]
+    event_id: str
+    item_id: str
+    content_index: int = 0
+    transcript: str
+
+
+class CallerSilent(Inbound):
+    """The caller said nothing for the idle timeout after the agent's last words."""
+
+    type: Literal["input_audio_buffer.timeout_triggered"]
+    event_id: str
+    item_id: str
+    audio_start_ms: int = 0
+    audio_end_ms: int = 0
+
+
+class UserTranscriptFailed(Inbound):
+    type: Literal["conversation.item.input_audio_transcription.failed"]
+    event_id: str
+    item_id: str
+    error: dict[str, Any] = Field(default_factory=dict)
+
+
+class ResponseRef(Inbound):
+    id: str
+    status: str | None = None
+    # Echoed from our response.create: how a maintenance response is told from a spoken one.
+    metadata: dict[str, str] | None = None
+
+
+class ResponseCreated(Inbound):
+    type: Literal["response.created"]
+    event_id: str
+    response: ResponseRef
+
+
+class AssistantTranscriptFinal(Inbound):
+    """The final text of one assistant item: the audio transcript, or the text of a
+    text-only response (``response.output_text.done`` names it ``text``)."""
+
+    type: Literal["response.output_audio_transcript.done", "response.output_text.done"]
+    event_id: str
+    response_id: str
+    item_id: str
+    transcript: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_is_the_transcript(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "transcript" not in data and "text" in data:
+            return {**data, "transcript": data["text"]}
+        return data
+
+
+class FunctionCallArgumentsDone(Inbound):
+    type: Literal["response.function_call_arguments.done"]
+    event_id: str
+    response_id: str
+    item_id: str
+    call_id: str
+    name: str
+    arguments: str
+
+
+class FunctionCallItem(Inbound):
+    type: Literal["function_call"]
+    id: str
+    call_id: str
+    name: str
+    arguments: str
+
+
+class FunctionCallItemDone(Inbound):
+    """`response.output_item.done` for a function_call item: the same call as
+    `response.function_call_arguments.done`, whichever arrives (taken up once by call id)."""
+
+    type: Literal["response.output_item.done"]
+    event_id: str
+    response_id: str
+    item: FunctionCallItem
+
+    def as_arguments_done(self) -> FunctionCallArgumentsDone:
+        return FunctionCallArgumentsDone(
+            type="response.function_call_arguments.done",
+            event_id=self.event_id,
+            response_id=self.response_id,
+            item_id=self.item.id,
+            call_id=self.item.call_id,
+            name=self.item.name,
+            arguments=self.item.arguments,
+        )
+
+
+class TokenUsage(Inbound):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    # By modality (and what of the input was cached), for the call's cost.
+    input_token_details: dict[str, Any] | None = None
+    output_token_details: dict[str, Any] | None = None
+
+
+class ResponseSummary(Inbound):
+    id: str
+    status: str
+    status_details: dict[str, Any] | None = None
+    usage: TokenUsage | None = None
+    metadata: dict[str, str] | None = None
+
+
+class ResponseDone(Inbound):
+    type: Literal["response.done"]
+    event_id: str
+    response: ResponseSummary
+
+
+class ItemTruncated(Inbound):
+    type: Literal["conversation.item.truncated"]
+    event_id: str
+    item_id: str
+    content_index: int
+    audio_end_ms: int
+
+
+class ItemDeleted(Inbound):
+    type: Literal["conversation.item.deleted"]
+    event_id: str
+    item_id: str
+
+
+def ga_type(event_type: str) -> str:
+    """The GA name of an event type (beta names renamed, others unchanged)."""
+    return BETA_TO_GA.get(event_type, event_type)
+
+
+def function_call_id(event: dict[str, Any]) -> str | None:
+    """The call id an event requests a function call with, if it is one."""
+    if event.get("type") == "response.function_call_arguments.done":
+        return optional_str(event.get("call_id"))
+    if is_function_call_item(event):
+        return optional_str(event["item"].get("call_id"))
+    return None
+
+
+def is_function_call_item(event: dict[str, Any]) -> bool:
+    item = event.get("item")
+    return (
+        event.get("type") == "response.output_item.done"
+        and isinstance(item, dict)
+        and item.get("type") == "function_call"
+    )
