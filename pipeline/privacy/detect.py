@@ -328,13 +328,11 @@ def fail_closed(segment: str) -> str:
     return re.sub(r"[^\W_]", MASK, segment)
 
 
-def _resolve(findings: list[Finding], kinds: frozenset[Kind]) -> list[Finding]:
-    ranked = sorted(
-        (f for f in findings if f.kind in kinds),
-        key=lambda f: (f.start, PRECEDENCE.index(f.kind), -f.end),
-    )
+def _resolve(findings: list[Finding]) -> list[Finding]:
+    """Overlapping findings made one: the strongest kind (the earlier finding, when of a kind)
+    names it, its span is the union, its mask replaces all of it."""
     resolved: list[Finding] = []
-    for finding in ranked:
+    for finding in sorted(findings, key=lambda f: (f.start, PRECEDENCE.index(f.kind), -f.end)):
         if resolved and finding.start < resolved[-1].end:
             last = resolved.pop()
             winner = last if PRECEDENCE.index(last.kind) <= PRECEDENCE.index(finding.kind) else finding
@@ -344,21 +342,65 @@ def _resolve(findings: list[Finding], kinds: frozenset[Kind]) -> list[Finding]:
     return resolved
 
 
+def _masked_with_origins(segment: str, findings: list[Finding]) -> tuple[str, list[tuple[int, int]]]:
+    """The segment with these findings masked, and for each of its characters the span of the
+    segment it stands for (a mask's characters stand for the whole value)."""
+    pieces: list[str] = []
+    origins: list[tuple[int, int]] = []
+    position = 0
+    for finding in findings:
+        pieces.append(segment[position : finding.start])
+        origins.extend((i, i + 1) for i in range(position, finding.start))
+        pieces.append(finding.masked)
+        origins.extend([(finding.start, finding.end)] * len(finding.masked))
+        position = finding.end
+    pieces.append(segment[position:])
+    origins.extend((i, i + 1) for i in range(position, len(segment)))
+    return "".join(pieces), origins
+
+
+# A mask and the digits or letters it keeps ("•••• 1111", "••23", "j•••").
+_MASKED = re.compile(rf"{MASK}[{MASK}\s\-]*[^\W_]*")
+
+
+def _detect(kind: Kind, text: str, region: str) -> list[Finding]:
+    if kind is Kind.IBAN:
+        return _ibans(text) if any(char.isdecimal() for char in text) else []
+    if kind is Kind.CARD:
+        return _cards(text)
+    if kind is Kind.SSN:
+        return _ssns(text)
+    if kind is Kind.EMAIL:
+        return _emails(text) if "@" in text else []
+    # libphonenumber decides on the digits around a candidate (a number followed by more
+    # digits is no number), so it reads the text with every mask blanked, the digits a mask
+    # keeps included: then it reads the same whether a value beside a phone number is still
+    # there or masked already, which keeps `redact` idempotent. A phone number typed right
+    # after a "•" is not found that way; the stronger kinds do not blank what follows a "•".
+    if not any(char.isdecimal() for char in text):
+        return []
+    return _phones(_MASKED.sub(lambda match: MASK * len(match.group()), text), region)
+
+
 def _find_in_segment(segment: str, offset: int, kinds: frozenset[Kind], region: str) -> list[Finding]:
+    # Each kind, strongest first, is looked for in the text as the stronger kinds left it
+    # masked: what a later kind reads is what `redact` gives it a second time.
     found: list[Finding] = []
-    # Spoken digits need no digit character, so cards and SSNs are always looked for.
-    has_digit = any(char.isdecimal() for char in segment)
-    if Kind.CARD in kinds:
-        found += _cards(segment)
-    if Kind.SSN in kinds:
-        found += _ssns(segment)
-    if Kind.EMAIL in kinds and "@" in segment:
-        found += _emails(segment)
-    if Kind.PHONE in kinds and has_digit:
-        found += _phones(segment, region)
-    if Kind.IBAN in kinds and has_digit:
-        found += _ibans(segment)
-    return [Finding(f.kind, f.start + offset, f.end + offset, f.masked) for f in _resolve(found, kinds)]
+    for kind in PRECEDENCE:
+        if kind not in kinds:
+            continue
+        text, origins = _masked_with_origins(segment, found)
+        located = [
+            Finding(
+                kind,
+                min(origins[i][0] for i in range(f.start, f.end)),
+                max(origins[i][1] for i in range(f.start, f.end)),
+                f.masked,
+            )
+            for f in _detect(kind, text, region)
+        ]
+        found = _resolve(found + located)
+    return [Finding(f.kind, f.start + offset, f.end + offset, f.masked) for f in found]
 
 
 def segments(text: str) -> Iterator[tuple[int, int]]:
