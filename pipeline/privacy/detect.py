@@ -238,17 +238,22 @@ def _ssns(text: str) -> list[Finding]:
 
 _EMAIL = re.compile(
     r"(?<![\w.%+'\-])(?P<local>[\w%+'\-]+(?:\.[\w%+'\-]+)*)"
-    r"@(?P<domain>(?:[^\W_](?:[\w\-]*[^\W_])?\.)+[^\W\d_]{2,})(?![\w\-])"
+    r"@(?P<domain>(?:[^\W_](?:[\w\-]*[^\W_])?\.)+[^\W\d_]{2,})(?![\w\-@])"
 )
 
 
 def _emails(text: str) -> list[Finding]:
     # The first letter and the domain are what an agent needs to say which address ("j… at
     # example.com"); the rest of the local part is the person's.
-    return [
-        Finding(Kind.EMAIL, match.start(), match.end(), f"{match['local'][0]}{MASK * 3}@{match['domain']}")
-        for match in _EMAIL.finditer(text)
-    ]
+    findings = []
+    position = 0
+    # Addresses run together ("a@b.comc@d.com") are looked for from each "@" on, not after the
+    # whole match: otherwise the second is only found once the first is masked.
+    while match := _EMAIL.search(text, position):
+        masked = f"{match['local'][0]}{MASK * 3}@{match['domain']}"
+        findings.append(Finding(Kind.EMAIL, match.start(), match.end(), masked))
+        position = match.start("domain")
+    return findings
 
 
 # ── phone numbers ───────────────────────────────────────────────────────────────────────

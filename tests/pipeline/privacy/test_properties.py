@@ -3,6 +3,8 @@ nothing, text with nothing to find is untouched, and the delta gate agrees with 
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +27,8 @@ def _digits_of(text: str) -> str:
 def test_no_card_number_is_left_readable(
     before: str, left: str, card: tuple[tuple[int, ...], str], right: str, after: str
 ) -> None:
+    """A Luhn-valid number of 13 to 19 digits, written or spoken any way, between any texts,
+    leaves none of the digits its mask hides readable."""
     digits, said = card
     redacted = redact(before + left + said + right + after)
     hidden = "".join(map(str, digits[:-4]))
@@ -35,6 +39,7 @@ def test_no_card_number_is_left_readable(
 @PROPERTY_SETTINGS
 @given(TEXTS)
 def test_redacting_twice_is_redacting_once(text: str) -> None:
+    """A redacted text has nothing left to redact: masks are not read as new values."""
     once = redact(text)
     assert redact(once) == once
 
@@ -52,6 +57,7 @@ NOTHING_TO_FIND = st.lists(
 @PROPERTY_SETTINGS
 @given(NOTHING_TO_FIND)
 def test_text_with_nothing_to_find_is_unchanged(text: str) -> None:
+    """Text with no digit, no "@" and fewer digit words than any number needs is untouched."""
     assert len(text) <= MAXIMUM_SEGMENT_CHARS
     assert redact(text) == text
 
@@ -61,12 +67,14 @@ def split_texts(draw: st.DrawFn) -> tuple[str, list[str]]:
     text = draw(TEXTS)
     cuts = sorted(draw(st.sets(st.integers(0, len(text)), max_size=12)))
     bounds = [0, *cuts, len(text)]
-    return text, [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return text, [text[a:b] for a, b in pairwise(bounds)]
 
 
 @PROPERTY_SETTINGS
 @given(split_texts())
 def test_the_delta_gate_releases_what_the_batch_redacts(split: tuple[str, list[str]]) -> None:
+    """However a text is cut into deltas, what the gate releases and flushes is `redact(text)`,
+    and it never holds more than its bound."""
     text, deltas = split
     gate = DeltaGate()
     released = []
