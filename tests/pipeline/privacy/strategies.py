@@ -44,7 +44,7 @@ def spoken(draw: st.DrawFn, digits: tuple[int, ...]) -> str:
         else:
             pieces.append(one)
         index += times
-    separators = st.sampled_from([" ", ", ", "-", " - ", "  "])
+    separators = st.sampled_from([" ", ", ", "-", " - ", "  ", " um ", "\n"])
     return "".join(piece + draw(separators) for piece in pieces[:-1]) + pieces[-1]
 
 
@@ -57,7 +57,9 @@ def written(draw: st.DrawFn, digits: tuple[int, ...]) -> str:
     out = []
     for index, char in enumerate(text):
         if index and draw(st.integers(0, 3)) == 0:
-            out.append(draw(st.sampled_from([" ", "-", ".", ", ", " - ", "—"])))
+            out.append(
+                draw(st.sampled_from([" ", "-", ".", ", ", " - ", "—", "/", "\u200b", "\u00a0", ", uh, "]))
+            )
         out.append(char)
     return "".join(out)
 
@@ -109,6 +111,8 @@ PIECES = st.one_of(
             "$1,234.56",
             "?",
             "。",
+            " uh ",
+            "\u200b",
             "您的订单",
         ]
     ),

@@ -23,6 +23,22 @@ def test_a_written_card_number_keeps_its_last_four() -> None:
         assert redact(f"my card is {written} thanks") == "my card is •••• •••• •••• 1111 thanks"
 
 
+@pytest.mark.parametrize(
+    "hidden",
+    [
+        "4111\u200b1111\u200b1111\u200b1111",
+        "4111\u00ad1111\u2060 1111\ufeff1111",
+        "4111/1111/1111/1111",
+        "4111\u00a01111\u20031111\n1111",
+        "4111 1111, uh, 1111 1111",
+        "four one one one, um, one one one one one one one one, er, one one one one",
+    ],
+)
+def test_a_card_hidden_by_invisible_characters_or_fillers_is_caught(hidden: str) -> None:
+    """Zero-width characters, odd spaces, slashes and "uh" between the groups still make one card."""
+    assert redact(f"card {hidden} ok") == "card •••• •••• •••• 1111 ok"
+
+
 def test_a_card_number_finding_names_its_span() -> None:
     """The finding's span is the number's, from its first digit to its last."""
     text = "card 5500-0000-0000-0004 ok"
@@ -55,11 +71,21 @@ def test_a_spoken_card_keeps_the_digits_it_ends_with() -> None:
 
 
 def test_unicode_digits_are_the_digits_they_read_as() -> None:
-    """A card typed in full-width or Arabic-Indic digits is a card."""
+    """A card typed in full-width, Arabic-Indic or Devanagari digits is a card."""
     full_width = "".join(chr(ord("０") + int(d)) for d in CARD)
     arabic_indic = "".join(chr(0x0660 + int(d)) for d in CARD)
+    devanagari = " ".join("".join(chr(0x0966 + int(d)) for d in CARD[i : i + 4]) for i in range(0, 16, 4))
     assert redact(full_width) == "•••• •••• •••• 1111"
     assert redact(f"رقم {arabic_indic}") == "رقم •••• •••• •••• 1111"
+    assert redact(devanagari) == "•••• •••• •••• 1111"
+
+
+def test_superscript_and_circled_digits_are_not_read_as_digits() -> None:
+    """Only decimal digits (Unicode Nd) count: no transcriber or keypad writes ⁴¹¹¹ or ④①①①.
+
+    A decision, tested so that changing it is one too."""
+    superscript = "".join("⁰¹²³⁴⁵⁶⁷⁸⁹"[int(d)] for d in CARD)
+    assert redact(superscript) == superscript
 
 
 def test_every_card_length_from_13_to_19_digits_is_a_card() -> None:
