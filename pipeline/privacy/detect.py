@@ -399,6 +399,10 @@ def _find_in_segment(segment: str, offset: int, kinds: frozenset[Kind], region: 
     for kind in PRECEDENCE:
         if kind not in kinds:
             continue
+        if not found:
+            # Nothing masked yet: the text is the segment (the common case, and the cheap one).
+            found = _resolve(_detect(kind, segment, region))
+            continue
         text, origins = _masked_with_origins(segment, found)
         located = [
             Finding(
