@@ -278,10 +278,11 @@ def _phones(text: str, region: str) -> list[Finding]:
 # ── IBANs ───────────────────────────────────────────────────────────────────────────────
 
 # Written whole, or in groups of four with single spaces (ISO 13616's paper format).
+# ASCII classes written out, not re.IGNORECASE: that would let [A-Z] match "ſ" and the Kelvin
+# sign, which fold to letters but are no base-36 digits.
 _IBAN = re.compile(
-    r"(?<![^\W_])(?P<country>[A-Z]{2})(?P<check>[0-9]{2})"
-    r"(?P<rest>(?: [A-Z0-9]{4})+(?: [A-Z0-9]{1,3})?|[A-Z0-9]{11,30})(?![^\W_])",
-    re.IGNORECASE,
+    r"(?<![^\W_])(?P<country>[A-Za-z]{2})(?P<check>[0-9]{2})"
+    r"(?P<rest>(?: [A-Za-z0-9]{4})+(?: [A-Za-z0-9]{1,3})?|[A-Za-z0-9]{11,30})(?![^\W_])"
 )
 IBAN_LENGTH = range(15, 35)
 

@@ -183,6 +183,12 @@ def test_an_iban_keeps_its_country_and_last_four() -> None:
     assert redact("gb82 west 1234 5698 7654 32") == "GB•• •••• •••• 5432"
 
 
+def test_letters_that_only_fold_to_ascii_are_not_iban_letters() -> None:
+    """"ſ" (long s) and "K" (the Kelvin sign) fold to letters but are no IBAN characters."""
+    for text in ("DE8937040044053201300ſ", "DE89 3704 0044 0532 0130 0K", "ſE89370400440532013000"):
+        assert find(text, {Kind.IBAN}) == ()
+
+
 def test_an_iban_with_a_wrong_check_is_not_an_iban() -> None:
     """One digit off, the mod-97 check fails and nothing is masked as an IBAN."""
     assert find("DE89 3704 0044 0532 0130 01", {Kind.IBAN}) == ()
