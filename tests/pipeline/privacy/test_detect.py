@@ -184,7 +184,7 @@ def test_an_iban_keeps_its_country_and_last_four() -> None:
 
 
 def test_letters_that_only_fold_to_ascii_are_not_iban_letters() -> None:
-    """"ſ" (long s) and "K" (the Kelvin sign) fold to letters but are no IBAN characters."""
+    """The long s (U+017F) and the Kelvin sign (U+212A) fold to letters but are no IBAN characters."""
     for text in ("DE8937040044053201300ſ", "DE89 3704 0044 0532 0130 0K", "ſE89370400440532013000"):
         assert find(text, {Kind.IBAN}) == ()
 
