@@ -16,8 +16,9 @@ The rules:
   digit dump, a blob) has every letter and digit masked, so the streaming gate never holds more
   than that bound and never has to guess.
 - **Overlaps.** Findings of different kinds that overlap are one finding: the strongest kind
-  (`PRECEDENCE`) names it, its span is the union, its masked form the strongest's. So a card
-  number is never also a phone number, and nothing of either is left in the clear.
+  (`PRECEDENCE`) names it, its span is the union, its masked form the strongest's (keeping no
+  digit or letter when the union is wider). So a card number is never also a phone number, and
+  nothing of either is left in the clear.
 """
 
 from __future__ import annotations
@@ -347,7 +348,14 @@ def _resolve(findings: list[Finding]) -> list[Finding]:
         if resolved and finding.start < resolved[-1].end:
             last = resolved.pop()
             winner = last if PRECEDENCE.index(last.kind) <= PRECEDENCE.index(finding.kind) else finding
-            resolved.append(Finding(winner.kind, last.start, max(last.end, finding.end), winner.masked))
+            start, end = last.start, max(last.end, finding.end)
+            # What a mask keeps ("1111", "j") stays only where it stood: moved to the edge of a
+            # wider union it would sit beside text it never touched, and could complete a value
+            # there ("•••• 1111" before "one two …") that was not one before masking.
+            kept = (start, end) == (winner.start, winner.end)
+            resolved.append(
+                Finding(winner.kind, start, end, winner.masked if kept else fail_closed(winner.masked))
+            )
         else:
             resolved.append(finding)
     return resolved

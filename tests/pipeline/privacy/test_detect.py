@@ -206,8 +206,14 @@ def test_a_card_number_is_not_also_a_phone_number() -> None:
 
 
 def test_a_card_inside_an_email_address_is_masked_as_a_card() -> None:
-    """A card as an address's local part hides the whole address under the card's mask."""
-    assert redact(f"{CARD}@example.com") == "•••• •••• •••• 1111"
+    """A card as an address's local part hides the whole address under the card's mask, which
+    keeps no digit: its last four would no longer stand where they were."""
+    assert find(f"{CARD}@example.com") == (Finding(Kind.CARD, 0, 28, "•••• •••• •••• ••••"),)
+
+
+def test_a_mask_keeps_its_digits_when_it_covers_just_its_value() -> None:
+    """A phone number overlapping nothing keeps its last two, beside a card that keeps its four."""
+    assert redact("4111 1111 1111 1111 or 415-555-0123") == "•••• •••• •••• 1111 or ••• ••• ••23"
 
 
 def test_only_the_kinds_asked_for_are_masked() -> None:
