@@ -268,10 +268,12 @@ def _emails(text: str) -> list[Finding]:
 def _phones(text: str, region: str) -> list[Finding]:
     findings = []
     for match in phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.VALID):
-        national = str(match.number.national_number)
         # Two digits tell the caller's numbers apart ("the one ending 23"); unlike a card's
-        # last four, a phone number's reach the person, so fewer are kept.
-        masked = f"{MASK * 3} {MASK * 3} {MASK * 2}{national[-2:]}"
+        # last four, a phone number's reach the person, so fewer are kept. They are the last
+        # two of the text matched (an extension's, if it has one), so that what the mask keeps
+        # stands where it stood.
+        last_two = [int(char) for char in match.raw_string if char.isdecimal()][-2:]
+        masked = f"{MASK * 3} {MASK * 3} {MASK * 2}{_ascii(last_two)}"
         findings.append(Finding(Kind.PHONE, match.start, match.end, masked))
     return findings
 

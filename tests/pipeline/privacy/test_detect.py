@@ -170,6 +170,11 @@ def test_a_phone_number_keeps_its_last_two_digits() -> None:
     assert redact("ring +44 20 7946 0958 today") == "ring ••• ••• ••58 today"
 
 
+def test_a_phone_number_with_an_extension_is_masked_with_it() -> None:
+    """The extension is part of the number masked; the digits kept are the last two written."""
+    assert redact("call 415-555-0123 ext. 45 now") == "call ••• ••• ••45 now"
+
+
 def test_a_phone_number_is_read_in_the_given_region() -> None:
     """A number without its country code is valid or not for the region it is read in."""
     assert [f.kind for f in find("020 7946 0958", {Kind.PHONE}, region="GB")] == [Kind.PHONE]
