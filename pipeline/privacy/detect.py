@@ -8,10 +8,11 @@ The rules:
 
 - **Segments.** Text is cut into segments at *barriers*: a word of 5 to 64 letters that is no
   digit word ("three", "double") and no extension marker, standing between characters no value
-  is made of (spaces, `,`, `:` … but not `@ . - _ +`, digits or letters), or one of `? ! ;` and
-  their full-width forms. No detector below can match across a barrier, so each segment is
-  redacted on its own; that is what lets `stream.DeltaGate` release a transcript up to its last
-  barrier and agree with this module exactly.
+  is made of (spaces, `,`, `:` … but not `@ . - _ +`, digits or letters), or `?`, `!`, and the
+  full-width stops, commas, marks and semicolon of CJK text. No detector below can match
+  across a barrier, so each segment is redacted on its own; that is what lets
+  `stream.DeltaGate` release a transcript up to its last barrier and agree with this module
+  exactly.
 - **Fail closed.** A segment longer than `MAXIMUM_SEGMENT_CHARS` (no barrier for that long: a
   digit dump, a blob) has every letter and digit masked, so the streaming gate never holds more
   than that bound and never has to guess.
@@ -256,7 +257,11 @@ def _emails(text: str) -> list[Finding]:
     # Addresses run together ("a@b.comc@d.com") are looked for from each "@" on, not after the
     # whole match: otherwise the second is only found once the first is masked.
     while match := _EMAIL.search(text, position):
-        masked = f"{match['local'][0]}{MASK * 3}@{match['domain']}"
+        first = match["local"][0]
+        # A digit kept would join the digits before it into a new number once masked, and a
+        # lone "o" reads as zero: either is masked too.
+        kept = first if first.isalpha() and first not in "oO" else MASK
+        masked = f"{kept}{MASK * 3}@{match['domain']}"
         findings.append(Finding(Kind.EMAIL, match.start(), match.end(), masked))
         position = match.start("domain")
     return findings
@@ -321,11 +326,13 @@ def _ibans(text: str) -> list[Finding]:
 _NOT_IN_A_VALUE = r"[\w.@+%'\-/&]"
 _BARRIER = re.compile(
     rf"(?<!{_NOT_IN_A_VALUE})(?P<word>[^\W\d_]{{5,{MAXIMUM_BARRIER_LETTERS}}})(?!{_NOT_IN_A_VALUE})"
-    r"|[?!;。，！？；]"
+    # Not ";": libphonenumber reads ";ext=45" as a number's extension.
+    r"|[?!。，！？；]"
 )
 # Words that can be inside a value: spoken digits and multipliers, and the extension markers
 # phone numbers are matched with ("… extension 12").
-_EXTENSION_WORDS = {"extension", "extensión", "anexo", "ramal"}
+# libphonenumber's labels of five letters or more: e?xt(ensi(o|ó))?n?, anexo.
+_EXTENSION_WORDS = {"extension", "extensión", "extensio", "xtension", "xtensión", "xtensio", "anexo"}
 _NOT_BARRIERS = frozenset(_DIGIT_WORDS) | frozenset(_MULTIPLIERS) | _EXTENSION_WORDS
 
 

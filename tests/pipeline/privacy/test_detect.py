@@ -157,6 +157,12 @@ def test_an_email_address_keeps_its_first_letter_and_domain() -> None:
     assert redact("écrivez à élodie@exemple.fr") == "écrivez à é•••@exemple.fr"
 
 
+def test_an_address_beginning_with_a_digit_or_an_o_keeps_no_letter() -> None:
+    """A kept "8" or "o" would read as a digit beside the number before it, so it is masked."""
+    assert redact("80john@example.com") == "••••@example.com"
+    assert redact("oliver@example.com") == "••••@example.com"
+
+
 def test_an_at_sign_alone_is_not_an_email_address() -> None:
     """'@' without a domain (a handle, a price 'at') is left alone."""
     for text in ("ping me @john", "2 @ $3", "john@localhost"):
