@@ -315,7 +315,10 @@ def _ibans(text: str) -> list[Finding]:
             if is_valid_iban(compact):
                 spaced = match["rest"].startswith(" ")
                 end = match.start() + len(head) + sum(len(group) + spaced for group in groups[:count])
-                masked = f"{compact[:2].upper()}{MASK * 2} {MASK * 4} {MASK * 4} {compact[-4:].upper()}"
+                # The last four are kept when they are digits (as most IBANs end): a letter kept
+                # beside them ("O123") could read as a spoken digit once masked.
+                tail = compact[-4:] if compact[-4:].isdecimal() else MASK * 4
+                masked = f"{compact[:2].upper()}{MASK * 2} {MASK * 4} {MASK * 4} {tail}"
                 findings.append(Finding(Kind.IBAN, match.start(), end, masked))
                 break
     return findings

@@ -200,6 +200,12 @@ def test_letters_that_only_fold_to_ascii_are_not_iban_letters() -> None:
         assert find(text, {Kind.IBAN}) == ()
 
 
+def test_an_iban_ending_in_letters_keeps_only_its_country() -> None:
+    """Its last four are kept only when they are digits."""
+    assert redact("NL02ABNA0123456789", {Kind.IBAN}) == "NL•• •••• •••• 6789"
+    assert redact("MT84MALT011000012345MTLCAST001S", {Kind.IBAN}) == "MT•• •••• •••• ••••"
+
+
 def test_an_iban_with_a_wrong_check_is_not_an_iban() -> None:
     """One digit off, the mod-97 check fails and nothing is masked as an IBAN."""
     assert find("DE89 3704 0044 0532 0130 01", {Kind.IBAN}) == ()
