@@ -48,10 +48,11 @@ class DeltaGate:
         # it ("x.hello" is part of an address, " hello" is not).
         self._before = ""
 
+    # A count, not the text: what is held is still in the clear.
     @property
-    def held(self) -> str:
-        """The text held back (not yet released), as it arrived."""
-        return self._held
+    def held_chars(self) -> int:
+        """How many characters are held back (not yet released)."""
+        return len(self._held)
 
     def push(self, delta: str) -> str:
         """Take the next delta; answer the redacted text that is safe to release now."""

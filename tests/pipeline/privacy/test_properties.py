@@ -80,5 +80,5 @@ def test_the_delta_gate_releases_what_the_batch_redacts(split: tuple[str, list[s
     released = []
     for delta in deltas:
         released.append(gate.push(delta))
-        assert len(gate.held) <= MAXIMUM_HELD_CHARS
+        assert gate.held_chars <= MAXIMUM_HELD_CHARS
     assert "".join(released) + gate.flush() == redact(text)
