@@ -8,7 +8,7 @@ from itertools import pairwise
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.privacy.detect import MAXIMUM_SEGMENT_CHARS, _tokens, redact
+from pipeline.privacy.detect import MAXIMUM_SEGMENT_CHARS, _tokens, find, redact
 from pipeline.privacy.stream import MAXIMUM_HELD_CHARS, DeltaGate
 from tests.pipeline.privacy.strategies import TEXTS, WORDS, said_cards
 
@@ -42,6 +42,19 @@ def test_redacting_twice_is_redacting_once(text: str) -> None:
     """A redacted text has nothing left to redact: masks are not read as new values."""
     once = redact(text)
     assert redact(once) == once
+
+
+@PROPERTY_SETTINGS
+@given(TEXTS)
+def test_redact_replaces_exactly_what_find_reports(text: str) -> None:
+    """The findings are in order, none overlapping, and replacing each by its mask is `redact`."""
+    findings = find(text)
+    pieces, position = [], 0
+    for finding in findings:
+        assert position <= finding.start < finding.end
+        pieces += [text[position : finding.start], finding.masked]
+        position = finding.end
+    assert "".join([*pieces, text[position:]]) == redact(text)
 
 
 # No decimal digit (of any script) and no "@"; spoken digits may be there, too few to be a number.
