@@ -113,11 +113,21 @@ PIECES = st.one_of(
             "。",
             " uh ",
             "\u200b",
+            "/",
+            "o",
+            " ext. 45",
+            "•••• 1111",
+            "80john@example.com",
+            "oliver@example.com",
+            "NL02ABNA0123456789",
+            "one two three, four five, six seven eight nine",
             "您的订单",
         ]
     ),
     st.integers(0, 99_999).map(str),
     st.text(max_size=8),
     said_cards().map(lambda card: card[1]),
+    # Now and then a stretch long enough to be masked whole.
+    st.sampled_from(["ab1-", "4 ", "x"]).map(lambda piece: piece * 300),
 )
 TEXTS = st.lists(PIECES, max_size=24).map("".join)

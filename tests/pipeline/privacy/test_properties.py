@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from pipeline.privacy.detect import MAXIMUM_SEGMENT_CHARS, _tokens, find, redact
+from pipeline.privacy.detect import MAXIMUM_SEGMENT_CHARS, _tokens, find, redact, segments
 from pipeline.privacy.stream import MAXIMUM_HELD_CHARS, DeltaGate
 from tests.pipeline.privacy.strategies import TEXTS, WORDS, said_cards
 
@@ -47,7 +47,9 @@ def test_redacting_twice_is_redacting_once(text: str) -> None:
 @PROPERTY_SETTINGS
 @given(TEXTS)
 def test_redact_replaces_exactly_what_find_reports(text: str) -> None:
-    """The findings are in order, none overlapping, and replacing each by its mask is `redact`."""
+    """The findings are in order, none overlapping, and replacing each by its mask is `redact`
+    (over-long segments aside: those are masked whole and report nothing)."""
+    assume(all(end - start <= MAXIMUM_SEGMENT_CHARS for start, end in segments(text)))
     findings = find(text)
     pieces, position = [], 0
     for finding in findings:
