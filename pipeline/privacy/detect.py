@@ -307,13 +307,13 @@ def _ibans(text: str) -> list[Finding]:
     findings = []
     for match in _IBAN.finditer(text):
         head = match["country"] + match["check"]
-        groups = match["rest"].split(" ")[1:] if match["rest"].startswith(" ") else [match["rest"]]
+        spaced = match["rest"].startswith(" ")
+        groups = match["rest"].split(" ")[1:] if spaced else [match["rest"]]
         # A spaced IBAN may be followed by a word of four that is not part of it: the longest
         # prefix of whole groups that checks is the IBAN.
         for count in range(len(groups), 0, -1):
             compact = head + "".join(groups[:count])
             if is_valid_iban(compact):
-                spaced = match["rest"].startswith(" ")
                 end = match.start() + len(head) + sum(len(group) + spaced for group in groups[:count])
                 # The last four are kept when they are digits (as most IBANs end): a letter kept
                 # beside them ("O123") could read as a spoken digit once masked.
@@ -332,9 +332,9 @@ _BARRIER = re.compile(
     # Not ";": libphonenumber reads ";ext=45" as a number's extension.
     r"|[?!。，！？；]"
 )
-# Words that can be inside a value: spoken digits and multipliers, and the extension markers
-# phone numbers are matched with ("… extension 12").
-# libphonenumber's labels of five letters or more: e?xt(ensi(o|ó))?n?, anexo.
+# Words that can be inside a value: spoken digits and multipliers, and the extension labels
+# of five letters or more that libphonenumber matches a number with ("… extension 12": its
+# pattern is e?xt(ensi(o|ó))?n? or anexo).
 _EXTENSION_WORDS = {"extension", "extensión", "extensio", "xtension", "xtensión", "xtensio", "anexo"}
 _NOT_BARRIERS = frozenset(_DIGIT_WORDS) | frozenset(_MULTIPLIERS) | _EXTENSION_WORDS
 
