@@ -232,11 +232,13 @@ def _ssns(text: str) -> list[Finding]:
         digits = tuple(int(char) for char in "".join(match.groups()))
         if is_valid_ssn(digits):
             findings.append(Finding(Kind.SSN, match.start(), match.end(), _ssn_mask(digits)))
-    # Spoken, an SSN is nine digits said as one number ("one two three, four five, …"); nine
-    # written digits with no grouping are too often something else (an order, a ZIP+4) to count.
+    # Spoken, an SSN is nine digits said as one number ("one two three, four five, …"), which
+    # a transcriber may also write digit by digit ("1 2 3 4 5 6 7 8 9"); nine digits written
+    # whole or grouped otherwise are too often something else (an order, a ZIP+4) to count.
     for run in _runs(text):
         digits = tuple(digit for token in run for digit in token.digits)
-        if len(digits) == SSN_DIGITS and any(token.is_spoken for token in run) and is_valid_ssn(digits):
+        said = all(token.is_spoken or len(token.digits) == 1 for token in run)
+        if len(digits) == SSN_DIGITS and said and is_valid_ssn(digits):
             findings.append(Finding(Kind.SSN, run[0].start, run[-1].end, _ssn_mask(digits)))
     return findings
 

@@ -138,6 +138,7 @@ def test_an_ssn_keeps_its_last_four() -> None:
     assert redact("ssn 123-45-6789 ok") == "ssn •••-••-6789 ok"
     assert redact("ssn 123 45 6789 ok") == "ssn •••-••-6789 ok"
     assert redact("it is one two three, four five, six seven eight nine") == "it is •••-••-6789"
+    assert redact("it is 1 2 3 4 5 6 7 8 9") == "it is •••-••-6789"
 
 
 @pytest.mark.parametrize("text", ["000-12-3456", "666-12-3456", "912-34-5678", "123-00-4567", "123-45-0000"])
@@ -147,8 +148,9 @@ def test_numbers_never_issued_as_ssns_are_not_ssns(text: str) -> None:
 
 
 def test_nine_unbroken_digits_are_not_an_ssn() -> None:
-    """Nine written digits without grouping are too often an order or a ZIP+4 to mask."""
+    """Nine written digits, whole or grouped as a ZIP+4, are too often something else to mask."""
     assert redact("order 123456789") == "order 123456789"
+    assert redact("Springfield, IL 62704-1234") == "Springfield, IL 62704-1234"
 
 
 def test_an_email_address_keeps_its_first_letter_and_domain() -> None:
