@@ -98,10 +98,10 @@ _DIGIT_TOKEN = re.compile(
     re.IGNORECASE,
 )
 # What may stand between the groups of one number: "4111 1111", "4111-1111", "four, one",
-# "4111/1111", characters that show as nothing (a zero-width space or joiner, a soft hyphen:
-# typed or pasted, they would otherwise hide a card in plain sight), and a transcriber's filler
-# ("four one, uh, one one").
-_GAP = r"[\s\-‐‑‒–—.,/_\u00ad\u200b-\u200d\u2060\ufeff]"
+# "4111/1111", "(4111) 1111", "4111*1111", characters that show as nothing (a zero-width space
+# or joiner, a soft hyphen: typed or pasted, they would otherwise hide a card in plain sight),
+# and a transcriber's filler ("four one, uh, one one").
+_GAP = r"[\s\-‐‑‒–—.,/_()*\u00ad\u200b-\u200d\u2060\ufeff]"
 _FILLERS = "uh|um|umm|uhm|er|erm|ah|hmm"
 _SEPARATOR = re.compile(rf"{_GAP}{{0,3}}(?:(?:{_FILLERS}){_GAP}{{1,3}})?", re.IGNORECASE)
 
