@@ -418,6 +418,9 @@ def _detect(kind: Kind, text: str, region: str) -> list[Finding]:
 def _find_in_segment(segment: str, offset: int, kinds: frozenset[Kind], region: str) -> list[Finding]:
     # Each kind, strongest first, is looked for in the text as the stronger kinds left it
     # masked: what a later kind reads is what `redact` gives it a second time.
+    # Every kind but e-mail needs a digit, written or spoken; most of what is said has neither.
+    if "@" not in segment and _DIGIT_TOKEN.search(segment) is None:
+        return []
     found: list[Finding] = []
     for kind in PRECEDENCE:
         if kind not in kinds:
