@@ -1,0 +1,491 @@
+"""What in a transcript is sensitive, and its masked form.
+
+`find(text, kinds)` names each sensitive value of the asked kinds with its span and the masked
+form that replaces it; `redact(text, kinds)` is the text with every one replaced. Pure: no I/O,
+no clock, no logging (the clear value must never reach a log line from here either).
+
+The rules:
+
+- **Segments.** Text is cut into segments at *barriers*: a word of 5 to 64 letters that is no
+  digit word ("three", "double") and no extension marker, standing between characters no value
+  is made of (spaces, `,`, `:` … but not `@ . - _ +`, digits or letters), or `?`, `!`, and the
+  full-width stops, commas, marks and semicolon of CJK text. No detector below can match
+  across a barrier, so each segment is redacted on its own; that is what lets
+  `stream.DeltaGate` release a transcript up to its last barrier and agree with this module
+  exactly.
+- **Fail closed.** A segment longer than `MAXIMUM_SEGMENT_CHARS` (no barrier for that long: a
+  digit dump, a blob) has every letter and digit masked, so the streaming gate never holds more
+  than that bound and never has to guess.
+- **Overlaps.** Findings of different kinds that overlap are one finding: the strongest kind
+  (`PRECEDENCE`) names it, its span is the union, its masked form the strongest's (keeping no
+  digit or letter when the union is wider). So a card number is never also a phone number, and
+  nothing of either is left in the clear.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+
+import phonenumbers
+
+
+class Kind(StrEnum):
+    """The kinds of sensitive value: card, ssn, email, phone, iban."""
+
+    CARD = "card"
+    SSN = "ssn"
+    EMAIL = "email"
+    PHONE = "phone"
+    IBAN = "iban"
+
+
+ALL_KINDS = frozenset(Kind)
+
+# Which kind names a value two detectors both claim. An IBAN's mod-97 check covers its letters
+# too, so digits inside a valid IBAN that also pass Luhn are the IBAN's; a card beats the
+# looser shapes of an SSN, an e-mail's local part and a phone number.
+PRECEDENCE = (Kind.IBAN, Kind.CARD, Kind.SSN, Kind.EMAIL, Kind.PHONE)
+
+MASK = "•"
+
+# A segment with no barrier for this long is masked whole (letters and digits): the streaming
+# gate holds at most this much (plus one barrier word) before it must release something.
+MAXIMUM_SEGMENT_CHARS = 1_000
+# A longer run of letters is no barrier, so the gate never holds a word longer than this.
+MAXIMUM_BARRIER_LETTERS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One sensitive value: its kind, its span in the text, and what replaces it."""
+
+    kind: Kind
+    start: int
+    end: int
+    masked: str
+
+
+# ── digits, written and spoken ──────────────────────────────────────────────────────────
+
+_DIGIT_WORDS = {
+    "zero": 0,
+    "oh": 0,
+    "o": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+}
+_MULTIPLIERS = {"double": 2, "triple": 3}
+_WORD = "|".join(sorted(_DIGIT_WORDS, key=len, reverse=True))
+_NOT_AFTER_LETTER = r"(?<![^\W\d_])"
+_NOT_BEFORE_LETTER = r"(?![^\W\d_])"
+# `\d` is every Unicode decimal digit: a full-width "４" or an Arabic-Indic "٤" is the digit it
+# reads as, so a card typed in either is still a card.
+_DIGIT_TOKEN = re.compile(
+    rf"{_NOT_AFTER_LETTER}(?P<times>double|triple)[ \-]+"
+    rf"(?:(?P<multiplied_word>{_WORD}){_NOT_BEFORE_LETTER}|(?P<multiplied_digit>\d)(?!\d))"
+    rf"|{_NOT_AFTER_LETTER}(?P<word>{_WORD}){_NOT_BEFORE_LETTER}"
+    r"|(?P<digits>\d+)",
+    re.IGNORECASE,
+)
+# What may stand between the groups of one number: "4111 1111", "4111-1111", "four, one",
+# "4111/1111", "(4111) 1111", "4111*1111", characters that show as nothing (a zero-width space
+# or joiner, a soft hyphen: typed or pasted, they would otherwise hide a card in plain sight),
+# and a transcriber's filler ("four one, uh, one one").
+_GAP = r"[\s\-‐‑‒–—.,/_()*\u00ad\u200b-\u200d\u2060\ufeff]"
+_FILLERS = "uh|um|umm|uhm|er|erm|ah|hmm"
+_SEPARATOR = re.compile(rf"{_GAP}{{0,3}}(?:(?:{_FILLERS}){_GAP}{{1,3}})?", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class _Token:
+    start: int
+    end: int
+    digits: tuple[int, ...]
+    is_spoken: bool
+
+
+def _tokens(text: str) -> list[_Token]:
+    tokens = []
+    for match in _DIGIT_TOKEN.finditer(text):
+        if match["digits"] is not None:
+            digits = tuple(int(char) for char in match["digits"])
+            spoken = False
+        elif match["word"] is not None:
+            digits = (_DIGIT_WORDS[match["word"].lower()],)
+            spoken = True
+        else:
+            one = match["multiplied_word"] or match["multiplied_digit"]
+            digit = _DIGIT_WORDS[one.lower()] if one.lower() in _DIGIT_WORDS else int(one)
+            digits = (digit,) * _MULTIPLIERS[match["times"].lower()]
+            spoken = True
+        tokens.append(_Token(match.start(), match.end(), digits, spoken))
+    return tokens
+
+
+def _runs(text: str) -> Iterator[list[_Token]]:
+    """The tokens in groups that read as one number: only separators between them."""
+    run: list[_Token] = []
+    for token in _tokens(text):
+        if run and not _SEPARATOR.fullmatch(text, run[-1].end, token.start):
+            yield run
+            run = []
+        run.append(token)
+    if run:
+        yield run
+
+
+def _ascii(digits: Iterable[int]) -> str:
+    return "".join(str(digit) for digit in digits)
+
+
+# ── cards ───────────────────────────────────────────────────────────────────────────────
+
+CARD_DIGITS = range(13, 20)
+
+
+def is_luhn_valid(digits: tuple[int, ...]) -> bool:
+    """The Luhn check (ISO/IEC 7812-1) every payment card number passes."""
+    total = 0
+    for place, digit in enumerate(reversed(digits)):
+        doubled = digit * 2 if place % 2 else digit
+        total += doubled - 9 if doubled > 9 else doubled
+    return total % 10 == 0
+
+
+def _cards(text: str) -> list[Finding]:
+    findings = []
+    for run in _runs(text):
+        digits: list[int] = []
+        token_of: list[int] = []
+        ends: list[int] = []
+        for index, token in enumerate(run):
+            digits.extend(token.digits)
+            token_of.extend([index] * len(token.digits))
+            ends.append(len(digits))
+        if len(digits) < CARD_DIGITS.start:
+            continue
+        # A number starts where a group does, and also 2 or 4 digits before a group ends: the
+        # digits a mask keeps ("•••• 1111", "••23") are a group of their own once masked, so a
+        # number they start with after masking was looked for before it too (redact is
+        # idempotent).
+        starts = {0} | {ends[i] for i in range(len(ends) - 1)} | {end - k for end in ends for k in (2, 4)}
+        # (first character, last character, the digit the number ends before)
+        spans: list[tuple[int, int, int]] = []
+        for start in sorted(s for s in starts if s >= 0):
+            for end in ends:
+                if end - start in CARD_DIGITS and is_luhn_valid(tuple(digits[start:end])):
+                    spans.append((run[token_of[start]].start, run[token_of[end - 1]].end, end))
+        # Overlapping numbers in one run are masked as one, keeping the last four of the one
+        # that ends last: a spurious Luhn hit that overlaps a real card must not leave part of
+        # the card in the clear.
+        merged: list[tuple[int, int, int]] = []
+        for span in sorted(spans):
+            if merged and span[0] < merged[-1][1]:
+                first = merged.pop()
+                merged.append((first[0], *max(first[1:], span[1:])))
+            else:
+                merged.append(span)
+        findings += [
+            Finding(Kind.CARD, start, end, _card_mask(digits[digit_end - 4 : digit_end]))
+            for start, end, digit_end in merged
+        ]
+    return findings
+
+
+def _card_mask(last_four: Iterable[int]) -> str:
+    # The last four are what an agent reads back ("the card ending 1111"), and what PCI DSS
+    # allows to be shown (3.4.1); the length is not kept, so the brand's length is not told.
+    return f"{MASK * 4} {MASK * 4} {MASK * 4} {_ascii(last_four)}"
+
+
+# ── US social security numbers ──────────────────────────────────────────────────────────
+
+_WRITTEN_SSN = re.compile(r"(?<!\d)(\d{3})[ \-](\d{2})[ \-](\d{4})(?!\d)")
+SSN_DIGITS = 9
+
+
+def is_valid_ssn(digits: tuple[int, ...]) -> bool:
+    """Area 000, 666 and 900 to 999, group 00 and serial 0000 are never issued (SSA)."""
+    area, group, serial = digits[:3], digits[3:5], digits[5:]
+    return area != (0, 0, 0) and area != (6, 6, 6) and area[0] != 9 and group != (0, 0) and serial != (0,) * 4
+
+
+def _ssn_mask(digits: tuple[int, ...]) -> str:
+    # The last four are how an agent confirms an SSN ("the one ending 6789") and what a
+    # truncated SSN shows on US forms; area and group narrow down where and when it was issued.
+    return f"{MASK * 3}-{MASK * 2}-{_ascii(digits[5:])}"
+
+
+def _ssns(text: str) -> list[Finding]:
+    findings = []
+    for match in _WRITTEN_SSN.finditer(text):
+        digits = tuple(int(char) for char in "".join(match.groups()))
+        if is_valid_ssn(digits):
+            findings.append(Finding(Kind.SSN, match.start(), match.end(), _ssn_mask(digits)))
+    # Spoken, an SSN is nine digits said as one number ("one two three, four five, …"), which
+    # a transcriber may also write digit by digit ("1 2 3 4 5 6 7 8 9"); nine digits written
+    # whole or grouped otherwise are too often something else (an order, a ZIP+4) to count.
+    for run in _runs(text):
+        digits = tuple(digit for token in run for digit in token.digits)
+        said = all(token.is_spoken or len(token.digits) == 1 for token in run)
+        if len(digits) == SSN_DIGITS and said and is_valid_ssn(digits):
+            findings.append(Finding(Kind.SSN, run[0].start, run[-1].end, _ssn_mask(digits)))
+    return findings
+
+
+# ── e-mail addresses ────────────────────────────────────────────────────────────────────
+
+_EMAIL = re.compile(
+    r"(?<![\w.%+'\-])(?P<local>[\w%+'\-]+(?:\.[\w%+'\-]+)*)"
+    r"@(?P<domain>(?:[^\W_](?:[\w\-]*[^\W_])?\.)+[^\W\d_]{2,})(?![\w\-@])"
+)
+
+
+def _emails(text: str) -> list[Finding]:
+    # The first letter and the domain are what an agent needs to say which address ("j… at
+    # example.com"); the rest of the local part is the person's.
+    findings = []
+    position = 0
+    # Addresses run together ("a@b.comc@d.com") are looked for from each "@" on, not after the
+    # whole match: otherwise the second is only found once the first is masked.
+    while match := _EMAIL.search(text, position):
+        first = match["local"][0]
+        # A digit kept would join the digits before it into a new number once masked, and a
+        # lone "o" reads as zero: either is masked too.
+        kept = first if first.isalpha() and first not in "oO" else MASK
+        masked = f"{kept}{MASK * 3}@{match['domain']}"
+        findings.append(Finding(Kind.EMAIL, match.start(), match.end(), masked))
+        position = match.start("domain")
+    return findings
+
+
+# ── phone numbers ───────────────────────────────────────────────────────────────────────
+
+
+def _phones(text: str, region: str) -> list[Finding]:
+    findings = []
+    for match in phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.VALID):
+        # Two digits tell the caller's numbers apart ("the one ending 23"); unlike a card's
+        # last four, a phone number's reach the person, so fewer are kept. They are the last
+        # two of the text matched (an extension's, if it has one), so that what the mask keeps
+        # stands where it stood.
+        last_two = [int(char) for char in match.raw_string if char.isdecimal()][-2:]
+        masked = f"{MASK * 3} {MASK * 3} {MASK * 2}{_ascii(last_two)}"
+        findings.append(Finding(Kind.PHONE, match.start, match.end, masked))
+    return findings
+
+
+# ── IBANs ───────────────────────────────────────────────────────────────────────────────
+
+# Written whole, or in groups of four with single spaces (ISO 13616's paper format).
+# ASCII classes written out, not re.IGNORECASE: that would let [A-Z] match "ſ" and the Kelvin
+# sign, which fold to letters but are no base-36 digits.
+_IBAN = re.compile(
+    r"(?<![^\W_])(?P<country>[A-Za-z]{2})(?P<check>[0-9]{2})"
+    r"(?P<rest>(?: [A-Za-z0-9]{4})+(?: [A-Za-z0-9]{1,3})?|[A-Za-z0-9]{11,30})(?![^\W_])"
+)
+IBAN_LENGTH = range(15, 35)
+
+
+def is_valid_iban(compact: str) -> bool:
+    """ISO 13616: the country and check digits moved to the end, letters as 10 to 35, mod 97 is 1."""
+    if len(compact) not in IBAN_LENGTH:
+        return False
+    rotated = compact[4:] + compact[:4]
+    return int("".join(str(int(char, 36)) for char in rotated.upper())) % 97 == 1
+
+
+def _ibans(text: str) -> list[Finding]:
+    findings = []
+    for match in _IBAN.finditer(text):
+        head = match["country"] + match["check"]
+        spaced = match["rest"].startswith(" ")
+        groups = match["rest"].split(" ")[1:] if spaced else [match["rest"]]
+        # A spaced IBAN may be followed by a word of four that is not part of it: the longest
+        # prefix of whole groups that checks is the IBAN.
+        for count in range(len(groups), 0, -1):
+            compact = head + "".join(groups[:count])
+            if is_valid_iban(compact):
+                end = match.start() + len(head) + sum(len(group) + spaced for group in groups[:count])
+                # The last four are kept when they are digits (as most IBANs end): a letter kept
+                # beside them ("O123") could read as a spoken digit once masked.
+                tail = compact[-4:] if compact[-4:].isdecimal() else MASK * 4
+                masked = f"{compact[:2].upper()}{MASK * 2} {MASK * 4} {MASK * 4} {tail}"
+                findings.append(Finding(Kind.IBAN, match.start(), end, masked))
+                break
+    return findings
+
+
+# ── segments and the whole ──────────────────────────────────────────────────────────────
+
+_NOT_IN_A_VALUE = r"[\w.@+%'\-/&]"
+_BARRIER = re.compile(
+    rf"(?<!{_NOT_IN_A_VALUE})(?P<word>[^\W\d_]{{5,{MAXIMUM_BARRIER_LETTERS}}})(?!{_NOT_IN_A_VALUE})"
+    # Not ";": libphonenumber reads ";ext=45" as a number's extension.
+    r"|[?!。，！？；]"
+)
+# Words that can be inside a value: spoken digits and multipliers, and the extension labels
+# of five letters or more that libphonenumber matches a number with ("… extension 12": its
+# pattern is e?xt(ensi(o|ó))?n? or anexo).
+_EXTENSION_WORDS = {"extension", "extensión", "extensio", "xtension", "xtensión", "xtensio", "anexo"}
+_NOT_BARRIERS = frozenset(_DIGIT_WORDS) | frozenset(_MULTIPLIERS) | _EXTENSION_WORDS
+
+
+def barriers(text: str, start: int = 0) -> Iterator[re.Match[str]]:
+    """The barriers in `text` from `start` on, in order (see the module docstring); the
+    characters before `start` are still seen as what comes before."""
+    for match in _BARRIER.finditer(text, start):
+        if match["word"] is None or match["word"].lower() not in _NOT_BARRIERS:
+            yield match
+
+
+def fail_closed(segment: str) -> str:
+    """Every letter and digit masked: what an over-long segment becomes."""
+    return re.sub(r"[^\W_]", MASK, segment)
+
+
+def _resolve(findings: list[Finding]) -> list[Finding]:
+    """Overlapping findings made one: the strongest kind (the earlier finding, when of a kind)
+    names it, its span is the union, its mask replaces all of it."""
+    resolved: list[Finding] = []
+    for finding in sorted(findings, key=lambda f: (f.start, PRECEDENCE.index(f.kind), -f.end)):
+        if resolved and finding.start < resolved[-1].end:
+            last = resolved.pop()
+            winner = last if PRECEDENCE.index(last.kind) <= PRECEDENCE.index(finding.kind) else finding
+            start, end = last.start, max(last.end, finding.end)
+            # What a mask keeps ("1111", "j") stays only where it stood: moved to the edge of a
+            # wider union it would sit beside text it never touched, and could complete a value
+            # there ("•••• 1111" before "one two …") that was not one before masking.
+            kept = (start, end) == (winner.start, winner.end)
+            resolved.append(
+                Finding(winner.kind, start, end, winner.masked if kept else fail_closed(winner.masked))
+            )
+        else:
+            resolved.append(finding)
+    return resolved
+
+
+def _masked_with_origins(segment: str, findings: list[Finding]) -> tuple[str, list[tuple[int, int]]]:
+    """The segment with these findings masked, and for each of its characters the span of the
+    segment it stands for (a mask's characters stand for the whole value)."""
+    pieces: list[str] = []
+    origins: list[tuple[int, int]] = []
+    position = 0
+    for finding in findings:
+        pieces.append(segment[position : finding.start])
+        origins.extend((i, i + 1) for i in range(position, finding.start))
+        pieces.append(finding.masked)
+        origins.extend([(finding.start, finding.end)] * len(finding.masked))
+        position = finding.end
+    pieces.append(segment[position:])
+    origins.extend((i, i + 1) for i in range(position, len(segment)))
+    return "".join(pieces), origins
+
+
+# A mask and the digits or letters it keeps ("•••• 1111", "••23", "j•••").
+_MASKED = re.compile(rf"{MASK}[{MASK}\s\-]*[^\W_]*")
+
+
+def _detect(kind: Kind, text: str, region: str) -> list[Finding]:
+    if kind is Kind.IBAN:
+        return _ibans(text) if any(char.isdecimal() for char in text) else []
+    if kind is Kind.CARD:
+        return _cards(text)
+    if kind is Kind.SSN:
+        return _ssns(text)
+    if kind is Kind.EMAIL:
+        return _emails(text) if "@" in text else []
+    # libphonenumber decides on the digits around a candidate (a number followed by more
+    # digits is no number), so it reads the text with every mask blanked, the digits a mask
+    # keeps included: then it reads the same whether a value beside a phone number is still
+    # there or masked already, which keeps `redact` idempotent. A phone number typed right
+    # after a "•" is not found that way; the stronger kinds do not blank what follows a "•".
+    if not any(char.isdecimal() for char in text):
+        return []
+    return _phones(_MASKED.sub(lambda match: MASK * len(match.group()), text), region)
+
+
+def _find_in_segment(segment: str, offset: int, kinds: frozenset[Kind], region: str) -> list[Finding]:
+    # Each kind, strongest first, is looked for in the text as the stronger kinds left it
+    # masked: what a later kind reads is what `redact` gives it a second time.
+    # Every kind but e-mail needs a digit, written or spoken; most of what is said has neither.
+    if "@" not in segment and _DIGIT_TOKEN.search(segment) is None:
+        return []
+    found: list[Finding] = []
+    for kind in PRECEDENCE:
+        if kind not in kinds:
+            continue
+        if not found:
+            # Nothing masked yet: the text is the segment (the common case, and the cheap one).
+            found = _resolve(_detect(kind, segment, region))
+            continue
+        text, origins = _masked_with_origins(segment, found)
+        located = [
+            Finding(
+                kind,
+                min(origins[i][0] for i in range(f.start, f.end)),
+                max(origins[i][1] for i in range(f.start, f.end)),
+                f.masked,
+            )
+            for f in _detect(kind, text, region)
+        ]
+        found = _resolve(found + located)
+    return [Finding(f.kind, f.start + offset, f.end + offset, f.masked) for f in found]
+
+
+def segments(text: str) -> Iterator[tuple[int, int]]:
+    """The spans between barriers (possibly empty), in order."""
+    position = 0
+    for barrier in barriers(text):
+        yield position, barrier.start()
+        position = barrier.end()
+    yield position, len(text)
+
+
+def find(text: str, kinds: Iterable[Kind] = ALL_KINDS, *, region: str = "US") -> tuple[Finding, ...]:
+    """The sensitive values of these kinds in `text`, in order, none overlapping.
+
+    A segment masked whole for its length (`fail_closed`) reports no findings; `redact` masks it.
+    `region` is the country a phone number without its country code is read in."""
+    wanted = frozenset(kinds)
+    found: list[Finding] = []
+    for start, end in segments(text):
+        if end - start <= MAXIMUM_SEGMENT_CHARS:
+            found += _find_in_segment(text[start:end], start, wanted, region)
+    return tuple(found)
+
+
+def redact(text: str, kinds: Iterable[Kind] = ALL_KINDS, *, region: str = "US") -> str:
+    """`text` with every sensitive value of these kinds replaced by its masked form."""
+    wanted = frozenset(kinds)
+    pieces: list[str] = []
+    position = 0
+    for start, end in segments(text):
+        pieces.append(text[position:start])
+        pieces.append(redact_segment(text[start:end], wanted, region))
+        position = end
+    return "".join(pieces)
+
+
+def redact_segment(segment: str, kinds: frozenset[Kind], region: str) -> str:
+    """One segment redacted: masked whole if over-long, else each finding replaced."""
+    if len(segment) > MAXIMUM_SEGMENT_CHARS:
+        return fail_closed(segment)
+    pieces: list[str] = []
+    position = 0
+    for finding in _find_in_segment(segment, 0, kinds, region):
+        pieces.append(segment[position : finding.start])
+        pieces.append(finding.masked)
+        position = finding.end
+    pieces.append(segment[position:])
+    return "".join(pieces)

@@ -1,0 +1,31 @@
+"""What a session's privacy policy asks to be redacted.
+
+`privacy: {"redact": ["email", "phone"]}` on a session (or a route's session) names the kinds
+to redact; card numbers and SSNs are redacted whatever it says, because no policy may make
+Switchboard keep them readable (PCI DSS requirement 3.5: a card number is unreadable wherever
+it is stored; an SSN is the key to a US identity). Not yet read by the API: this is the model
+it will validate with.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from pipeline.privacy.detect import Kind
+
+ALWAYS_REDACTED = frozenset({Kind.CARD, Kind.SSN})
+
+
+class PrivacyPolicy(BaseModel):
+    """The kinds a session asks to redact (`redact`) and what is redacted (`kinds`)."""
+
+    # Outbound-style strictness: a misspelt field ("redacted") or kind ("e-mail") is refused
+    # (422 at the API) rather than silently leaving a value in the clear.
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    redact: tuple[Kind, ...] = ()
+
+    @property
+    def kinds(self) -> frozenset[Kind]:
+        """What is redacted: the kinds asked for, and cards and SSNs always."""
+        return ALWAYS_REDACTED | frozenset(self.redact)

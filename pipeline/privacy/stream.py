@@ -1,0 +1,119 @@
+"""A transcript's deltas redacted as they arrive, agreeing exactly with `detect.redact`.
+
+A card number said "four one one one …" arrives over many deltas; releasing each as it comes
+would show the watchers the first digits before the last ones make it a card. `DeltaGate`
+holds back the text after the last barrier (`detect.barriers`: no value spans one) and
+releases, redacted, everything before it. So, for any split of any text,
+
+    "".join(gate.push(delta) for delta in deltas) + gate.flush() == redact(text)
+
+The held-back text is bounded: at most `MAXIMUM_HELD_CHARS` after a push, because a segment
+that grows past `detect.MAXIMUM_SEGMENT_CHARS` without a barrier is masked whole
+(`detect.fail_closed`, letter by letter), and that much can be released as it comes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from pipeline.privacy.detect import (
+    ALL_KINDS,
+    MAXIMUM_BARRIER_LETTERS,
+    MAXIMUM_SEGMENT_CHARS,
+    Kind,
+    barriers,
+    fail_closed,
+    redact,
+)
+
+# What a gate may hold after a push: an open segment up to its bound, and a word at the end
+# that may yet turn out to be the barrier that closes it.
+MAXIMUM_HELD_CHARS = MAXIMUM_SEGMENT_CHARS + MAXIMUM_BARRIER_LETTERS
+
+_TRAILING_LETTERS = re.compile(r"[^\W\d_]*\Z")
+
+
+class DeltaGate:
+    """One transcript item's deltas in; what is safe to show out, redacted."""
+
+    def __init__(self, kinds: Iterable[Kind] = ALL_KINDS, *, region: str = "US") -> None:
+        self._kinds = frozenset(kinds)
+        self._region = region
+        # The text not yet released; it starts where a segment does, or, while `_over_long`,
+        # inside a segment already known to be masked whole.
+        self._held = ""
+        self._over_long = False
+        # The last character released: whether a word is a barrier depends on the one before
+        # it ("x.hello" is part of an address, " hello" is not).
+        self._before = ""
+
+    # A count, not the text: what is held is still in the clear.
+    @property
+    def held_chars(self) -> int:
+        """How many characters are held back (not yet released)."""
+        return len(self._held)
+
+    def push(self, delta: str) -> str:
+        """Take the next delta; answer the redacted text that is safe to release now."""
+        self._held += delta
+        released: list[str] = []
+        while True:
+            if self._over_long:
+                barrier = next((b for b in self._barriers() if self._is_settled(b)), None)
+                if barrier is None:
+                    cut = self._undecided_from()
+                    released.append(fail_closed(self._held[:cut]))
+                    self._release(cut)
+                    break
+                start, end = barrier.start() - len(self._before), barrier.end() - len(self._before)
+                released.append(fail_closed(self._held[:start]) + barrier.group())
+                self._release(end)
+                self._over_long = False
+            settled = [b for b in self._barriers() if self._is_settled(b)]
+            if settled:
+                cut = settled[-1].end() - len(self._before)
+                released.append(redact(self._held[:cut], self._kinds, region=self._region))
+                self._release(cut)
+            # No barrier before `_undecided_from`, so the open segment is at least that long.
+            if self._undecided_from() > MAXIMUM_SEGMENT_CHARS:
+                self._over_long = True
+                continue
+            break
+        return "".join(released)
+
+    def flush(self) -> str:
+        """The item is final: answer the rest, redacted."""
+        held, self._held = self._held, ""
+        if not self._over_long:
+            self._before = ""
+            return redact(held, self._kinds, region=self._region)
+        self._over_long = False
+        before, self._before = self._before, ""
+        barrier = next(barriers(before + held, len(before)), None)
+        if barrier is None:
+            return fail_closed(held)
+        start, end = barrier.start() - len(before), barrier.end() - len(before)
+        rest = redact(held[end:], self._kinds, region=self._region)
+        return fail_closed(held[:start]) + barrier.group() + rest
+
+    def _barriers(self) -> list[re.Match[str]]:
+        return list(barriers(self._before + self._held, len(self._before)))
+
+    def _release(self, cut: int) -> None:
+        if cut:
+            self._before = self._held[cut - 1]
+            self._held = self._held[cut:]
+
+    def _is_settled(self, barrier: re.Match[str]) -> bool:
+        # A word at the very end may go on ("thank" → "thanks@…"); one character after it
+        # settles it (the barrier's lookahead is one character).
+        return barrier["word"] is None or barrier.end() < len(self._before) + len(self._held)
+
+    def _undecided_from(self) -> int:
+        """Where the held text stops being settled: before a trailing word that may be a barrier."""
+        trailing = _TRAILING_LETTERS.search(self._held)
+        assert trailing is not None  # the pattern matches the empty string at the end
+        if trailing.end() - trailing.start() > MAXIMUM_BARRIER_LETTERS:
+            return len(self._held)
+        return trailing.start()
