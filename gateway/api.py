@@ -31,9 +31,8 @@ from starlette.websockets import WebSocket
 
 from gateway import console
 from gateway.keys import KeyRing
-from gateway.live_api import OpenAILive
 from gateway.phone import WebhookRefused
-from gateway.provider import ProviderCallError, RealtimeProvider
+from gateway.provider import ProviderCallError
 from gateway.watch import CLOSE_SESSION_ENDED, CLOSE_UNKNOWN_SESSION
 from gateway.web import EXCEPTION_HANDLERS, ASGIApp, Receive, Scope, Send, error_body, error_response
 from pipeline import watch_tokens
@@ -294,14 +293,14 @@ class _Api:
         status, body = await self.rpc.call("begin_admission", session_id=session_id, now=time.time())
         if status != 200:
             return JSONResponse(body, status_code=status)
-        provider: RealtimeProvider | OpenAILive = self.gateway.provider
+        provider = self.gateway.rest_of(str(body.get("provider") or "realtime"))
         session: dict[str, Any] = {"instructions": body["instructions"]}
         if body.get("tools"):
             session["tools"] = body["tools"]
-        if body.get("provider") == "live":
-            # A Live session is created with its whole startup configuration (it cannot change
-            # its instructions later); its session id is the call's id from here on.
-            provider, session = self.gateway.live_provider, dict(body["session"])
+        if body.get("session") is not None:
+            # A session whose provider cannot change its instructions later (Live) is created
+            # with its whole startup configuration; its session id is the call's id from here on.
+            session = dict(body["session"])
         try:
             call = await provider.create_call(sdp, session)
         except ProviderUnavailable as error:

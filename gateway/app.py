@@ -1,7 +1,9 @@
 """The gateway process: provider sidebands, the control queue, the API, liveness.
 
-`Gateway` wires the parts together and owns the sidebands (`CallSocket`s) of the calls it
-holds: provider frames are classified and numbered into their session's log (`EventSink`);
+`Gateway` wires the parts together and owns the sidebands (`SidebandSocket`s) of the calls it
+holds: each socket drives its provider's sans-I/O `Sideband`, chosen here once per socket, and
+what that answers is carried out (durable events numbered into their session's log by the
+`EventSink`, words to the watchers);
 what the workers publish to this gateway's control queue is carried out without ever waiting
 on one call (controls go to each socket's own writer, closes and hangups run as tasks of their
 own); the API (`gateway.api`) and the heartbeat (`gateway.liveness`) run beside them.
@@ -14,6 +16,8 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -23,33 +27,27 @@ from starlette.websockets import WebSocket
 from gateway.api import authenticated, build_api
 from gateway.controls import ControlConsumer
 from gateway.keys import KeyRing
-from gateway.live_api import LIVE_CLOSE_WAIT_S, LiveFrames, LiveSocket, OpenAILive, live_provider_from
+from gateway.live_api import OpenAILive, live_provider_from
 from gateway.liveness import Heartbeat
 from gateway.metrics import GatewayMetrics
 from gateway.phone import PhoneDoor, answer_call
-from gateway.provider import RealtimeProvider
+from gateway.provider import ProviderRest
 from gateway.rpc import WorkerRpc
+from gateway.sideband import ActionCarrier, SidebandSocket
 from gateway.sink import EventSink, NumberingBroker
-from gateway.sockets import CallSocket
 from gateway.watch import WatchHub
 from gateway.web import HttpLimits, RunningServer, start_server
 from pipeline import watch_tokens
+from pipeline.call.sideband import Sideband
 from pipeline.config import Settings
 from pipeline.envelope import CloseCall, OpenSideband, OutboundBatch, Reply, SendControl, TransferCall
-from pipeline.errors import BadInput, ProviderUnavailable
+from pipeline.errors import ProviderUnavailable
+from pipeline.live.sideband import LiveSideband
 from pipeline.names import control_queue
 from pipeline.phone import MAXIMUM_SIP_HEADERS, kept_headers
-from pipeline.realtime import compaction
-from pipeline.realtime.events import function_call_id
-from pipeline.state import TERMINAL_PHASES
-from pipeline.wire import (
-    FrameKind,
-    SidebandClosed,
-    SidebandConnected,
-    TransferFinished,
-    classify_frame,
-    host_event,
-)
+from pipeline.realtime.sideband import RealtimeSideband
+from pipeline.state import TERMINAL_PHASES, Provider
+from pipeline.wire import SidebandClosed, SidebandConnected, TransferFinished, host_event
 
 logger = logging.getLogger(__name__)
 
@@ -63,9 +61,16 @@ LOG_READ_GAP_S = 0.2
 # Redis that restarted empty lost it, and a gateway that died meanwhile would never be noticed.
 OWNER_REGISTRATION_S = 30.0
 
-_USER_TRANSCRIPT_PREFIX = "conversation.item.input_audio_transcription."
-_ASSISTANT_AUDIO_DELTA = "response.output_audio_transcript.delta"
 _TERMINAL_STATUSES = frozenset(str(phase) for phase in TERMINAL_PHASES)
+
+
+@dataclass(frozen=True)
+class _Wing:
+    """What the gateway holds of one provider: its REST, and the sans-I/O protocol each new
+    sideband of its calls drives."""
+
+    rest: ProviderRest
+    new_sideband: Callable[[], Sideband]
 
 
 class Gateway:
@@ -74,7 +79,7 @@ class Gateway:
         settings: Settings,
         redis_url: str,
         broker: NumberingBroker,
-        provider: RealtimeProvider,
+        provider: ProviderRest,
         http_limits: HttpLimits | None = None,
         live_provider: OpenAILive | None = None,
     ) -> None:
@@ -88,13 +93,13 @@ class Gateway:
         self.sink = EventSink(redis_url, broker, self.gateway_id, settings.broker_namespace)
         self.rpc = WorkerRpc(self.sink, self.gateway_id)
         self.watchers = WatchHub()
-        self.live_frames = LiveFrames(self.sink, self.watchers)
+        self._carry_out_actions = ActionCarrier(self.sink, self.watchers)
         self.watch_secret = (
             settings.live_token_secret.encode()
             if settings.live_token_secret
             else watch_tokens.derive_secret(settings.api_token)
         )
-        self.sockets: dict[str, CallSocket] = {}
+        self.sockets: dict[str, SidebandSocket] = {}
         self._stopping = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._http: RunningServer | None = None
@@ -202,69 +207,22 @@ class Gateway:
 
     # ── provider frames ────────────────────────────────────────────────────────────────
 
-    def _on_frame(self, socket: CallSocket, frame: str | bytes, received_at: float) -> None:
-        if isinstance(socket, LiveSocket):
-            self.live_frames.on_frame(socket, frame, received_at)
-            return
-        try:
-            classified = classify_frame(frame)
-        except BadInput as error:
-            preview = frame[:200] if isinstance(frame, str) else frame[:200].decode(errors="replace")
-            logger.warning("bad frame on %s: %s", socket.session_id, error)
-            self.sink.submit_incident(
-                socket.session_id, error.code, str(error), {"frame_preview": preview, "bytes": len(frame)}
-            )
-            return
-        event = classified.event
-        if socket.is_unspoken(event.get("response_id")):
-            # A maintenance response's text is a compaction summary, not something said.
-            if classified.kind is FrameKind.DURABLE:
-                self.sink.submit_event(socket.session_id, socket.generation, event, received_at)
-            return
-        if classified.kind is FrameKind.STREAMED:
-            role = "user" if classified.type.startswith(_USER_TRANSCRIPT_PREFIX) else "assistant"
-            if classified.type == _ASSISTANT_AUDIO_DELTA:
-                socket.heard_delta(event["item_id"], str(event.get("response_id", "")), time.monotonic())
-            self.watchers.delta(socket.session_id, role, event["item_id"], event.get("delta", ""))
-            return
-        if classified.kind is FrameKind.IGNORED:
-            return
-        call_id = function_call_id(event)
-        if call_id is not None and not socket.first_sight_of_call(call_id):
-            # The provider names each function call twice (arguments done, then the item done);
-            # one durable event is enough, and the workers take a call up once anyway.
-            return
-        if classified.type == "input_audio_buffer.speech_started":
-            # The workers decide on a barge-in; only the gateway knows what was playing. A
-            # provider's own "playback" field is never trusted.
-            event = {key: value for key, value in event.items() if key != "playback"}
-            playback = socket.playback(time.monotonic())
-            if playback is not None:
-                event["playback"] = playback
-        if classified.type == "response.created" and compaction.is_maintenance_metadata(
-            (event.get("response") or {}).get("metadata")
-        ):
-            socket.mark_unspoken(str(event["response"].get("id")))
-        self.sink.submit_event(socket.session_id, socket.generation, event, received_at)
-        self._project_final(socket.session_id, event)
+    def rest_of(self, provider: str) -> ProviderRest:
+        """The call control of the provider a session or a route names."""
+        return self._wing(provider).rest
 
-    def _project_final(self, session_id: str, event: dict[str, Any]) -> None:
-        kind = event["type"]
-        if kind == "conversation.item.input_audio_transcription.completed":
-            self.watchers.final(session_id, "user", event["item_id"], event.get("transcript", ""))
-        elif kind in ("response.output_audio_transcript.done", "response.output_text.done"):
-            text = event.get("transcript", event.get("text", ""))
-            self.watchers.final(session_id, "assistant", event["item_id"], text)
+    def _wing(self, provider: str) -> _Wing:
+        """The wing of a session's provider: the gateway's one choice of which provider it serves."""
+        if Provider(provider) is Provider.LIVE:
+            return _Wing(self.live_provider, LiveSideband)
+        return _Wing(self.provider, RealtimeSideband)
 
-    def _on_host_event(self, socket: CallSocket, event: SidebandConnected | SidebandClosed) -> None:
+    def _on_host_event(self, socket: SidebandSocket, event: SidebandConnected | SidebandClosed) -> None:
         if isinstance(event, SidebandClosed) and self.sockets.get(socket.session_id) is socket:
             del self.sockets[socket.session_id]
-        if isinstance(event, SidebandClosed) and isinstance(socket, LiveSocket):
-            # The last words the sideband heard are logged before its close.
-            self.live_frames.flush(socket, time.time())
         self.sink.submit_event(socket.session_id, socket.generation, host_event(event), time.time())
 
-    def _on_sent(self, socket: CallSocket, control: dict[str, Any]) -> None:
+    def _on_sent(self, socket: SidebandSocket, control: dict[str, Any]) -> None:
         self.watchers.publish(socket.session_id, {"type": "control", "control": control})
 
     # ── outbound: controls and directives from the workers ─────────────────────────────
@@ -312,11 +270,8 @@ class Gateway:
             finished = TransferFinished(to=directive.to, ok=False, error=f"not asked: {error}"[:300])
             self.sink.submit_event(session_id, generation, host_event(finished), time.time())
             return
-        provider: RealtimeProvider | OpenAILive = (
-            self.live_provider if directive.provider == "live" else self.provider
-        )
         try:
-            await provider.refer(directive.call_id, directive.to)
+            await self._wing(directive.provider).rest.refer(directive.call_id, directive.to)
             finished = TransferFinished(to=directive.to, ok=True)
         except ProviderUnavailable as error:
             logger.warning("transfer of %s to %s failed: %s", directive.call_id, directive.to, error)
@@ -329,49 +284,35 @@ class Gateway:
         existing = self.sockets.get(session_id)
         if existing is not None and existing.generation == generation:
             return
-        if provider == "live":
-            live_socket = LiveSocket(
-                session_id,
-                call_id,
-                generation,
-                self.live_provider.sideband_url(call_id),
-                self.live_provider.sideband_headers(),
-                self._on_frame,
-                self._on_host_event,
-                self._on_sent,
-            )
-            self.sockets[session_id] = live_socket
-            live_socket.start()
-            self._spawn(self.live_frames.keep_flushing(live_socket), f"live-flush-{session_id}")
-            return
-        socket = CallSocket(
+        wing = self._wing(provider)
+        socket = SidebandSocket(
             session_id,
             call_id,
             generation,
-            self.provider.sideband_url(call_id),
-            self.provider.sideband_headers(),
-            self._on_frame,
+            wing.rest.sideband_url(call_id),
+            wing.rest.sideband_headers(),
+            wing.new_sideband(),
+            self._carry_out_actions,
             self._on_host_event,
             self._on_sent,
         )
         self.sockets[session_id] = socket
         socket.start()
 
-    async def _close_call(self, session_id: str, socket: CallSocket | None, directive: CloseCall) -> None:
-        if socket is not None and directive.provider == "live" and socket.task is not None:
-            # The `session.close` sent before this directive is answered by `session.closed`
-            # (the final usage) and the provider's own close: waited for, then closed from here.
+    async def _close_call(self, session_id: str, socket: SidebandSocket | None, directive: CloseCall) -> None:
+        wait_s = socket.sideband.closed_by_provider_within_s if socket is not None else None
+        if socket is not None and wait_s is not None and socket.task is not None:
+            # A provider that closes the sideband itself once the call is ended (Live answers
+            # the `session.close` sent before this directive with `session.closed`, the final
+            # usage, and its own close) is waited for, then closed from here.
             socket.closing = True
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(socket.task), LIVE_CLOSE_WAIT_S)
+                await asyncio.wait_for(asyncio.shield(socket.task), wait_s)
         if socket is not None:
             await socket.close()
-        provider: RealtimeProvider | OpenAILive = (
-            self.live_provider if directive.provider == "live" else self.provider
-        )
         if directive.hangup and directive.call_id:
             try:
-                await provider.hangup(directive.call_id)
+                await self._wing(directive.provider).rest.hangup(directive.call_id)
             except ProviderUnavailable as error:
                 logger.warning("hangup of %s failed: %s", directive.call_id, error)
         if self.watchers.listeners(session_id):

@@ -23,8 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response
 
-from gateway.live_api import OpenAILive
-from gateway.provider import ProviderCallError, RealtimeProvider
+from gateway.provider import ProviderCallError
 from gateway.web import error_response
 from pipeline.errors import ProviderUnavailable
 
@@ -130,9 +129,7 @@ async def answer_call(
     if action == "busy":
         message = "another delivery of this call is being answered; deliver it again later"
         return error_response(409, "call_being_answered", message, {"Retry-After": "2"})
-    answering: RealtimeProvider | OpenAILive = (
-        gateway.live_provider if provider == "live" else gateway.provider
-    )
+    answering = gateway.rest_of(provider)
     try:
         if action == "accept":
             await answering.accept(call_id, decision["session"])

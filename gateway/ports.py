@@ -16,9 +16,8 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from gateway.keys import KeyRing
-from gateway.live_api import OpenAILive
 from gateway.metrics import GatewayMetrics
-from gateway.provider import RealtimeProvider
+from gateway.provider import ProviderRest
 from gateway.rpc import WorkerRpc
 from gateway.sink import EventSink
 
@@ -48,11 +47,9 @@ class PhonePort(Protocol):
     @property
     def rpc(self) -> WorkerRpc: ...
 
-    @property
-    def provider(self) -> RealtimeProvider: ...
-
-    @property
-    def live_provider(self) -> OpenAILive: ...
+    def rest_of(self, provider: str) -> ProviderRest:
+        """The call control of the provider a session or a route names."""
+        ...
 
     def count_webhook(self, outcome: str) -> None: ...
 
@@ -82,11 +79,9 @@ class ApiPort(Protocol):
     @property
     def keyring(self) -> KeyRing: ...
 
-    @property
-    def provider(self) -> RealtimeProvider: ...
-
-    @property
-    def live_provider(self) -> OpenAILive: ...
+    def rest_of(self, provider: str) -> ProviderRest:
+        """The call control of the provider a session or a route names."""
+        ...
 
     @property
     def phone_door(self) -> WebhookDoor: ...

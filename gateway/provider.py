@@ -40,8 +40,9 @@ class ProviderCallError(ProviderUnavailable):
         self.status = status
 
 
-class RealtimeProvider(Protocol):
-    """What the gateway needs of a provider."""
+class ProviderRest(Protocol):
+    """What the gateway needs of a provider's call control, and where its sideband is: one
+    protocol for either provider (`OpenAIRealtime` here, `gateway.live_api.OpenAILive`)."""
 
     async def create_call(self, sdp_offer: str, session: dict[str, Any]) -> CreatedCall: ...
 
@@ -157,7 +158,7 @@ class SimulatedRealtime(OpenAIRealtime):
     """The local simulator (`python -m simulator`): the same protocol on loopback."""
 
 
-def provider_from(settings: Settings) -> RealtimeProvider:
+def provider_from(settings: Settings) -> ProviderRest:
     if settings.provider == "openai":
         return OpenAIRealtime(
             settings.provider_base_url,

@@ -88,6 +88,17 @@ def test_a_wing_s_capabilities_stand_on_the_core_alone(wing: str) -> None:
     assert offences == []
 
 
+def test_the_gateway_s_socket_names_no_provider() -> None:
+    """One socket class drives either wing's sideband: it imports neither wing."""
+    path = ROOT / "gateway" / "sideband.py"
+    offences = [
+        name
+        for name in _first_party_imports(path)
+        if _is_allowed(name, {"pipeline.realtime", "pipeline.live"})
+    ]
+    assert offences == []
+
+
 def test_only_the_composition_root_maps_a_provider_to_its_wing() -> None:
     """`pipeline.dialects` is the one neutral module that imports the wings' dialects."""
     offences = []

@@ -23,13 +23,14 @@ from websockets.asyncio.server import ServerConnection, serve
 from gateway.app import Gateway
 from gateway.controls import BATCHES_PER_TAKE
 from gateway.provider import SimulatedRealtime
+from gateway.sideband import SidebandSocket
 from gateway.sink import EventSink
-from gateway.sockets import CallSocket
 from gateway.watch import WatchHub
 from pipeline.config import Settings
 from pipeline.envelope import OutboundBatch, Reply, SendControl, TransferCall
 from pipeline.limits import MAXIMUM_WATCH_TRANSCRIPT_BYTES
 from pipeline.names import control_queue
+from pipeline.realtime.sideband import RealtimeSideband
 from pipeline.wire import SidebandClosed, SidebandConnected
 from simulator.server import Simulator
 from switchboard.services import Services
@@ -59,14 +60,15 @@ async def running_provider() -> AsyncIterator[Provider]:
         yield endpoint
 
 
-async def _open_socket(provider: Provider, host_events: list[Any]) -> CallSocket:
-    socket = CallSocket(
+async def _open_socket(provider: Provider, host_events: list[Any]) -> SidebandSocket:
+    socket = SidebandSocket(
         "sess_x",
         "rtc_x",
         1,
         f"{provider.url}/realtime?call_id=rtc_x",
         {"Authorization": "Bearer sk-test"},
-        on_frame=lambda *_: None,
+        RealtimeSideband(),
+        on_actions=lambda *_: None,
         on_host_event=lambda _socket, event: host_events.append(event),
     )
     socket.start()
@@ -455,15 +457,6 @@ def test_a_sessions_events_of_one_flush_travel_in_one_message() -> None:
             client.delete(*keys)
         client.close()
         broker.close()
-
-
-def test_a_function_call_named_twice_is_queued_once() -> None:
-    """The provider names a call in function_call_arguments.done and again in
-    output_item.done; the socket lets only the first through."""
-    socket = CallSocket("sess_x", "rtc_x", 1, "ws://unused", {}, lambda *_: None, lambda *_: None)
-    assert socket.first_sight_of_call("call_1") is True
-    assert socket.first_sight_of_call("call_1") is False
-    assert socket.first_sight_of_call("call_2") is True
 
 
 def test_a_transfer_is_referred_once_however_often_its_batch_arrives(services: Services) -> None:

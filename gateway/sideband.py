@@ -1,5 +1,11 @@
-"""`CallSocket`: one sideband of one call: a reader task for frames in, a writer task for
-controls out.
+"""`SidebandSocket`: one sideband of one call, for either provider: a reader task that feeds
+each frame to the socket's sans-I/O `Sideband` (its provider's wing) and hands the actions it
+answers to the gateway, a writer task for controls out, and, for a sideband that wants them,
+ticks while it is open.
+
+The socket knows no protocol rule: which frames are durable, which are streamed, what is
+deduplicated or rewritten is its `Sideband`'s (pipeline/realtime/sideband.py,
+pipeline/live/sideband.py), the way websockets' connection only drives its `Protocol`.
 
 Controls wait in the socket's own outbox: a provider that stops reading (or a close handshake
 that hangs) stalls this call's writer only, never the gateway's dispatcher and the other calls
@@ -12,13 +18,16 @@ import json
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
+from gateway.sink import EventSink
+from gateway.watch import WatchHub
+from pipeline.call.sideband import Action, Delta, Final, Sideband, Submit
 from pipeline.limits import MAXIMUM_SOCKET_MESSAGE_BYTES
 from pipeline.wire import SidebandClosed, SidebandConnected
 
@@ -27,8 +36,6 @@ logger = logging.getLogger(__name__)
 # Control ids remembered per socket for "send each id once": far more than one call's
 # controls can be in flight or retried at a time.
 REMEMBERED_CONTROL_IDS = 4_096
-# At most one maintenance response runs at a time; a few are remembered for their late frames.
-UNSPOKEN_RESPONSES = 8
 SIDEBAND_OPEN_TIMEOUT_S = 10.0
 
 # Controls waiting for a sideband that does not take them; beyond this the call is lost anyway,
@@ -37,13 +44,13 @@ OUTBOX_CONTROLS = 1_024
 # A close handshake the provider does not answer is abandoned after this.
 SIDEBAND_CLOSE_TIMEOUT_S = 5.0
 
-FrameHandler = Callable[["CallSocket", str | bytes, float], None]
-HostEventHandler = Callable[["CallSocket", SidebandConnected | SidebandClosed], None]
-SentHandler = Callable[["CallSocket", dict[str, Any]], None]
+ActionHandler = Callable[["SidebandSocket", Sequence[Action]], None]
+HostEventHandler = Callable[["SidebandSocket", SidebandConnected | SidebandClosed], None]
+SentHandler = Callable[["SidebandSocket", dict[str, Any]], None]
 
 
-class CallSocket:
-    """The sideband of one session's provider call."""
+class SidebandSocket:
+    """The sideband of one session's provider call, driving that provider's `Sideband`."""
 
     def __init__(
         self,
@@ -52,16 +59,18 @@ class CallSocket:
         generation: int,
         url: str,
         headers: dict[str, str],
-        on_frame: FrameHandler,
+        sideband: Sideband,
+        on_actions: ActionHandler,
         on_host_event: HostEventHandler,
         on_sent: SentHandler | None = None,
     ) -> None:
         self.session_id = session_id
         self.call_id = call_id
         self.generation = generation
+        self.sideband = sideband
         self._url = url
         self._headers = headers
-        self._on_frame = on_frame
+        self._on_actions = on_actions
         self._on_host_event = on_host_event
         self._on_sent = on_sent
         self._connection: ClientConnection | None = None
@@ -69,15 +78,6 @@ class CallSocket:
         self._writer: asyncio.Task[None] | None = None
         self._sent: set[str] = set()
         self._sent_order: deque[str] = deque()
-        self._calls_seen: set[str] = set()
-        self._calls_seen_order: deque[str] = deque()
-        # Maintenance responses (compaction summaries) seen on this socket: nobody hears them,
-        # so their text stays off the watchers' transcript.
-        self._unspoken: deque[str] = deque(maxlen=UNSPOKEN_RESPONSES)
-        # The assistant audio item playing now: (item id, response id, monotonic time of its
-        # first transcript delta). The audio reaches the caller as it is generated, so the
-        # time since then approximates how much of it they heard.
-        self._playing: tuple[str, str, float] | None = None
         self.closing = False
         self.task: asyncio.Task[None] | None = None
 
@@ -96,11 +96,15 @@ class CallSocket:
             )
         except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as error:
             logger.warning("sideband of %s did not open: %r", self.session_id, error)
-            self._on_host_event(self, SidebandClosed(code=None, reason=f"open failed: {error}"[:200]))
+            self._closed(SidebandClosed(code=None, reason=f"open failed: {error}"[:200]))
             return
         self._connection = connection
-        self._writer = asyncio.get_running_loop().create_task(
-            self._write(connection), name=f"sideband-writer-{self.session_id}"
+        loop = asyncio.get_running_loop()
+        self._writer = loop.create_task(self._write(connection), name=f"sideband-writer-{self.session_id}")
+        ticker = (
+            loop.create_task(self._tick(self.sideband.tick_every_s), name=f"sideband-ticks-{self.session_id}")
+            if self.sideband.tick_every_s is not None
+            else None
         )
         # Numbered before any provider frame, so the log says "connected" first.
         self._on_host_event(self, SidebandConnected(call_id=self.call_id))
@@ -108,53 +112,44 @@ class CallSocket:
             async for frame in connection:
                 received_at = time.time()
                 try:
-                    self._on_frame(self, frame, received_at)
+                    self._on_actions(self, self.sideband.receive(frame, received_at, time.monotonic()))
                 except Exception:  # one frame's failure must not end the call's socket
                     logger.exception("frame handling failed on %s", self.session_id)
         except ConnectionClosed:
             pass
         finally:
             self._writer.cancel()
-            self._on_host_event(
-                self,
+            if ticker is not None:
+                ticker.cancel()
+            self._closed(
                 SidebandClosed(
                     code=connection.close_code,
                     reason=(connection.close_reason or "")[:200],
                     by_host=self.closing,
-                ),
+                )
             )
 
-    def first_sight_of_call(self, call_id: str) -> bool:
-        """True the first time this socket sees a function call id."""
-        if call_id in self._calls_seen:
-            return False
-        self._calls_seen.add(call_id)
-        self._calls_seen_order.append(call_id)
-        if len(self._calls_seen_order) > REMEMBERED_CONTROL_IDS:
-            self._calls_seen.discard(self._calls_seen_order.popleft())
-        return True
+    def _closed(self, closed: SidebandClosed) -> None:
+        # What the sideband still holds (the last words it heard) is logged before its close.
+        try:
+            self._on_actions(self, self.sideband.close(time.time()))
+        except Exception:
+            logger.exception("closing the sideband's protocol failed on %s", self.session_id)
+        self._on_host_event(self, closed)
 
-    def heard_delta(self, item_id: str, response_id: str, now: float) -> None:
-        """An assistant transcript delta arrived: the first of an item starts its playback."""
-        if self._playing is None or self._playing[0] != item_id:
-            self._playing = (item_id, response_id, now)
+    async def _tick(self, every_s: float) -> None:
+        """While the sideband is open, let its protocol act on the time passing (a quiet line
+        sends no frame to act on)."""
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                self._on_actions(self, self.sideband.tick(time.time()))
+            except Exception:
+                logger.exception("a tick failed on %s", self.session_id)
 
     def playback(self, now: float) -> dict[str, Any] | None:
-        """What the caller is hearing now: the playing item and how long it has played."""
-        if self._playing is None:
-            return None
-        item_id, response_id, started = self._playing
-        return {
-            "item_id": item_id,
-            "response_id": response_id,
-            "played_ms": max(int((now - started) * 1000), 0),
-        }
-
-    def mark_unspoken(self, response_id: str) -> None:
-        self._unspoken.append(response_id)
-
-    def is_unspoken(self, response_id: object) -> bool:
-        return isinstance(response_id, str) and response_id in self._unspoken
+        """What the caller is hearing now (`now` monotonic), as the sideband's protocol saw it."""
+        return self.sideband.playback(now)
 
     def send(self, control_id: str, control: dict[str, Any]) -> bool:
         """Queue a control for the writer, once per id; False if it was queued before or the
@@ -200,3 +195,26 @@ class CallSocket:
             await self._connection.close()
         elif self.task is not None:
             self.task.cancel()
+
+
+class ActionCarrier:
+    """Carries out what a socket's `Sideband` answers: durable events numbered and queued, bad
+    frames recorded as incidents, the transcript's words to the people watching the call."""
+
+    def __init__(self, sink: EventSink, watchers: WatchHub) -> None:
+        self._sink = sink
+        self._watchers = watchers
+
+    def __call__(self, socket: SidebandSocket, actions: Sequence[Action]) -> None:
+        for action in actions:
+            if isinstance(action, Submit):
+                self._sink.submit_event(
+                    socket.session_id, socket.generation, action.event, action.received_at
+                )
+            elif isinstance(action, Delta):
+                self._watchers.delta(socket.session_id, action.role, action.item_id, action.text)
+            elif isinstance(action, Final):
+                self._watchers.final(socket.session_id, action.role, action.item_id, action.text)
+            else:
+                logger.warning("bad frame on %s: %s", socket.session_id, action.summary)
+                self._sink.submit_incident(socket.session_id, action.code, action.summary, action.context)

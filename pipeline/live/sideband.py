@@ -1,0 +1,129 @@
+"""The Live sideband's rules, sans I/O: a frame in, the actions it calls for out
+(LIVE_PROTOCOL.md §2, §5.2).
+
+A Live frame is classified by `pipeline.live.frames.classify_live_frame`; a bad one is an incident.
+Durable events are submitted as on Realtime. Transcript deltas go to the watchers at once and
+are buffered here, then written down as durable `switchboard.live_transcript` events
+(`pipeline.live.frames.buffer_fragment`), because Live sends no final transcript: the words exist
+nowhere else. The buffer is flushed, besides its own rules, just before a delegation is
+submitted (so the words before its offset are logged before it), as soon as the caller's
+fragment covering a delegation's offset arrives (so its settle window rarely runs out), before
+`session.closed` and when the sideband closes, and after `FLUSH_AFTER_MS` of wall time (checked
+on every frame and on every `tick`, every `FLUSH_CHECK_S`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.call.sideband import Action, Delta, Final, Role, Submit, bad_frame
+from pipeline.errors import BadInput
+from pipeline.live.frames import (
+    SPEAKER_OF_TYPE,
+    TranscriptBuffer,
+    buffer_fragment,
+    classify_live_frame,
+    flush_transcript,
+    is_flush_due,
+)
+from pipeline.timeline import Speaker, TranscriptFragment
+from pipeline.wire import FrameKind
+
+# How often a Live sideband's buffered words are checked for being due without a frame to
+# check them on (a quiet line, with reflected audio off).
+FLUSH_CHECK_S = 0.25
+# A Live call ended by Switchboard sends `session.close`; the provider answers `session.closed`
+# (with the final usage) and closes the sideband itself. It is closed from here after this.
+LIVE_CLOSE_WAIT_S = 3.0
+
+_ROLE: dict[Speaker, Role] = {Speaker.CALLER: "user", Speaker.AGENT: "assistant"}
+# Before these the buffered words are written down: the words before a delegation are logged
+# before it, the call's last words before its end.
+_FLUSHED_BEFORE = frozenset({"session.delegation.created", "session.closed"})
+
+
+class LiveSideband:
+    """One Live sideband's protocol state: the words heard but not yet written down, and the
+    delegation offsets whose covering words have not arrived (see the module's docstring)."""
+
+    tick_every_s: float | None = FLUSH_CHECK_S
+    closed_by_provider_within_s: float | None = LIVE_CLOSE_WAIT_S
+
+    def __init__(self) -> None:
+        self.buffer = TranscriptBuffer()
+        # How far the caller's words have come on the timeline, as this socket saw them.
+        self.heard_until_ms = 0
+        self.awaiting: list[int] = []
+
+    def receive(self, frame: str | bytes, received_at: float, now: float) -> list[Action]:
+        try:
+            classified = classify_live_frame(frame)
+        except BadInput as error:
+            return [bad_frame(frame, error.code, str(error))]
+        if classified.is_transcript:
+            return self._heard(classified.event, received_at)
+        if classified.kind in (FrameKind.STREAMED, FrameKind.IGNORED):
+            # Reflected audio arrives all through a call: the clock the buffer is flushed by.
+            return self.tick(received_at)
+        event = classified.event
+        actions = self._flush(received_at) if classified.type in _FLUSHED_BEFORE else []
+        if classified.type == "session.delegation.created":
+            offset = int(event["offset_ms"])
+            if self.heard_until_ms <= offset:
+                self.awaiting.append(offset)
+        actions.append(Submit(event, received_at))
+        return actions
+
+    def tick(self, at: float) -> list[Action]:
+        return self._flush(at) if is_flush_due(self.buffer, now=at) else []
+
+    def close(self, at: float) -> list[Action]:
+        return self._flush(at)
+
+    def playback(self, now: float) -> dict[str, Any] | None:
+        # Live says nothing of what plays, and the host never cuts its speech.
+        return None
+
+    def _heard(self, event: dict[str, Any], received_at: float) -> list[Action]:
+        # `classify_live_frame` checked the delta's shape: it is read here, not checked again.
+        fragment = TranscriptFragment(
+            speaker=SPEAKER_OF_TYPE[event["type"]],
+            event_id=event["event_id"],
+            start_ms=event["start_ms"],
+            end_ms=event["end_ms"],
+            text=event["delta"],
+        )
+        coalesced = buffer_fragment(self.buffer, fragment, now=received_at)
+        if coalesced.repeated:
+            # Delivered again: its words are buffered or written down already, and watchers
+            # have them.
+            return []
+        self.buffer = coalesced.buffer
+        piece = coalesced.buffer.fragments[0] if coalesced.buffer.fragments else None
+        item_id = piece.event_id if piece is not None else coalesced.written[-1]["fragments"][0]["event_id"]
+        actions: list[Action] = [Delta(_ROLE[fragment.speaker], item_id, fragment.text)]
+        actions.extend(_written(coalesced.written, received_at))
+        if fragment.speaker is Speaker.CALLER:
+            self.heard_until_ms = max(self.heard_until_ms, fragment.end_ms)
+            if any(fragment.end_ms > offset for offset in self.awaiting):
+                # The words a waiting delegation's task needs: written down now, not in a second.
+                self.awaiting = [offset for offset in self.awaiting if fragment.end_ms <= offset]
+                actions.extend(self._flush(received_at))
+                return actions
+        actions.extend(self.tick(received_at))
+        return actions
+
+    def _flush(self, at: float) -> list[Action]:
+        flushed = flush_transcript(self.buffer)
+        self.buffer = flushed.buffer
+        return _written(flushed.written, at)
+
+
+def _written(written: tuple[dict[str, Any], ...], received_at: float) -> list[Action]:
+    """Each durable transcript event submitted, then shown to the watchers as a final line."""
+    actions: list[Action] = []
+    for event in written:
+        role: Role = "user" if event["speaker"] == Speaker.CALLER else "assistant"
+        actions.append(Submit(event, received_at))
+        actions.append(Final(role, event["fragments"][0]["event_id"], event["text"]))
+    return actions

@@ -1,0 +1,199 @@
+"""The Live sideband's rules, driven without a socket: frames in, actions out (in the manner of
+websockets' tests/test_protocol.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pipeline.call.sideband import Action, Delta, Final, Incident, Submit
+from pipeline.live.frames import FLUSH_AFTER_MS, live_transcript
+from pipeline.live.sideband import FLUSH_CHECK_S, LIVE_CLOSE_WAIT_S, LiveSideband
+from pipeline.timeline import Speaker, TranscriptFragment
+from tests.pipeline.live_calls import closed, delegated, usage
+
+T0 = 1_700_000_000.0
+FLUSH_AFTER_S = FLUSH_AFTER_MS / 1000
+_TYPE = {Speaker.CALLER: "session.input_transcript.delta", Speaker.AGENT: "session.output_transcript.delta"}
+
+
+def _fragment(speaker: Speaker, event_id: str, start_ms: int, text: str) -> TranscriptFragment:
+    return TranscriptFragment(
+        speaker=speaker, event_id=event_id, start_ms=start_ms, end_ms=start_ms + 200, text=text
+    )
+
+
+def _frame(fragment: TranscriptFragment) -> dict[str, Any]:
+    return {
+        "type": _TYPE[fragment.speaker],
+        "event_id": fragment.event_id,
+        "start_ms": fragment.start_ms,
+        "end_ms": fragment.end_ms,
+        "delta": fragment.text,
+    }
+
+
+def _written(*fragments: TranscriptFragment, at: float) -> list[Action]:
+    """What writing these fragments down calls for: the durable transcript, then its final line."""
+    event = live_transcript(fragments)
+    role = "user" if fragments[0].speaker is Speaker.CALLER else "assistant"
+    return [Submit(event, at), Final(role, fragments[0].event_id, event["text"])]
+
+
+class SidebandCase:
+    """A Live sideband fed JSON frames."""
+
+    def __init__(self) -> None:
+        self.sideband = LiveSideband()
+
+    def receive(self, event: dict[str, Any] | str, at: float = T0) -> list[Action]:
+        frame = event if isinstance(event, str) else json.dumps(event)
+        return self.sideband.receive(frame, at, 0.0)
+
+    def hear(self, fragment: TranscriptFragment, at: float = T0) -> list[Action]:
+        return self.receive(_frame(fragment), at)
+
+
+CALLER_1 = _fragment(Speaker.CALLER, "event_c1", 0, "Where")
+CALLER_2 = _fragment(Speaker.CALLER, "event_c2", 200, " is it?")
+AGENT_1 = _fragment(Speaker.AGENT, "event_a1", 600, "Let me check.")
+
+
+def test_a_frame_that_is_not_json_is_an_incident_and_nothing_else() -> None:
+    """A frame that is not JSON is one incident, quoting the frame."""
+    (incident,) = SidebandCase().receive("[1, 2")
+    assert isinstance(incident, Incident)
+    assert incident.code == "malformed_provider_frame"
+    assert incident.context == {"frame_preview": "[1, 2", "bytes": 5}
+
+
+def test_a_transcript_delta_of_the_wrong_shape_is_an_incident() -> None:
+    """A delta without its timeline range is refused, and nothing is buffered."""
+    case = SidebandCase()
+    (incident,) = case.receive({"type": "session.input_transcript.delta", "event_id": "e", "delta": "Hi"})
+    assert isinstance(incident, Incident)
+    assert case.sideband.close(T0) == []
+
+
+def test_a_host_event_from_the_provider_is_an_incident() -> None:
+    """A provider never speaks for the host: a `switchboard.*` frame is refused."""
+    (incident,) = SidebandCase().receive({"type": "switchboard.live_transcript", "event_id": "e"})
+    assert isinstance(incident, Incident) and incident.code == "malformed_provider_frame"
+
+
+def test_a_fragment_is_streamed_at_once_and_buffered() -> None:
+    """A caller's delta goes to the watchers as the user's, and nothing is submitted yet."""
+    case = SidebandCase()
+    assert case.hear(CALLER_1) == [Delta("user", "event_c1", "Where")]
+    assert case.hear(CALLER_2) == [Delta("user", "event_c1", " is it?")]
+
+
+def test_a_fragment_delivered_again_calls_for_nothing() -> None:
+    """The same delta twice is one fragment: shown once, written once."""
+    case = SidebandCase()
+    case.hear(CALLER_1)
+    assert case.hear(CALLER_1) == []
+    assert case.sideband.close(T0) == _written(CALLER_1, at=T0)
+    assert case.hear(CALLER_1) == []
+
+
+def test_the_other_speaker_writes_down_the_words_before() -> None:
+    """The agent's first words close the caller's: those are submitted, after the new delta."""
+    case = SidebandCase()
+    case.hear(CALLER_1)
+    case.hear(CALLER_2)
+    actions = case.hear(AGENT_1, at=T0 + 0.5)
+    assert actions == [
+        Delta("assistant", "event_a1", "Let me check."),
+        *_written(CALLER_1, CALLER_2, at=T0 + 0.5),
+    ]
+
+
+def test_buffered_words_are_written_down_when_due() -> None:
+    """A tick before FLUSH_AFTER_MS calls for nothing; one at it writes the words down."""
+    case = SidebandCase()
+    case.hear(CALLER_1)
+    assert case.sideband.tick(T0 + FLUSH_AFTER_S - 0.01) == []
+    assert case.sideband.tick(T0 + FLUSH_AFTER_S) == _written(CALLER_1, at=T0 + FLUSH_AFTER_S)
+    assert case.sideband.tick(T0 + 5 * FLUSH_AFTER_S) == []
+
+
+def test_reflected_audio_is_the_clock_of_the_buffer() -> None:
+    """Reflected audio is never submitted, but a frame of it after FLUSH_AFTER_MS writes the
+    buffered words down."""
+    case = SidebandCase()
+    case.hear(CALLER_1)
+    audio = {"type": "session.output_audio.delta", "event_id": "event_o1", "delta": "AAAA"}
+    assert case.receive(audio, at=T0 + 0.1) == []
+    assert case.receive(audio, at=T0 + FLUSH_AFTER_S) == _written(CALLER_1, at=T0 + FLUSH_AFTER_S)
+
+
+def test_a_delegation_is_submitted_after_the_words_before_it() -> None:
+    """The words buffered when a delegation arrives are submitted just before it."""
+    case = SidebandCase()
+    case.hear(CALLER_1)
+    case.hear(CALLER_2)
+    delegation = delegated("del_1", offset_ms=300)
+    assert case.receive(delegation, at=T0 + 0.2) == [
+        *_written(CALLER_1, CALLER_2, at=T0 + 0.2),
+        Submit(delegation, T0 + 0.2),
+    ]
+
+
+def test_the_words_covering_a_waiting_delegation_are_written_down_at_once() -> None:
+    """A delegation whose offset the caller's words had not reached is waited for: the fragment
+    that passes the offset is written down on arrival, not a second later."""
+    case = SidebandCase()
+    case.hear(CALLER_1)
+    delegation = delegated("del_1", offset_ms=300)
+    case.receive(delegation, at=T0 + 0.1)
+    assert case.hear(CALLER_2, at=T0 + 0.2) == [
+        Delta("user", "event_c2", " is it?"),
+        *_written(CALLER_2, at=T0 + 0.2),
+    ]
+    later = _fragment(Speaker.CALLER, "event_c3", 400, " Thanks.")
+    assert case.hear(later, at=T0 + 0.3) == [Delta("user", "event_c3", " Thanks.")]
+
+
+def test_a_delegation_the_words_had_passed_waits_for_nothing() -> None:
+    """Once the caller's words are past a delegation's offset, the next fragment is only buffered."""
+    case = SidebandCase()
+    case.hear(CALLER_2)
+    case.receive(delegated("del_1", offset_ms=100))
+    later = _fragment(Speaker.CALLER, "event_c3", 400, " Thanks.")
+    assert case.hear(later) == [Delta("user", "event_c3", " Thanks.")]
+
+
+def test_the_last_words_are_submitted_before_the_session_closes() -> None:
+    """`session.closed` comes after the words buffered before it."""
+    case = SidebandCase()
+    case.hear(AGENT_1)
+    end = closed()
+    assert case.receive(end, at=T0 + 0.3) == [*_written(AGENT_1, at=T0 + 0.3), Submit(end, T0 + 0.3)]
+
+
+def test_a_durable_event_is_submitted_without_flushing() -> None:
+    """A usage update is submitted alone; the words stay buffered."""
+    case = SidebandCase()
+    case.hear(CALLER_1)
+    update = usage(12.5)
+    assert case.receive(update) == [Submit(update, T0)]
+    assert case.sideband.close(T0 + 0.1) == _written(CALLER_1, at=T0 + 0.1)
+
+
+def test_the_sideband_s_close_writes_down_what_it_holds() -> None:
+    """When the sideband closes, its buffered words are written down; an empty one calls for nothing."""
+    case = SidebandCase()
+    assert case.sideband.close(T0) == []
+    case.hear(CALLER_1)
+    assert case.sideband.close(T0 + 0.4) == _written(CALLER_1, at=T0 + 0.4)
+    assert case.sideband.close(T0 + 0.5) == []
+
+
+def test_a_live_sideband_ticks_has_no_playback_and_is_closed_by_its_provider() -> None:
+    """It wants a tick every FLUSH_CHECK_S, never says what plays, and its provider closes it
+    within LIVE_CLOSE_WAIT_S of the call's end."""
+    sideband = LiveSideband()
+    assert sideband.tick_every_s == FLUSH_CHECK_S
+    assert sideband.closed_by_provider_within_s == LIVE_CLOSE_WAIT_S
+    assert sideband.playback(100.0) is None

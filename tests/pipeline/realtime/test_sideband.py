@@ -1,0 +1,230 @@
+"""The Realtime sideband's rules, driven without a socket: frames in, actions out (in the manner
+of websockets' tests/test_protocol.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pipeline.call.sideband import Action, Delta, Final, Incident, Submit
+from pipeline.realtime.sideband import RealtimeSideband
+from tests.pipeline.events import (
+    assistant_final,
+    assistant_text_final,
+    function_call,
+    maintenance,
+    response_created,
+    response_done,
+    speech_started,
+    unknown,
+    user_final,
+)
+
+RECEIVED_AT = 1_700_000_000.0
+
+
+def _delta(event_type: str, item_id: str, delta: str, response_id: str | None = None) -> dict[str, Any]:
+    event: dict[str, Any] = {"type": event_type, "event_id": f"event_{item_id}_{delta}", "item_id": item_id}
+    if response_id is not None:
+        event["response_id"] = response_id
+    return {**event, "output_index": 0, "content_index": 0, "delta": delta}
+
+
+def _assistant_delta(item_id: str, delta: str, response_id: str = "resp_1") -> dict[str, Any]:
+    return _delta("response.output_audio_transcript.delta", item_id, delta, response_id)
+
+
+class SidebandCase:
+    """A sideband fed JSON frames, with the assertions the tests read by."""
+
+    def __init__(self) -> None:
+        self.sideband = RealtimeSideband()
+
+    def receive(self, event: dict[str, Any] | str | bytes, now: float = 0.0) -> list[Action]:
+        frame = event if isinstance(event, str | bytes) else json.dumps(event)
+        return self.sideband.receive(frame, RECEIVED_AT, now)
+
+    def assert_submitted(self, event: dict[str, Any], now: float = 0.0) -> dict[str, Any]:
+        """Feeding `event` submits it (and maybe a final line); answers what was submitted."""
+        actions = self.receive(event, now)
+        submitted = [action for action in actions if isinstance(action, Submit)]
+        assert len(submitted) == 1 and actions[0] is submitted[0]
+        assert submitted[0].received_at == RECEIVED_AT
+        return submitted[0].event
+
+
+def test_a_frame_that_is_not_json_is_an_incident_and_nothing_else() -> None:
+    """A frame that is not JSON is one incident, quoting the frame, and no event."""
+    actions = SidebandCase().receive("{not json")
+    assert len(actions) == 1 and isinstance(actions[0], Incident)
+    assert actions[0].code == "malformed_provider_frame"
+    assert actions[0].context == {"frame_preview": "{not json", "bytes": 9}
+
+
+def test_a_bad_frame_leaves_the_frames_after_it_alone() -> None:
+    """After a bad frame, the next good frame is submitted as if nothing happened."""
+    case = SidebandCase()
+    assert isinstance(case.receive(b"\xff\xfe")[0], Incident)
+    event = response_created("resp_1")
+    assert case.assert_submitted(event) == event
+
+
+def test_a_bad_frame_s_preview_is_bounded() -> None:
+    """A long bad frame is quoted by its first 200 characters and counted whole."""
+    frame = "[" + "1," * 500 + "1]"
+    (incident,) = SidebandCase().receive(frame)
+    assert isinstance(incident, Incident)
+    assert incident.context == {"frame_preview": frame[:200], "bytes": len(frame)}
+
+
+def test_a_host_event_from_the_provider_is_an_incident() -> None:
+    """A provider never speaks for the host: a `switchboard.*` frame is refused."""
+    (incident,) = SidebandCase().receive({"type": "switchboard.end_requested", "reason": "x"})
+    assert isinstance(incident, Incident) and incident.code == "malformed_provider_frame"
+
+
+def test_a_function_call_named_twice_is_submitted_once() -> None:
+    """The provider names a call in function_call_arguments.done and again in output_item.done;
+    only the first naming is submitted, and another call still is."""
+    case = SidebandCase()
+    first = function_call("call_1", "resp_1")
+    case.assert_submitted(first)
+    named_again = {
+        "type": "response.output_item.done",
+        "event_id": "event_item_done",
+        "response_id": "resp_1",
+        "output_index": 0,
+        "item": {
+            "id": first["item_id"],
+            "type": "function_call",
+            "status": "completed",
+            "name": "lookup_order",
+            "call_id": "call_1",
+            "arguments": "{}",
+        },
+    }
+    assert case.receive(named_again) == []
+    assert case.receive(first) == []
+    case.assert_submitted(function_call("call_2", "resp_1"))
+
+
+def test_streamed_deltas_go_to_the_watchers_and_never_to_the_log() -> None:
+    """Each transcript delta is one `Delta`, the caller's as the user's, and nothing is submitted."""
+    case = SidebandCase()
+    caller = _delta("conversation.item.input_audio_transcription.delta", "item_u1", "Hel")
+    assert case.receive(caller) == [Delta("user", "item_u1", "Hel")]
+    assert case.receive(_assistant_delta("item_a1", "Sure")) == [Delta("assistant", "item_a1", "Sure")]
+    text = _delta("response.output_text.delta", "item_a2", "ok", "resp_1")
+    assert case.receive(text) == [Delta("assistant", "item_a2", "ok")]
+
+
+def test_a_beta_delta_is_streamed_under_its_ga_name() -> None:
+    """A beta-named assistant delta is fanned out like its GA twin."""
+    beta = _delta("response.audio_transcript.delta", "item_a1", "Hi", "resp_1")
+    assert SidebandCase().receive(beta) == [Delta("assistant", "item_a1", "Hi")]
+
+
+def test_finals_follow_their_durable_event() -> None:
+    """A finished line is submitted, then shown to the watchers whole."""
+    case = SidebandCase()
+    heard = user_final("item_u1", "Where is my order?")
+    assert case.receive(heard) == [
+        Submit(heard, RECEIVED_AT),
+        Final("user", "item_u1", "Where is my order?"),
+    ]
+    said = assistant_final("resp_1", "item_a1", "It ships today.")
+    assert case.receive(said) == [Submit(said, RECEIVED_AT), Final("assistant", "item_a1", "It ships today.")]
+    typed = assistant_text_final("resp_1", "item_a2", "Anything else?")
+    assert case.receive(typed)[1] == Final("assistant", "item_a2", "Anything else?")
+
+
+def test_an_event_without_a_line_is_submitted_alone() -> None:
+    """A durable event that is no transcript line, and an unknown one, are only submitted."""
+    case = SidebandCase()
+    done = response_done("resp_1")
+    assert case.receive(done) == [Submit(done, RECEIVED_AT)]
+    strange = unknown("foo.bar")
+    assert case.receive(strange) == [Submit(strange, RECEIVED_AT)]
+
+
+def test_an_ignored_event_calls_for_nothing() -> None:
+    """A known event nothing depends on is neither submitted nor shown."""
+    ignored = {"type": "rate_limits.updated", "event_id": "event_rl", "rate_limits": []}
+    assert SidebandCase().receive(ignored) == []
+
+
+def test_the_provider_s_playback_is_never_trusted() -> None:
+    """With nothing playing, a `playback` the provider put on speech_started is taken away."""
+    event = {
+        **speech_started("item_u2"),
+        "playback": {"item_id": "forged", "response_id": "resp_x", "played_ms": 99},
+    }
+    submitted = SidebandCase().assert_submitted(event)
+    assert submitted == {key: value for key, value in event.items() if key != "playback"}
+
+
+def test_playback_is_what_this_socket_saw_playing() -> None:
+    """speech_started carries the item whose first delta came last and how long it has played,
+    in place of the provider's own."""
+    case = SidebandCase()
+    case.receive(_assistant_delta("item_a1", "Your order", "resp_1"), now=10.0)
+    case.receive(_assistant_delta("item_a1", " ships", "resp_1"), now=10.4)
+    event = {
+        **speech_started("item_u2"),
+        "playback": {"item_id": "forged", "response_id": "resp_x", "played_ms": 99},
+    }
+    submitted = case.assert_submitted(event, now=11.25)
+    assert submitted["playback"] == {"item_id": "item_a1", "response_id": "resp_1", "played_ms": 1250}
+    assert case.sideband.playback(12.0) == {"item_id": "item_a1", "response_id": "resp_1", "played_ms": 2000}
+
+
+def test_a_new_item_restarts_playback() -> None:
+    """The first delta of another item starts its own playback."""
+    case = SidebandCase()
+    case.receive(_assistant_delta("item_a1", "One", "resp_1"), now=1.0)
+    case.receive(_assistant_delta("item_a2", "Two", "resp_2"), now=5.0)
+    assert case.sideband.playback(5.5) == {"item_id": "item_a2", "response_id": "resp_2", "played_ms": 500}
+
+
+def test_nothing_plays_before_the_first_delta() -> None:
+    """A fresh sideband has no playback."""
+    assert RealtimeSideband().playback(100.0) is None
+
+
+def test_a_maintenance_response_s_words_are_not_streamed() -> None:
+    """After a maintenance response is created, its deltas are shown to nobody and its durable
+    frames are still submitted, without a final line."""
+    case = SidebandCase()
+    created = response_created("resp_m1", metadata=maintenance(1))
+    assert case.receive(created) == [Submit(created, RECEIVED_AT)]
+    assert case.receive(_delta("response.output_text.delta", "item_s1", "Summary", "resp_m1")) == []
+    summary = assistant_text_final("resp_m1", "item_s1", "Summary: the caller asked about order 42.")
+    assert case.receive(summary) == [Submit(summary, RECEIVED_AT)]
+    done = response_done("resp_m1", metadata=maintenance(1))
+    assert case.receive(done) == [Submit(done, RECEIVED_AT)]
+
+
+def test_a_maintenance_response_does_not_silence_the_others() -> None:
+    """Another response's words are streamed as ever."""
+    case = SidebandCase()
+    case.receive(response_created("resp_m1", metadata=maintenance(1)))
+    case.receive(response_created("resp_2"))
+    assert case.receive(_assistant_delta("item_a2", "Hello", "resp_2")) == [
+        Delta("assistant", "item_a2", "Hello")
+    ]
+
+
+def test_a_maintenance_response_s_delta_does_not_start_playback() -> None:
+    """Nobody hears a maintenance response, so its audio transcript is not what plays."""
+    case = SidebandCase()
+    case.receive(response_created("resp_m1", metadata=maintenance(1)))
+    case.receive(_assistant_delta("item_s1", "Summary", "resp_m1"), now=3.0)
+    assert case.sideband.playback(4.0) is None
+
+
+def test_ticks_and_close_call_for_nothing() -> None:
+    """A Realtime sideband holds nothing to write down: time and its close call for nothing."""
+    sideband = RealtimeSideband()
+    assert sideband.tick_every_s is None and sideband.closed_by_provider_within_s is None
+    assert sideband.tick(RECEIVED_AT) == []
+    assert sideband.close(RECEIVED_AT) == []
