@@ -32,7 +32,7 @@ from starlette.websockets import WebSocket
 from gateway import console
 from gateway.keys import KeyRing
 from gateway.phone import WebhookRefused
-from gateway.provider import ProviderCallError
+from gateway.providers.rest import ProviderCallError
 from gateway.watch import CLOSE_SESSION_ENDED, CLOSE_UNKNOWN_SESSION
 from gateway.web import EXCEPTION_HANDLERS, ASGIApp, Receive, Scope, Send, error_body, error_response
 from pipeline import watch_tokens

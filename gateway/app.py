@@ -27,11 +27,11 @@ from starlette.websockets import WebSocket
 from gateway.api import authenticated, build_api
 from gateway.controls import ControlConsumer
 from gateway.keys import KeyRing
-from gateway.live_api import OpenAILive, live_provider_from
 from gateway.liveness import Heartbeat
 from gateway.metrics import GatewayMetrics
 from gateway.phone import PhoneDoor, answer_call
-from gateway.provider import ProviderRest
+from gateway.providers.live import OpenAILive, live_provider_from
+from gateway.providers.rest import ProviderRest
 from gateway.rpc import WorkerRpc
 from gateway.sideband import ActionCarrier, SidebandSocket
 from gateway.sink import EventSink, NumberingBroker

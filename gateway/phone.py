@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response
 
-from gateway.provider import ProviderCallError
+from gateway.providers.rest import ProviderCallError
 from gateway.web import error_response
 from pipeline.errors import ProviderUnavailable
 

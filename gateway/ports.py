@@ -17,7 +17,7 @@ from starlette.websockets import WebSocket
 
 from gateway.keys import KeyRing
 from gateway.metrics import GatewayMetrics
-from gateway.provider import ProviderRest
+from gateway.providers.rest import ProviderRest
 from gateway.rpc import WorkerRpc
 from gateway.sink import EventSink
 

@@ -466,7 +466,7 @@ def run_worker(settings: Settings, threads: int | None, queues: set[str] | None 
 
 def run_gateway(settings: Settings, port: int | None) -> int:
     from gateway.app import Gateway
-    from gateway.provider import provider_from
+    from gateway.providers.realtime import provider_from
     from pipeline.roles import DEVELOPMENT_TOKEN, is_loopback
     from switchboard.observability import init_sentry
     from workers.broker import make_broker

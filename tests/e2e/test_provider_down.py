@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from gateway.app import Gateway
-from gateway.provider import SimulatedRealtime
+from gateway.providers.realtime import SimulatedRealtime
 from pipeline.config import Settings
 from switchboard.client import Client
 from switchboard.services import Services

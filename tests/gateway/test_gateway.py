@@ -22,7 +22,7 @@ from websockets.asyncio.server import ServerConnection, serve
 
 from gateway.app import Gateway
 from gateway.controls import BATCHES_PER_TAKE
-from gateway.provider import SimulatedRealtime
+from gateway.providers.realtime import SimulatedRealtime
 from gateway.sideband import SidebandSocket
 from gateway.sink import EventSink
 from gateway.watch import WatchHub

@@ -18,7 +18,7 @@ import redis
 
 from gateway.app import Gateway
 from gateway.liveness import Heartbeat
-from gateway.provider import SimulatedRealtime
+from gateway.providers.realtime import SimulatedRealtime
 from pipeline.config import Settings
 from pipeline.envelope import CloseCall, Reply
 from pipeline.limits import GATEWAY_DEAD_AFTER_MS

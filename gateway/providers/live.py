@@ -10,8 +10,13 @@ from urllib.parse import quote
 
 import openai
 
-from gateway.provider import PROVIDER_HTTP_TIMEOUT_S, PROVIDER_RETRIES, CreatedCall, ProviderCallError
-from gateway.provider import _provider_errors as provider_errors
+from gateway.providers.rest import (
+    PROVIDER_HTTP_TIMEOUT_S,
+    PROVIDER_RETRIES,
+    CreatedCall,
+    ProviderCallError,
+    provider_errors,
+)
 from pipeline.config import Settings
 
 
