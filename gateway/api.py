@@ -58,6 +58,9 @@ from pipeline.limits import (
     MAXIMUM_REQUEST_JSON_DEPTH,
     TYPED_MESSAGES_PER_MINUTE,
 )
+from pipeline.privacy.boundary import Redactor
+from pipeline.privacy.detect import Kind
+from pipeline.privacy.policy import ALWAYS_REDACTED
 from pipeline.roles import Identity, Permission, Role, permission_for
 from pipeline.state import IN_CALL, TERMINAL_PHASES
 from pipeline.wire import (
@@ -443,7 +446,10 @@ class _Api:
         item_id = f"item_typed_{uuid.uuid4().hex[:16]}"
         # The worker answers: 202 once the text is in the conversation, or the provider's refusal.
         queued = {"session_id": session_id, "item_id": item_id, "status": "queued"}
-        event = TextInjected(item_id=item_id, text=typed.text)
+        # Typed text is logged as the caller's words are: through the session's boundary. The
+        # model reads it masked too, since the log is what the worker sends it from.
+        redactor = Redactor(Kind(kind) for kind in record.get("privacy", {}).get("redact", ALWAYS_REDACTED))
+        event = TextInjected(item_id=item_id, text=redactor.text(typed.text))
         return await self._asked(session_id, record, event, API_REPLY_TIMEOUT_MS, queued)
 
     async def interrupt(self, request: Request, session_id: str) -> Response:

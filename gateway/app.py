@@ -45,6 +45,7 @@ from pipeline.errors import ProviderUnavailable
 from pipeline.live.sideband import LiveSideband
 from pipeline.names import control_queue
 from pipeline.phone import MAXIMUM_SIP_HEADERS, kept_headers
+from pipeline.privacy.boundary import PrivateSideband, Redactor
 from pipeline.realtime.sideband import RealtimeSideband
 from pipeline.state import TERMINAL_PHASES, Provider
 from pipeline.wire import SidebandClosed, SidebandConnected, TransferFinished, host_event
@@ -251,7 +252,7 @@ class Gateway:
                 if socket is not None and socket.generation == batch.generation:
                     socket.send(item.id, item.control)
             elif isinstance(item, OpenSideband):
-                self._open_sideband(batch.session_id, item.call_id, batch.generation, item.provider)
+                self._open_sideband(batch.session_id, batch.generation, item)
             elif isinstance(item, CloseCall):
                 socket = self.sockets.pop(batch.session_id, None)
                 self._spawn(self._close_call(batch.session_id, socket, item), f"close-{batch.session_id}")
@@ -278,20 +279,25 @@ class Gateway:
             finished = TransferFinished(to=directive.to, ok=False, error=str(error)[:300])
         self.sink.submit_event(session_id, generation, host_event(finished), time.time())
 
-    def _open_sideband(
-        self, session_id: str, call_id: str, generation: int, provider: str = "realtime"
-    ) -> None:
+    def _open_sideband(self, session_id: str, generation: int, directive: OpenSideband) -> None:
         existing = self.sockets.get(session_id)
         if existing is not None and existing.generation == generation:
             return
-        wing = self._wing(provider)
+        wing = self._wing(directive.provider)
+        # The privacy boundary: what the wing answers is redacted before it is numbered, queued
+        # or shown (pipeline.privacy.boundary).
+        sideband = PrivateSideband(
+            wing.new_sideband(),
+            Redactor(directive.redact),
+            is_watched=lambda: bool(self.watchers.listeners(session_id)),
+        )
         socket = SidebandSocket(
             session_id,
-            call_id,
+            directive.call_id,
             generation,
-            wing.rest.sideband_url(call_id),
+            wing.rest.sideband_url(directive.call_id),
             wing.rest.sideband_headers(),
-            wing.new_sideband(),
+            sideband,
             self._carry_out_actions,
             self._on_host_event,
             self._on_sent,

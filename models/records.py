@@ -17,6 +17,7 @@ from models.db import (
 from pipeline.call_log import CallLogEntry, LoggedInput, ended_by, project
 from pipeline.dialects import capabilities_for
 from pipeline.errors import SessionNotFound
+from pipeline.privacy.policy import PrivacyPolicy
 from pipeline.state import Phase
 
 # A transaction publishes its controls, directives and replies under the row lock just before
@@ -87,6 +88,7 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
         "usage": row.usage,
         "line": _line(row.state or {}),
         "provider": (row.state or {}).get("provider", "realtime"),
+        "privacy": _privacy(row.state or {}),
         "compaction": _compaction(row.state or {}),
         "applied_seq": row.applied_seq,
         "logged_seq": row.logged_seq,
@@ -102,6 +104,12 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
     if with_events:
         record["log"] = event_log(session_id)
     return record
+
+
+def _privacy(state: dict[str, Any]) -> dict[str, Any]:
+    """What the session's boundary redacts: every kind, the ones always redacted included."""
+    policy = PrivacyPolicy.model_validate(state.get("privacy") or {})
+    return {"redact": sorted(policy.kinds)}
 
 
 def _line(state: dict[str, Any]) -> dict[str, Any]:

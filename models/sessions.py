@@ -756,7 +756,14 @@ class LockedSession:
         provider = step.state.provider.value
         for index, effect in enumerate(step.effects):
             if isinstance(effect, OpenSidebandEffect):
-                items.append(OpenSideband(id=f"{prefix}_d{index}", call_id=effect.call_id, provider=provider))
+                items.append(
+                    OpenSideband(
+                        id=f"{prefix}_d{index}",
+                        call_id=effect.call_id,
+                        provider=provider,
+                        redact=tuple(sorted(step.state.privacy.kinds)),
+                    )
+                )
             elif isinstance(effect, TransferCallEffect) and step.state.call_id is not None:
                 items.append(
                     TransferCall(

@@ -17,6 +17,7 @@ from pipeline.limits import (
     MAXIMUM_USAGE_BUDGET_TOKENS,
 )
 from pipeline.phone import ROUTE_NUMBER
+from pipeline.privacy.policy import PrivacyPolicy
 from pipeline.realtime.configuration import END_CALL
 from pipeline.signing import is_secret
 
@@ -149,6 +150,8 @@ class SessionSpec(BaseModel):
     greeting: GreetingSpec | None = None
     hangup: HangupSpec | None = None
     webhook: AppWebhookSpec | None = None
+    # What is redacted of what the caller says, before Switchboard keeps any of it.
+    privacy: PrivacyPolicy = PrivacyPolicy()
 
     @model_validator(mode="after")
     def _end_call_is_built_in(self) -> SessionSpec:

@@ -9,6 +9,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipeline.privacy.detect import Kind
+from pipeline.privacy.policy import ALWAYS_REDACTED
+
 
 class EventEnvelope(BaseModel):
     """One durable event of one session, numbered by the gateway that received it."""
@@ -44,6 +47,9 @@ class OpenSideband(BaseModel):
     call_id: str
     # Which provider's sideband: a Live session's is attached by its session id.
     provider: Literal["realtime", "live"] = "realtime"
+    # The kinds the gateway's boundary redacts on this sideband (the session's policy); a
+    # directive without them gets what every policy redacts.
+    redact: tuple[Kind, ...] = tuple(sorted(ALWAYS_REDACTED))
 
 
 class CloseCall(BaseModel):

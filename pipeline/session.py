@@ -143,6 +143,7 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
                     limits=Limits.model_validate(event.limits),
                     provider=Provider(event.provider),
                     live=dialect_for(event.provider).wing_state(event),
+                    privacy=event.privacy,
                 )
             )
         case SessionCreated():

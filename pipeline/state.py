@@ -15,6 +15,7 @@ from pipeline.limits import (
     MAXIMUM_SESSION_SECONDS,
 )
 from pipeline.phone import PhoneLine
+from pipeline.privacy.policy import PrivacyPolicy
 from pipeline.timeline import TranscriptFragment
 
 # The block a session's own instructions are, until the app names others.
@@ -375,6 +376,8 @@ class SessionState(_Frozen):
     provider: Provider = Provider.REALTIME
     # What a Live session keeps besides (None on Realtime).
     live: LiveCall | None = None
+    # What the gateway's boundary redacts of what the caller says (fixed at creation).
+    privacy: PrivacyPolicy = PrivacyPolicy()
 
     def evolve(self, **changes: object) -> SessionState:
         """This state with `changes`, each checked against its field's type: a misspelt field

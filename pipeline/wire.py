@@ -22,6 +22,7 @@ from pipeline.errors import MalformedFrame, OversizedFrame
 from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH, MAXIMUM_PROVIDER_FRAME_BYTES
 from pipeline.live.events import LIVE_PARSED_TYPES, LiveInbound, LiveTranscript
 from pipeline.phone import PhoneLine
+from pipeline.privacy.policy import PrivacyPolicy
 from pipeline.realtime.events import (
     DURABLE_TYPES,
     IGNORED_TYPES,
@@ -137,6 +138,7 @@ class SessionCreated(Inbound):
     # The provider protocol the session speaks, and on Live what its delegations go to.
     provider: Literal["realtime", "live"] = "realtime"
     live: LiveSetup | None = None
+    privacy: PrivacyPolicy = PrivacyPolicy()
 
 
 class AdmissionBegun(Inbound):

@@ -29,6 +29,7 @@ from pipeline.api import LiveSpec, SessionLimits, SessionSpec
 from pipeline.errors import SessionNotFound
 from pipeline.live.events import LIVE_TRANSCRIPT_TYPE, LiveTranscript
 from pipeline.live.frames import AGENT_TRANSCRIPT_TYPE, CALLER_TRANSCRIPT_TYPE
+from pipeline.privacy.policy import PrivacyPolicy
 from pipeline.timeline import Speaker
 from pipeline.wire import ArrivedLate, SessionCreated, SidebandClosed
 from simulator.recording import (
@@ -91,11 +92,21 @@ def session_recording(record: dict[str, Any]) -> tuple[Recording, list[str]]:
         description=_description(record, created),
         # A Realtime session's spec says nothing of its provider (the default), so its
         # recording reads as it did before Live existed.
-        session=spec.model_dump(
-            mode="json", exclude_none=True, exclude={"provider"} if spec.provider == "realtime" else None
-        ),
+        session=spec.model_dump(mode="json", exclude_none=True, exclude=_unsaid_defaults(spec)),
     )
     return Recording(header=header, events=events, close=close), unsaid
+
+
+def _unsaid_defaults(spec: SessionSpec) -> set[str]:
+    """What a recording's spec leaves out because it is the default, so that a recording
+    reads as it did before the field existed: a Realtime session's provider, a session's
+    privacy policy when it asks for nothing beyond what is always redacted."""
+    unsaid = set()
+    if spec.provider == "realtime":
+        unsaid.add("provider")
+    if spec.privacy == PrivacyPolicy():
+        unsaid.add("privacy")
+    return unsaid
 
 
 def session_spec_of(created: dict[str, Any]) -> tuple[SessionSpec, list[str]]:
@@ -129,6 +140,7 @@ def session_spec_of(created: dict[str, Any]) -> tuple[SessionSpec, list[str]]:
         limits=SessionLimits.model_validate(limits),
         provider="live" if created.get("provider") == "live" else "realtime",
         live=live_spec,
+        privacy=PrivacyPolicy.model_validate(created.get("privacy") or {}),
     )
     return spec, unsaid
 

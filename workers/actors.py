@@ -178,6 +178,7 @@ def create_session(
             app_webhook=AppWebhook.model_validate(checked.webhook.model_dump()) if checked.webhook else None,
             provider=checked.provider,
             live=_live_setup(checked),
+            privacy=checked.privacy,
             **_session_catalog(checked.tools),
         )
         try:
@@ -319,6 +320,7 @@ def _phone_session(route: phone.Route, line: PhoneLine) -> list[HostInput]:
         phone=line,
         provider=spec.provider,
         live=_live_setup(spec),
+        privacy=spec.privacy,
         **_session_catalog(spec.tools),
     )
     return [created, AdmissionBegun()]

@@ -443,6 +443,12 @@ def _find_in_segment(segment: str, offset: int, kinds: frozenset[Kind], region: 
     return [Finding(f.kind, f.start + offset, f.end + offset, f.masked) for f in found]
 
 
+def could_hold_value(text: str) -> bool:
+    """Whether `text` has anything a value is made of: a digit, a digit word or an "@". Most
+    of what is said has none, and needs no more looking at."""
+    return "@" in text or _DIGIT_TOKEN.search(text) is not None
+
+
 def segments(text: str) -> Iterator[tuple[int, int]]:
     """The spans between barriers (possibly empty), in order."""
     position = 0

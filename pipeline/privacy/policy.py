@@ -3,8 +3,8 @@
 `privacy: {"redact": ["email", "phone"]}` on a session (or a route's session) names the kinds
 to redact; card numbers and SSNs are redacted whatever it says, because no policy may make
 Switchboard keep them readable (PCI DSS requirement 3.5: a card number is unreadable wherever
-it is stored; an SSN is the key to a US identity). Not yet read by the API: this is the model
-it will validate with.
+it is stored; an SSN is the key to a US identity). The gateway's boundary
+(`pipeline.privacy.boundary`) redacts what it names before anything is kept.
 """
 
 from __future__ import annotations

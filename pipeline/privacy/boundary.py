@@ -1,0 +1,330 @@
+"""The privacy boundary: what a caller says is masked before Switchboard keeps any of it.
+
+The gateway is where a provider frame first becomes Switchboard's: it numbers the frame into the
+session's log (Redis, then PostgreSQL), hands it to the workers, and shows its words to the
+people watching the call. `PrivateSideband` wraps a wing's sans-I/O `Sideband` there, so every
+action the wing answers is redacted before it is carried out:
+
+- `Submit`: the durable event, every string in it redacted (`Redactor.event`), so no queue, log,
+  record, export or webhook downstream ever holds the clear value;
+- `Delta`: the watchers' words, through a `DeltaGate` per line (a card number said digit by
+  digit is held back until it is a card, and then masked);
+- `Final`: the finished line, redacted whole;
+- `Incident`: the summary and the quoted start of a bad frame, redacted (a quote cut in the
+  middle of a value masks what it cut).
+
+What the model heard is the provider's; what Switchboard keeps is masked. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pipeline.call.sideband import Action, Delta, Final, Incident, Sideband, Submit
+from pipeline.privacy.detect import (
+    MAXIMUM_SEGMENT_CHARS,
+    Kind,
+    barriers,
+    could_hold_value,
+    fail_closed,
+    find,
+    redact,
+    segments,
+)
+from pipeline.privacy.policy import PrivacyPolicy
+from pipeline.privacy.stream import DeltaGate
+
+# Keys whose values are the protocol's own (types, ids, names of functions, enumerations), never
+# what anybody said: left as they are, so an event keeps its shape and the workers' reading of it.
+STRUCTURAL_KEYS = frozenset(
+    {
+        "type",
+        "object",
+        "id",
+        "name",
+        "role",
+        "status",
+        "code",
+        "param",
+        "model",
+        "voice",
+        "format",
+        "metadata",
+        "playback",
+        "modalities",
+        "output_modalities",
+        "tool_choice",
+        "speaker",
+    }
+)
+
+# Texts redacted lately, remembered with their redaction: a session's instructions come back in
+# every `session.updated`, and a response's transcript in its `.done`, its item's `.done` and
+# the `response.done`.
+REMEMBERED_TEXTS = 16
+# ... when they are this long: looking a shorter one up costs about what reading it does.
+REMEMBERED_FROM_CHARS = 64
+
+# Lines of the transcript being gated for the watchers at once; beyond this the oldest is
+# dropped (its held words are never shown, its final line still is).
+OPEN_LINES = 64
+
+Json = Any
+
+
+def _is_structural(key: str) -> bool:
+    return key in STRUCTURAL_KEYS or key.endswith(("_id", "_ids"))
+
+
+class Redactor:
+    """One session's redaction: the kinds its policy names, for texts, events and quotes."""
+
+    def __init__(self, kinds: Iterable[Kind], *, region: str = "US") -> None:
+        self.kinds = frozenset(kinds)
+        self.region = region
+        self._recent: OrderedDict[str, str] = OrderedDict()
+
+    @classmethod
+    def of(cls, policy: PrivacyPolicy) -> Redactor:
+        return cls(policy.kinds)
+
+    def text(self, value: str) -> str:
+        """`value` with every value of the session's kinds masked (`detect.redact`)."""
+        if len(value) < REMEMBERED_FROM_CHARS:
+            # Most of what is said has nothing a value is made of, and is passed over at once.
+            return redact(value, self.kinds, region=self.region) if could_hold_value(value) else value
+        remembered = self._recent.get(value)
+        if remembered is not None:
+            self._recent.move_to_end(value)
+            return remembered
+        redacted = redact(value, self.kinds, region=self.region) if could_hold_value(value) else value
+        self._recent[value] = redacted
+        if len(self._recent) > REMEMBERED_TEXTS:
+            self._recent.popitem(last=False)
+        return redacted
+
+    def quote(self, head: str, *, cut: bool) -> str:
+        """A text cut short (an incident's quote of a frame, what a cancelled response had said
+        so far), redacted. When it was `cut`, its last stretch after a barrier may be the start
+        of a value whose end was cut off ("card 4532 0151"): if that stretch holds anything a
+        value is made of, its letters and digits are masked."""
+        if not cut:
+            return self.text(head)
+        ends = [barrier.end() for barrier in barriers(head)]
+        start = ends[-1] if ends else 0
+        tail = head[start:]
+        if not could_hold_value(tail):
+            return self.text(head)
+        return self.text(head[:start]) + fail_closed(tail)
+
+    def event(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The event with every string a person may have said redacted; the same object when
+        nothing changed (most events), else a copy of what changed only."""
+        redacted = self._value(event, None)
+        assert isinstance(redacted, dict)
+        return redacted
+
+    def _value(self, value: Json, key: str | None, cut: bool = False) -> Json:
+        if isinstance(value, str):
+            if cut:
+                return self.quote(value, cut=True)
+            if key == "arguments":
+                return self._arguments(value)
+            return self.text(value)
+        if isinstance(value, dict):
+            # An item a cancelled response left "incomplete" was cut off where it stood: its
+            # text ("card 4532 0151 ") may end in the start of a value nobody finished saying.
+            cut = cut or value.get("status") == "incomplete"
+            changed: dict[str, Any] | None = None
+            for name, item in value.items():
+                if _is_structural(name):
+                    continue
+                new = self._fragments(item) if name == "fragments" else self._value(item, name, cut)
+                if new is not item:
+                    if changed is None:
+                        changed = dict(value)
+                    changed[name] = new
+            return value if changed is None else changed
+        if isinstance(value, list):
+            items = [self._value(item, key, cut) for item in value]
+            return value if all(new is old for new, old in zip(items, value, strict=True)) else items
+        return value
+
+    def _arguments(self, arguments: str) -> str:
+        """A function call's arguments (a JSON text): each value redacted as a value, so the
+        arguments stay JSON a tool can read. A text that is no JSON was cut off, and is
+        redacted as a quote cut short."""
+        if not could_hold_value(arguments):
+            return arguments
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            return self.quote(arguments, cut=True)
+        redacted = self._json_values(parsed)
+        return arguments if redacted is parsed else json.dumps(redacted, ensure_ascii=False)
+
+    def _json_values(self, value: Json) -> Json:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, bool) or value is None or isinstance(value, float):
+            return value
+        if isinstance(value, int):
+            # A card number given as a JSON number is a card number all the same.
+            written = str(value)
+            masked = self.text(written)
+            return value if masked == written else masked
+        if isinstance(value, dict):
+            items = {name: self._json_values(item) for name, item in value.items()}
+            return value if all(items[name] is value[name] for name in value) else items
+        if isinstance(value, list):
+            listed = [self._json_values(item) for item in value]
+            return value if all(new is old for new, old in zip(listed, value, strict=True)) else listed
+        return value
+
+    def _fragments(self, fragments: Json) -> Json:
+        """A transcript's fragments (one delta each, `text` the words), redacted together: a
+        value said over several deltas is found in their joined words. A fragment is changed
+        only where a value covers it: the mask is put in the fragment the value starts in, and
+        the value's characters are taken out of every fragment it covers."""
+        if not isinstance(fragments, list) or not all(
+            isinstance(piece, dict) and isinstance(piece.get("text"), str) for piece in fragments
+        ):
+            return self._value(fragments, "fragments")
+        texts = [piece["text"] for piece in fragments]
+        joined, starts = _joined(texts)
+        if not could_hold_value(joined):
+            return fragments
+        covers = self._covers(joined)
+        if not covers:
+            return fragments
+        result: list[Any] = []
+        for piece, text, start in zip(fragments, texts, starts, strict=True):
+            new = _masked_piece(text, start, covers)
+            result.append(piece if new == text else {**piece, "text": new})
+        return result
+
+    def _covers(self, text: str) -> list[tuple[int, int, str, bool]]:
+        """What redaction replaces in `text`: (start, end, replacement, character by character)."""
+        covers: list[tuple[int, int, str, bool]] = []
+        for start, end in segments(text):
+            if end - start > MAXIMUM_SEGMENT_CHARS:
+                covers.append((start, end, fail_closed(text[start:end]), True))
+        for finding in find(text, self.kinds, region=self.region):
+            covers.append((finding.start, finding.end, finding.masked, False))
+        return sorted(covers)
+
+
+def _joined(texts: list[str]) -> tuple[str, list[int]]:
+    """The fragments' words as one text for detection, and where each fragment starts in it.
+    Two fragments that meet with no space between get one (a pause is no part of a value's
+    digits either way, and digits run together would read as one longer number)."""
+    joined = ""
+    starts: list[int] = []
+    for text in texts:
+        if joined and text and not joined[-1].isspace() and not text[0].isspace():
+            joined += " "
+        starts.append(len(joined))
+        joined += text
+    return joined, starts
+
+
+def _masked_piece(text: str, start: int, covers: list[tuple[int, int, str, bool]]) -> str:
+    end = start + len(text)
+    out: list[str] = []
+    position = start
+    for cover_start, cover_end, replacement, by_character in covers:
+        if cover_end <= start or cover_start >= end:
+            continue
+        out.append(text[position - start : max(cover_start, position) - start])
+        lo, hi = max(cover_start, start), min(cover_end, end)
+        if by_character:
+            out.append(replacement[lo - cover_start : hi - cover_start])
+        elif cover_start >= start:
+            out.append(replacement)
+        position = hi
+    out.append(text[position - start :])
+    return "".join(out)
+
+
+class PrivateSideband:
+    """A wing's `Sideband` with every action it answers redacted (see the module docstring).
+
+    `is_watched` says whether anybody watches the call now: a line that begins unwatched is not
+    gated (nobody would see its words), and its final line is shown whole when it ends."""
+
+    def __init__(self, inner: Sideband, redactor: Redactor, is_watched: Callable[[], bool]) -> None:
+        self.inner = inner
+        self.redactor = redactor
+        self.tick_every_s = inner.tick_every_s
+        self.closed_by_provider_within_s = inner.closed_by_provider_within_s
+        self._is_watched = is_watched
+        self._lines: OrderedDict[str, DeltaGate] = OrderedDict()
+        self._unwatched: OrderedDict[str, None] = OrderedDict()
+
+    def receive(self, frame: str | bytes, received_at: float, now: float) -> list[Action]:
+        return self._private(self.inner.receive(frame, received_at, now))
+
+    def tick(self, at: float) -> list[Action]:
+        return self._private(self.inner.tick(at))
+
+    def close(self, at: float) -> list[Action]:
+        return self._private(self.inner.close(at))
+
+    def playback(self, now: float) -> dict[str, Any] | None:
+        return self.inner.playback(now)
+
+    def _private(self, actions: list[Action]) -> list[Action]:
+        if not actions:
+            return actions
+        private: list[Action] = []
+        for action in actions:
+            if isinstance(action, Submit):
+                event = self.redactor.event(action.event)
+                private.append(action if event is action.event else Submit(event, action.received_at))
+            elif isinstance(action, Delta):
+                shown = self._delta(action)
+                if shown:
+                    private.append(Delta(action.role, action.item_id, shown))
+            elif isinstance(action, Final):
+                gate = self._lines.pop(action.item_id, None)
+                self._unwatched.pop(action.item_id, None)
+                if gate is not None:
+                    rest = gate.flush()
+                    if rest:
+                        private.append(Delta(action.role, action.item_id, rest))
+                private.append(Final(action.role, action.item_id, self.redactor.text(action.text)))
+            else:
+                private.append(self._incident(action))
+        return private
+
+    def _delta(self, delta: Delta) -> str:
+        gate = self._lines.get(delta.item_id)
+        if gate is None:
+            if delta.item_id in self._unwatched:
+                return ""
+            if not self._is_watched():
+                # Nobody sees this line's words: its final line will be shown whole.
+                self._remember(self._unwatched, delta.item_id, None)
+                return ""
+            gate = DeltaGate(self.redactor.kinds, region=self.redactor.region)
+            self._remember(self._lines, delta.item_id, gate)
+        return gate.push(delta.text)
+
+    @staticmethod
+    def _remember(lines: OrderedDict[str, Any], item_id: str, value: Any) -> None:
+        lines[item_id] = value
+        if len(lines) > OPEN_LINES:
+            lines.popitem(last=False)
+
+    def _incident(self, incident: Incident) -> Incident:
+        context = dict(incident.context)
+        preview = context.pop("frame_preview", None)
+        redacted = self.redactor.event(context)
+        if isinstance(preview, str):
+            size = context.get("bytes")
+            cut = not isinstance(size, int) or size > len(preview.encode())
+            redacted = {**redacted, "frame_preview": self.redactor.quote(preview, cut=cut)}
+        return Incident(incident.code, self.redactor.text(incident.summary), redacted)
