@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import ConfigError, Settings, settings_from
+from switchboard.logs import redact_logs
 from switchboard.services import Services, resolve_services
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -150,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"switchboard: {error}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    redact_logs()  # a caller's card number, SSN, e-mail, phone or IBAN never in the clear
     # pgserver narrates initdb and every start at INFO; Switchboard says what it started itself.
     logging.getLogger("pgserver").setLevel(logging.WARNING)
     if arguments.command == "gateway":

@@ -6,6 +6,11 @@ Dramatiq's own error log report every failed attempt. Switchboard reports a mess
 it is dead-lettered (`workers.middleware.ReportDeadLetters`), and drops the per-attempt reports
 here; failures a transition decides (an incident of severity error) are reported by the actor
 that committed them, tagged with the session.
+
+No caller's card number, SSN, e-mail, phone number or IBAN reaches Sentry in the clear: no
+default PII (addresses, headers, users), no local variables in stack frames, and every string
+left in an event or breadcrumb redacted (`pipeline.privacy.detect`) before it is sent — an
+exception's message quotes what failed, and that may be what the caller said.
 """
 
 from __future__ import annotations
@@ -16,9 +21,10 @@ import sentry_sdk
 from sentry_sdk.integrations.dramatiq import DramatiqIntegration
 
 from pipeline.config import Settings
+from switchboard.logs import redacted
 
 if TYPE_CHECKING:
-    from sentry_sdk._types import Event
+    from sentry_sdk._types import Breadcrumb, BreadcrumbHint, Event
 
 
 def init_sentry(settings: Settings, process: str, transport: Any = None) -> bool:
@@ -30,7 +36,10 @@ def init_sentry(settings: Settings, process: str, transport: Any = None) -> bool
         environment=settings.sentry_environment,
         integrations=[DramatiqIntegration()],
         server_name=f"{process}:{settings.gateway_id if process == 'gateway' else ''}",
-        before_send=only_final_failures,
+        before_send=_reported,
+        before_breadcrumb=_scrubbed_breadcrumb,
+        send_default_pii=False,
+        include_local_variables=False,
         transport=transport,
     )
     sentry_sdk.set_tag("process", process)
@@ -46,3 +55,40 @@ def only_final_failures(event: Event, hint: dict[str, Any]) -> Event | None:
         if (value.get("mechanism") or {}).get("type") == "dramatiq":
             return None
     return event
+
+
+def _reported(event: Event, hint: dict[str, Any]) -> Event | None:
+    """What is sent of an event: the final failures only, every string in them redacted."""
+    kept = only_final_failures(event, hint)
+    if kept is None:
+        return None
+    scrubbed: Event = _scrubbed(kept)
+    return scrubbed
+
+
+def _scrubbed_breadcrumb(crumb: Breadcrumb, hint: BreadcrumbHint) -> Breadcrumb | None:
+    """A breadcrumb (a log line, a query, a request) with every string in it redacted."""
+    del hint
+    scrubbed: Breadcrumb = _scrubbed(crumb)
+    return scrubbed
+
+
+def _scrubbed(value: Any) -> Any:
+    """`value` with every string in it redacted, through dicts (their keys too), lists and
+    tuples; what nothing changed in is returned as it was (no copy)."""
+    if isinstance(value, str):
+        masked = redacted(value)
+        return value if masked == value else masked
+    if isinstance(value, dict):
+        items = [(_scrubbed(key), _scrubbed(item)) for key, item in value.items()]
+        changed = any(
+            new_key is not key or new_item is not item
+            for (new_key, new_item), (key, item) in zip(items, value.items(), strict=True)
+        )
+        return dict(items) if changed else value
+    if isinstance(value, list | tuple):
+        scrubbed = [_scrubbed(item) for item in value]
+        if all(new is old for new, old in zip(scrubbed, value, strict=True)):
+            return value
+        return scrubbed if isinstance(value, list) else tuple(scrubbed)
+    return value
