@@ -18,25 +18,17 @@ The filter formats the message once (`record.getMessage()`), redacts it with eve
 from __future__ import annotations
 
 import logging
-import re
 
 from pipeline.privacy import detect
 
-# Every kind needs a digit (written or spoken) or an "@"; most log lines have none, and skip
-# detection. The spoken digits are detect's (`detect._DIGIT_WORDS`, `_MULTIPLIERS`): a card
-# number read out ("four one one one …") in a logged transcript is a card number too.
-_MAYBE_SENSITIVE = re.compile(
-    r"[\d@]|(?<![^\W\d_])(?:zero|oh|o|one|two|three|four|five|six|seven|eight|nine|double|triple)"
-    r"(?![^\W\d_])",
-    re.IGNORECASE,
-)
 # Set on a record once redacted: the root's other handlers need not redact it again.
 _REDACTED = "_switchboard_redacted"
 
 
 def redacted(text: str) -> str:
     """`text` with every sensitive value masked; masked whole if detection itself fails."""
-    if _MAYBE_SENSITIVE.search(text) is None:
+    # Every kind needs a digit (written or spoken) or an "@"; most log lines have none.
+    if not detect.could_hold_value(text):
         return text
     try:
         return detect.redact(text, detect.ALL_KINDS)
