@@ -11,8 +11,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
+import urllib.request
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +23,8 @@ import psycopg2
 import pytest
 import redis
 
+from models.db import connect
+from pipeline.privacy.detect import is_luhn_valid
 from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack
@@ -28,22 +33,32 @@ from tests.e2e.test_app_webhooks import SECRET, Receiver
 from tests.support.live import controls_of, live_session, set_live_script
 from tests.support.waiting import wait_for
 
-CARD = "4532 0151 1283 0366"
-SPOKEN_CARD = "five five two zero zero zero one two three four five six seven eight nine seven"
-SSN = "219-09-9999"
-EMAIL = "rosa.planted@example.org"
-TYPED_CARD = "4532-0151-1283-0366"
+DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+
+
+def _card(first: str) -> str:
+    """A Luhn-valid card number of 16 digits, new for each run: the database and the Redis of
+    this machine outlive a run, so what an earlier run left there can never be mistaken for
+    (or hide) a leak of this one."""
+    body = first + "".join(str(secrets.randbelow(10)) for _ in range(14))
+    return body + next(str(d) for d in range(10) if is_luhn_valid(tuple(int(c) for c in body + str(d))))
+
+
+CARD_DIGITS, SPOKEN_DIGITS = _card("4"), _card("5")
+CARD = " ".join(CARD_DIGITS[i : i + 4] for i in range(0, 16, 4))
+TYPED_CARD = CARD.replace(" ", "-")
+SPOKEN_CARD = " ".join(DIGIT_WORDS[int(digit)] for digit in SPOKEN_DIGITS)
+SSN_DIGITS = f"{secrets.randbelow(565) + 100}{secrets.randbelow(90) + 10}{secrets.randbelow(9000) + 1000}"
+SSN = f"{SSN_DIGITS[:3]}-{SSN_DIGITS[3:5]}-{SSN_DIGITS[5:]}"
+LOCAL_PART = "rosa." + "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(8))
+EMAIL = f"{LOCAL_PART}@example.org"
 
 # What would betray a value: its digits in any spacing, its words, the address or its local part.
-NEEDLES = (
-    "4532015112830366",
-    "5520001234567897",
-    "five five two zero zero zero one",
-    "219099999",
-    "rosa.planted",
-)
+NEEDLES = (CARD_DIGITS, SPOKEN_DIGITS, " ".join(SPOKEN_CARD.split()[:8]), SSN_DIGITS, LOCAL_PART)
 
-CARD_MASK = "•••• •••• •••• 0366"
+CARD_MASK = f"•••• •••• •••• {CARD_DIGITS[-4:]}"
+SSN_MASK = f"•••-••-{SSN_DIGITS[-4:]}"
+EMAIL_MASK = "r•••@example.org"
 
 
 def leaks(text: str) -> list[str]:
@@ -101,6 +116,11 @@ def _redis_text(redis_url: str, namespace: str) -> str:
     finally:
         client.close()
     return "\n".join(parts)
+
+
+def _logs(stack: Stack) -> str:
+    """What the gateway and the workers logged (the simulator plays the provider: not ours)."""
+    return "\n".join(line for process in [stack.gateway, *stack.workers] if process for line in process.lines)
 
 
 def _export(services: Services, session_id: str) -> str:
@@ -189,17 +209,12 @@ def test_a_realtime_call_keeps_no_clear_value_anywhere(
 
     # The positive control: the provider heard every value in the clear, as said.
     provider_log = json.dumps(simulator_call(private_stack, call_id), ensure_ascii=False)
-    assert set(leaks(provider_log)) >= {
-        "4532015112830366",
-        "five five two zero zero zero one",
-        "219099999",
-        "rosa.planted",
-    }
+    assert set(leaks(provider_log)) >= set(NEEDLES) - {SPOKEN_DIGITS}
 
     record = client.session(session_id, events=True)
     said = " ".join(item["text"] for item in record["transcript"])
-    assert CARD_MASK in said and "•••-••-9999" in said and "r•••@example.org" in said
-    assert "•••• •••• •••• 7897" in said
+    assert CARD_MASK in said and SSN_MASK in said and EMAIL_MASK in said
+    assert f"•••• •••• •••• {SPOKEN_DIGITS[-4:]}" in said
     [step] = record["tool_steps"]
     assert step["tool"] == "echo" and step["status"] == "succeeded"
 
@@ -255,14 +270,14 @@ def test_a_live_call_s_transcript_and_delegated_task_keep_no_clear_value(
     provider_log = live_session(private_stack, call_id)
     deltas = [entry["event"] for entry in provider_log["events"]]
     heard_by_provider = "".join(e["delta"] for e in deltas if e["type"] == "session.input_transcript.delta")
-    assert set(leaks(heard_by_provider)) >= {"4532015112830366", "219099999"}
+    assert set(leaks(heard_by_provider)) >= {CARD_DIGITS, SSN_DIGITS}
     # The task the handler answered was the caller's words, masked.
     [commentary] = [c for c in controls_of(provider_log) if c["type"] == "session.commentary.append"]
     assert CARD_MASK in commentary["content"] and "Hi there." in commentary["content"]
 
     record = client.session(session_id, events=True)
     said = " ".join(item["text"] for item in record["transcript"] if item["role"] == "user")
-    assert "Hi there." in said and CARD_MASK in said and "•••-••-9999" in said
+    assert "Hi there." in said and CARD_MASK in said and SSN_MASK in said
     stores = {
         "database": _database_text(services.database_url),
         "redis": _redis_text(services.redis_url, private_stack.namespace),
@@ -276,5 +291,127 @@ def test_a_live_call_s_transcript_and_delegated_task_keep_no_clear_value(
         "call log": json.dumps(client.call_log(session_id), ensure_ascii=False),
         "export": _export(services, session_id),
         "watchers": json.dumps(heard, ensure_ascii=False),
+    }
+    assert {name: leaks(text) for name, text in stores.items() if leaks(text)} == {}
+
+
+def _inject(stack: Stack, call_id: str, frames: list[str]) -> None:
+    base = stack.simulator_url.removesuffix("/v1")
+    request = urllib.request.Request(
+        f"{base}/_sim/calls/{call_id}/inject", data=json.dumps({"frames": frames}).encode(), method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=10):
+        pass
+
+
+def _dead_letters(stack: Stack, *arguments: str) -> str:
+    listed = subprocess.run(
+        [sys.executable, "-m", "switchboard", "dlq", *arguments],
+        env=stack.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stderr
+    return listed.stdout
+
+
+def test_a_summary_an_incident_and_a_dead_letter_keep_no_clear_value(
+    private_stack: Stack, services: Services
+) -> None:
+    """The model's compaction summary repeats the card, a malformed frame quotes it (an
+    incident), and a line that fails every attempt is dead-lettered: each is kept masked."""
+    client = Client(private_stack.api_url, private_stack.api_token, private_stack.live_url)
+    refused = f"refuse_{uuid.uuid4().hex[:10]}"
+    database = connect(services.database_url)
+    # A line PostgreSQL refuses, so that its event is retried and dead-lettered.
+    database.execute_sql(
+        f"CREATE FUNCTION {refused}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        " IF NEW.payload::text LIKE '%%dead letter me%%' THEN RAISE EXCEPTION 'disk full (simulated)';"
+        " END IF; RETURN NEW; END $$"
+    )
+    database.execute_sql(
+        f"CREATE TRIGGER {refused} BEFORE INSERT ON session_events FOR EACH ROW EXECUTE FUNCTION {refused}()"
+    )
+    try:
+        set_script(
+            private_stack,
+            {
+                "name": "privacy-maintenance",
+                "timing": {
+                    "delta_interval_ms": 5,
+                    "chars_per_delta": 40,
+                    "speech_ms": 100,
+                    "response_wait_ms": 2000,
+                },
+                "caller": [
+                    {
+                        "say": f"Hello, my card number is {CARD} and my social is {SSN}, please note them.",
+                        "after_ms": 20,
+                    },
+                    {"say": "Can you confirm the refund goes back to that same card?", "after_ms": 20},
+                    {"say": "And how long does the refund take to arrive, roughly?", "after_ms": 20},
+                    {"say": "Will I get a confirmation of it by email as well?", "after_ms": 20},
+                    {"say": f"And dead letter me: the card is {CARD}.", "after_ms": 20},
+                    {"hangup": True, "after_ms": 30000},
+                ],
+                "model": [
+                    {"say": f"Noted, the card {CARD}."},
+                    {"say": "Yes, it does."},
+                    {"say": "About five working days."},
+                    {"say": "Yes, you will."},
+                    {"say": "Done."},
+                ],
+                "out_of_band": [{"text": f"Working notes: caller's card {CARD}, SSN {SSN}, mail {EMAIL}."}],
+            },
+        )
+        session = client.create_session(
+            "You are the payments desk.",
+            limits={"compaction_input_tokens": 30, "max_session_seconds": 20},
+            privacy={"redact": ["email"]},
+        )
+        session_id = session["id"]
+        call_id = client.connect(session_id)["call_id"]
+        wait_for(lambda: client.session(session_id)["transcript"], "the caller's first line", timeout_s=30)
+        _inject(
+            private_stack,
+            call_id,
+            ['{"type": "conversation.item.added", "transcript": "' + CARD + " and " * 60],
+        )
+
+        def dead() -> list[dict[str, Any]]:
+            return [
+                letter
+                for letter in json.loads(_dead_letters(private_stack, "list", "--json"))
+                if letter["session_id"] == session_id
+            ]
+
+        [letter] = wait_for(dead, "the refused line to be dead-lettered", timeout_s=60)
+        shown = _dead_letters(private_stack, "show", letter["id"][:12])
+    finally:
+        database.execute_sql(f"DROP TRIGGER {refused} ON session_events")
+        database.execute_sql(f"DROP FUNCTION {refused}()")
+    record = client.wait_for_status(session_id, timeout_s=60)
+    assert record["status"] in ("ended", "failed"), record
+    record = client.session(session_id, events=True)
+    assert [c["summary"] for c in record["compactions"] if c["summary"]], record["compactions"]
+    assert CARD_MASK in record["compactions"][0]["summary"]
+    [incident] = [i for i in record["incidents"] if "frame_preview" in i["context"]]
+    assert incident["context"]["frame_preview"].startswith('{"type": "conversation.item.added"')
+    assert CARD_MASK in shown or json.dumps(CARD_MASK)[1:-1] in shown
+
+    stores = {
+        "database": _database_text(services.database_url),
+        "redis": _redis_text(services.redis_url, private_stack.namespace),
+        "logs": "\n".join(
+            line
+            for process in [private_stack.gateway, *private_stack.workers]
+            if process
+            for line in process.lines
+        ),
+        "record": json.dumps(record, ensure_ascii=False),
+        "dead letter": shown,
+        "export": _export(services, session_id),
     }
     assert {name: leaks(text) for name, text in stores.items() if leaks(text)} == {}
