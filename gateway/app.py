@@ -42,10 +42,12 @@ from pipeline.call.sideband import Sideband
 from pipeline.config import Settings
 from pipeline.envelope import CloseCall, OpenSideband, OutboundBatch, Reply, SendControl, TransferCall
 from pipeline.errors import ProviderUnavailable
+from pipeline.live.sideband import KEY_PRESS_TYPE as LIVE_KEY_PRESS
 from pipeline.live.sideband import LiveSideband
 from pipeline.names import control_queue
 from pipeline.phone import MAXIMUM_SIP_HEADERS, kept_headers
-from pipeline.privacy.boundary import PrivateSideband, Redactor
+from pipeline.privacy.boundary import Keypad, PrivateSideband, Redactor
+from pipeline.realtime.sideband import KEY_PRESS_TYPE as REALTIME_KEY_PRESS
 from pipeline.realtime.sideband import RealtimeSideband
 from pipeline.state import TERMINAL_PHASES, Provider
 from pipeline.wire import SidebandClosed, SidebandConnected, TransferFinished, host_event
@@ -72,6 +74,8 @@ class _Wing:
 
     rest: ProviderRest
     new_sideband: Callable[[], Sideband]
+    # The type of the wing's keypad presses, whose digits the privacy boundary masks.
+    key_press_type: str
 
 
 class Gateway:
@@ -215,8 +219,8 @@ class Gateway:
     def _wing(self, provider: str) -> _Wing:
         """The wing of a session's provider: the gateway's one choice of which provider it serves."""
         if Provider(provider) is Provider.LIVE:
-            return _Wing(self.live_provider, LiveSideband)
-        return _Wing(self.provider, RealtimeSideband)
+            return _Wing(self.live_provider, LiveSideband, LIVE_KEY_PRESS)
+        return _Wing(self.provider, RealtimeSideband, REALTIME_KEY_PRESS)
 
     def _on_host_event(self, socket: SidebandSocket, event: SidebandConnected | SidebandClosed) -> None:
         if isinstance(event, SidebandClosed) and self.sockets.get(socket.session_id) is socket:
@@ -290,6 +294,7 @@ class Gateway:
             wing.new_sideband(),
             Redactor(directive.redact),
             is_watched=lambda: bool(self.watchers.listeners(session_id)),
+            keypad=Keypad(wing.key_press_type, frozenset(directive.keys)),
         )
         socket = SidebandSocket(
             session_id,

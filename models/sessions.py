@@ -762,6 +762,7 @@ class LockedSession:
                         call_id=effect.call_id,
                         provider=provider,
                         redact=tuple(sorted(step.state.privacy.kinds)),
+                        keys=tuple(sorted(step.state.phone.keys)) if step.state.phone else (),
                     )
                 )
             elif isinstance(effect, TransferCallEffect) and step.state.call_id is not None:

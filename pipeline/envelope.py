@@ -50,6 +50,8 @@ class OpenSideband(BaseModel):
     # The kinds the gateway's boundary redacts on this sideband (the session's policy); a
     # directive without them gets what every policy redacts.
     redact: tuple[Kind, ...] = tuple(sorted(ALWAYS_REDACTED))
+    # The keypad keys the call maps to an action: the only digits the boundary keeps pressed.
+    keys: tuple[str, ...] = ()
 
 
 class CloseCall(BaseModel):

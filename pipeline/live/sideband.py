@@ -31,6 +31,8 @@ from pipeline.wire import FrameKind
 
 # How often a Live sideband's buffered words are checked for being due without a frame to
 # check them on (a quiet line, with reflected audio off).
+# A keypad press on a phone call (the privacy boundary masks its digits).
+KEY_PRESS_TYPE = "transport.dtmf.received"
 FLUSH_CHECK_S = 0.25
 # A Live call ended by Switchboard sends `session.close`; the provider answers `session.closed`
 # (with the final usage) and closes the sideband itself. It is closed from here after this.

@@ -13,6 +13,11 @@ action the wing answers is redacted before it is carried out:
 - `Incident`: the summary and the quoted start of a bad frame, redacted (a quote cut in the
   middle of a value masks what it cut).
 
+Key presses are the one input no detector reads: a card keyed in arrives one digit an event.
+A digit pressed is kept only when the call maps that key to an action (a menu's choice) and it
+was pressed on its own (no digit in the `KEYPAD_RUN_S` before it); every other digit is logged
+as "•", so a number keyed in leaves at most its first digit, which PCI DSS allows to be shown.
+
 What the model heard is the provider's; what Switchboard keeps is masked. Pure: no I/O, no clock.
 """
 
@@ -21,10 +26,12 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from pipeline.call.sideband import Action, Delta, Final, Incident, Sideband, Submit
 from pipeline.privacy.detect import (
+    MASK,
     MAXIMUM_SEGMENT_CHARS,
     Kind,
     barriers,
@@ -73,6 +80,20 @@ REMEMBERED_FROM_CHARS = 64
 OPEN_LINES = 64
 
 Json = Any
+
+KEYPAD_DIGITS = frozenset("0123456789")
+# Digits pressed closer together than this are a number keyed in, not a choice from a menu
+# (a caller keying a card in groups pauses between them for a second or two).
+KEYPAD_RUN_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Keypad:
+    """How a wing reports a key press (the event's type; the key is its `event`), and the keys
+    the call maps to an action."""
+
+    press_type: str
+    meaningful: frozenset[str] = frozenset()
 
 
 def _is_structural(key: str) -> bool:
@@ -255,8 +276,16 @@ class PrivateSideband:
     `is_watched` says whether anybody watches the call now: a line that begins unwatched is not
     gated (nobody would see its words), and its final line is shown whole when it ends."""
 
-    def __init__(self, inner: Sideband, redactor: Redactor, is_watched: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        inner: Sideband,
+        redactor: Redactor,
+        is_watched: Callable[[], bool],
+        keypad: Keypad | None = None,
+    ) -> None:
         self.inner = inner
+        self.keypad = keypad
+        self._last_digit_at: float | None = None
         self.redactor = redactor
         self.tick_every_s = inner.tick_every_s
         self.closed_by_provider_within_s = inner.closed_by_provider_within_s
@@ -282,7 +311,7 @@ class PrivateSideband:
         private: list[Action] = []
         for action in actions:
             if isinstance(action, Submit):
-                event = self.redactor.event(action.event)
+                event = self.redactor.event(self._key_press(action.event, action.received_at))
                 private.append(action if event is action.event else Submit(event, action.received_at))
             elif isinstance(action, Delta):
                 shown = self._delta(action)
@@ -299,6 +328,19 @@ class PrivateSideband:
             else:
                 private.append(self._incident(action))
         return private
+
+    def _key_press(self, event: dict[str, Any], at: float) -> dict[str, Any]:
+        """A digit pressed, masked unless it is a menu's choice pressed on its own."""
+        if self.keypad is None or event.get("type") != self.keypad.press_type:
+            return event
+        key = event.get("event")
+        if not isinstance(key, str) or key not in KEYPAD_DIGITS:
+            return event  # *, # and A-D are no part of a number
+        in_a_run = self._last_digit_at is not None and at - self._last_digit_at < KEYPAD_RUN_S
+        self._last_digit_at = at
+        if key in self.keypad.meaningful and not in_a_run:
+            return event
+        return {**event, "event": MASK}
 
     def _delta(self, delta: Delta) -> str:
         gate = self._lines.get(delta.item_id)

@@ -27,6 +27,8 @@ from pipeline.wire import FrameKind, classify_frame
 
 # Function call ids remembered per socket for "one durable event per call": far more than one
 # call makes while any is still being named.
+# A keypad press on a phone call (the privacy boundary masks its digits).
+KEY_PRESS_TYPE = "input_audio_buffer.dtmf_event_received"
 REMEMBERED_FUNCTION_CALLS = 4_096
 # At most one maintenance response runs at a time; a few are remembered for their late frames.
 UNSPOKEN_RESPONSES = 8

@@ -31,6 +31,7 @@ from switchboard.stack import Stack
 from tests.e2e.conftest import set_script, simulator_call
 from tests.e2e.test_app_webhooks import SECRET, Receiver
 from tests.support.live import controls_of, live_session, set_live_script
+from tests.support.phone import ring
 from tests.support.waiting import wait_for
 
 DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
@@ -415,3 +416,59 @@ def test_a_summary_an_incident_and_a_dead_letter_keep_no_clear_value(
         "export": _export(services, session_id),
     }
     assert {name: leaks(text) for name, text in stores.items() if leaks(text)} == {}
+
+
+def _session_of_phone_call(client: Client, call_id: str) -> str | None:
+    status, body = client.request("GET", f"/v1/phone-calls/{call_id}")
+    return str(body["session_id"]) if status == 200 and body.get("session_id") else None
+
+
+def test_a_card_keyed_in_on_a_phone_call_is_kept_as_presses_without_digits(private_stack: Stack) -> None:
+    """One digit an event, a keyed-in card is no text a detector can read: every digit of it is
+    logged masked, while the route's menu key, pressed on its own, still asks for a person."""
+    client = Client(private_stack.api_url, private_stack.api_token, private_stack.live_url)
+    keyed = [{"dtmf": digit, "after_ms": 150} for digit in CARD_DIGITS]
+    set_script(
+        private_stack,
+        {
+            "name": "privacy-keypad",
+            # A key press is answered by nothing: the next press does not wait for an answer.
+            "timing": {"response_wait_ms": 100},
+            "caller": [
+                {"say": "I will key in my card now.", "after_ms": 100},
+                *keyed,
+                {"dtmf": "0", "after_ms": 6_000},
+                {"hangup": True, "after_ms": 1_500},
+            ],
+            "model": [{"say": "Go ahead."}],
+        },
+    )
+    number = f"+1800555{secrets.randbelow(9000) + 1000}"
+    client.add_route(number, {"instructions": "Be brief."}, keys={"0": "attention"})
+    call_id = ring(private_stack, number)
+    session_id = wait_for(lambda: _session_of_phone_call(client, call_id), "the session", timeout_s=30)
+    client.wait_for_status(session_id, timeout_s=60)
+    pressed = wait_for(
+        lambda: (
+            [e for e in client.call_log(session_id)["entries"] if e["kind"] == "call.key"][16:]
+            and [e["data"]["key"] for e in client.call_log(session_id)["entries"] if e["kind"] == "call.key"]
+        ),
+        "every key press in the call log",
+    )
+    assert pressed == ["•"] * 16 + ["0"]
+    kinds = [entry["kind"] for entry in client.call_log(session_id)["entries"]]
+    assert "attention.requested" in kinds
+    record = client.session(session_id, events=True)
+    keys = [
+        entry["payload"]["event"]
+        for entry in record["log"]
+        if entry["kind"] == "input_audio_buffer.dtmf_event_received"
+    ]
+    assert keys == ["•"] * 16 + ["0"]
+    # The positive control: the provider was sent the digits.
+    sent = [
+        e["event"]["event"]
+        for e in simulator_call(private_stack, call_id)["events"]
+        if "dtmf" in e["event"]["type"]
+    ]
+    assert "".join(sent) == CARD_DIGITS + "0"

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from pipeline.call.sideband import Action, Delta, Final, Incident, Submit, bad_frame
 from pipeline.live.sideband import LiveSideband
-from pipeline.privacy.boundary import PrivateSideband, Redactor
+from pipeline.privacy.boundary import Keypad, PrivateSideband, Redactor
 from pipeline.privacy.detect import ALL_KINDS, Kind, redact
 from pipeline.privacy.policy import PrivacyPolicy
 from pipeline.realtime.sideband import RealtimeSideband
@@ -293,3 +293,35 @@ def test_what_a_cancelled_response_had_begun_to_say_of_a_value_is_masked() -> No
     assert output[1]["content"][0]["transcript"] == "Certainly, your card number •••• •• ••"
     assert output[2] is event["response"]["output"][2]
     assert output[3]["content"][0]["transcript"] == "order 4417"
+
+
+def test_a_number_keyed_in_is_logged_masked_and_a_menu_s_choice_pressed_alone_is_kept() -> None:
+    inner = _Scripted()
+    boundary = PrivateSideband(
+        inner,
+        Redactor(ALL_KINDS),
+        is_watched=lambda: False,
+        keypad=Keypad("input_audio_buffer.dtmf_event_received", frozenset({"0"})),
+    )
+
+    def press(key: str, at: float) -> str:
+        inner.next = [
+            Submit({"type": "input_audio_buffer.dtmf_event_received", "event": key, "received_at": 1}, at)
+        ]
+        [submitted] = boundary.receive("f", at, 0.0)
+        assert isinstance(submitted, Submit)
+        return str(submitted.event["event"])
+
+    # The menu's key, pressed on its own, means what the route says.
+    assert press("0", T0) == "0"
+    # A card keyed in: every digit masked, the mapped ones too once they are part of a run.
+    typed = [press(digit, T0 + 10 + index * 0.3) for index, digit in enumerate("4111111111111111" + "0")]
+    assert typed == ["•"] * 17
+    # A pause between groups of digits is still the same number.
+    assert press("0", T0 + 10 + 17 * 0.3 + 4.0) == "•"
+    assert press("#", T0 + 20) == "#"
+    assert press("0", T0 + 30) == "0"
+    # Another wing's events are not key presses.
+    inner.next = [Submit({"type": "other", "event": "4"}, T0 + 40)]
+    [other] = boundary.receive("f", T0 + 40, 0.0)
+    assert isinstance(other, Submit) and other.event["event"] == "4"
