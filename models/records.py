@@ -89,6 +89,7 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
         "line": _line(row.state or {}),
         "provider": (row.state or {}).get("provider", "realtime"),
         "privacy": _privacy(row.state or {}),
+        "storage": (row.state or {}).get("storage", "full"),
         "compaction": _compaction(row.state or {}),
         "applied_seq": row.applied_seq,
         "logged_seq": row.logged_seq,
@@ -109,7 +110,8 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
 def _privacy(state: dict[str, Any]) -> dict[str, Any]:
     """What the session's boundary redacts: every kind, the ones always redacted included."""
     policy = PrivacyPolicy.model_validate(state.get("privacy") or {})
-    return {"redact": sorted(policy.kinds)}
+    consent = policy.consent.model_dump() if policy.consent is not None else None
+    return {"redact": sorted(policy.kinds), "consent": consent}
 
 
 def _line(state: dict[str, Any]) -> dict[str, Any]:

@@ -762,7 +762,7 @@ class LockedSession:
                         call_id=effect.call_id,
                         provider=provider,
                         redact=tuple(sorted(step.state.privacy.kinds)),
-                        keys=tuple(sorted(step.state.phone.keys)) if step.state.phone else (),
+                        keys=_meaningful_keys(step.state),
                     )
                 )
             elif isinstance(effect, TransferCallEffect) and step.state.call_id is not None:
@@ -945,3 +945,13 @@ def _provider_event_id(event: dict[str, Any]) -> str | None:
     if isinstance(value, str) and not str(event.get("type", "")).startswith("switchboard."):
         return value
     return None
+
+
+def _meaningful_keys(state: SessionState) -> tuple[str, ...]:
+    """The keypad keys that mean something on this call (the route's, and the consent's decline
+    key): the only digits the gateway's boundary keeps pressed."""
+    keys = set(state.phone.keys) if state.phone is not None else set()
+    consent = state.privacy.consent
+    if consent is not None and consent.decline_key is not None:
+        keys.add(consent.decline_key)
+    return tuple(sorted(keys))

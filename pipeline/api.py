@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pipeline.call.dialect import Ability, refusal
+from pipeline.consent import DECLINE_RECORDING
 from pipeline.dialects import capabilities_for
 from pipeline.limits import (
     MAXIMUM_ATTENTION_WAIT_S,
@@ -157,6 +158,10 @@ class SessionSpec(BaseModel):
     def _end_call_is_built_in(self) -> SessionSpec:
         if self.hangup is not None and END_CALL in self.tools:
             raise ValueError(f"{END_CALL} is the built-in hangup tool; a session with hangup has it already")
+        if self.privacy.consent is not None and DECLINE_RECORDING in self.tools:
+            raise ValueError(
+                f"{DECLINE_RECORDING} is the built-in consent tool; a session with consent has it already"
+            )
         return self
 
     @model_validator(mode="after")
@@ -403,6 +408,16 @@ class RouteSpec(RouteTerms):
         if not ROUTE_NUMBER.fullmatch(value):
             raise ValueError("number is digits with an optional leading +, an optional trailing *, or *")
         return value
+
+    @model_validator(mode="after")
+    def _decline_key_is_free(self) -> RouteSpec:
+        consent = self.session.privacy.consent
+        if consent is not None and consent.decline_key is not None and consent.decline_key in self.keys:
+            raise ValueError(
+                f"key {consent.decline_key!r} declines recording (privacy.consent.decline_key); "
+                "the route maps it too"
+            )
+        return self
 
     @model_validator(mode="after")
     def _fits_its_provider(self) -> RouteSpec:

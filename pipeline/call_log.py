@@ -18,7 +18,9 @@ attention.requested  the caller waits for a person            {reason, wait_s}
 attention.answered   once per request: a person came, or not  {ok, by, error?}
 supervisor.said|whispered|took_over|released|ended|transferred  a person acted {by, …}
 call.transferred the provider's answer to a transfer          {to, ok, error}
-call.key         a keypad press on a phone call (DTMF)        {key}
+call.key         a keypad press on a phone call (DTMF)        {key} ("•" for a digit of a number
+                                                              keyed in: see docs/privacy.md)
+consent.declined the caller declined recording               {by: "key" | "model"}
 call.silence     the caller said nothing for the idle timeout {count}
 error            a failure, or an error the provider reported {code, message}
 call.ended       last, exactly once (what comes after the end   {reason, ended_by, duration_s}

@@ -25,6 +25,7 @@ from pipeline import (
     telephony,
 )
 from pipeline.call.dialect import Ability, refusal
+from pipeline.consent import greeting_with_consent
 from pipeline.dialects import capabilities_of, dialect_for, dialect_of, is_spoken_by
 from pipeline.errors import MalformedFrame
 from pipeline.sequencer import GAP_TIMEOUT_MS
@@ -132,7 +133,7 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
             return admission.created(
                 state.evolve(
                     instructions=event.instructions,
-                    greeting=event.greeting,
+                    greeting=greeting_with_consent(event.greeting, event.privacy.consent),
                     hangup_when=event.hangup_when,
                     phone=event.phone,
                     app_webhook=event.app_webhook,

@@ -15,7 +15,7 @@ from pipeline.limits import (
     MAXIMUM_SESSION_SECONDS,
 )
 from pipeline.phone import PhoneLine
-from pipeline.privacy.policy import PrivacyPolicy
+from pipeline.privacy.policy import PrivacyPolicy, Storage
 from pipeline.timeline import TranscriptFragment
 
 # The block a session's own instructions are, until the app names others.
@@ -378,6 +378,8 @@ class SessionState(_Frozen):
     live: LiveCall | None = None
     # What the gateway's boundary redacts of what the caller says (fixed at creation).
     privacy: PrivacyPolicy = PrivacyPolicy()
+    # What is kept of the call once it is over; "metadata" when the caller declined recording.
+    storage: Storage = "full"
 
     def evolve(self, **changes: object) -> SessionState:
         """This state with `changes`, each checked against its field's type: a misspelt field

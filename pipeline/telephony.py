@@ -2,12 +2,13 @@
 are Realtime's: `pipeline/realtime/silences.py`, and `transfer_call` in its tools).
 
 A key press (DTMF) is logged (`call.key`) and does what the call's route maps it to: ask for a
-person, or end the call.
+person, or end the call; or, when it is the session's consent `decline_key`, declines recording.
 """
 
 from __future__ import annotations
 
 from pipeline import admission, line
+from pipeline.consent import declined, declines_by_key
 from pipeline.state import IN_CALL, SessionState
 from pipeline.step import LogEntry, Step, unchanged
 from pipeline.wire import AttentionRequested, KeyPressed
@@ -22,6 +23,8 @@ def key_pressed(state: SessionState, event: KeyPressed) -> Step:
         return unchanged(state)
     key = event.event
     pressed = Step(state=state, effects=(LogEntry(kind="call.key", data={"key": key}),))
+    if declines_by_key(state, key):
+        return pressed.then(declined(state, "key"))
     action = state.phone.keys.get(key) if state.phone is not None else None
     if action == "attention" and state.attention is None and state.taken_by is None:
         wanted = AttentionRequested(reason=f"the caller pressed {key}", wait_s=KEY_WAIT_S)

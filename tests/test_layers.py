@@ -117,6 +117,7 @@ WINGS = ("realtime", "live")
 # step 3 of the providers' seam moves into pipeline/call (state, steps, inputs, timers, …).
 SHARED_VOCABULARY = {
     "pipeline.call",
+    "pipeline.consent",
     "pipeline.catalog",
     "pipeline.ending",
     "pipeline.errors",

@@ -9,11 +9,30 @@ it is stored; an SSN is the key to a US identity). The gateway's boundary
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.privacy.detect import Kind
 
 ALWAYS_REDACTED = frozenset({Kind.CARD, Kind.SSN})
+
+# What a session keeps of a call: everything (masked), or only its metadata (timings, outcomes,
+# end reason, usage, cost) once the call is over.
+Storage = Literal["full", "metadata"]
+
+# A recording notice is said like a greeting's words: as long as typed text may be.
+MAXIMUM_CONSENT_CHARS = 2_000
+
+
+class Consent(BaseModel):
+    """The notice said before the greeting (`say`), and the keypad key with which a caller
+    declines (`decline_key`; the model's built-in `decline_recording` tool declines too)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    say: str = Field(min_length=1, max_length=MAXIMUM_CONSENT_CHARS)
+    decline_key: Literal["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "*", "#"] | None = None
 
 
 class PrivacyPolicy(BaseModel):
@@ -24,6 +43,7 @@ class PrivacyPolicy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     redact: tuple[Kind, ...] = ()
+    consent: Consent | None = None
 
     @property
     def kinds(self) -> frozenset[Kind]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.consent import decline_recording_tool
 from pipeline.state import SessionState
 
 # Transcription model for the caller's audio: user transcript finals are what drive a turn.
@@ -66,6 +67,8 @@ def offered_tools(state: SessionState) -> list[dict[str, Any]]:
         tools.append(end_call_tool(state.hangup_when))
     if state.phone is not None and state.phone.transfer_targets:
         tools.append(transfer_call_tool(state.phone.transfer_targets))
+    if state.privacy.consent is not None:
+        tools.append(decline_recording_tool())
     return tools
 
 

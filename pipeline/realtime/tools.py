@@ -20,6 +20,7 @@ import json
 from typing import Any, Literal
 
 from pipeline.catalog import ToolError, ToolOutcome
+from pipeline.consent import DECLINE_RECORDING, DECLINED_RESULT, declined
 
 # A Realtime call is hung up alone: nothing is said on its sideband on the way out.
 from pipeline.ending import fail, finish
@@ -85,6 +86,8 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
     state = state.evolve(chain=chain)
     if event.name == END_CALL and state.hangup_when is not None:
         return _hanging_up(state, event)
+    if event.name == DECLINE_RECORDING and state.privacy.consent is not None and chain.pending is None:
+        return _declining(state, event)
     if event.name == TRANSFER_CALL and state.phone is not None and state.phone.transfer_targets:
         target = transfer_target(state, event.arguments)
         if target is not None and chain.pending is None:
@@ -131,6 +134,25 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
             deadline,
         ),
     )
+
+
+def _declining(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
+    """The model declines recording for the caller: answered at once (the call goes on, the
+    model is told), and the call keeps only its metadata from now on."""
+    output = _encode(
+        {"call_id": event.call_id, "status": "succeeded", "result": DECLINED_RESULT, "error": None}
+    )
+    call = {"call_id": event.call_id, "name": DECLINE_RECORDING, "arguments": event.arguments}
+    taken = Step(
+        state=state.evolve(chain=_taken_up(state.chain, event, output)),
+        effects=(
+            LogEntry(kind="tool.call", data=call),
+            LogEntry(
+                kind="tool.result", data={"call_id": event.call_id, "status": "succeeded", "error": None}
+            ),
+        ),
+    )
+    return taken.then(declined(taken.state, "model"))
 
 
 def _hanging_up(state: SessionState, event: FunctionCallArgumentsDone) -> Step:

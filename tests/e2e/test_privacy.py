@@ -205,7 +205,8 @@ def test_a_realtime_call_keeps_no_clear_value_anywhere(
     assert typed["status"] == "queued"
     record = client.wait_for_status(session_id, timeout_s=90)
     assert record["status"] == "ended", record
-    assert record["privacy"] == {"redact": ["card", "email", "ssn"]}
+    assert record["privacy"] == {"redact": ["card", "email", "ssn"], "consent": None}
+    assert record["storage"] == "full"
     wait_for(lambda: receiver.taken("call.ended"), "the end-of-call webhook", timeout_s=30)
 
     # The positive control: the provider heard every value in the clear, as said.
