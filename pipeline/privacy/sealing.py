@@ -33,6 +33,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 
+from pipeline.errors import Refusal
+
 SEALED_PREFIX = "sealed:v1:"
 WRAPPED_PREFIX = "wrapped:v1:"
 # The domain of the sealing key's derivation; the session's id follows it.
@@ -47,6 +49,13 @@ KEY_ID_CHARS = 8
 class SealedValueUnreadable(ValueError):
     """A sealed value or a wrapped key that cannot be opened: malformed, tampered with, sealed
     for another session, or under a key that is not the one given (or was destroyed)."""
+
+
+class SessionKeyDestroyed(SealedValueUnreadable, Refusal):
+    """The session's private key is gone (erased) or was never made: nothing sealed for it
+    opens again. A refusal, so a queue message that needs it is never retried."""
+
+    code = "session_key_destroyed"
 
 
 class BadDataKey(ValueError):
