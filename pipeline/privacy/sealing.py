@@ -89,7 +89,8 @@ def seal(clear: str, *, public_key: bytes, session_id: str) -> str:
     ephemeral_public = _raw_public(ephemeral.public_key())
     key = _sealing_key(ephemeral.exchange(recipient), ephemeral_public, public_key, session_id)
     nonce = os.urandom(NONCE_BYTES)
-    ciphertext = AESGCM(key).encrypt(nonce, clear.encode(), session_id.encode())
+    # surrogatepass: a lone surrogate a provider's JSON may carry seals and opens unchanged.
+    ciphertext = AESGCM(key).encrypt(nonce, clear.encode("utf-8", "surrogatepass"), session_id.encode())
     return SEALED_PREFIX + _encode(ephemeral_public + nonce + ciphertext)
 
 
@@ -116,7 +117,7 @@ def open_sealed(sealed: str, *, private_key: bytes, session_id: str) -> str:
         raise SealedValueUnreadable(
             f"sealed value does not open for session {session_id!r}: another session's or key's, or altered"
         ) from None
-    return clear.decode()
+    return clear.decode("utf-8", "surrogatepass")
 
 
 def _sealing_key(shared: bytes, ephemeral_public: bytes, recipient_public: bytes, session_id: str) -> bytes:
