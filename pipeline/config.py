@@ -98,6 +98,12 @@ class Settings(BaseModel):
     def _prices_as_json(cls, value: object) -> object:
         return json.loads(value) if isinstance(value, str) else value
 
+    # The deployment key that wraps every session's data key (base64 of 32 bytes), and the one
+    # before it while a rotation runs (`switchboard data-keys rotate`). Read and checked by
+    # `switchboard.data_key` at start; kept out of the settings' repr.
+    data_key: str | None = Field(default=None, repr=False)
+    data_key_previous: str | None = Field(default=None, repr=False)
+
     sentry_dsn: str | None = None
     sentry_environment: str = "development"
 

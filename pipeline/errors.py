@@ -14,7 +14,9 @@ SwitchboardError
 │   ├── ProviderCallIdConflict  the same call id requested with a different identity
 │   ├── ToolStepTerminal        a finished tool step cannot start again
 │   ├── ToolOutcomeConflict     a finished tool step cannot take a different outcome
-│   └── UnreplayableDeadLetter  a dead letter whose body is not a message
+│   ├── UnreplayableDeadLetter  a dead letter whose body is not a message
+│   └── SessionKeyDestroyed     the session's data key was destroyed (pipeline.privacy.sealing;
+│                               also a SealedValueUnreadable)
 ├── BadInput                 input that can never become valid; recorded, never retried
 │   ├── MalformedFrame       a provider frame that is not JSON or not a known shape
 │   ├── OversizedFrame

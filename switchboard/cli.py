@@ -15,10 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import ConfigError, Settings, settings_from
+from pipeline.privacy.sealing import DeploymentKey, SealedValueUnreadable
+from switchboard.data_key import PREVIOUS, DataKeyError, deployment_keys
 from switchboard.logs import redact_logs
 from switchboard.services import Services, resolve_services
 
 ROOT = Path(__file__).resolve().parent.parent
+# The commands that start Switchboard's processes (or are one): each stops at start, exit 2,
+# when the deployment key is missing or malformed (switchboard.data_key).
+STARTS_PROCESSES = {"gateway", "worker", "demo", "replay", "bench"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,6 +143,18 @@ def main(argv: list[str] | None = None) -> int:
     keys.add_argument(
         "--role", choices=["app", "supervisor", "viewer", "admin"], help="add: what the key may do"
     )
+    data_keys = commands.add_parser(
+        "data-keys",
+        help="the deployment key: rotate (re-wrap every session's key under SWITCHBOARD_DATA_KEY, "
+        "opening them with SWITCHBOARD_DATA_KEY_PREVIOUS), check (the ids of the keys a process "
+        "starting here would use) or new (print a fresh key)",
+    )
+    data_keys.add_argument("action", choices=["rotate", "check", "new"])
+    data_keys.add_argument(
+        "--every-namespace",
+        action="store_true",
+        help="rotate: every session in the database, not only this deployment's namespace",
+    )
     dlq = commands.add_parser("dlq", help="dead letters: list, show, replay or purge them")
     dlq.add_argument("action", choices=["list", "show", "replay", "purge"])
     dlq.add_argument("ids", nargs="*", help="message ids (a unique prefix is enough)")
@@ -150,6 +167,27 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"switchboard: {error}", file=sys.stderr)
         return 2
+    if arguments.command in STARTS_PROCESSES or arguments.command == "data-keys":
+        if arguments.command == "data-keys" and arguments.action == "new":
+            print(DeploymentKey.generate().text)
+            return 0
+        try:
+            in_effect = deployment_keys(
+                os.environ,
+                embedded=settings.database_url is None,
+                state_dir=settings.data_dir,
+                log=lambda message: print(f"switchboard: {message}", flush=True),
+            )
+        except DataKeyError as error:
+            print(f"switchboard: {error}", file=sys.stderr)
+            return 2
+        # The processes this one starts (the demo's, a replay's, a benchmark's) use the same key.
+        os.environ.setdefault("SWITCHBOARD_DATA_KEY", in_effect[0].text)
+        if arguments.command == "data-keys" and arguments.action == "check":
+            print(json.dumps({"key_ids": [key.key_id for key in in_effect]}))
+            return 0
+        if arguments.command == "data-keys":
+            return _rotate_data_keys(settings, in_effect, every_namespace=arguments.every_namespace)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     redact_logs()  # a caller's card number, SSN, e-mail, phone or IBAN never in the clear
     # pgserver narrates initdb and every start at INFO; Switchboard says what it started itself.
@@ -355,6 +393,27 @@ def _keys(settings: Settings, arguments: argparse.Namespace) -> int:
         services.stop()
     print(json.dumps(made, indent=2))
     print("the key is shown this once: keep it now", file=sys.stderr)
+    return 0
+
+
+def _rotate_data_keys(settings: Settings, keys: tuple[DeploymentKey, ...], *, every_namespace: bool) -> int:
+    """Re-wrap the sessions' keys under the current deployment key; print how many as JSON.
+    Exit 2 when a session's key is under a deployment key not given (set it as the previous)."""
+    from models import data_keys
+    from models.db import connect
+
+    services = _services(settings, quiet=True)
+    try:
+        connect(services.database_url)
+        _migrate(services)
+        namespace = None if every_namespace else settings.broker_namespace
+        rotated = data_keys.rotate(keys, namespace=namespace)
+    except SealedValueUnreadable as error:
+        print(f"switchboard: data-keys rotate stopped: {error}; set it as {PREVIOUS}", file=sys.stderr)
+        return 2
+    finally:
+        services.stop()
+    print(json.dumps({"rotated": rotated, "key_id": keys[0].key_id}))
     return 0
 
 

@@ -4,6 +4,7 @@ process, as the demo, `replay`, the benchmarks and the end-to-end tests need the
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import re
 import secrets
@@ -17,6 +18,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from pipeline.privacy.sealing import DeploymentKey
 
 # Process start-up (imports, connections) takes about a second; a loaded CI box is slower.
 READY_TIMEOUT_S = 60.0
@@ -82,6 +85,9 @@ class Stack:
             "SWITCHBOARD_PROVIDER": "simulated",
             "PYTHONUNBUFFERED": "1",
         }
+        # Every process of a stack shares one deployment key: the one given (in the environment
+        # or extra_env), else one of this Python process's own, the same for all its stacks.
+        self.env.setdefault("SWITCHBOARD_DATA_KEY", process_data_key())
         if "SWITCHBOARD_METRICS_DIR" not in (extra_env or {}):
             self.env["SWITCHBOARD_METRICS_DIR"] = self._metrics_dir.name
         self._simulator_args = simulator_args
@@ -189,6 +195,13 @@ class Stack:
                 process.ready = dict(part.split("=", 1) for part in match.group(2).split() if "=" in part)
                 ready.set()
         ready.set()
+
+
+@functools.cache
+def process_data_key() -> str:
+    """A deployment key made for this Python process (a test run, a benchmark): its stacks'
+    processes seal and wrap under it when no SWITCHBOARD_DATA_KEY is given."""
+    return DeploymentKey.generate().text
 
 
 def wait_until(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.05) -> bool:

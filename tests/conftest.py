@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from pipeline.privacy.sealing import DeploymentKey
 from switchboard.services import Services, resolve_services
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,6 +20,9 @@ TEST_DATABASE = "switchboard_test"
 # SWITCHBOARD_* variable for a setting, and refuse one they do not know.
 TEST_DATABASE_URL = os.environ.pop("SWITCHBOARD_TEST_DATABASE_URL", None)
 TEST_REDIS_URL = os.environ.pop("SWITCHBOARD_TEST_REDIS_URL", None)
+# Every process the tests start (a stack's, a CLI run's) needs a deployment key, and a database
+# is configured, so none would be generated: the run makes one of its own, unless one is set.
+os.environ.setdefault("SWITCHBOARD_DATA_KEY", DeploymentKey.generate().text)
 
 
 @pytest.fixture(scope="session")
