@@ -22,8 +22,9 @@ from switchboard.services import Services, resolve_services
 
 ROOT = Path(__file__).resolve().parent.parent
 # The commands that start Switchboard's processes (or are one): each stops at start, exit 2,
-# when the deployment key is missing or malformed (switchboard.data_key).
-STARTS_PROCESSES = {"gateway", "worker", "demo", "replay", "bench"}
+# when the deployment key is missing or malformed (switchboard.data_key). Not the gateway: it
+# seals with each session's public key and holds no secret that opens anything.
+STARTS_PROCESSES = {"worker", "demo", "replay", "bench"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -57,8 +57,8 @@ def _switchboard(cwd: Path, environment: dict[str, str], *arguments: str) -> sub
 
 @pytest.mark.parametrize(
     "command",
-    [("worker",), ("gateway", "--port", "0"), ("demo",), ("replay", "call.jsonl"), ("bench", "latency")],
-    ids=["worker", "gateway", "demo", "replay", "bench"],
+    [("worker",), ("demo",), ("replay", "call.jsonl"), ("bench", "latency")],
+    ids=["worker", "demo", "replay", "bench"],
 )
 def test_a_configured_database_without_a_key_stops_the_process_with_one_line(
     tmp_path: Path, command: tuple[str, ...]
