@@ -12,6 +12,7 @@ own); the API (`gateway.api`) and the heartbeat (`gateway.liveness`) run beside 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import threading
@@ -46,7 +47,7 @@ from pipeline.live.sideband import KEY_PRESS_TYPE as LIVE_KEY_PRESS
 from pipeline.live.sideband import LiveSideband
 from pipeline.names import control_queue
 from pipeline.phone import MAXIMUM_SIP_HEADERS, kept_headers
-from pipeline.privacy.boundary import Keypad, PrivateSideband, Redactor
+from pipeline.privacy.boundary import Keypad, PrivateSideband, Redactor, Sealing
 from pipeline.realtime.sideband import KEY_PRESS_TYPE as REALTIME_KEY_PRESS
 from pipeline.realtime.sideband import RealtimeSideband
 from pipeline.state import TERMINAL_PHASES, Provider
@@ -292,7 +293,7 @@ class Gateway:
         # or shown (pipeline.privacy.boundary).
         sideband = PrivateSideband(
             wing.new_sideband(),
-            Redactor(directive.redact),
+            Redactor(directive.redact, sealing=_sealing(session_id, directive)),
             is_watched=lambda: bool(self.watchers.listeners(session_id)),
             keypad=Keypad(wing.key_press_type, frozenset(directive.keys)),
         )
@@ -453,3 +454,13 @@ class Gateway:
                 await self._send_new_entries(session_id)
                 self.watchers.close(session_id, str(record.get("end_reason") or "session_over"))
                 return
+
+
+def _sealing(session_id: str, directive: OpenSideband) -> Sealing | None:
+    """What the boundary seals on this sideband: the tools' sensitive parameters, with the
+    session's public key (the gateway holds no key that opens anything)."""
+    if not directive.sealed:
+        return None
+    public = base64.urlsafe_b64decode(directive.sealing_key) if directive.sealing_key else None
+    parameters = {tool: frozenset(names) for tool, names in directive.sealed.items()}
+    return Sealing(session_id, public, parameters)

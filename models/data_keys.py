@@ -9,8 +9,9 @@ The statements run on the thread's connection (`models.db.database`), so a calle
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
 from models.db import database
 from pipeline.privacy.sealing import (
@@ -35,19 +36,25 @@ __all__ = [
 # for milliseconds, long enough that a rotation of a big table is not all round trips.
 ROTATION_BATCH = 200
 
+# How SQL runs: on the thread's connection, or inside a locked session's transaction.
+Execute = Callable[[str, Any], Any]
 
-def create_session_key(session_id: str, keys: Sequence[DeploymentKey]) -> bytes:
+
+def create_session_key(
+    session_id: str, keys: Sequence[DeploymentKey], execute: Execute | None = None
+) -> bytes:
     """Make the session's key pair (the private half wrapped under the current deployment key,
     `keys[0]`) and answer its public half; a second call answers the key already made. A key
     that was destroyed is not made again: `SessionKeyDestroyed` (an erased session stays so)."""
+    execute = execute or database.execute_sql
     current = _current(keys)
     private, public = new_session_key_pair()
-    database.execute_sql(
+    execute(
         "INSERT INTO session_data_keys (session_id, public_key, wrapped_private, key_id)"
         " VALUES (%s, %s, %s, %s) ON CONFLICT (session_id) DO NOTHING",
         (session_id, public, wrap(private, current, session_id), current.key_id),
     )
-    row = database.execute_sql(
+    row = execute(
         "SELECT public_key, destroyed_at FROM session_data_keys WHERE session_id = %s", (session_id,)
     ).fetchone()
     if row is None:  # the session row itself went between the INSERT and here (cascade)
@@ -57,10 +64,11 @@ def create_session_key(session_id: str, keys: Sequence[DeploymentKey]) -> bytes:
     return bytes(row[0])
 
 
-def session_public_key(session_id: str) -> bytes | None:
+def session_public_key(session_id: str, execute: Execute | None = None) -> bytes | None:
     """The session's public key, or None when it has none or it was destroyed (nothing should
     be sealed for an erased session)."""
-    row = database.execute_sql(
+    execute = execute or database.execute_sql
+    row = execute(
         "SELECT public_key FROM session_data_keys WHERE session_id = %s AND wrapped_private IS NOT NULL",
         (session_id,),
     ).fetchone()

@@ -10,6 +10,7 @@ lease (the claimer may still be answering), and a claim whose gateway gave up is
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -20,6 +21,7 @@ from models.sessions import Applied, LockedSession, locked_session, new_session
 from pipeline.api import RouteSpec, RouteTerms
 from pipeline.errors import PhoneCallNotFound, RouteNotFound, SessionNotFound
 from pipeline.phone import ALL_FULL, GONE_BEFORE_ANSWER, ROUTE_FULL, UNKNOWN_NUMBER, PhoneLine, route_matches
+from pipeline.privacy.sealing import DeploymentKey
 from pipeline.state import TERMINAL_PHASES, SessionState
 
 # A claim younger than this is left to its claimer (a gateway answers within the API's reply
@@ -180,7 +182,7 @@ def record_delivery(webhook_id: str, call_id: str | None, event_type: str) -> No
     )
 
 
-def ring(ringing: Ringing, session_for: Any, now: float) -> Decision:
+def ring(ringing: Ringing, session_for: Any, now: float, keys: Sequence[DeploymentKey] = ()) -> Decision:
     """What to do with a call announced by this delivery: accept it (its session is created,
     admitting), reject it (and why), or nothing — it was answered, or is being answered by
     another request. `session_for(route, line)` builds the session's first inputs."""
@@ -215,7 +217,7 @@ def ring(ringing: Ringing, session_for: Any, now: float) -> Decision:
             }
         )
         try:
-            with new_session(session_id, ringing.gateway_id, ringing.namespace) as session:
+            with new_session(session_id, ringing.gateway_id, ringing.namespace, keys=keys) as session:
                 inserted = session.execute(
                     _INSERT_CALL,
                     (

@@ -16,8 +16,9 @@ statements through the ORM cost more than running them.
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
@@ -27,6 +28,7 @@ from typing import Any
 import psycopg2
 
 from models import compactions, timers
+from models.data_keys import create_session_key, session_public_key
 from models.db import database, reopen
 from pipeline import sequencer
 from pipeline.catalog import ToolError, ToolOutcome
@@ -46,6 +48,7 @@ from pipeline.errors import (
     ToolOutcomeConflict,
     ToolStepTerminal,
 )
+from pipeline.privacy.sealing import DeploymentKey
 from pipeline.sequencer import Arrival
 from pipeline.session import Disposition, apply, disposition_of
 from pipeline.state import TERMINAL_PHASES, Phase, SessionState, Usage
@@ -314,11 +317,16 @@ def locked_for(envelopes: list[EventEnvelope]) -> Iterator[LockedSession]:
 
 
 @contextmanager
-def new_session(session_id: str, owning_gateway: str, namespace: str = "") -> Iterator[LockedSession]:
+def new_session(
+    session_id: str, owning_gateway: str, namespace: str = "", keys: Sequence[DeploymentKey] = ()
+) -> Iterator[LockedSession]:
     """Insert a session row (of the deployment `namespace`) and hold it, in the same
     transaction, for its first input (its creation). An id that exists already is a
-    `SessionExists` refusal."""
+    `SessionExists` refusal. With the deployment's `keys`, the session's key pair is made in
+    the same transaction (its public half seals the tools' sensitive parameters)."""
     with _transaction(session_id, create_for=(owning_gateway, namespace)) as session:
+        if keys:
+            create_session_key(session_id, keys, execute=session.execute)
         yield session
 
 
@@ -747,6 +755,10 @@ class LockedSession:
             return Step(state=self.state, effects=(incident,)), "applied"
         return apply(self.state, parsed, generation), disposition_of(self.state, parsed, generation)
 
+    def _sealing_key(self) -> str | None:
+        public = session_public_key(self.id, execute=self.execute)
+        return None if public is None else base64.urlsafe_b64encode(public).decode()
+
     def _outbound(self, step: Step, prefix: str) -> list[Outbound]:
         items: list[Outbound] = []
         for index, control in enumerate(step.controls):
@@ -763,6 +775,8 @@ class LockedSession:
                         provider=provider,
                         redact=tuple(sorted(step.state.privacy.kinds)),
                         keys=_meaningful_keys(step.state),
+                        sealed=step.state.tool_sensitive,
+                        sealing_key=self._sealing_key() if step.state.tool_sensitive else None,
                     )
                 )
             elif isinstance(effect, TransferCallEffect) and step.state.call_id is not None:

@@ -61,6 +61,9 @@ class ToolSpec(_Frozen):
     # A JSON schema whose top level is an object: function arguments are always an object.
     parameters: dict[str, Any]
     side_effect: SideEffect
+    # Top-level string parameters that hold a value the tool needs in the clear (a payment
+    # tool's card_number): sealed by the gateway, opened only in the runner's memory.
+    sensitive: tuple[str, ...] = ()
 
     @field_validator("parameters")
     @classmethod
@@ -68,6 +71,18 @@ class ToolSpec(_Frozen):
         if parameters.get("type") != "object":
             raise ValueError(f'parameters must be a JSON schema with "type": "object", got {parameters!r}')
         return parameters
+
+    @model_validator(mode="after")
+    def _sensitive_are_plain_strings(self) -> ToolSpec:
+        properties = self.parameters.get("properties") or {}
+        for name in self.sensitive:
+            schema = properties.get(name)
+            # A sealed value is text; an enum's refusal would quote the value it refused.
+            if not isinstance(schema, dict) or schema.get("type") != "string" or "enum" in schema:
+                raise ValueError(
+                    f"sensitive parameter {name!r} must be a top-level string property without enum"
+                )
+        return self
 
     def provider_tool(self) -> dict[str, Any]:
         """The function tool as `session.update` carries it in `session.tools`."""
@@ -106,7 +121,13 @@ class ToolCatalog(_Frozen):
     def digest(self) -> str:
         """`"sha256:<hex>"` of the specs sorted by name: the same set in any order has one digest."""
         ordered = sorted(self.tools, key=lambda spec: spec.name)
-        return digest_of([spec.model_dump(mode="json") for spec in ordered])
+        # A tool with no sensitive parameters digests as it did before they existed.
+        return digest_of(
+            [
+                spec.model_dump(mode="json", exclude=None if spec.sensitive else {"sensitive"})
+                for spec in ordered
+            ]
+        )
 
 
 class ToolError(_Frozen):

@@ -52,6 +52,10 @@ class OpenSideband(BaseModel):
     redact: tuple[Kind, ...] = tuple(sorted(ALWAYS_REDACTED))
     # The keypad keys the call maps to an action: the only digits the boundary keeps pressed.
     keys: tuple[str, ...] = ()
+    # The tools' sensitive parameters, and the session's public key they are sealed with
+    # (urlsafe base64; None when the session has no key pair: they are then masked whole).
+    sealed: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    sealing_key: str | None = None
 
 
 class CloseCall(BaseModel):

@@ -141,6 +141,7 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
                     catalog_digest=event.catalog_digest,
                     tool_versions=event.tool_versions,
                     tool_side_effects=event.tool_side_effects,
+                    tool_sensitive=event.tool_sensitive,
                     limits=Limits.model_validate(event.limits),
                     provider=Provider(event.provider),
                     live=dialect_for(event.provider).wing_state(event),

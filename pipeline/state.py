@@ -317,6 +317,8 @@ class SessionState(_Frozen):
     catalog_digest: str = ""
     tool_versions: dict[str, str] = {}
     tool_side_effects: dict[str, str] = {}
+    # The tools' sensitive parameters, which the gateway seals (fixed at creation).
+    tool_sensitive: dict[str, tuple[str, ...]] = {}
     call_id: str | None = None
     # The sideband was lost and is being re-opened (each attempt is a new generation).
     sideband_down: bool = False

@@ -134,6 +134,7 @@ class SessionCreated(Inbound):
     catalog_digest: str = ""
     tool_versions: dict[str, str] = Field(default_factory=dict)
     tool_side_effects: dict[str, str] = Field(default_factory=dict)
+    tool_sensitive: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     limits: dict[str, Any] = Field(default_factory=dict)
     # The provider protocol the session speaks, and on Live what its delegations go to.
     provider: Literal["realtime", "live"] = "realtime"

@@ -17,7 +17,7 @@ import dramatiq
 import sentry_sdk
 from pydantic import ValidationError
 
-from models import incidents, phone, timers, tool_steps
+from models import data_keys, incidents, phone, timers, tool_steps
 from models import keys as api_keys
 from models.records import call_log, session_record
 from models.records import sessions as listed_sessions
@@ -60,6 +60,7 @@ from pipeline.names import (
     TRANSCRIPT_QUEUE,
 )
 from pipeline.phone import PhoneLine, kept_headers, line_of
+from pipeline.privacy.sealing import open_sealed
 from pipeline.realtime.configuration import offered_tools
 from pipeline.state import AppWebhook, Greeting, LiveSetup, Usage
 from pipeline.step import RecordIncident, RunTool
@@ -182,7 +183,9 @@ def create_session(
             **_session_catalog(checked.tools),
         )
         try:
-            with new_session(session_id, gateway_id, _runtime.settings.broker_namespace) as session:
+            with new_session(
+                session_id, gateway_id, _runtime.settings.broker_namespace, keys=_runtime.keys
+            ) as session:
                 applied = session.apply_host(event, now)
         except SessionExists:
             # The gateway names each new session afresh, so the session is this request's own:
@@ -227,7 +230,7 @@ def ring(
             settings.max_phone_calls,
             provider,
         )
-        decision = phone.ring(ringing, _phone_session, now)
+        decision = phone.ring(ringing, _phone_session, now, keys=_runtime.keys)
         for applied in decision.applied:
             _after_commit(decision.session_id or "", applied)
         if decision.action == "reject":
@@ -667,6 +670,7 @@ def _run_and_finish(
             timeout_ms=timeout_ms,
             cancelled=lambda: bool(_runtime.broker.client.exists(cancel_key)),
             asked_before_start=waited,
+            open_sealed_value=_opener(session_id),
         )
     worker_metrics.tool_ran(name, outcome)
     event = ToolFinished(call_id=call_id, outcome=outcome.model_dump(mode="json"))
@@ -678,6 +682,19 @@ def _run_and_finish(
         applied = session.apply_host(event, time.time())
         _publish(session, applied)
     _after_commit(session_id, applied)
+
+
+def _opener(session_id: str) -> Callable[[str], str]:
+    """Opens the session's sealed values with its private key, read (and unwrapped) once, when
+    the first is opened: a tool with no sensitive parameters costs no query."""
+    private: list[bytes] = []
+
+    def open_value(sealed: str) -> str:
+        if not private:
+            private.append(data_keys.session_private_key(session_id, _runtime.keys))
+        return open_sealed(sealed, private_key=private[0], session_id=session_id)
+
+    return open_value
 
 
 def _cancel_key(session_id: str, call_id: str) -> str:
@@ -797,6 +814,7 @@ def _session_catalog(names: tuple[str, ...]) -> dict[str, Any]:
         "catalog_digest": catalog.digest if specs else "",
         "tool_versions": {spec.name: spec.version for spec in specs},
         "tool_side_effects": {spec.name: str(spec.side_effect) for spec in specs},
+        "tool_sensitive": {spec.name: spec.sensitive for spec in specs if spec.sensitive},
     }
 
 

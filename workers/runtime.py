@@ -16,6 +16,7 @@ from dramatiq.middleware import Retries, TimeLimit
 from models.db import connect, database, reopen
 from pipeline.config import Settings, settings_from
 from pipeline.names import TOOL_RUNS_QUEUE
+from pipeline.privacy.sealing import DeploymentKey, parse_deployment_key
 from workers.broker import make_broker
 from workers.emit import ControlPublisher
 from workers.middleware import ReconnectAfterDatabaseLoss, ReportDeadLetters, SessionTag, WarmConnections
@@ -32,6 +33,8 @@ class Runtime:
     registry: Registry
     # The delegation handlers a Live session's delegations run.
     handlers: HandlerRegistry
+    # The deployment keys (current first): they wrap each session's private key.
+    keys: tuple[DeploymentKey, ...] = ()
 
 
 _current: Runtime | None = None
@@ -77,8 +80,25 @@ def configure(settings: Settings, database_url: str, redis_url: str) -> Runtime:
         publisher,
         load_registry(modules),
         load_handlers(handler_modules),
+        deployment_keys(settings),
     )
     return _current
+
+
+def deployment_keys(settings: Settings) -> tuple[DeploymentKey, ...]:
+    """The deployment keys in effect, current first. `switchboard worker` checked them at start
+    (and put a generated embedded key into the environment); a worker without one cannot make
+    or open any session's key, so it refuses to run."""
+    current = settings.data_key or os.environ.get("SWITCHBOARD_DATA_KEY")
+    if not current:
+        raise RuntimeError("workers need SWITCHBOARD_DATA_KEY (`switchboard worker` checks it at start)")
+    keys = [parse_deployment_key(current)]
+    previous = settings.data_key_previous or os.environ.get("SWITCHBOARD_DATA_KEY_PREVIOUS", "")
+    if previous.strip():
+        older = parse_deployment_key(previous)
+        if older.key_id != keys[0].key_id:
+            keys.append(older)
+    return tuple(keys)
 
 
 def start_worker(

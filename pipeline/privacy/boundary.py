@@ -18,7 +18,12 @@ A digit pressed is kept only when the call maps that key to an action (a menu's 
 was pressed on its own (no digit in the `KEYPAD_RUN_S` before it); every other digit is logged
 as "•", so a number keyed in leaves at most its first digit, which PCI DSS allows to be shown.
 
-What the model heard is the provider's; what Switchboard keeps is masked. Pure: no I/O, no clock.
+A tool's sensitive parameters (a payment tool's `card_number`) are not masked but sealed with
+the session's public key (`pipeline.privacy.sealing`): the runner opens them in memory, and
+nothing durable holds them readable. Without the session's key they are masked whole.
+
+What the model heard is the provider's; what Switchboard keeps is masked. Pure: no I/O, no
+clock (sealing draws its ephemeral keys and nonces from the OS).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from pipeline.privacy.detect import (
     segments,
 )
 from pipeline.privacy.policy import PrivacyPolicy
+from pipeline.privacy.sealing import seal
 from pipeline.privacy.stream import DeltaGate
 
 # Keys whose values are the protocol's own (types, ids, names of functions, enumerations), never
@@ -88,6 +94,16 @@ KEYPAD_RUN_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
+class Sealing:
+    """What is sealed instead of masked: each tool's sensitive parameters, with the session's
+    public key (None: the session has none, and they are masked whole)."""
+
+    session_id: str
+    public_key: bytes | None
+    parameters: dict[str, frozenset[str]]
+
+
+@dataclass(frozen=True, slots=True)
 class Keypad:
     """How a wing reports a key press (the event's type; the key is its `event`), and the keys
     the call maps to an action."""
@@ -103,9 +119,10 @@ def _is_structural(key: str) -> bool:
 class Redactor:
     """One session's redaction: the kinds its policy names, for texts, events and quotes."""
 
-    def __init__(self, kinds: Iterable[Kind], *, region: str = "US") -> None:
+    def __init__(self, kinds: Iterable[Kind], *, region: str = "US", sealing: Sealing | None = None) -> None:
         self.kinds = frozenset(kinds)
         self.region = region
+        self.sealing = sealing
         self._recent: OrderedDict[str, str] = OrderedDict()
 
     @classmethod
@@ -163,7 +180,12 @@ class Redactor:
             for name, item in value.items():
                 if _is_structural(name):
                     continue
-                new = self._fragments(item) if name == "fragments" else self._value(item, name, cut)
+                if name == "fragments":
+                    new = self._fragments(item)
+                elif name == "arguments" and isinstance(item, str):
+                    new = self._arguments(item, self._sensitive_of(value.get("name")), cut)
+                else:
+                    new = self._value(item, name, cut)
                 if new is not item:
                     if changed is None:
                         changed = dict(value)
@@ -174,18 +196,41 @@ class Redactor:
             return value if all(new is old for new, old in zip(items, value, strict=True)) else items
         return value
 
-    def _arguments(self, arguments: str) -> str:
+    def _sensitive_of(self, tool: object) -> frozenset[str]:
+        if self.sealing is None or not isinstance(tool, str):
+            return frozenset()
+        return self.sealing.parameters.get(tool, frozenset())
+
+    def _arguments(self, arguments: str, sensitive: frozenset[str] = frozenset(), cut: bool = False) -> str:
         """A function call's arguments (a JSON text): each value redacted as a value, so the
-        arguments stay JSON a tool can read. A text that is no JSON was cut off, and is
-        redacted as a quote cut short."""
-        if not could_hold_value(arguments):
+        arguments stay JSON a tool can read, and the tool's sensitive parameters sealed. A text
+        that is no JSON was cut off, and is redacted as a quote cut short (a sensitive value in
+        it masked whole)."""
+        if cut:
+            # A cancelled call's arguments were cut off: nothing runs with them.
+            return fail_closed(arguments) if sensitive else self.quote(arguments, cut=True)
+        if not sensitive and not could_hold_value(arguments):
             return arguments
         try:
             parsed = json.loads(arguments)
         except ValueError:
-            return self.quote(arguments, cut=True)
+            return fail_closed(arguments) if sensitive else self.quote(arguments, cut=True)
+        if sensitive and isinstance(parsed, dict):
+            sealed = {
+                name: self._sealed(item) if name in sensitive else self._json_values(item)
+                for name, item in parsed.items()
+            }
+            return json.dumps(sealed, ensure_ascii=False)
         redacted = self._json_values(parsed)
         return arguments if redacted is parsed else json.dumps(redacted, ensure_ascii=False)
+
+    def _sealed(self, value: Json) -> Json:
+        """A sensitive value sealed for the session's tool runner (masked whole when the session
+        has no key, or it is no text: a tool's schema then refuses it)."""
+        assert self.sealing is not None
+        if isinstance(value, str) and self.sealing.public_key is not None:
+            return seal(value, public_key=self.sealing.public_key, session_id=self.sealing.session_id)
+        return fail_closed(value if isinstance(value, str) else json.dumps(value))
 
     def _json_values(self, value: Json) -> Json:
         if isinstance(value, str):

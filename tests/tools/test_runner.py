@@ -165,3 +165,38 @@ def test_the_body_gets_its_deadline_and_extra() -> None:
     run_tool(body(look), "{}", timeout_ms=2_000, context_extra={"session_id": "s1"})
     assert seen[0].extra == {"session_id": "s1"}
     assert before + 1.9 < seen[0].deadline < time.monotonic() + 2.0
+
+
+def test_a_sensitive_parameter_is_opened_for_the_body_and_an_unopenable_one_is_refused_unread() -> None:
+    """The body gets the clear value of a sealed sensitive parameter; a value that cannot be
+    opened (its session's key destroyed) fails the call without the body running or the
+    message quoting it."""
+    from pipeline.privacy.sealing import SealedValueUnreadable, new_session_key_pair, open_sealed, seal
+
+    private, public = new_session_key_pair()
+    seen: list[str] = []
+    declare = tool(
+        name="pay",
+        version="1",
+        description="",
+        parameters={"type": "object", "properties": {"card": {"type": "string"}}, "required": ["card"]},
+        side_effect=SideEffect.EXTERNAL,
+        sensitive=("card",),
+    )
+    pay = declare(lambda arguments, context: seen.append(arguments["card"]) or {"ok": True})
+    sealed = seal("4111 1111 1111 1111", public_key=public, session_id="sess_1")
+    arguments = json.dumps({"card": sealed})
+
+    opened = run_tool(
+        pay, arguments, open_sealed_value=lambda v: open_sealed(v, private_key=private, session_id="sess_1")
+    )
+    assert opened.status == "succeeded" and seen == ["4111 1111 1111 1111"]
+
+    def destroyed(value: str) -> str:
+        raise SealedValueUnreadable("session sess_1's data key was destroyed")
+
+    refused = run_tool(pay, arguments, open_sealed_value=destroyed)
+    assert refused.status == "failed" and refused.error is not None
+    assert refused.error.code == "invalid_arguments" and "destroyed" in refused.error.message
+    assert sealed not in refused.error.message and len(seen) == 1
+    assert run_tool(pay, arguments).status == "failed"  # no key at all: never run on the sealed text

@@ -106,9 +106,11 @@ def tool(
     parameters: dict[str, Any],
     side_effect: SideEffect | str,
     runs_inline: bool = False,
+    sensitive: tuple[str, ...] = (),
 ) -> Callable[[ToolFunction], Tool]:
     """Declare the decorated function as a tool (the decorated name becomes the `Tool`);
-    `runs_inline` as `Tool` says."""
+    `runs_inline` as `Tool` says; `sensitive` names the string parameters the body gets in the
+    clear while everything durable holds them sealed (docs/privacy.md, "Keys")."""
     try:
         spec = ToolSpec(
             name=name,
@@ -116,6 +118,7 @@ def tool(
             description=description,
             parameters=parameters,
             side_effect=SideEffect(side_effect),
+            sensitive=sensitive,
         )
     except (ValidationError, ValueError) as exc:
         raise RegistryError(f"tool {name!r} is declared wrongly: {exc}") from exc

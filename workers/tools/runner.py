@@ -18,6 +18,7 @@ from typing import Any
 
 from pipeline.catalog import ToolError, ToolOutcome, ToolStatus
 from pipeline.limits import MAXIMUM_TOOL_MS
+from pipeline.privacy.sealing import SealedValueUnreadable, is_sealed
 from workers.tools.registry import Tool
 
 # Re-exported: ToolContext lives beside Tool, and tool modules written before it moved import it here.
@@ -48,12 +49,14 @@ def run_tool(
     cancelled: Callable[[], bool] = _never,
     context_extra: dict[str, Any] | None = None,
     asked_before_start: bool = True,
+    open_sealed_value: Callable[[str], str] | None = None,
 ) -> ToolOutcome:
     """Run `tool` on the model's raw argument text and say what it came to. `cancelled` is
     asked before the body starts (a run that waited in a queue may have been cancelled
-    meanwhile) unless `asked_before_start` is False, and while it runs."""
+    meanwhile) unless `asked_before_start` is False, and while it runs. The tool's sensitive
+    parameters arrive sealed and are opened with `open_sealed_value`, in memory only."""
     started = time.monotonic()
-    arguments, problem = _parse_arguments(tool, raw_arguments)
+    arguments, problem = _parse_arguments(tool, raw_arguments, open_sealed_value)
     if arguments is None:
         return _unsuccessful("failed", "invalid_arguments", problem, started)
 
@@ -121,13 +124,26 @@ class _Body:
             self.finished.set()
 
 
-def _parse_arguments(tool: Tool, raw_arguments: str) -> tuple[dict[str, Any] | None, str]:
+def _parse_arguments(
+    tool: Tool, raw_arguments: str, open_sealed_value: Callable[[str], str] | None = None
+) -> tuple[dict[str, Any] | None, str]:
     try:
         arguments = json.loads(raw_arguments, parse_constant=_refuse_constant)
     except (TypeError, ValueError, RecursionError) as exc:
         return None, f"arguments for {tool.name} are not JSON: {exc}"
     if not isinstance(arguments, dict):
         return None, f"arguments for {tool.name} must be a JSON object, got {json_type(arguments)}"
+    for name in tool.spec.sensitive:
+        value = arguments.get(name)
+        if not isinstance(value, str) or not is_sealed(value):
+            continue  # absent, or masked (a session without a key): the schema decides
+        if open_sealed_value is None:
+            return None, f"{tool.name}'s {name} is sealed and this run has no key to open it"
+        try:
+            arguments[name] = open_sealed_value(value)
+        except SealedValueUnreadable as exc:
+            # The message names the key's fate (destroyed, wrong key), never the value.
+            return None, f"{tool.name}'s {name} cannot be opened: {exc}"
     problems = validate(arguments, tool.spec.parameters)
     if problems:
         return None, f"arguments for {tool.name} do not match its parameters: {'; '.join(problems)}"

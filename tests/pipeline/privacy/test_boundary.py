@@ -10,9 +10,10 @@ from hypothesis import strategies as st
 
 from pipeline.call.sideband import Action, Delta, Final, Incident, Submit, bad_frame
 from pipeline.live.sideband import LiveSideband
-from pipeline.privacy.boundary import Keypad, PrivateSideband, Redactor
+from pipeline.privacy.boundary import Keypad, PrivateSideband, Redactor, Sealing
 from pipeline.privacy.detect import ALL_KINDS, Kind, redact
 from pipeline.privacy.policy import PrivacyPolicy
+from pipeline.privacy.sealing import new_session_key_pair, open_sealed
 from pipeline.realtime.sideband import RealtimeSideband
 from tests.pipeline.events import function_call
 
@@ -325,3 +326,27 @@ def test_a_number_keyed_in_is_logged_masked_and_a_menu_s_choice_pressed_alone_is
     inner.next = [Submit({"type": "other", "event": "4"}, T0 + 40)]
     [other] = boundary.receive("f", T0 + 40, 0.0)
     assert isinstance(other, Submit) and other.event["event"] == "4"
+
+
+def test_a_tool_s_sensitive_parameter_is_sealed_for_its_session_and_masked_without_a_key() -> None:
+    private, public = new_session_key_pair()
+    sealing = Sealing("sess_1", public, {"pay": frozenset({"card"})})
+    redactor = Redactor(ALL_KINDS, sealing=sealing)
+    arguments = json.dumps({"card": CARD, "note": f"for {EMAIL}", "cents": 1250})
+    event = {
+        "type": "response.done",
+        "response": {
+            "output": [{"type": "function_call", "name": "pay", "call_id": "c1", "arguments": arguments}]
+        },
+    }
+    [item] = redactor.event(event)["response"]["output"]
+    kept = json.loads(item["arguments"])
+    assert kept["card"].startswith("sealed:v1:") and CARD not in item["arguments"]
+    assert open_sealed(kept["card"], private_key=private, session_id="sess_1") == CARD
+    assert kept["note"] == "for j•••@example.com" and kept["cents"] == 1250
+    # Another tool's parameter of that name is only redacted; a session without a key masks it whole.
+    other = json.loads(redactor.event({"type": "x", "name": "echo", "arguments": arguments})["arguments"])
+    assert other["card"] == CARD_MASK
+    keyless = Redactor(ALL_KINDS, sealing=Sealing("sess_1", None, {"pay": frozenset({"card"})}))
+    masked = json.loads(keyless.event({"type": "x", "name": "pay", "arguments": arguments})["arguments"])
+    assert masked["card"] == "•••• •••• •••• ••••"
