@@ -30,6 +30,7 @@ from switchboard.services import Services
 from switchboard.stack import Stack
 from tests.e2e.conftest import set_script, simulator_call
 from tests.e2e.test_app_webhooks import SECRET, Receiver
+from tests.support.browser import Browser
 from tests.support.live import controls_of, live_session, set_live_script
 from tests.support.phone import ring
 from tests.support.waiting import wait_for
@@ -159,6 +160,27 @@ def _watched(client: Client, session_id: str) -> list[dict[str, Any]]:
     return heard
 
 
+def _console_text(stack: Stack, session_id: str) -> str:
+    """What the console shows of the call: the calls list, then the call's own page."""
+    browser = Browser()
+    try:
+        browser.goto(f"{stack.api_url}/console")
+        browser.eval(
+            f"document.getElementById('key').value = {json.dumps(stack.api_token)};"
+            "document.getElementById('me').value = 'Dana';"
+            "document.getElementById('key-form').requestSubmit(); true"
+        )
+        browser.wait_for(f"!!document.querySelector('tr[data-session={json.dumps(session_id)}]')")
+        listed = str(browser.eval("document.body.innerText"))
+        browser.eval(f"location.hash = '#/call/{session_id}'; true")
+        # An ended call's page is its call log (the live transcript is for calls in progress).
+        browser.wait_for("document.querySelectorAll('#timeline li[data-kind=\"turn.user\"]').length >= 2")
+        browser.wait_for("document.querySelectorAll('#timeline li[data-kind=\"tool.call\"]').length >= 1")
+        return listed + "\n" + str(browser.eval("document.body.innerText"))
+    finally:
+        browser.close()
+
+
 def test_a_realtime_call_keeps_no_clear_value_anywhere(
     private_stack: Stack, services: Services, receiver: Receiver
 ) -> None:
@@ -234,11 +256,12 @@ def test_a_realtime_call_keeps_no_clear_value_anywhere(
         "call log": json.dumps(client.call_log(session_id), ensure_ascii=False),
         "export": _export(services, session_id),
         "watchers": json.dumps(heard, ensure_ascii=False),
+        "console": _console_text(private_stack, session_id),
     }
     # The masked card is kept (as it is or as JSON's escapes write it): the stores were read.
     escaped = json.dumps(CARD_MASK)[1:-1]
     kept = [name for name, text in stores.items() if CARD_MASK in text or escaped in text]
-    assert {"database", "export", "record", "webhooks"} <= set(kept), kept
+    assert {"database", "export", "record", "webhooks", "console"} <= set(kept), kept
     assert any(message.get("type") == "transcript.final" for message in heard)
     assert {name: leaks(text) for name, text in stores.items() if leaks(text)} == {}
 
