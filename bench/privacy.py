@@ -21,7 +21,7 @@ from pipeline.privacy.policy import PrivacyPolicy
 from pipeline.realtime.sideband import RealtimeSideband
 
 INSTRUCTIONS = "You are the order desk of a kitchenware shop. " * 60
-ORDINARY = "Hello, this is Sam calling about my order, the kettle from your spring catalogue."
+ORDINARY = "Hello, this is Sam calling about my order 4417, the kettle from your spring catalogue."
 SENSITIVE = "My card is 4532 0151 1283 0366, my social is 219-09-9999, write to rosa.planted@example.org."
 REPEATS = 5
 

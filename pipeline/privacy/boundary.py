@@ -40,6 +40,7 @@ from pipeline.privacy.detect import (
     MAXIMUM_SEGMENT_CHARS,
     Kind,
     barriers,
+    could_hold_any,
     could_hold_value,
     fail_closed,
     find,
@@ -132,13 +133,17 @@ class Redactor:
     def text(self, value: str) -> str:
         """`value` with every value of the session's kinds masked (`detect.redact`)."""
         if len(value) < REMEMBERED_FROM_CHARS:
-            # Most of what is said has nothing a value is made of, and is passed over at once.
-            return redact(value, self.kinds, region=self.region) if could_hold_value(value) else value
+            # Most of what is said has too little a value is made of, and is passed over at once.
+            return (
+                redact(value, self.kinds, region=self.region) if could_hold_any(value, self.kinds) else value
+            )
         remembered = self._recent.get(value)
         if remembered is not None:
             self._recent.move_to_end(value)
             return remembered
-        redacted = redact(value, self.kinds, region=self.region) if could_hold_value(value) else value
+        redacted = (
+            redact(value, self.kinds, region=self.region) if could_hold_any(value, self.kinds) else value
+        )
         self._recent[value] = redacted
         if len(self._recent) > REMEMBERED_TEXTS:
             self._recent.popitem(last=False)
