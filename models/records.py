@@ -14,6 +14,7 @@ from models.db import (
     is_connection_lost,
     reopen,
 )
+from models.erasure import erasures
 from pipeline.call_log import CallLogEntry, LoggedInput, ended_by, project
 from pipeline.dialects import capabilities_for
 from pipeline.errors import SessionNotFound
@@ -94,6 +95,11 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
         "logged_seq": row.logged_seq,
         "created_at": row.created_at.isoformat(),
         "ended_at": row.ended_at.isoformat() if row.ended_at else None,
+        # Set once the session's content was erased ("request" or "retention"); the audit rows
+        # say who asked and what was removed each time.
+        "erased_at": row.erased_at.isoformat() if row.erased_at else None,
+        "erased_because": row.erased_because,
+        "erasures": erasures(session_id),
         "why": _why(row.status, row.end_reason, incidents),
         "transcript": transcripts,
         "incidents": incidents,

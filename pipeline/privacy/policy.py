@@ -9,7 +9,7 @@ it is stored; an SSN is the key to a US identity). The gateway's boundary
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.privacy.detect import Kind
 
@@ -24,6 +24,9 @@ class PrivacyPolicy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     redact: tuple[Kind, ...] = ()
+    # Days after the call ended that its content is erased by the retention sweep (None: the
+    # deployment's SWITCHBOARD_RETENTION_DAYS, or kept until erased on request).
+    retention_days: int | None = Field(default=None, ge=1, le=3650)
 
     @property
     def kinds(self) -> frozenset[Kind]:
