@@ -6,16 +6,17 @@ What Redis may hold of a session, by key of the deployment's namespace `<ns>`:
 - `<ns>:seq:<id>`, `<ns>:rate:<kind>:<id>:<minute>`, `<ns>:directive:<id>:<directive>`,
   `<ns>:tool-cancel:<id>:<call>`: its counters and flags (deleted);
 - its dead letters, `<ns>:<queue>.XQ` and `.XQ.msgs` (dropped: a replay would bring its content
-  back), and its delayed messages, `<ns>:<queue>.DQ` and `.DQ.msgs` (an end-of-call webhook
-  waiting for its retry carries the transcript; a timer of an ended session fires nothing);
+  back), and its messages waiting on a queue, `<ns>:<queue>` and `<ns>:<queue>.DQ` with their
+  `.msgs` (an end-of-call webhook waiting for its retry carries the transcript; a late event of
+  the ended session would write its words back; a timer of an ended session fires nothing);
 - its control batches not yet taken by a gateway, on `<ns>:gateway.<gateway>` (a dead gateway's
   list keeps them).
 
 The scrub is idempotent and runs after the transaction commits, so a worker killed between the
 two leaves the database erased and Redis not yet: the erasure's message comes back (or is asked
-again), finds the session erased (`already_erased`) and scrubs Redis. A message of the session
-on a queue's ready list is left to its worker: it is taken within milliseconds and, the session
-being over, applies late (a repeat erasure removes what it wrote).
+again), finds the session erased (`already_erased`) and scrubs Redis. A message a live worker
+has already taken is in that worker's memory, out of reach: it is carried out moments later (see
+`_drop_messages`).
 """
 
 from __future__ import annotations
@@ -105,33 +106,37 @@ def scrub(client: redis.Redis, namespace: str, session_id: str) -> dict[str, int
         found = list(client.scan_iter(match=f"{namespace}:{pattern.format(id=session_id)}", count=1_000))
         if found:
             keys += int(client.delete(*found))
-    dead = delayed = 0
+    dead = waiting = 0
     for queue in QUEUES:
         dead += _drop_messages(client, f"{namespace}:{xq_name(queue)}", session_id, sorted_set=True)
-        delayed += _drop_messages(client, f"{namespace}:{dq_name(queue)}", session_id, sorted_set=False)
+        for listed in (dq_name(queue), queue):
+            waiting += _drop_messages(client, f"{namespace}:{listed}", session_id, sorted_set=False)
     return {
         "keys": keys,
         "dead_letters": dead,
-        "delayed": delayed,
+        "queued": waiting,
         "controls": _drop_controls(client, namespace, session_id),
     }
 
 
 def _drop_messages(client: redis.Redis, queue_key: str, session_id: str, *, sorted_set: bool) -> int:
     """Drop the messages of the session from a dead-letter queue (a sorted set of ids) or a
-    delayed queue (a list of ids), with their bodies (`<queue>.msgs`)."""
+    ready or delayed queue (a list of ids), with their bodies (`<queue>.msgs`). The id goes off
+    its list before its body goes, so no fetch finds an id without a body. A message a worker has
+    taken already (its id in the worker's acks) loses its body too: a killed worker's taken
+    messages are given back only if their body is there, and a live worker has it in memory —
+    it carries out what it took (a delayed one is put on its queue when due, and taken from
+    there), moments later; an event applies late, and a repeat erasure removes what it wrote."""
     bodies = f"{queue_key}.msgs"
     dropped = 0
-    for raw_id, body in client.hscan_iter(bodies, count=500):
+    for raw_id, body in list(client.hscan_iter(bodies, count=500)):
         if session_id.encode() not in body or _session_of(body) != session_id:
             continue
-        pipeline = client.pipeline()
         if sorted_set:
-            pipeline.zrem(queue_key, raw_id)
+            client.zrem(queue_key, raw_id)
         else:
-            pipeline.lrem(queue_key, 0, raw_id)
-        pipeline.hdel(bodies, raw_id)
-        dropped += int(pipeline.execute()[-1])
+            client.lrem(queue_key, 0, raw_id)
+        dropped += int(client.hdel(bodies, raw_id))
     return dropped
 
 

@@ -218,17 +218,22 @@ def test_a_caller_s_sessions_are_found_by_either_number_and_the_live_ones_skippe
 
 
 def _plant(client: redis.Redis, namespace: str, session_id: str) -> None:
-    """What Redis may hold of a session: a dead letter, a delayed webhook, a control batch, keys."""
-    for queue, actor, key in (("transcript", "transcript_event", "XQ"), ("app_webhooks", "notify_app", "DQ")):
+    """What Redis may hold of a session: a dead letter, a delayed webhook, a queued event, a
+    control batch, keys."""
+    for queue, actor, suffix in (
+        ("transcript", "transcript_event", ".XQ"),
+        ("app_webhooks", "notify_app", ".DQ"),
+        ("transcript", "transcript_event", ""),
+    ):
         kwargs: dict[str, Any] = (
             {"envelope": {"session_id": session_id, "seq": 9, "event": {"transcript": WORDS}}}
             if actor == "transcript_event"
             else {"session_id": session_id, "delivery_id": "d", "kind": "call.ended", "data": {"t": WORDS}}
         )
         message = dramatiq.Message(queue_name=queue, actor_name=actor, args=(), kwargs=kwargs, options={})
-        full = f"{namespace}:{queue}.{key}"
+        full = f"{namespace}:{queue}{suffix}"
         client.hset(f"{full}.msgs", message.message_id, message.encode())
-        if key == "XQ":
+        if suffix == ".XQ":
             client.zadd(full, {message.message_id: time.time() * 1000})
         else:
             client.rpush(full, message.message_id)
@@ -260,14 +265,21 @@ def test_the_redis_scrub_drops_the_session_s_keys_and_messages_only(
     erased, kept = new_session_id(), new_session_id()
     _plant(client, space, erased)
     _plant(client, space, kept)
+    # A message of the session that a worker took (its id off the list, in its acks).
+    taken = dramatiq.Message(
+        queue_name="tool_runs", actor_name="run_tool", args=(), kwargs={"session_id": erased}, options={}
+    )
+    client.hset(f"{space}:tool_runs.msgs", taken.message_id, taken.encode())
+    client.sadd(f"{space}:__acks__.worker-x.tool_runs", taken.message_id)
 
     scrubbed = scrub(client, space, erased)
 
-    assert scrubbed == {"keys": 2, "dead_letters": 1, "delayed": 1, "controls": 1}
+    assert scrubbed == {"keys": 2, "dead_letters": 1, "queued": 3, "controls": 1}
+    assert client.hget(f"{space}:tool_runs.msgs", taken.message_id) is None
     text = _namespace_text(client, space)
     assert erased not in text
-    assert kept in text and text.count(WORDS) == 3
-    assert scrub(client, space, erased) == {"keys": 0, "dead_letters": 0, "delayed": 0, "controls": 0}
+    assert kept in text and text.count(WORDS) == 4
+    assert scrub(client, space, erased) == {"keys": 0, "dead_letters": 0, "queued": 0, "controls": 0}
     for key in client.scan_iter(match=f"{space}:*"):
         client.delete(key)
     client.close()
