@@ -7,6 +7,8 @@ in the middle are each checked."""
 from __future__ import annotations
 
 import json
+import random
+import string
 import subprocess
 import sys
 import threading
@@ -28,7 +30,18 @@ from tests.e2e.test_privacy import _database_text, _redis_text
 from tests.support.phone import ring
 from tests.support.waiting import wait_for
 
-CALLER_NUMBER = "+14155550123"
+# The callers' surnames, unique to this run: the stores are searched whole, and a database
+# shared with other runs may hold another run's calls.
+RUN = "".join(random.choices(string.ascii_lowercase, k=8))
+QUARTZFEATHER = f"Quartzfeather{RUN}"
+SNAPDRAGON = f"Snapdragon{RUN}"
+BUTTERCRUMB = f"Buttercrumb{RUN}"
+WOBBLEPOT = f"Wobblepot{RUN}"
+THISTLEWAITE = f"Thistlewaite{RUN}"
+FIDDLEWICK = f"Fiddlewick{RUN}"
+MARCHBANKS = f"Marchbanks{RUN}"
+QUILLFEATHER = f"Quillfeather{RUN}"
+CALLER_NUMBER = "+1312555" + "".join(random.choices(string.digits, k=4))
 
 
 def _script(words: str, *, hangup_ms: int = 1_500) -> dict[str, Any]:
@@ -60,7 +73,28 @@ def _ended_call(stack: Stack, client: Client, words: str) -> str:
     assert record["status"] == "ended", record
     said = " ".join(item["text"] for item in record["transcript"])
     assert words in said  # the call's words were kept: there is something to erase
+    _settled(stack, words)
     return session_id
+
+
+def _settled(stack: Stack, words: str) -> None:
+    """Wait until no message carrying the call's words is on a queue any more (the inline tool's
+    delayed backup runs seconds after the call, and a worker holds it until then): an erasure
+    later than that finds everything of the session in Redis where the scrub reaches it, so the
+    stores can be read at once after it. (Its timers wait on for the session's ceiling, holding
+    no words: the scrub drops them.)"""
+    client = redis.Redis.from_url(stack.env["SWITCHBOARD_REDIS_URL"])
+
+    def quiet() -> bool:
+        for key in client.scan_iter(match=f"{stack.namespace}:*.msgs", count=1_000):
+            if any(words.encode() in body for body in client.hvals(key)):
+                return False
+        return True
+
+    try:
+        wait_for(quiet, f"the messages carrying {words!r} to be processed", timeout_s=60)
+    finally:
+        client.close()
 
 
 def _stores(stack: Stack, services: Services) -> str:
@@ -106,9 +140,9 @@ def admin(erase_stack: Stack) -> Client:
 def test_an_ended_call_is_erased_from_every_store(
     erase_stack: Stack, admin: Client, services: Services
 ) -> None:
-    words = "Wilhelmina Quartzfeather"
+    words = f"Wilhelmina {QUARTZFEATHER}"
     session_id = _ended_call(erase_stack, admin, words)
-    assert "Quartzfeather" in _database_text(services.database_url)
+    assert QUARTZFEATHER in _database_text(services.database_url)
 
     status, erased = admin.request("DELETE", f"/v1/sessions/{session_id}", timeout_s=90)
 
@@ -118,7 +152,7 @@ def test_an_ended_call_is_erased_from_every_store(
     removed = erased["removed"]
     assert removed["events"] > 0 and removed["transcript_items"] >= 2 and removed["tool_steps"] == 1
     stores = _stores(erase_stack, services)
-    assert "Quartzfeather" not in stores and "Wilhelmina" not in stores
+    assert QUARTZFEATHER not in stores
     record = admin.session(session_id, events=True)
     assert record["erased_because"] == "request" and record["erased_at"] is not None
     assert record["status"] == "ended" and record["usage"]["total_tokens"] > 0
@@ -134,7 +168,7 @@ def test_an_ended_call_is_erased_from_every_store(
 
 
 def test_two_erasures_at_once_both_answer_and_erase_once(erase_stack: Stack, admin: Client) -> None:
-    session_id = _ended_call(erase_stack, admin, "Bartholomew Snapdragon")
+    session_id = _ended_call(erase_stack, admin, f"Bartholomew {SNAPDRAGON}")
     answers: list[tuple[int, Any]] = []
     start = threading.Barrier(2)
 
@@ -160,7 +194,7 @@ def test_an_unknown_or_live_session_is_refused_and_nothing_is_erased(
     status, body = admin.request("DELETE", "/v1/sessions/sess_never_was")
     assert status == 404 and body["error"]["code"] == "session_not_found"
 
-    words = "Ottoline Buttercrumb"
+    words = f"Ottoline {BUTTERCRUMB}"
     set_script(erase_stack, _script(words, hangup_ms=60_000))
     session_id = str(admin.create_session("You are the bakery's order desk.", tools=["echo"])["id"])
     admin.connect(session_id)
@@ -183,7 +217,7 @@ def test_an_unknown_or_live_session_is_refused_and_nothing_is_erased(
 
 
 def test_only_an_admin_may_erase(erase_stack: Stack, admin: Client) -> None:
-    session_id = _ended_call(erase_stack, admin, "Cornelius Wobblepot")
+    session_id = _ended_call(erase_stack, admin, f"Cornelius {WOBBLEPOT}")
     paths = (f"/v1/sessions/{session_id}", f"/v1/callers/{CALLER_NUMBER}")
     for token in ("", "not-the-token"):
         nobody = Client(erase_stack.api_url, token)
@@ -206,7 +240,7 @@ def test_only_an_admin_may_erase(erase_stack: Stack, admin: Client) -> None:
 def test_a_caller_s_phone_calls_are_erased_by_number(
     erase_stack: Stack, admin: Client, services: Services
 ) -> None:
-    words = "Peregrine Thistlewaite"
+    words = f"Peregrine {THISTLEWAITE}"
     set_script(erase_stack, _script(words))
     admin.add_route("+18005550177", {"instructions": "You are the bakery's order desk.", "tools": ["echo"]})
     call_id = ring(erase_stack, "+18005550177", **{"from": CALLER_NUMBER})
@@ -215,9 +249,10 @@ def test_a_caller_s_phone_calls_are_erased_by_number(
     )
     record = admin.wait_for_status(session_id, timeout_s=90)
     assert record["status"] == "ended" and any(words in item["text"] for item in record["transcript"])
+    _settled(erase_stack, words)
     assert admin.phone_call(call_id)["caller"] == CALLER_NUMBER
 
-    status, body = admin.request("DELETE", "/v1/callers/4155550123")
+    status, body = admin.request("DELETE", f"/v1/callers/{CALLER_NUMBER[1:]}")
     assert status == 422 and body["error"]["code"] == "malformed_number"
     assert _cli(erase_stack, "callers", "erase", "not-a-number").returncode == 1
 
@@ -230,20 +265,20 @@ def test_a_caller_s_phone_calls_are_erased_by_number(
     assert admin.session(session_id)["erased_at"] is not None
     assert admin.phone_call(call_id)["caller"] == ""
     stores = _stores(erase_stack, services)
-    assert "Thistlewaite" not in stores and "4155550123" not in stores
+    assert THISTLEWAITE not in stores and CALLER_NUMBER[1:] not in stores
     again = admin.erase_caller(CALLER_NUMBER)
     assert (again["erased"], again["sessions"]) == (0, [])
 
 
 def test_the_cli_erases_a_session(erase_stack: Stack, admin: Client, services: Services) -> None:
-    session_id = _ended_call(erase_stack, admin, "Mirabel Fiddlewick")
+    session_id = _ended_call(erase_stack, admin, f"Mirabel {FIDDLEWICK}")
 
     cli = _cli(erase_stack, "sessions", "erase", session_id)
 
     assert cli.returncode == 0, cli.stderr
     answer = json.loads(cli.stdout)
     assert answer["session_id"] == session_id and answer["already_erased"] is False
-    assert "Fiddlewick" not in _stores(erase_stack, services)
+    assert FIDDLEWICK not in _stores(erase_stack, services)
     missing = _cli(erase_stack, "sessions", "erase", "sess_never_was")
     assert missing.returncode == 1 and "session_not_found" in missing.stderr
 
@@ -277,7 +312,7 @@ def test_a_worker_killed_mid_erasure_leaves_all_or_nothing(services: Services, n
     with Stack(services.database_url, services.redis_url, namespace=f"{namespace}-erase-kill") as stack:
         stack.start(workers=1)
         client = Client(stack.api_url, stack.api_token, stack.live_url)
-        words = "Evangeline Marchbanks"
+        words = f"Evangeline {MARCHBANKS}"
         session_id = _ended_call(stack, client, words)
 
         holder = psycopg2.connect(**parse_database_url(services.database_url))
@@ -311,21 +346,21 @@ def test_a_worker_killed_mid_erasure_leaves_all_or_nothing(services: Services, n
         stack.add_worker()
         wait_for(lambda: client.session(session_id)["erased_at"], "the redelivered erasure", timeout_s=60)
         request.join(timeout=120)
-        assert "Marchbanks" not in _database_text(services.database_url)
+        assert MARCHBANKS not in _database_text(services.database_url)
         # A message the new worker had in memory when it scrubbed (the inline tool's delayed
         # backup, say, taken back from the killed worker) is carried out, and gone, moments later.
         wait_for(
-            lambda: "Marchbanks" not in _redis_text(services.redis_url, stack.namespace),
+            lambda: MARCHBANKS not in _redis_text(services.redis_url, stack.namespace),
             "the killed worker's taken messages to be processed",
             timeout_s=60,
         )
-        assert "Marchbanks" not in _stores(stack, services)
+        assert MARCHBANKS not in _stores(stack, services)
         status, again = client.request("DELETE", f"/v1/sessions/{session_id}", timeout_s=90)
         assert status == 200 and again["already_erased"] is True
         assert len(client.session(session_id)["erasures"]) == 1
 
         # Erased in the database only, as a kill right after its commit leaves it.
-        second_words = "Leopold Quillfeather"
+        second_words = f"Leopold {QUILLFEATHER}"
         second = _ended_call(stack, client, second_words)
         _plant_dead_letter(services, stack.namespace, second, second_words)
         from models.db import connect
@@ -333,11 +368,11 @@ def test_a_worker_killed_mid_erasure_leaves_all_or_nothing(services: Services, n
 
         connect(services.database_url)
         assert erase_session(second, by="admin:token") is not None
-        assert "Quillfeather" not in _database_text(services.database_url)
-        assert "Quillfeather" in _redis_text(services.redis_url, stack.namespace)
+        assert QUILLFEATHER not in _database_text(services.database_url)
+        assert QUILLFEATHER in _redis_text(services.redis_url, stack.namespace)
 
         status, repeat = client.request("DELETE", f"/v1/sessions/{second}", timeout_s=90)
 
         assert status == 200 and repeat["already_erased"] is True
         assert repeat["redis"]["dead_letters"] == 1
-        assert "Quillfeather" not in _stores(stack, services)
+        assert QUILLFEATHER not in _stores(stack, services)
