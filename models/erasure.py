@@ -7,7 +7,9 @@ state's content (`pipeline.erasure.erased_state`) — sets `erased_at` and `eras
 writes an `erasures` audit row with what it removed. The metadata row stays. A transaction
 either commits all of it or none (a worker killed half-way leaves the session as it was).
 Erasing an erased session runs the same statements, finds nothing left and writes no audit row
-(`already_erased`); something that landed since (a late event) is removed and audited.
+(`already_erased`); something that landed since (an incident the gateway recorded about the call)
+is removed and audited. An event that arrives after the erasure is not kept at all
+(`LockedSession.deliver` reads `erased_at` with the row lock).
 
 `erase_caller` erases every ended session whose call came from or went to a number; the Redis
 side (the session's keys and dead letters) is `workers.erasure`'s.

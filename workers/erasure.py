@@ -8,7 +8,8 @@ What Redis may hold of a session, by key of the deployment's namespace `<ns>`:
 - its dead letters, `<ns>:<queue>.XQ` and `.XQ.msgs` (dropped: a replay would bring its content
   back), and its messages waiting on a queue, `<ns>:<queue>` and `<ns>:<queue>.DQ` with their
   `.msgs` (an end-of-call webhook waiting for its retry carries the transcript; a late event of
-  the ended session would write its words back; a timer of an ended session fires nothing);
+  the erased session would be dropped by its worker anyway; a timer of an ended session fires
+  nothing);
 - its control batches not yet taken by a gateway, on `<ns>:gateway.<gateway>` (a dead gateway's
   list keeps them).
 
@@ -126,7 +127,7 @@ def _drop_messages(client: redis.Redis, queue_key: str, session_id: str, *, sort
     taken already (its id in the worker's acks) loses its body too: a killed worker's taken
     messages are given back only if their body is there, and a live worker has it in memory —
     it carries out what it took (a delayed one is put on its queue when due, and taken from
-    there), moments later; an event applies late, and a repeat erasure removes what it wrote."""
+    there), moments later; an event of the erased session is kept nowhere (`LockedSession`)."""
     bodies = f"{queue_key}.msgs"
     dropped = 0
     for raw_id, body in list(client.hscan_iter(bodies, count=500)):

@@ -340,3 +340,36 @@ def test_a_second_sweeper_waits_its_turn(worker_runtime: Any, services: Services
     holder.close()
     assert sweep_retention(client, space, 30) == 1
     client.close()
+
+
+def test_an_erased_session_keeps_nothing_that_arrives_after(worker_runtime: Any, namespace: str) -> None:
+    """A straggler of the ended call lands nowhere; an end asked again is still answered."""
+    session_id = _created(namespace)
+    _call(session_id, WORDS)
+    erase_session(session_id, by="admin:token")
+    logged = session_record(session_id)["logged_seq"]
+    late = {
+        "type": "conversation.item.input_audio_transcription.completed",
+        "event_id": "ev_straggler",
+        "item_id": "item_late",
+        "content_index": 0,
+        "transcript": f"one more thing: {WORDS}",
+    }
+
+    straggler = deliver(session_id, logged + 1, late)
+    end = deliver(
+        session_id,
+        logged + 2,
+        {
+            "type": "switchboard.end_requested",
+            "reason": "again",
+            "request_id": "req_again",
+            "gateway_id": "gw-x",
+        },
+    )
+
+    assert straggler.dispositions == [(logged + 1, "erased")]
+    assert "marzipan" not in _session_rows(session_id)
+    [(gateway_id, reply)] = end.replies
+    assert gateway_id == "gw-x" and reply.status == 409
+    assert session_record(session_id)["logged_seq"] == logged
