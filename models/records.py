@@ -15,7 +15,7 @@ from models.db import (
     reopen,
 )
 from models.erasure import erasures
-from pipeline.call_log import CallLogEntry, LoggedInput, ended_by, project
+from pipeline.call_log import CallLogEntry, LoggedInput, ended_by, erased_log, project
 from pipeline.dialects import capabilities_for
 from pipeline.errors import SessionNotFound
 from pipeline.privacy.policy import PrivacyPolicy
@@ -158,10 +158,22 @@ SELECT received_at, disposition, generation, payload FROM session_events
 """
 
 
+# An erased session's log holds no payloads to project: its call log is how it ended.
+ERASED_CALL = """
+SELECT status, end_reason, created_at, coalesce(ended_at, erased_at), erased_because FROM sessions
+ WHERE id = %s AND erased_at IS NOT NULL
+"""
+
+
 def call_log(session_id: str, after: int = 0) -> list[CallLogEntry]:
     """The session's call log (entries numbered above `after`), projected from its durable log
     in applied order: the same after any crash."""
     _settled(session_id)
+    erased = database.execute_sql(ERASED_CALL, (session_id,)).fetchone()
+    if erased is not None:
+        status, end_reason, created, ended, because = erased
+        story = erased_log(Phase(status), end_reason, created.timestamp(), ended.timestamp(), because)
+        return [entry for entry in story if entry.seq > after]
     rows = database.execute_sql(CALL_LOG_INPUTS, (session_id,)).fetchall()
     logged = (
         LoggedInput(

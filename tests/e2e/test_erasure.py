@@ -159,7 +159,10 @@ def test_an_ended_call_is_erased_from_every_store(
     assert record["instructions"] == "You are the bakery's order desk."
     [audit] = record["erasures"]
     assert audit["by"] == "admin:token" and audit["removed"] == removed
-    assert admin.call_log(session_id)["entries"] is not None  # an erased log still reads
+    # The call's story went with its content; how it ended stays, and a follower sees the end.
+    log = admin.call_log(session_id)
+    assert log["ended"] is True and [entry["kind"] for entry in log["entries"]] == ["call.ended"]
+    assert log["entries"][0]["data"]["erased"] == "request"
 
     status, again = admin.request("DELETE", f"/v1/sessions/{session_id}", timeout_s=90)
     assert status == 200 and again["already_erased"] is True
@@ -281,6 +284,15 @@ def test_the_cli_erases_a_session(erase_stack: Stack, admin: Client, services: S
     assert FIDDLEWICK not in _stores(erase_stack, services)
     missing = _cli(erase_stack, "sessions", "erase", "sess_never_was")
     assert missing.returncode == 1 and "session_not_found" in missing.stderr
+    exported = subprocess.run(
+        [sys.executable, "-m", "switchboard", "sessions", "export", session_id],
+        env=erase_stack.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert exported.returncode == 1 and "erased" in exported.stderr and exported.stdout == ""
 
 
 def _waits_on_lock(services: Services) -> bool:

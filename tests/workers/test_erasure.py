@@ -17,7 +17,7 @@ import redis
 from models import incidents
 from models.db import database
 from models.erasure import erase_caller, erase_session, retention_due
-from models.records import session_record
+from models.records import call_log, session_record
 from models.sessions import locked_session, new_session
 from pipeline.errors import MalformedNumber, SessionLive, SessionNotFound
 from pipeline.phone import PhoneLine
@@ -135,6 +135,14 @@ def test_erasing_a_session_blanks_every_table_s_content_in_one_go(
     ]
     assert len(record["transcript"]) == 2 and {item["text"] for item in record["transcript"]} == {""}
     assert _audit_rows(session_id) == [("admin:token", "request", erased.removed)]
+    [ended] = call_log(session_id)
+    assert ended.kind == "call.ended"
+    assert ended.data == {
+        "reason": "app_ended",
+        "ended_by": "app",
+        "duration_s": ended.data["duration_s"],
+        "erased": "request",
+    }
 
 
 def test_erasing_again_changes_nothing_and_says_so(worker_runtime: Any, namespace: str) -> None:
