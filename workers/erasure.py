@@ -31,7 +31,7 @@ import redis
 from dramatiq.common import dq_name, xq_name
 from dramatiq.errors import DecodeError
 
-from models.db import database
+from models.db import database, is_connection_lost
 from models.erasure import CallerErased, Erased, erase_caller, erase_session, retention_due
 from pipeline.names import QUEUES
 
@@ -82,12 +82,20 @@ def sweep_retention(client: redis.Redis, namespace: str, deployment_retention_da
     try:
         count = 0
         for session_id in retention_due(namespace, deployment_retention_days, RETENTION_SWEEP_BATCH):
-            erased = erase_session(
-                session_id,
-                by="retention",
-                because="retention",
-                deployment_retention_days=deployment_retention_days,
-            )
+            try:
+                erased = erase_session(
+                    session_id,
+                    by="retention",
+                    because="retention",
+                    deployment_retention_days=deployment_retention_days,
+                )
+            except Exception as error:
+                if is_connection_lost(error):
+                    raise
+                # One session that cannot be erased now (its row held past the lock timeout)
+                # holds up none of the others; the next sweep tries it again.
+                logger.exception("retention: could not erase %s now; the next sweep retries", session_id)
+                continue
             if erased is not None:
                 scrub(client, namespace, session_id)
                 count += 0 if erased.already_erased else 1

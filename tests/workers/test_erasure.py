@@ -381,3 +381,27 @@ def test_an_erased_session_keeps_nothing_that_arrives_after(worker_runtime: Any,
     [(gateway_id, reply)] = end.replies
     assert gateway_id == "gw-x" and reply.status == 409
     assert session_record(session_id)["logged_seq"] == logged
+
+
+def test_a_session_the_sweep_cannot_lock_holds_up_none_of_the_others(
+    worker_runtime: Any, services: Services, namespace: str
+) -> None:
+    """A due session whose row is held past the lock timeout is left for the next sweep."""
+    space = f"{namespace}-retention-held"
+    client = redis.Redis.from_url(services.redis_url)
+    held, free = _created(space), _created(space)
+    for session_id in (held, free):
+        _call(session_id, WORDS)
+    _end_back(held, 32)  # the older one: swept first
+    _end_back(free, 31)
+    holder = psycopg2.connect(services.database_url)
+    with holder.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (held,))
+        assert sweep_retention(client, space, 30) == 1
+    holder.rollback()
+    holder.close()
+    assert session_record(free)["erased_because"] == "retention"
+    assert session_record(held)["erased_at"] is None
+    assert sweep_retention(client, space, 30) == 1
+    assert session_record(held)["erased_because"] == "retention"
+    client.close()
