@@ -24,6 +24,7 @@ from pipeline.erasure import (
 from pipeline.errors import MalformedNumber, SessionLive
 from pipeline.phone import PhoneLine
 from pipeline.privacy.policy import PrivacyPolicy
+from pipeline.roles import Identity, Permission, Role, permission_for
 from pipeline.state import (
     Compaction,
     Delegation,
@@ -172,3 +173,11 @@ def test_an_erased_event_keeps_its_type_and_its_controls_ids_and_types() -> None
         {"id": "ctl_3_d1", "kind": "close_call", "type": None, "erased": True},
     ]
     assert erased_controls(erased) == erased
+
+
+def test_erasure_needs_the_admin_s_permission() -> None:
+    assert permission_for("DELETE", "/v1/sessions/sess_1") is Permission.ADMINISTER
+    assert permission_for("DELETE", "/v1/callers/+14155550123") is Permission.ADMINISTER
+    assert permission_for("GET", "/v1/sessions/sess_1") is Permission.READ
+    assert permission_for("POST", "/v1/sessions/sess_1/end") is Permission.STEER
+    assert [role for role in Role if Identity("k", "n", role).may(Permission.ADMINISTER)] == [Role.ADMIN]
