@@ -35,9 +35,9 @@ from pipeline.erasure import (
     retention_days,
     retention_over,
 )
-from pipeline.errors import SessionLive
+from pipeline.errors import SessionLive, SessionNotFound
 
-_ROW = "SELECT erased_at, ended_at, now() FROM sessions WHERE id = %s"
+_ROW = "SELECT erased_at, ended_at, now(), namespace FROM sessions WHERE id = %s"
 _EVENTS = "SELECT id, kind, payload, controls FROM session_events WHERE session_id = %s ORDER BY id"
 _ERASE_EVENTS = """
 UPDATE session_events AS e SET payload = v.payload::jsonb, controls = v.controls::jsonb
@@ -124,16 +124,20 @@ def erase_session(
     by: str,
     because: Because = "request",
     deployment_retention_days: int | None = None,
+    namespace: str | None = None,
 ) -> Erased | None:
-    """Erase one ended session's content (`SessionNotFound`, `SessionLive` otherwise). For the
-    retention sweep (`because="retention"`) the session's retention is checked again under the
-    lock, and a session whose retention is not over (its policy changed nothing, but a row may
-    have moved) is left alone: None."""
+    """Erase one ended session's content (`SessionNotFound`, `SessionLive` otherwise); with a
+    `namespace`, only a session of that deployment (deployments may share a database: one's
+    admin erases nothing of another's). For the retention sweep (`because="retention"`) the
+    session's retention is checked again under the lock, and a session whose retention is not
+    over is left alone: None."""
     with locked_session(session_id) as session:
+        erased_at, ended_at, now, owner = session.execute(_ROW, (session_id,)).fetchone()
+        if namespace is not None and owner != namespace:
+            raise SessionNotFound(f"no session {session_id!r}")
         refusal = refusal_to_erase(session.state.phase, session_id)
         if refusal is not None:
             raise refusal
-        erased_at, ended_at, now = session.execute(_ROW, (session_id,)).fetchone()
         already = erased_at is not None
         if because == "retention" and not already:
             days = retention_days(session.state.privacy.retention_days, deployment_retention_days)
@@ -218,7 +222,7 @@ def erase_caller(namespace: str, number: str, *, by: str) -> CallerErased:
     skipped: list[str] = []
     for session_id in sessions_of_number(namespace, number):
         try:
-            done = erase_session(session_id, by=by, because="request")
+            done = erase_session(session_id, by=by, because="request", namespace=namespace)
         except SessionLive:
             skipped.append(session_id)
             continue

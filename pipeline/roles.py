@@ -1,9 +1,9 @@
 """Who may do what: API keys with roles, and which routes each role may use.
 
 `app` creates and steers sessions; `supervisor` uses the supervisor's verbs (and the line's:
-hold, unhold, attention); `viewer` only reads; `admin` may do everything, the routes and dead
-letters and erasure included. A key is `sbk_<id>_<secret>`: the id finds it, the secret is compared, as its
-SHA-256, in constant time over bytes. The deployment's own API token (SWITCHBOARD_API_TOKEN)
+hold, unhold, attention); `viewer` only reads; `admin` may do everything, the routes, dead
+letters and erasure included. A key is `sbk_<id>_<secret>`: the id finds it, the secret is
+compared, as its SHA-256, in constant time over bytes. The deployment's own API token (SWITCHBOARD_API_TOKEN)
 is an admin's: the key that makes the others.
 """
 

@@ -56,7 +56,11 @@ def erase(
 ) -> dict[str, Any]:
     """Erase one session on request: the database in one transaction, then Redis."""
     erased = erase_session(
-        session_id, by=by, because="request", deployment_retention_days=deployment_retention_days
+        session_id,
+        by=by,
+        because="request",
+        deployment_retention_days=deployment_retention_days,
+        namespace=namespace,
     )
     assert erased is not None  # only a retention erasure declines
     return _with_redis(client, namespace, erased)
@@ -88,6 +92,7 @@ def sweep_retention(client: redis.Redis, namespace: str, deployment_retention_da
                     by="retention",
                     because="retention",
                     deployment_retention_days=deployment_retention_days,
+                    namespace=namespace,
                 )
             except Exception as error:
                 if is_connection_lost(error):

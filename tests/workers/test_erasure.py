@@ -195,6 +195,17 @@ def test_a_live_session_is_refused_and_left_as_it_was(worker_runtime: Any, names
         erase_session("sess_never_was", by="admin:token")
 
 
+def test_a_deployment_erases_none_of_another_s_sessions(worker_runtime: Any, namespace: str) -> None:
+    session_id = _created(f"{namespace}-other-deployment")
+    _call(session_id, WORDS)
+
+    with pytest.raises(SessionNotFound):
+        erase_session(session_id, by="admin:token", namespace=namespace)
+
+    assert "marzipan" in _session_rows(session_id) and _audit_rows(session_id) == []
+    assert erase_session(session_id, by="admin:token", namespace=f"{namespace}-other-deployment")
+
+
 def test_a_caller_s_sessions_are_found_by_either_number_and_the_live_ones_skipped(
     worker_runtime: Any, namespace: str
 ) -> None:
