@@ -297,7 +297,11 @@ def test_the_cli_erases_a_session(erase_stack: Stack, admin: Client, services: S
 
 def _waits_on_lock(services: Services) -> bool:
     with psycopg2.connect(**parse_database_url(services.database_url)) as probe, probe.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+        # This database's backends only: the server may be shared with other runs.
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        )
         (waiting,) = cursor.fetchone()
     probe.close()
     return bool(waiting)
