@@ -236,7 +236,7 @@ def _disposition_counts(session_id: str) -> dict[str, int]:
 
 LIST_SESSIONS = """
 SELECT s.id, s.status, s.end_reason, s.created_at, s.ended_at, s.provider_call_id,
-       p.route_id, p.caller, p.number, s.usage
+       p.route_id, p.caller, p.number, s.usage, s.erased_at
   FROM sessions s LEFT JOIN phone_calls p ON p.session_id = s.id
  WHERE s.namespace = %s
    AND (%s = '' OR s.status = %s)
@@ -270,8 +270,21 @@ def sessions(
             "caller": caller,
             "dialled": number,
             "total_tokens": (usage or {}).get("total_tokens", 0),
+            "erased_at": erased.isoformat() if erased else None,
         }
-        for session_id, found_status, reason, created, ended, call_id, route_id, caller, number, usage in rows
+        for (
+            session_id,
+            found_status,
+            reason,
+            created,
+            ended,
+            call_id,
+            route_id,
+            caller,
+            number,
+            usage,
+            erased,
+        ) in rows
     ]
     counts = {
         str(found): int(n) for found, n in database.execute_sql(COUNT_SESSIONS, (namespace,)).fetchall()

@@ -18,6 +18,7 @@ from models import incidents
 from models.db import database
 from models.erasure import erase_caller, erase_session, retention_due
 from models.records import call_log, session_record
+from models.records import sessions as listed_sessions
 from models.sessions import locked_session, new_session
 from pipeline.errors import MalformedNumber, SessionLive, SessionNotFound
 from pipeline.phone import PhoneLine
@@ -135,6 +136,8 @@ def test_erasing_a_session_blanks_every_table_s_content_in_one_go(
     ]
     assert len(record["transcript"]) == 2 and {item["text"] for item in record["transcript"]} == {""}
     assert _audit_rows(session_id) == [("admin:token", "request", erased.removed)]
+    [listed] = [s for s in listed_sessions(namespace)["sessions"] if s["id"] == session_id]
+    assert listed["erased_at"] == record["erased_at"]
     [ended] = call_log(session_id)
     assert ended.kind == "call.ended"
     assert ended.data == {
