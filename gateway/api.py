@@ -51,10 +51,12 @@ from pipeline.api import (
     TypedText,
 )
 from pipeline.call.messages import Playback
+from pipeline.erasure import checked_number
 from pipeline.errors import BadInput, MalformedRequest, ProviderUnavailable
 from pipeline.limits import (
     API_REPLY_TIMEOUT_MS,
     COMPACTION_REPLY_TIMEOUT_MS,
+    ERASURE_REPLY_TIMEOUT_MS,
     MAXIMUM_REQUEST_JSON_DEPTH,
     TYPED_MESSAGES_PER_MINUTE,
 )
@@ -112,6 +114,7 @@ def build_api(gateway: ApiPort) -> Starlette:
     api = _Api(gateway)
     session_routes: list[tuple[str, str, Handler]] = [
         ("", "GET", api.describe),
+        ("", "DELETE", api.erase),
         ("/log", "GET", api.call_log),
         ("/connect", "POST", api.connect),
         ("/end", "POST", api.end),
@@ -136,6 +139,7 @@ def build_api(gateway: ApiPort) -> Starlette:
         Route("/v1/routes", api.add_route, methods=["POST"]),
         Route("/v1/routes/{route_id}", api.remove_route, methods=["DELETE"]),
         Route("/v1/phone-calls/{call_id}", api.phone_call, methods=["GET"]),
+        Route("/v1/callers/{number}", api.erase_caller, methods=["DELETE"]),
         Route("/v1/sessions", api.create, methods=["POST"]),
         Route("/v1/sessions", api.list_sessions, methods=["GET"]),
         Route("/v1/dead-letters", api.dead_letters, methods=["GET"]),
@@ -530,6 +534,28 @@ class _Api:
         status, body = await self.rpc.call("routes", verb="remove", route_id=request.path_params["route_id"])
         return JSONResponse(body, status_code=status)
 
+    # ── erasure (admin) ───────────────────────────────────────────────────────────────
+
+    async def erase(self, request: Request, session_id: str) -> Response:
+        """Erase an ended session's content: 200 with what was removed (`already_erased` on a
+        repeat), 404 for an unknown session, 409 `session_live` while its call runs."""
+        status, body = await self.rpc.call(
+            "erase_session", ERASURE_REPLY_TIMEOUT_MS, session_id=session_id, by=_who(request)
+        )
+        return JSONResponse(body, status_code=status)
+
+    async def erase_caller(self, request: Request) -> Response:
+        """Erase every ended session whose phone call came from or went to an E.164 number
+        (422 otherwise): 200 with how many were erased and how many were live (skipped)."""
+        try:
+            number = checked_number(request.path_params["number"])
+        except BadInput as error:
+            return _invalid(error)
+        status, body = await self.rpc.call(
+            "erase_caller", ERASURE_REPLY_TIMEOUT_MS, number=number, by=_who(request)
+        )
+        return JSONResponse(body, status_code=status)
+
     # ── the live stream ───────────────────────────────────────────────────────────────
 
     async def live(self, websocket: WebSocket) -> None:
@@ -685,6 +711,12 @@ def _supervisor(request: Request, command: SupervisorCommand) -> dict[str, str]:
     if command.by is None:
         raise MalformedRequest("by: who acts is required ({id, name}) unless a supervisor's key is used")
     return command.by.model_dump(mode="json")
+
+
+def _who(request: Request) -> str:
+    """Who asked, as the audit row of an erasure names them: the key's role and id."""
+    identity: Identity | None = request.scope.get("identity")
+    return f"{identity.role}:{identity.key_id}" if identity is not None else "unknown"
 
 
 def _queued(session_id: str) -> dict[str, Any]:

@@ -114,6 +114,9 @@ class SessionRow(_Table):
     created_at = DateTimeField(default=utcnow)
     updated_at = DateTimeField(default=utcnow)
     ended_at = DateTimeField(null=True)
+    # Set when the session's content was erased (on request, or by the retention sweep).
+    erased_at = DateTimeField(null=True)
+    erased_because = CharField(max_length=16, null=True)
 
     class Meta:
         table_name = "sessions"

@@ -14,7 +14,8 @@ from models.db import (
     is_connection_lost,
     reopen,
 )
-from pipeline.call_log import CallLogEntry, LoggedInput, ended_by, project
+from models.erasure import erasures
+from pipeline.call_log import CallLogEntry, LoggedInput, ended_by, erased_log, project
 from pipeline.dialects import capabilities_for
 from pipeline.errors import SessionNotFound
 from pipeline.privacy.policy import PrivacyPolicy
@@ -95,6 +96,11 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
         "logged_seq": row.logged_seq,
         "created_at": row.created_at.isoformat(),
         "ended_at": row.ended_at.isoformat() if row.ended_at else None,
+        # Set once the session's content was erased ("request" or "retention"); the audit rows
+        # say who asked and what was removed each time.
+        "erased_at": row.erased_at.isoformat() if row.erased_at else None,
+        "erased_because": row.erased_because,
+        "erasures": erasures(session_id),
         "why": _why(row.status, row.end_reason, incidents),
         "transcript": transcripts,
         "incidents": incidents,
@@ -154,10 +160,22 @@ SELECT received_at, disposition, generation, payload FROM session_events
 """
 
 
+# An erased session's log holds no payloads to project: its call log is how it ended.
+ERASED_CALL = """
+SELECT status, end_reason, created_at, coalesce(ended_at, erased_at), erased_because FROM sessions
+ WHERE id = %s AND erased_at IS NOT NULL
+"""
+
+
 def call_log(session_id: str, after: int = 0) -> list[CallLogEntry]:
     """The session's call log (entries numbered above `after`), projected from its durable log
     in applied order: the same after any crash."""
     _settled(session_id)
+    erased = database.execute_sql(ERASED_CALL, (session_id,)).fetchone()
+    if erased is not None:
+        status, end_reason, created, ended, because = erased
+        story = erased_log(Phase(status), end_reason, created.timestamp(), ended.timestamp(), because)
+        return [entry for entry in story if entry.seq > after]
     rows = database.execute_sql(CALL_LOG_INPUTS, (session_id,)).fetchall()
     logged = (
         LoggedInput(
@@ -220,7 +238,7 @@ def _disposition_counts(session_id: str) -> dict[str, int]:
 
 LIST_SESSIONS = """
 SELECT s.id, s.status, s.end_reason, s.created_at, s.ended_at, s.provider_call_id,
-       p.route_id, p.caller, p.number, s.usage
+       p.route_id, p.caller, p.number, s.usage, s.erased_at
   FROM sessions s LEFT JOIN phone_calls p ON p.session_id = s.id
  WHERE s.namespace = %s
    AND (%s = '' OR s.status = %s)
@@ -254,8 +272,21 @@ def sessions(
             "caller": caller,
             "dialled": number,
             "total_tokens": (usage or {}).get("total_tokens", 0),
+            "erased_at": erased.isoformat() if erased else None,
         }
-        for session_id, found_status, reason, created, ended, call_id, route_id, caller, number, usage in rows
+        for (
+            session_id,
+            found_status,
+            reason,
+            created,
+            ended,
+            call_id,
+            route_id,
+            caller,
+            number,
+            usage,
+            erased,
+        ) in rows
     ]
     counts = {
         str(found): int(n) for found, n in database.execute_sql(COUNT_SESSIONS, (namespace,)).fetchall()

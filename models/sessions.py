@@ -96,6 +96,7 @@ from pipeline.wire import (
 # dicts.
 _READ_SESSION = """
 SELECT generation, applied_seq, logged_seq, applied_count, owning_gateway, state::text,
+       erased_at IS NOT NULL,
        ARRAY(SELECT provider_event_id FROM session_events
               WHERE session_id = %(id)s AND provider_event_id = ANY(%(events)s)
                 AND disposition IN ('applied', 'late'))
@@ -349,7 +350,7 @@ def _transaction(
         row = cursor.fetchone()
         if row is None:
             raise SessionNotFound(f"no session {session_id!r}")
-        generation, applied_seq, logged_seq, applied_count, gateway, state, applied_events = row
+        generation, applied_seq, logged_seq, applied_count, gateway, state, erased, applied_events = row
         session = LockedSession(
             session_id,
             cursor,
@@ -357,6 +358,7 @@ def _transaction(
             SessionState.model_validate_json(state),
             checked_event_ids=provider_event_ids or [],
             applied_event_ids=applied_events,
+            erased=bool(erased),
         )
         yield session
         session.commit()
@@ -402,8 +404,11 @@ class LockedSession:
         *,
         checked_event_ids: list[str] | None = None,
         applied_event_ids: list[str] | None = None,
+        erased: bool = False,
     ) -> None:
         self.id = session_id
+        # The session's content was erased (`models.erasure`): nothing more of it is kept.
+        self.erased = erased
         self._cursor = cursor
         self._head = head
         self.state = state
@@ -451,6 +456,8 @@ class LockedSession:
     def deliver(self, envelope: EventEnvelope) -> Applied:
         """Log one numbered event, then apply every contiguous logged event after
         `applied_seq` (the order is the sequencer's). A redelivered seq changes nothing."""
+        if self.erased:
+            return self._deliver_erased(envelope)
         applied = Applied()
         head = self._head
         seq = envelope.seq
@@ -490,6 +497,26 @@ class LockedSession:
         self._save()
         self._settle_unsaved(applied, envelope.received_at)
         return applied
+
+    def _deliver_erased(self, envelope: EventEnvelope) -> Applied:
+        """An event of an erased session (a straggler of the ended call, an end asked again) is
+        not kept: its words would land after the erasure. It is decided only for the answer to
+        a request it carries (an end of the ended call is refused, as ever)."""
+        applied = Applied()
+        step, _ = self._decide(envelope.event, envelope.generation)
+        applied.replies += [self._reply(e) for e in step.effects if isinstance(e, AnswerRequest)]
+        applied.dispositions.append((envelope.seq, "erased"))
+        return applied
+
+    def _reply(self, effect: AnswerRequest) -> tuple[str, Reply]:
+        """An API request's answer, for the gateway waiting on it."""
+        reply = Reply(
+            id=f"reply_{effect.request_id}",
+            request_id=effect.request_id,
+            status=effect.status,
+            body={"session_id": self.id, **effect.body},
+        )
+        return effect.gateway_id, reply
 
     def _drain(self, applied: Applied) -> None:
         """Apply the logged events after applied_seq while they are contiguous."""
@@ -872,13 +899,7 @@ class LockedSession:
             elif isinstance(effect, NotifyApp):
                 applied.notifications.append(effect)
             elif isinstance(effect, AnswerRequest):
-                reply = Reply(
-                    id=f"reply_{effect.request_id}",
-                    request_id=effect.request_id,
-                    status=effect.status,
-                    body={"session_id": self.id, **effect.body},
-                )
-                applied.replies.append((effect.gateway_id, reply))
+                applied.replies.append(self._reply(effect))
         applied.outbound += outbound
         if applied.usage_before is None:
             applied.usage_before = self.state.usage

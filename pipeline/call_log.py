@@ -146,6 +146,27 @@ class _Piece:
 _Raw = tuple[float, str, dict[str, Any]]
 
 
+def erased_log(
+    phase: Phase, end_reason: str | None, started_at: float, ended_at: float, because: str
+) -> list[CallLogEntry]:
+    """The call log of a session whose content was erased: its story went with it (the logged
+    payloads are gone); how it ended stays, as its one entry, marked `erased` with why."""
+    data = {**_end_data(phase, end_reason, round(ended_at - started_at, 1)), "erased": because}
+    return [_Projection()._entry(ended_at, "call.ended", data)]
+
+
+def _end_data(phase: Phase, end_reason: str | None, duration_s: float) -> dict[str, Any]:
+    reason = end_reason or ""
+    data: dict[str, Any] = {
+        "reason": "error" if phase is Phase.FAILED else _CALL_ENDED_REASONS.get(reason, reason),
+        "ended_by": ended_by(phase, end_reason),
+        "duration_s": duration_s,
+    }
+    if phase is Phase.FAILED:
+        data["code"] = reason
+    return data
+
+
 def project(logged: Iterable[LoggedInput], after: int = 0) -> list[CallLogEntry]:
     """The call log of a session from its logged inputs in applied order; only the entries
     numbered above `after`."""
@@ -298,14 +319,8 @@ class _Projection:
             yield at, "turn.agent", {**data, "interrupted": interrupted}
 
     def _ended(self, state: SessionState, event: InboundEvent, at: float) -> _Raw:
-        reason = state.end_reason or ""
-        data: dict[str, Any] = {
-            "reason": "error" if state.phase is Phase.FAILED else _CALL_ENDED_REASONS.get(reason, reason),
-            "ended_by": ended_by(state.phase, state.end_reason),
-            "duration_s": round(at - self.started_at, 1) if self.started_at is not None else 0.0,
-        }
-        if state.phase is Phase.FAILED:
-            data["code"] = reason
+        duration_s = round(at - self.started_at, 1) if self.started_at is not None else 0.0
+        data = _end_data(state.phase, state.end_reason, duration_s)
         if isinstance(event, AdmissionFailed):
             data["detail"] = event.detail
         return at, "call.ended", data

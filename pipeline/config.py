@@ -75,6 +75,9 @@ class Settings(BaseModel):
     webhook_secret: str | None = None
     route_header: str = Field(default="To", min_length=1, max_length=100)
     max_phone_calls: int = Field(default=1_000, ge=1)
+    # Days after a call ended that the retention sweep erases its content, for sessions whose
+    # privacy policy names no `retention_days` (None: kept until erased on request).
+    retention_days: int | None = Field(default=None, ge=1, le=3650)
 
     # Prometheus metrics: the gateway serves its own on /metrics (a reading key); workers on a
     # machine share a directory (default: data_dir/metrics/<namespace>) and each serves the sum

@@ -78,6 +78,12 @@ class SessionEnded(Refusal):
     code = "session_ended"
 
 
+class SessionLive(Refusal):
+    """An erasure of a session whose call is still running (its content is still being made)."""
+
+    code = "session_live"
+
+
 class AdmissionRefused(Refusal):
     code = "admission_refused"
 
@@ -116,6 +122,12 @@ class OversizedFrame(BadInput):
 
 class MalformedRequest(BadInput):
     code = "malformed_request"
+
+
+class MalformedNumber(BadInput):
+    """A caller's number that is not an E.164 number (`+` and 2 to 15 digits)."""
+
+    code = "malformed_number"
 
 
 class UnknownTool(BadInput):

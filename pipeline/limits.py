@@ -76,6 +76,10 @@ COMPACTION_DEADLINE_MS = 60_000
 
 # How long the API waits for a forced compaction to finish before answering "still running".
 COMPACTION_REPLY_TIMEOUT_MS = 70_000
+# An erasure on request rewrites every row of a session (a caller's, of every session of the
+# number) before it answers; past this the answer is 503 `reply_timeout`, the erasure goes on,
+# and asking again answers how it went.
+ERASURE_REPLY_TIMEOUT_MS = 60_000
 
 # A session's usage budget in provider-reported total tokens: a 60-minute call whose responses
 # each re-read a compacted context of about 16k tokens stays well inside it.

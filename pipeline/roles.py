@@ -1,9 +1,9 @@
 """Who may do what: API keys with roles, and which routes each role may use.
 
 `app` creates and steers sessions; `supervisor` uses the supervisor's verbs (and the line's:
-hold, unhold, attention); `viewer` only reads; `admin` may do everything, the routes and dead
-letters included. A key is `sbk_<id>_<secret>`: the id finds it, the secret is compared, as its
-SHA-256, in constant time over bytes. The deployment's own API token (SWITCHBOARD_API_TOKEN)
+hold, unhold, attention); `viewer` only reads; `admin` may do everything, the routes, dead
+letters and erasure included. A key is `sbk_<id>_<secret>`: the id finds it, the secret is
+compared, as its SHA-256, in constant time over bytes. The deployment's own API token (SWITCHBOARD_API_TOKEN)
 is an admin's: the key that makes the others.
 """
 
@@ -34,7 +34,7 @@ class Permission(StrEnum):
     STEER = "steer"  # create, connect, direct and end sessions
     LINE = "line"  # hold, unhold, ask for a person
     SUPERVISE = "supervise"  # the supervisor's verbs
-    ADMINISTER = "administer"  # routes, dead letters, keys
+    ADMINISTER = "administer"  # routes, dead letters, keys, erasure
 
 
 GRANTS: dict[Role, frozenset[Permission]] = {
@@ -61,8 +61,10 @@ class Identity:
 
 def permission_for(method: str, path: str) -> Permission:
     """What a request needs, by its route."""
-    if path.startswith(("/v1/routes", "/v1/dead-letters", "/v1/keys", "/v1/phone-calls")):
+    if path.startswith(("/v1/routes", "/v1/dead-letters", "/v1/keys", "/v1/phone-calls", "/v1/callers")):
         return Permission.ADMINISTER
+    if method == "DELETE" and path.startswith("/v1/sessions/"):
+        return Permission.ADMINISTER  # erasure
     if method in ("GET", "HEAD"):
         return Permission.READ
     if path.startswith("/v1/sessions/") and path.endswith("/supervisor"):

@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     sessions = commands.add_parser(
         "sessions",
         help="a session's durable record (show) or its recording for replay (export), or act on "
-        "its live call through the gateway: end, interrupt, say --text, compact",
+        "its live call through the gateway: end, interrupt, say --text, compact; erase an ended "
+        "session's content (admin)",
     )
     sessions.add_argument(
         "action",
@@ -96,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             "supervise",
             "prompt",
             "tools",
+            "erase",
         ],
     )
     sessions.add_argument("session_id")
@@ -138,6 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     routes.add_argument("--key", action="append", default=[], help="add: KEY=attention|end (repeatable)")
     routes.add_argument("--silences", type=int, help="add: idle timeouts before the agent hangs up")
     routes.add_argument("--api", help="the gateway's API (default: from the settings)")
+    callers = commands.add_parser(
+        "callers", help="erase every ended session of a caller's (or callee's) phone number (admin)"
+    )
+    callers.add_argument("action", choices=["erase"])
+    callers.add_argument("number", help="the number, E.164: +14155550123")
+    callers.add_argument("--api", help="the gateway's API (default: from the settings)")
     keys = commands.add_parser("keys", help="API keys with roles: add (the key is shown once), list, revoke")
     keys.add_argument("action", choices=["add", "list", "revoke"])
     keys.add_argument("target", nargs="?", help="add: the key's name (a person, an app); revoke: the key id")
@@ -242,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         return _routes(settings, arguments)
     if arguments.command == "keys":
         return _keys(settings, arguments)
+    if arguments.command == "callers":
+        return _callers(settings, arguments)
     if arguments.command == "dlq":
         from switchboard.dlq import run_dlq
 
@@ -349,6 +359,8 @@ def _act_on_session(settings: Settings, arguments: argparse.Namespace) -> int:
             result, succeeded = client.agent_reply(session_id, arguments.text), True
         elif arguments.action == "interrupt":
             result, succeeded = client.interrupt(session_id), True
+        elif arguments.action == "erase":
+            result, succeeded = client.erase_session(session_id), True
         else:
             result, succeeded = client.end(session_id, arguments.reason), True
     except ApiError as error:
@@ -459,6 +471,25 @@ def _routes(settings: Settings, arguments: argparse.Namespace) -> int:
         return 1
     print(json.dumps(result, indent=2))
     return 0
+
+
+def _callers(settings: Settings, arguments: argparse.Namespace) -> int:
+    """Erase a number's ended sessions through a gateway's API; print the JSON answer. Exit 1
+    on a refusal (a malformed number, a key that may not), and when live sessions were skipped."""
+    from switchboard.client import ApiError, Client
+
+    api = arguments.api or f"http://{settings.gateway_host}:{settings.gateway_port}"
+    client = Client(api, settings.api_token)
+    try:
+        result = client.erase_caller(arguments.number)
+    except ApiError as error:
+        print(json.dumps(error.body, indent=2), file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"switchboard: no gateway answered at {api}: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=2))
+    return 1 if result.get("skipped_live") else 0
 
 
 def _verb(words: list[str]) -> dict[str, Any]:

@@ -150,6 +150,14 @@ class Client:
             raise ApiError(status, body)
         return status, dict(body)
 
+    def erase_session(self, session_id: str) -> dict[str, Any]:
+        """Erase an ended session's content (admin): what was removed, `already_erased` on a repeat."""
+        return dict(self._ok("DELETE", f"/v1/sessions/{quote(session_id, safe='')}", timeout_s=90))
+
+    def erase_caller(self, number: str) -> dict[str, Any]:
+        """Erase every ended session of a caller's (or callee's) E.164 number (admin)."""
+        return dict(self._ok("DELETE", f"/v1/callers/{quote(number, safe='+')}", timeout_s=90))
+
     def session(self, session_id: str, *, events: bool = False) -> dict[str, Any]:
         return dict(self._ok("GET", f"/v1/sessions/{session_id}{'?events=1' if events else ''}"))
 

@@ -66,6 +66,13 @@ def run_export(services: Services, session_id: str, out: TextIO = sys.stdout) ->
     except SessionNotFound as error:
         print(f"switchboard sessions export: {error}", file=sys.stderr)
         return 1
+    if record.get("erased_at"):
+        print(
+            f"switchboard sessions export: {session_id}: its content was erased"
+            f" ({record['erased_because']}, {record['erased_at']}): there is nothing to replay",
+            file=sys.stderr,
+        )
+        return 1
     try:
         recording, unsaid = session_recording(record)
     except ValueError as error:

@@ -72,7 +72,7 @@ from pipeline.wire import (
     SessionCreated,
     ToolFinished,
 )
-from workers import app_webhooks, delegations, runtime
+from workers import app_webhooks, delegations, erasure, runtime
 from workers import metrics as worker_metrics
 from workers.dead_letters import DeadLetters
 from workers.liveness import takeover_refusal_now
@@ -573,6 +573,56 @@ def record_incident(session_id: str | None, code: str, summary: str, context: di
     incidents.record(
         session_id, RecordIncident(code=code, summary=summary, severity="warning", context=context)
     )
+
+
+# ── erasure: on request, and by retention ───────────────────────────────────────────────
+
+
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="erase_session", **_REQUEST_POLICY)
+def erase_session(request_id: str, gateway_id: str, session_id: str, by: str) -> None:
+    """Erase an ended session's content (404 unknown, 409 `session_live`): the database in one
+    transaction under its row lock, then its Redis keys and messages. Safe to repeat."""
+    settings = _runtime.settings
+
+    def act() -> tuple[int, dict[str, Any]]:
+        client = _runtime.broker.client
+        return 200, erasure.erase(
+            client,
+            settings.broker_namespace,
+            session_id,
+            by=by,
+            deployment_retention_days=settings.retention_days,
+        )
+
+    _answer(request_id, gateway_id, act)
+
+
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="erase_caller", **_REQUEST_POLICY)
+def erase_caller(request_id: str, gateway_id: str, number: str, by: str) -> None:
+    """Erase every ended session whose phone call came from or went to `number` (422 for a
+    number that is not E.164); the live ones are skipped and counted."""
+    namespace = _runtime.settings.broker_namespace
+    _answer(
+        request_id,
+        gateway_id,
+        lambda: (200, erasure.erase_number(_runtime.broker.client, namespace, number, by=by)),
+    )
+
+
+def sweep_retention() -> int:
+    """Erase the ended sessions whose retention is over; answers how many."""
+    settings = _runtime.settings
+    return erasure.sweep_retention(_runtime.broker.client, settings.broker_namespace, settings.retention_days)
+
+
+_runtime.broker.add_middleware(
+    TimerSweeper(
+        sweep_retention,
+        erasure.RETENTION_SWEEP_INTERVAL_S,
+        name="retention-sweeper",
+        report="erased %d sessions whose retention was over",
+    )
+)
 
 
 # A timer's delayed message lives only in Redis; one overdue by this much was lost (a Redis

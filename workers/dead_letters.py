@@ -321,6 +321,8 @@ _REPLAY_EFFECTS = {
     "attach_call": "attaches the call if the session is still admitting (a session over hangs it up)",
     "admission_failed": "fails the session if it is still being admitted (else nothing)",
     "describe_session": "reads the session record (changes nothing)",
+    "erase_session": "erases the session again (an erased one is answered already_erased)",
+    "erase_caller": "erases the number's ended sessions again (the erased ones are found no more)",
 }
 
 

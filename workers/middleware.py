@@ -58,16 +58,28 @@ class ReconnectAfterDatabaseLoss(dramatiq.Middleware):
 
 class TimerSweeper(dramatiq.Middleware):
     """A thread per worker process that periodically fires timers whose delayed message was
-    lost. Several processes may sweep at once: each claims its timers with SKIP LOCKED."""
+    lost. Several processes may sweep at once: each claims its timers with SKIP LOCKED.
 
-    def __init__(self, sweep: Callable[[], int], interval_s: float) -> None:
+    The same thread runs any periodic sweep (`name`, and `report` says what a sweep that did
+    something did): the retention sweep erases the sessions whose retention is over."""
+
+    def __init__(
+        self,
+        sweep: Callable[[], int],
+        interval_s: float,
+        *,
+        name: str = "timer-sweeper",
+        report: str = "fired %d timers whose delayed message was lost",
+    ) -> None:
         self._sweep = sweep
         self._interval_s = interval_s
+        self._name = name
+        self._report = report
         self._stopping = threading.Event()
 
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self._stopping.clear()
-        threading.Thread(target=self._run, name="timer-sweeper", daemon=True).start()
+        threading.Thread(target=self._run, name=self._name, daemon=True).start()
 
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self._stopping.set()
@@ -77,12 +89,12 @@ class TimerSweeper(dramatiq.Middleware):
             try:
                 fired = self._sweep()
             except Exception as error:  # a database or Redis outage: the next sweep retries
-                logger.exception("timer sweep failed; the next sweep retries")
+                logger.exception("%s: a sweep failed; the next sweep retries", self._name)
                 if is_connection_lost(error):
                     database.close()
                 continue
             if fired:
-                logger.warning("fired %d timers whose delayed message was lost", fired)
+                logger.warning(self._report, fired)
 
 
 class ReportDeadLetters(dramatiq.Middleware):

@@ -44,6 +44,9 @@ class PrivacyPolicy(BaseModel):
 
     redact: tuple[Kind, ...] = ()
     consent: Consent | None = None
+    # Days after the call ended that its content is erased by the retention sweep (None: the
+    # deployment's SWITCHBOARD_RETENTION_DAYS, or kept until erased on request).
+    retention_days: int | None = Field(default=None, ge=1, le=3650)
 
     @property
     def kinds(self) -> frozenset[Kind]:
