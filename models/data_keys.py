@@ -93,11 +93,12 @@ def session_private_key(session_id: str, keys: Sequence[DeploymentKey]) -> bytes
     return unwrap(wrapped, keys, session_id)
 
 
-def destroy_session_key(session_id: str) -> bool:
+def destroy_session_key(session_id: str, execute: Execute | None = None) -> bool:
     """Destroy the session's private key: every value sealed for it is unreadable from now on.
     True if this call destroyed it; False if it was destroyed already or never made (safe to
     repeat)."""
-    cursor = database.execute_sql(
+    execute = execute or database.execute_sql
+    cursor = execute(
         "UPDATE session_data_keys SET wrapped_private = NULL, destroyed_at = now()"
         " WHERE session_id = %s AND wrapped_private IS NOT NULL",
         (session_id,),

@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from models.data_keys import destroy_session_key
 from models.db import database
 from models.sessions import LockedSession, locked_session
 from pipeline.erasure import (
@@ -93,8 +94,9 @@ SELECT s.id FROM sessions s
 _RETENTION_DUE = """
 SELECT id FROM sessions
  WHERE namespace = %(namespace)s AND erased_at IS NULL AND ended_at IS NOT NULL
-   AND ended_at <= now() - make_interval(
-        days => coalesce((state->'privacy'->>'retention_days')::int, %(days)s::int))
+   AND (state->>'storage' = 'metadata'
+        OR ended_at <= now() - make_interval(
+            days => coalesce((state->'privacy'->>'retention_days')::int, %(days)s::int)))
  ORDER BY ended_at
  LIMIT %(limit)s
 """
@@ -108,6 +110,7 @@ class Erased:
     session_id: str
     already_erased: bool
     removed: dict[str, int] = field(default_factory=dict)
+    because: Because = "request"
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -140,17 +143,23 @@ def erase_session(
             raise refusal
         already = erased_at is not None
         if because == "retention" and not already:
-            days = retention_days(session.state.privacy.retention_days, deployment_retention_days)
-            if not retention_over(ended_at, days, now):
-                return None
+            if session.state.storage == "metadata":
+                # Kept only until its call was over: its content goes now, whatever its retention.
+                because = "storage"
+            else:
+                days = retention_days(session.state.privacy.retention_days, deployment_retention_days)
+                if not retention_over(ended_at, days, now):
+                    return None
         removed = _blank(session)
+        # Crypto-shredding: what was sealed for the session opens never again, wherever a copy is.
+        removed["data_key"] = int(destroy_session_key(session_id, execute=session.execute))
         state = erased_state(session.state)
         removed["state"] = int(state != session.state)
         if removed["state"] or not already:
             session.execute(_MARK_ERASED, (state.model_dump_json(), because, session_id))
         if not already or any(removed.values()):
             session.execute(_AUDIT, (session_id, by[:200], because, json.dumps(removed)))
-    return Erased(session_id, already, removed)
+    return Erased(session_id, already, removed, because)
 
 
 def _blank(session: LockedSession) -> dict[str, int]:

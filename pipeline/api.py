@@ -18,7 +18,7 @@ from pipeline.limits import (
     MAXIMUM_USAGE_BUDGET_TOKENS,
 )
 from pipeline.phone import ROUTE_NUMBER
-from pipeline.privacy.policy import PrivacyPolicy
+from pipeline.privacy.policy import PrivacyPolicy, Storage
 from pipeline.realtime.configuration import END_CALL
 from pipeline.signing import is_secret
 
@@ -153,6 +153,8 @@ class SessionSpec(BaseModel):
     webhook: AppWebhookSpec | None = None
     # What is redacted of what the caller says, before Switchboard keeps any of it.
     privacy: PrivacyPolicy = PrivacyPolicy()
+    # What is kept once the call is over: all of it (masked), or only its metadata.
+    storage: Storage = "full"
 
     @model_validator(mode="after")
     def _end_call_is_built_in(self) -> SessionSpec:

@@ -20,7 +20,9 @@ from pipeline.errors import MalformedNumber, SessionLive
 from pipeline.phone import PhoneLine
 from pipeline.state import TERMINAL_PHASES, LiveCall, Phase, SessionState, ToolChain
 
-Because = Literal["request", "retention"]
+# Why a session's content went: asked for, its retention over, or its storage "metadata" (the
+# call was created so, or the caller declined recording) once the call was over.
+Because = Literal["request", "retention", "storage"]
 
 # An E.164 number: a plus, a country code that does not start with 0, at most 15 digits.
 _E164 = re.compile(r"\+[1-9][0-9]{1,14}")

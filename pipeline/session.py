@@ -146,6 +146,7 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
                     provider=Provider(event.provider),
                     live=dialect_for(event.provider).wing_state(event),
                     privacy=event.privacy,
+                    storage=event.storage,
                 )
             )
         case SessionCreated():

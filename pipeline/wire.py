@@ -140,6 +140,7 @@ class SessionCreated(Inbound):
     provider: Literal["realtime", "live"] = "realtime"
     live: LiveSetup | None = None
     privacy: PrivacyPolicy = PrivacyPolicy()
+    storage: Literal["full", "metadata"] = "full"
 
 
 class AdmissionBegun(Inbound):

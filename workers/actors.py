@@ -180,6 +180,7 @@ def create_session(
             provider=checked.provider,
             live=_live_setup(checked),
             privacy=checked.privacy,
+            storage=checked.storage,
             **_session_catalog(checked.tools),
         )
         try:
@@ -324,6 +325,7 @@ def _phone_session(route: phone.Route, line: PhoneLine) -> list[HostInput]:
         provider=spec.provider,
         live=_live_setup(spec),
         privacy=spec.privacy,
+        storage=spec.storage,
         **_session_catalog(spec.tools),
     )
     return [created, AdmissionBegun()]

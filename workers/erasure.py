@@ -33,7 +33,7 @@ from dramatiq.errors import DecodeError
 
 from models.db import database, is_connection_lost
 from models.erasure import CallerErased, Erased, erase_caller, erase_session, retention_due
-from pipeline.names import QUEUES
+from pipeline.names import APP_WEBHOOKS_QUEUE, QUEUES
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,9 @@ def sweep_retention(client: redis.Redis, namespace: str, deployment_retention_da
                 logger.exception("retention: could not erase %s now; the next sweep retries", session_id)
                 continue
             if erased is not None:
-                scrub(client, namespace, session_id)
+                # A call kept as metadata still owes the app its end-of-call webhook, whose
+                # message carries what the app is owed (masked): it is left to be delivered.
+                scrub(client, namespace, session_id, keep_app_webhooks=erased.because == "storage")
                 count += 0 if erased.already_erased else 1
         return count
     finally:
@@ -113,7 +115,9 @@ def _with_redis(client: redis.Redis, namespace: str, erased: Erased) -> dict[str
     return {**erased.as_json(), "redis": scrub(client, namespace, erased.session_id)}
 
 
-def scrub(client: redis.Redis, namespace: str, session_id: str) -> dict[str, int]:
+def scrub(
+    client: redis.Redis, namespace: str, session_id: str, *, keep_app_webhooks: bool = False
+) -> dict[str, int]:
     """Remove what Redis holds of the session; how many of each. Safe to run again."""
     keys = 0
     for pattern in _SESSION_KEYS:
@@ -122,6 +126,8 @@ def scrub(client: redis.Redis, namespace: str, session_id: str) -> dict[str, int
             keys += int(client.delete(*found))
     dead = waiting = 0
     for queue in QUEUES:
+        if keep_app_webhooks and queue == APP_WEBHOOKS_QUEUE:
+            continue
         dead += _drop_messages(client, f"{namespace}:{xq_name(queue)}", session_id, sorted_set=True)
         for listed in (dq_name(queue), queue):
             waiting += _drop_messages(client, f"{namespace}:{listed}", session_id, sorted_set=False)

@@ -419,3 +419,42 @@ def test_a_session_the_sweep_cannot_lock_holds_up_none_of_the_others(
     assert sweep_retention(client, space, 30) == 1
     assert session_record(held)["erased_because"] == "retention"
     client.close()
+
+
+def test_a_metadata_session_is_erased_by_the_next_sweep_and_its_webhook_still_goes(
+    worker_runtime: Any, services: Services, namespace: str
+) -> None:
+    """`storage: "metadata"` (created so, or the caller declined recording): the first sweep
+    after the call erases its content whatever its retention, destroys its data key, and leaves
+    the end-of-call webhook's message to be delivered (what the app is owed)."""
+    space = f"{namespace}-storage"
+    client = redis.Redis.from_url(services.redis_url)
+    session_id = new_session_id()
+    now = time.time()
+    created = SessionCreated(instructions=INSTRUCTIONS, storage="metadata")
+    with new_session(session_id, GATEWAY, space, keys=worker_runtime.keys) as session:
+        session.apply_host(created, now)
+    for event in (AdmissionBegun(), CallAttached(call_id=f"rtc_{session_id}")):
+        with locked_session(session_id) as session:
+            session.apply_host(event, now)
+    kept = _created(space)
+    unfinished = new_session_id()
+    with new_session(unfinished, GATEWAY, space) as session:
+        session.apply_host(SessionCreated(instructions=INSTRUCTIONS, storage="metadata"), now)
+    for each in (session_id, kept):
+        _call(each, WORDS)
+    _plant(client, space, session_id)
+
+    assert sweep_retention(client, space, None) == 1
+    record = session_record(session_id)
+    assert record["erased_because"] == "storage" and record["storage"] == "metadata"
+    assert [(because, removed["data_key"]) for _, because, removed in _audit_rows(session_id)] == [
+        ("storage", 1)
+    ]
+    assert "marzipan" not in _session_rows(session_id)
+    left = _namespace_text(client, space)
+    assert "notify_app" in left and "transcript_event" not in left  # the webhook waits to be delivered
+    assert session_record(kept)["erased_at"] is None and "marzipan" in _session_rows(kept)
+    assert session_record(unfinished)["erased_at"] is None  # a call not over keeps what it makes
+    assert sweep_retention(client, space, None) == 0
+    client.close()
