@@ -28,8 +28,10 @@ REPEATS = 5
 
 def turn_frames(turn: int, said: str) -> list[str]:
     """The frames of one call turn, as the provider sends them (transcripts in 12-character
-    deltas, audio frames left out: they are classified and dropped before the boundary)."""
+    deltas, audio frames left out: they are classified and dropped before the boundary). Each
+    turn's words are its own ("Turn 7."), as in a call: only a turn's repeats are remembered."""
     caller, agent, response = f"item_c{turn}", f"item_a{turn}", f"resp_{turn}"
+    said = f"Turn {turn}. {said}"
     frames: list[dict[str, Any]] = [
         {
             "type": "input_audio_buffer.speech_started",
