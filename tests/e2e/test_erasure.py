@@ -28,6 +28,7 @@ from switchboard.stack import Stack
 from tests.e2e.conftest import set_script
 from tests.e2e.test_privacy import _database_text, _redis_text
 from tests.support.phone import ring
+from tests.support.queues import settled
 from tests.support.waiting import wait_for
 
 # The callers' surnames, unique to this run: the stores are searched whole, and a database
@@ -73,28 +74,8 @@ def _ended_call(stack: Stack, client: Client, words: str) -> str:
     assert record["status"] == "ended", record
     said = " ".join(item["text"] for item in record["transcript"])
     assert words in said  # the call's words were kept: there is something to erase
-    _settled(stack, words)
+    settled(stack, words)
     return session_id
-
-
-def _settled(stack: Stack, words: str) -> None:
-    """Wait until no message carrying the call's words is on a queue any more (the inline tool's
-    delayed backup runs seconds after the call, and a worker holds it until then): an erasure
-    later than that finds everything of the session in Redis where the scrub reaches it, so the
-    stores can be read at once after it. (Its timers wait on for the session's ceiling, holding
-    no words: the scrub drops them.)"""
-    client = redis.Redis.from_url(stack.env["SWITCHBOARD_REDIS_URL"])
-
-    def quiet() -> bool:
-        for key in client.scan_iter(match=f"{stack.namespace}:*.msgs", count=1_000):
-            if any(words.encode() in body for body in client.hvals(key)):
-                return False
-        return True
-
-    try:
-        wait_for(quiet, f"the messages carrying {words!r} to be processed", timeout_s=60)
-    finally:
-        client.close()
 
 
 def _stores(stack: Stack, services: Services) -> str:
@@ -252,7 +233,7 @@ def test_a_caller_s_phone_calls_are_erased_by_number(
     )
     record = admin.wait_for_status(session_id, timeout_s=90)
     assert record["status"] == "ended" and any(words in item["text"] for item in record["transcript"])
-    _settled(erase_stack, words)
+    settled(erase_stack, words)
     assert admin.phone_call(call_id)["caller"] == CALLER_NUMBER
 
     status, body = admin.request("DELETE", f"/v1/callers/{CALLER_NUMBER[1:]}")

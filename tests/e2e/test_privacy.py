@@ -33,6 +33,7 @@ from tests.e2e.test_app_webhooks import SECRET, Receiver
 from tests.support.browser import Browser
 from tests.support.live import controls_of, live_session, set_live_script
 from tests.support.phone import ring
+from tests.support.queues import settled
 from tests.support.waiting import wait_for
 
 DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
@@ -264,6 +265,16 @@ def test_a_realtime_call_keeps_no_clear_value_anywhere(
     assert {"database", "export", "record", "webhooks", "console"} <= set(kept), kept
     assert any(message.get("type") == "transcript.final" for message in heard)
     assert {name: leaks(text) for name, text in stores.items() if leaks(text)} == {}
+
+    # Erased on request, the session keeps none of what was said, not even masked.
+    settled(private_stack, CARD_DIGITS[-4:])
+    erased = client.erase_session(session_id)
+    assert erased["erased"] is True and erased["removed"]["events"] > 0 and erased["removed"]["data_key"] == 1
+    rows = "\n".join(row for row in _database_text(services.database_url).splitlines() if session_id in row)
+    left = rows + _redis_text(services.redis_url, private_stack.namespace)
+    for said_then in (CARD_MASK, SSN_MASK, EMAIL_MASK, "My card is", "I have the card", "typed:"):
+        assert said_then not in left and json.dumps(said_then)[1:-1] not in left, said_then
+    assert client.session(session_id)["erased_because"] == "request"
 
 
 def test_a_live_call_s_transcript_and_delegated_task_keep_no_clear_value(
