@@ -114,10 +114,12 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
 
 
 def _privacy(state: dict[str, Any]) -> dict[str, Any]:
-    """What the session's boundary redacts: every kind, the ones always redacted included."""
+    """The session's privacy policy as it is applied: every kind its boundary redacts (the ones
+    always redacted included), its consent notice, and its own retention (None: the
+    deployment's)."""
     policy = PrivacyPolicy.model_validate(state.get("privacy") or {})
     consent = policy.consent.model_dump() if policy.consent is not None else None
-    return {"redact": sorted(policy.kinds), "consent": consent}
+    return {"redact": sorted(policy.kinds), "consent": consent, "retention_days": policy.retention_days}
 
 
 def _line(state: dict[str, Any]) -> dict[str, Any]:

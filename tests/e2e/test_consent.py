@@ -70,6 +70,7 @@ def test_a_caller_who_presses_the_decline_key_is_kept_as_metadata(stack: Stack, 
     assert [entry["data"]["key"] for entry in _entries(client, session_id, "call.key")] == ["9"]
     assert record["storage"] == "metadata"
     assert record["privacy"]["consent"] == {"say": NOTICE, "decline_key": "9"}
+    assert record["privacy"]["retention_days"] is None
 
 
 def test_a_caller_who_tells_the_model_is_kept_as_metadata(stack: Stack, client: Client) -> None:
@@ -113,8 +114,11 @@ def test_a_caller_who_tells_the_model_is_kept_as_metadata(stack: Stack, client: 
 def test_a_session_created_as_metadata_says_so_and_a_bad_policy_is_refused(
     stack: Stack, client: Client
 ) -> None:
-    created = client.create_session("You are the order desk.", storage="metadata")
-    assert client.session(created["id"])["storage"] == "metadata"
+    created = client.create_session(
+        "You are the order desk.", storage="metadata", privacy={"retention_days": 30}
+    )
+    record = client.session(created["id"])
+    assert record["storage"] == "metadata" and record["privacy"]["retention_days"] == 30
     for body, field in (
         ({"instructions": "x", "storage": "none"}, "storage"),
         (

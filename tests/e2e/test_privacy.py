@@ -228,7 +228,7 @@ def test_a_realtime_call_keeps_no_clear_value_anywhere(
     assert typed["status"] == "queued"
     record = client.wait_for_status(session_id, timeout_s=90)
     assert record["status"] == "ended", record
-    assert record["privacy"] == {"redact": ["card", "email", "ssn"], "consent": None}
+    assert record["privacy"] == {"redact": ["card", "email", "ssn"], "consent": None, "retention_days": None}
     assert record["storage"] == "full"
     wait_for(lambda: receiver.taken("call.ended"), "the end-of-call webhook", timeout_s=30)
 
