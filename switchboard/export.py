@@ -107,12 +107,14 @@ def session_recording(record: dict[str, Any]) -> tuple[Recording, list[str]]:
 def _unsaid_defaults(spec: SessionSpec) -> set[str]:
     """What a recording's spec leaves out because it is the default, so that a recording
     reads as it did before the field existed: a Realtime session's provider, a session's
-    privacy policy when it asks for nothing beyond what is always redacted."""
+    privacy policy when it asks for nothing beyond what is always redacted, full storage."""
     unsaid = set()
     if spec.provider == "realtime":
         unsaid.add("provider")
     if spec.privacy == PrivacyPolicy():
         unsaid.add("privacy")
+    if spec.storage == "full":
+        unsaid.add("storage")
     return unsaid
 
 
@@ -148,6 +150,7 @@ def session_spec_of(created: dict[str, Any]) -> tuple[SessionSpec, list[str]]:
         provider="live" if created.get("provider") == "live" else "realtime",
         live=live_spec,
         privacy=PrivacyPolicy.model_validate(created.get("privacy") or {}),
+        storage="metadata" if created.get("storage") == "metadata" else "full",
     )
     return spec, unsaid
 
