@@ -40,6 +40,10 @@ def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+# How often closing tries to remove the profile, 0.1 s apart.
+PROFILE_REMOVAL_TRIES = 30
+
+
 class Browser:
     def __init__(self) -> None:
         executable = chromium()
@@ -129,4 +133,16 @@ class Browser:
                 self._process.wait(10)
             except subprocess.TimeoutExpired:
                 self._process.kill()
-            self._profile.cleanup()
+            self._remove_profile()
+
+    def _remove_profile(self) -> None:
+        """Chromium's helper processes outlive the browser by a moment and may still write into
+        the profile while it is removed ("Directory not empty"): try again, then let it be (a
+        temporary directory of no one's)."""
+        for _ in range(PROFILE_REMOVAL_TRIES):
+            try:
+                self._profile.cleanup()
+                return
+            except OSError:
+                time.sleep(0.1)
+        shutil.rmtree(self._profile.name, ignore_errors=True)
