@@ -246,12 +246,7 @@ def test_a_realtime_call_keeps_no_clear_value_anywhere(
     stores = {
         "database": _database_text(services.database_url),
         "redis": _redis_text(services.redis_url, private_stack.namespace),
-        "logs": "\n".join(
-            line
-            for process in [private_stack.gateway, *private_stack.workers]
-            if process
-            for line in process.lines
-        ),
+        "logs": _logs(private_stack),
         "webhooks": json.dumps(receiver.deliveries, ensure_ascii=False),
         "record": json.dumps(record, ensure_ascii=False),
         "call log": json.dumps(client.call_log(session_id), ensure_ascii=False),
@@ -317,12 +312,7 @@ def test_a_live_call_s_transcript_and_delegated_task_keep_no_clear_value(
     stores = {
         "database": _database_text(services.database_url),
         "redis": _redis_text(services.redis_url, private_stack.namespace),
-        "logs": "\n".join(
-            line
-            for process in [private_stack.gateway, *private_stack.workers]
-            if process
-            for line in process.lines
-        ),
+        "logs": _logs(private_stack),
         "record": json.dumps(record, ensure_ascii=False),
         "call log": json.dumps(client.call_log(session_id), ensure_ascii=False),
         "export": _export(services, session_id),
@@ -440,12 +430,7 @@ def test_a_summary_an_incident_and_a_dead_letter_keep_no_clear_value(
     stores = {
         "database": _database_text(services.database_url),
         "redis": _redis_text(services.redis_url, private_stack.namespace),
-        "logs": "\n".join(
-            line
-            for process in [private_stack.gateway, *private_stack.workers]
-            if process
-            for line in process.lines
-        ),
+        "logs": _logs(private_stack),
         "record": json.dumps(record, ensure_ascii=False),
         "dead letter": shown,
         "export": _export(services, session_id),
