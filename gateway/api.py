@@ -41,6 +41,7 @@ from pipeline.api import (
     AgentReply,
     AgentSay,
     AttentionSpec,
+    CollectSpec,
     ConnectRequest,
     EndRequest,
     PromptText,
@@ -69,6 +70,7 @@ from pipeline.wire import (
     AgentReplyRequested,
     AgentSayRequested,
     AttentionRequested,
+    CollectRequested,
     CompactionRequested,
     EndRequested,
     HoldRequested,
@@ -104,6 +106,7 @@ AnsweredInput = (
     | ToolsSetRequested
     | HoldRequested
     | AttentionRequested
+    | CollectRequested
     | SupervisorRequested
     | TextInjected
     | InterruptRequested
@@ -126,6 +129,7 @@ def build_api(gateway: ApiPort) -> Starlette:
         ("/hold", "POST", api.hold),
         ("/unhold", "POST", api.unhold),
         ("/attention", "POST", api.attention),
+        ("/collect", "POST", api.collect),
         ("/supervisor", "POST", api.supervise),
         ("/interrupt", "POST", api.interrupt),
         ("/compact", "POST", api.compact),
@@ -415,6 +419,24 @@ class _Api:
             return _invalid(error)
         event = AttentionRequested(
             reason=wanted.reason, wait_s=wanted.wait_s, playback=self._playback(session_id)
+        )
+        return await self._in_order(session_id, event, API_REPLY_TIMEOUT_MS, _queued(session_id))
+
+    async def collect(self, request: Request, session_id: str) -> Response:
+        """Have the caller key digits in for a tool (202 `collecting`; 409 when the call cannot,
+        422 when the tool cannot take them)."""
+        try:
+            wanted = CollectSpec.model_validate(await _json_body(request))
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        event = CollectRequested(
+            tool=wanted.tool,
+            prompt=wanted.prompt,
+            parameter=wanted.parameter,
+            arguments=wanted.arguments,
+            digits=wanted.digits,
+            timeout_s=wanted.timeout_s,
+            playback=self._playback(session_id),
         )
         return await self._in_order(session_id, event, API_REPLY_TIMEOUT_MS, _queued(session_id))
 

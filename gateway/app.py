@@ -41,7 +41,15 @@ from gateway.web import HttpLimits, RunningServer, start_server
 from pipeline import watch_tokens
 from pipeline.call.sideband import Sideband
 from pipeline.config import Settings
-from pipeline.envelope import CloseCall, OpenSideband, OutboundBatch, Reply, SendControl, TransferCall
+from pipeline.envelope import (
+    CloseCall,
+    CollectDigits,
+    OpenSideband,
+    OutboundBatch,
+    Reply,
+    SendControl,
+    TransferCall,
+)
 from pipeline.errors import ProviderUnavailable
 from pipeline.live.sideband import KEY_PRESS_TYPE as LIVE_KEY_PRESS
 from pipeline.live.sideband import LiveSideband
@@ -261,10 +269,27 @@ class Gateway:
             elif isinstance(item, CloseCall):
                 socket = self.sockets.pop(batch.session_id, None)
                 self._spawn(self._close_call(batch.session_id, socket, item), f"close-{batch.session_id}")
+            elif isinstance(item, CollectDigits):
+                self._collect(batch.session_id, batch.generation, item)
             elif isinstance(item, TransferCall):
                 self._spawn(
                     self._transfer(batch.session_id, batch.generation, item), f"refer-{batch.session_id}"
                 )
+
+    def _collect(self, session_id: str, generation: int, directive: CollectDigits) -> None:
+        """Start or stop keeping the caller's key presses in the call's privacy boundary. A
+        sideband of another generation holds nothing of this collection: the workers end it
+        when the new one connects."""
+        socket = self.sockets.get(session_id)
+        if socket is None or socket.generation != generation:
+            return
+        boundary = socket.sideband
+        if not isinstance(boundary, PrivateSideband):
+            return
+        if directive.stop:
+            boundary.stop_collecting(directive.number)
+        else:
+            boundary.collect(directive.number, directive.max, directive.end)
 
     async def _transfer(self, session_id: str, generation: int, directive: TransferCall) -> None:
         """Ask the provider to transfer the call, once; its answer goes into the session's log."""

@@ -123,11 +123,18 @@ def _privacy(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def _line(state: dict[str, Any]) -> dict[str, Any]:
-    """Who has the call's line: held or not, the person who holds it, a caller waiting."""
+    """Who has the call's line: held or not, the person who holds it, a caller waiting, and a
+    keypad collection under way (its tool and phase; what is typed is never here)."""
+    collecting = state.get("collecting")
     return {
         "held": bool(state.get("held")),
         "taken_by": state.get("taken_by"),
         "attention": state.get("attention"),
+        "collecting": (
+            {key: collecting.get(key) for key in ("number", "tool", "phase", "by")}
+            if isinstance(collecting, dict)
+            else None
+        ),
     }
 
 

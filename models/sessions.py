@@ -34,6 +34,7 @@ from pipeline import sequencer
 from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.envelope import (
     CloseCall,
+    CollectDigits,
     EventEnvelope,
     OpenSideband,
     Outbound,
@@ -70,6 +71,7 @@ from pipeline.step import (
     Step,
 )
 from pipeline.step import CloseCall as CloseCallEffect
+from pipeline.step import CollectDigits as CollectDigitsEffect
 from pipeline.step import OpenSideband as OpenSidebandEffect
 from pipeline.step import TransferCall as TransferCallEffect
 from pipeline.tool_steps import ToolStepIdentity
@@ -810,6 +812,17 @@ class LockedSession:
                 items.append(
                     TransferCall(
                         id=f"{prefix}_d{index}", call_id=step.state.call_id, to=effect.to, provider=provider
+                    )
+                )
+            elif isinstance(effect, CollectDigitsEffect):
+                spec = effect.digits
+                items.append(
+                    CollectDigits(
+                        id=f"{prefix}_d{index}",
+                        number=effect.number,
+                        max=spec.max if spec is not None else 0,
+                        end=spec.end if spec is not None else None,
+                        stop=spec is None,
                     )
                 )
             elif isinstance(effect, CloseCallEffect):

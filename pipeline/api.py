@@ -4,11 +4,18 @@ and the admission actor (which stores them)."""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pipeline.call.dialect import Ability, refusal
+from pipeline.call.keypad import (
+    COLLECT_DIGITS,
+    DEFAULT_TIMEOUT_S,
+    MAXIMUM_PROMPT_CHARS,
+    MAXIMUM_TIMEOUT_S,
+    DigitsSpec,
+)
 from pipeline.consent import DECLINE_RECORDING
 from pipeline.dialects import capabilities_for
 from pipeline.limits import (
@@ -164,6 +171,10 @@ class SessionSpec(BaseModel):
             raise ValueError(
                 f"{DECLINE_RECORDING} is the built-in consent tool; a session with consent has it already"
             )
+        if COLLECT_DIGITS in self.tools:
+            raise ValueError(
+                f"{COLLECT_DIGITS} is the built-in keypad tool; a phone call offers it by itself"
+            )
         return self
 
     @model_validator(mode="after")
@@ -284,6 +295,25 @@ class AttentionSpec(BaseModel):
     @classmethod
     def _reason(cls, value: str) -> str:
         return _present(value, "reason", 2_000)
+
+
+class CollectSpec(BaseModel):
+    """`POST /v1/sessions/{id}/collect`: the caller keys digits in for `tool` (into its sensitive
+    `parameter`, the only one when not named), after hearing `prompt`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool: str = Field(min_length=1, max_length=200)
+    prompt: str = Field(max_length=MAXIMUM_PROMPT_CHARS)
+    parameter: str | None = Field(default=None, min_length=1, max_length=200)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    digits: DigitsSpec = DigitsSpec()
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, ge=5, le=MAXIMUM_TIMEOUT_S, allow_inf_nan=False)
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt(cls, value: str) -> str:
+        return _present(value, "prompt", MAXIMUM_PROMPT_CHARS)
 
 
 class PersonSpec(BaseModel):

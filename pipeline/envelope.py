@@ -83,6 +83,21 @@ class TransferCall(BaseModel):
     provider: Literal["realtime", "live"] = "realtime"
 
 
+class CollectDigits(BaseModel):
+    """Keep the caller's key presses for keypad collection `number` in the boundary's memory,
+    until the end key or `max` digits, and submit them as one sealed event (`stop`: forget the
+    collection and any presses it holds)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["collect_digits"] = "collect_digits"
+    id: str
+    number: int
+    max: int = 0
+    end: str | None = None
+    stop: bool = False
+
+
 class Reply(BaseModel):
     """The answer to an API request the gateway is waiting on."""
 
@@ -96,7 +111,7 @@ class Reply(BaseModel):
 
 
 Outbound = Annotated[
-    SendControl | OpenSideband | CloseCall | TransferCall | Reply, Field(discriminator="kind")
+    SendControl | OpenSideband | CloseCall | TransferCall | CollectDigits | Reply, Field(discriminator="kind")
 ]
 
 

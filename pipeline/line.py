@@ -90,6 +90,14 @@ def hold_line(state: SessionState, playback: Playback | None) -> Step:
     return cut.then(dialect.mute(held)).then(logged)
 
 
+def hold_quietly(state: SessionState) -> Step:
+    """Held without cutting what the agent is saying: its own response asked for the hold (a
+    keypad collection), and ends as it would; nothing is answered after it."""
+    held = state.evolve(held=True)
+    logged = Step(state=held, effects=(LogEntry(kind="call.line", data={"held": True}),))
+    return dialect_of(state).mute(held).then(logged)
+
+
 def give_back(state: SessionState) -> Step:
     """The agent hears and speaks again: what the caller said meanwhile is not answered, and
     what waited for the line goes out."""

@@ -19,6 +19,7 @@ from pipeline import (
     admission,
     agent,
     ending,
+    keypad,
     line,
     notify,
     prompt,
@@ -37,6 +38,7 @@ from pipeline.timers import (
     CompactionDeadline,
     DelegationDeadline,
     DelegationSettle,
+    KeypadDeadline,
     ResponseDeadline,
     SeqGap,
     SessionCeiling,
@@ -52,8 +54,10 @@ from pipeline.wire import (
     ArrivedLate,
     AttentionRequested,
     CallAttached,
+    CollectRequested,
     CompactionRequested,
     CompactionUnsaved,
+    DigitsCollected,
     EndRequested,
     EventsDropped,
     GatewayLost,
@@ -68,8 +72,10 @@ from pipeline.wire import (
     SidebandClosed,
     SidebandConnected,
     SupervisorRequested,
+    TakeOverVerb,
     TextInjected,
     TimerFired,
+    ToolFinished,
     ToolsSetRequested,
     TransferFinished,
     parse_inbound,
@@ -88,6 +94,7 @@ REQUESTS = (
     HoldRequested,
     AttentionRequested,
     SupervisorRequested,
+    CollectRequested,
 )
 
 
@@ -123,7 +130,8 @@ def still_counts(state: SessionState, event: InboundEvent) -> bool:
 
 def apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
     """Decide what one event means for the session."""
-    step = dialect_of(state).ended(state, _apply(state, event, generation))
+    step = keypad.asked_by_model(_apply(state, event, generation))
+    step = keypad.ended(state, dialect_of(state).ended(state, step))
     return notify.app_events(state, event, line.answered_by_end(state, step))
 
 
@@ -173,6 +181,8 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
                     return admission.reconnect_due(state, generation)
                 case AttentionWait(number):
                     return line.nobody_came(state, number)
+                case KeypadDeadline(number):
+                    return keypad.deadline_passed(state, number)
                 case AdmissionTimeout() | SessionCeiling() as timer:
                     return admission.timer_fired(state, timer)
                 case SeqGap() | None:
@@ -209,12 +219,32 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
             return prompt.set_prompt(state, event)
         case ToolsSetRequested():
             return prompt.set_tools(state, event)
+        case HoldRequested() | AttentionRequested() if state.collecting is not None:
+            # The line is the collection's until it is over.
+            return keypad.refusing_while_collecting(state, event.request_id, event.gateway_id) or unchanged(
+                state
+            )
         case HoldRequested():
             return line.hold(state, event)
         case AttentionRequested():
             return line.attention(state, event)
+        case SupervisorRequested(verb=TakeOverVerb()) if (
+            state.collecting is not None and not state.is_terminal
+        ):
+            # A person who takes the line ends the collection: nothing the caller typed is kept.
+            taken = line.supervise(state, event)
+            if taken.state.taken_by is None:
+                return taken
+            cancelled = keypad.cancelled_by(state, "taken_over")
+            return cancelled.then(line.supervise(cancelled.state, event))
         case SupervisorRequested():
             return line.supervise(state, event)
+        case CollectRequested():
+            return keypad.collect(state, event)
+        case DigitsCollected():
+            return keypad.typed(state, event)
+        case ToolFinished() if keypad.owns(state, event.call_id):
+            return keypad.tool_finished(state, event)
         case TextInjected() | InterruptRequested():
             return _into_the_conversation(state, event, generation)
     if not is_spoken_by(state, event):
@@ -279,7 +309,8 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
     dialect = dialect_of(state)
     match event:
         case SidebandConnected():
-            return admission.sideband_connected(state, event)
+            replaced = keypad.sideband_replaced(state)
+            return replaced.then(admission.sideband_connected(replaced.state, event))
         case SidebandClosed() if event.code == 1000 and not event.by_host and state.transferring_to:
             return ending.closed_while_transferring(state) or unchanged(state)
         case SidebandClosed():

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
+from pipeline.call.keypad import KeypadAsk, KeypadEntry
 from pipeline.limits import (
     DEFAULT_COMPACTION_INPUT_TOKENS,
     DEFAULT_MAXIMUM_OUTPUT_TOKENS,
@@ -382,6 +383,11 @@ class SessionState(_Frozen):
     privacy: PrivacyPolicy = PrivacyPolicy()
     # What is kept of the call once it is over; "metadata" when the caller declined recording.
     storage: Storage = "full"
+    # The keypad collection under way (the line is held while the caller types), how many the
+    # session has had, and one the model has just asked for with its built-in tool.
+    collecting: KeypadEntry | None = None
+    collections: int = 0
+    collect_asked: KeypadAsk | None = None
 
     def evolve(self, **changes: object) -> SessionState:
         """This state with `changes`, each checked against its field's type: a misspelt field

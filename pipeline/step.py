@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pipeline.call.dialect import Refusal
+from pipeline.call.keypad import DigitsSpec
 from pipeline.limits import MAXIMUM_INCIDENT_CODE_CHARS
 from pipeline.live.controls import LiveControl
 from pipeline.realtime.controls import (
@@ -78,6 +79,14 @@ class CloseCall(_Effect):
     # The call to hang up when it is not the session's own (one created after the session
     # failed); None means the session's call.
     call_id: str | None = None
+
+
+class CollectDigits(_Effect):
+    """Tell the owning gateway's boundary to keep the caller's key presses for collection
+    `number` (`digits`), or to stop keeping them and forget any it holds (`digits` None)."""
+
+    number: int
+    digits: DigitsSpec | None
 
 
 class RequestToolStep(_Effect):
@@ -238,6 +247,7 @@ Effect = (
     | AnswerRequest
     | LogEntry
     | TransferCall
+    | CollectDigits
     | NotifyApp
 )
 Control = (

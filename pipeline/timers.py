@@ -25,6 +25,7 @@ COMPACTION_DEADLINE_PREFIX = "compaction_deadline:"
 TOOL_DEADLINE_PREFIX = "tool_deadline:"
 RESPONSE_DEADLINE_PREFIX = "response_deadline:"
 SEQ_GAP_PREFIX = "seq_gap:"
+KEYPAD_DEADLINE_PREFIX = "keypad_deadline:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +88,14 @@ class ResponseDeadline:
 
 
 @dataclass(frozen=True, slots=True)
+class KeypadDeadline:
+    """Keypad collection `number` is not over in time: the caller did not finish typing, or the
+    tool that got the digits never reported back."""
+
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
 class SeqGap:
     """Seq `seq` (≥ 0) is still missing with events behind it: it is declared lost. The
     session's record acts on it (`models.sessions`), not its transitions."""
@@ -104,6 +113,7 @@ Timer = (
     | CompactionDeadline
     | ToolDeadline
     | ResponseDeadline
+    | KeypadDeadline
     | SeqGap
 )
 
@@ -129,6 +139,8 @@ def timer_name(timer: Timer) -> str:
             return f"{TOOL_DEADLINE_PREFIX}{call_id}"
         case ResponseDeadline(number):
             return f"{RESPONSE_DEADLINE_PREFIX}{number}"
+        case KeypadDeadline(number):
+            return f"{KEYPAD_DEADLINE_PREFIX}{number}"
         case SeqGap(seq):
             return f"{SEQ_GAP_PREFIX}{seq}"
 
@@ -171,6 +183,8 @@ def parse_timer(name: str) -> Timer | None:
         return AttentionWait(_number(name.removeprefix(ATTENTION_PREFIX)))
     if name.startswith(RESPONSE_DEADLINE_PREFIX):
         return ResponseDeadline(_number(name.removeprefix(RESPONSE_DEADLINE_PREFIX)))
+    if name.startswith(KEYPAD_DEADLINE_PREFIX):
+        return KeypadDeadline(_number(name.removeprefix(KEYPAD_DEADLINE_PREFIX)))
     if name.startswith(SEQ_GAP_PREFIX):
         seq = _digits(name.removeprefix(SEQ_GAP_PREFIX))
         return None if seq is None else SeqGap(seq)

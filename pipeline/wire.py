@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
+from pipeline.call.keypad import DEFAULT_TIMEOUT_S, DigitsSpec, EndedBy
 from pipeline.call.messages import ControlModel, Inbound, Playback, optional_str
 from pipeline.errors import MalformedFrame, OversizedFrame
 from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH, MAXIMUM_PROVIDER_FRAME_BYTES
@@ -350,6 +351,33 @@ class SupervisorRequested(Inbound):
     gateway_id: str | None = None
 
 
+class CollectRequested(Inbound):
+    """Have the caller key digits in for a tool (`POST /v1/sessions/{id}/collect`)."""
+
+    type: Literal["switchboard.collect"] = "switchboard.collect"
+    tool: str
+    prompt: str
+    parameter: str | None = None
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    digits: DigitsSpec = DigitsSpec()
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    # What was playing when it was asked (the gateway knows): a cut keeps only what was heard.
+    playback: Playback | None = None
+    request_id: str | None = None
+    gateway_id: str | None = None
+
+
+class DigitsCollected(Inbound):
+    """The caller finished keying a collection in: how many digits, sealed with the session's
+    public key by the gateway's boundary (None when the session has no key), and what ended it."""
+
+    type: Literal["switchboard.digits_collected"] = "switchboard.digits_collected"
+    number: int
+    count: int
+    digits: str | None = None
+    ended_by: EndedBy
+
+
 class TransferFinished(Inbound):
     """The provider's answer to a transfer (`refer`): the caller went to `to`, or did not."""
 
@@ -401,6 +429,8 @@ HostInput = (
     | AttentionRequested
     | SupervisorRequested
     | TransferFinished
+    | CollectRequested
+    | DigitsCollected
     | LiveTranscript
 )
 KnownInbound = Annotated[

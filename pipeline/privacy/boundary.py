@@ -18,6 +18,12 @@ A digit pressed is kept only when the call maps that key to an action (a menu's 
 was pressed on its own (no digit in the `KEYPAD_RUN_S` before it); every other digit is logged
 as "•", so a number keyed in leaves at most its first digit, which PCI DSS allows to be shown.
 
+During a keypad collection (`collect`, from the workers' `collect_digits` directive) no press
+leaves at all: they are kept here, in memory, until the end key or the entry's last digit, and
+leave as one event, `switchboard.digits_collected`, with their count and the digits sealed for
+the tool (`pipeline.keypad` says what follows). A boundary that is closed or replaced meanwhile
+takes the presses with it.
+
 A tool's sensitive parameters (a payment tool's `card_number`) are not masked but sealed with
 the session's public key (`pipeline.privacy.sealing`): the runner opens them in memory, and
 nothing durable holds them readable. Without the session's key they are masked whole.
@@ -34,6 +40,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.call.keypad import DIGITS_COLLECTED
 from pipeline.call.sideband import Action, Delta, Final, Incident, Sideband, Submit
 from pipeline.privacy.detect import (
     MASK,
@@ -102,6 +109,16 @@ class Sealing:
     session_id: str
     public_key: bytes | None
     parameters: dict[str, frozenset[str]]
+
+
+@dataclass(slots=True)
+class Collection:
+    """The presses kept for one keypad collection, in memory only."""
+
+    number: int
+    max: int
+    end: str | None
+    digits: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,6 +353,7 @@ class PrivateSideband:
         self.inner = inner
         self.keypad = keypad
         self._last_digit_at: float | None = None
+        self._collection: Collection | None = None
         self.redactor = redactor
         self.tick_every_s = inner.tick_every_s
         self.closed_by_provider_within_s = inner.closed_by_provider_within_s
@@ -355,12 +373,30 @@ class PrivateSideband:
     def playback(self, now: float) -> dict[str, Any] | None:
         return self.inner.playback(now)
 
+    def collect(self, number: int, maximum: int, end: str | None) -> None:
+        """Keep the presses of collection `number` from now on (a newer one replaces an older)."""
+        if self._collection is not None and self._collection.number >= number:
+            return  # the same directive again, or an older one late
+        self._collection = Collection(number, max(1, maximum), end, [])
+
+    def stop_collecting(self, number: int) -> None:
+        """Forget collection `number` and whatever the caller typed for it."""
+        if self._collection is not None and self._collection.number == number:
+            self._collection = None
+
+    @property
+    def collecting(self) -> int | None:
+        return self._collection.number if self._collection is not None else None
+
     def _private(self, actions: list[Action]) -> list[Action]:
         if not actions:
             return actions
         private: list[Action] = []
         for action in actions:
             if isinstance(action, Submit):
+                if self._collection is not None and self._is_press(action.event):
+                    private.extend(self._collected(action))
+                    continue
                 event = self.redactor.event(self._key_press(action.event, action.received_at))
                 private.append(action if event is action.event else Submit(event, action.received_at))
             elif isinstance(action, Delta):
@@ -378,6 +414,40 @@ class PrivateSideband:
             else:
                 private.append(self._incident(action))
         return private
+
+    def _is_press(self, event: dict[str, Any]) -> bool:
+        return self.keypad is not None and event.get("type") == self.keypad.press_type
+
+    def _collected(self, press: Submit) -> list[Action]:
+        """A press during a collection: kept, and nothing leaves until the entry is over."""
+        collection = self._collection
+        assert collection is not None
+        key = press.event.get("event")
+        if isinstance(key, str) and key in KEYPAD_DIGITS:
+            collection.digits.append(key)
+            if len(collection.digits) < collection.max:
+                return []
+            ended_by = "max"
+        elif isinstance(key, str) and key == collection.end:
+            ended_by = "end"
+        else:
+            return []  # another key (* or A-D) means nothing to the entry
+        self._collection = None
+        digits = "".join(collection.digits)
+        sealing = self.redactor.sealing
+        sealed = (
+            seal(digits, public_key=sealing.public_key, session_id=sealing.session_id)
+            if sealing is not None and sealing.public_key is not None
+            else None
+        )
+        event = {
+            "type": DIGITS_COLLECTED,
+            "number": collection.number,
+            "count": len(digits),
+            "digits": sealed,
+            "ended_by": ended_by,
+        }
+        return [Submit(event, press.received_at)]
 
     def _key_press(self, event: dict[str, Any], at: float) -> dict[str, Any]:
         """A digit pressed, masked unless it is a menu's choice pressed on its own."""

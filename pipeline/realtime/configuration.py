@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.call.keypad import collect_digits_tool, collectable
 from pipeline.consent import decline_recording_tool
 from pipeline.state import SessionState
 
@@ -69,7 +70,15 @@ def offered_tools(state: SessionState) -> list[dict[str, Any]]:
         tools.append(transfer_call_tool(state.phone.transfer_targets))
     if state.privacy.consent is not None:
         tools.append(decline_recording_tool())
+    if offers_collection(state):
+        tools.append(collect_digits_tool(state.tool_sensitive))
     return tools
+
+
+def offers_collection(state: SessionState) -> bool:
+    """Whether the model may have the caller key a number in: a phone call (it has a keypad)
+    with a tool that takes a sensitive value."""
+    return state.phone is not None and bool(collectable(state.tool_sensitive))
 
 
 def transfer_call_tool(targets: tuple[str, ...]) -> dict[str, Any]:

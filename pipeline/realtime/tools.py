@@ -19,13 +19,14 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+from pipeline.call.keypad import COLLECT_DIGITS, ask_of_call, tool_refusal
 from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.consent import DECLINE_RECORDING, DECLINED_RESULT, declined
 
 # A Realtime call is hung up alone: nothing is said on its sideband on the way out.
 from pipeline.ending import fail, finish
 from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS
-from pipeline.realtime.configuration import END_CALL, TRANSFER_CALL
+from pipeline.realtime.configuration import END_CALL, TRANSFER_CALL, offers_collection
 from pipeline.realtime.controls import ItemCreate
 from pipeline.realtime.events import FunctionCallArgumentsDone, ResponseDone
 from pipeline.realtime.turns import ask_for_response, may_respond, owed_next
@@ -43,6 +44,12 @@ from pipeline.step import (
     unchanged,
 )
 from pipeline.timers import ToolDeadline
+
+# What the model's collect_digits call is answered with, at once.
+COLLECTING = {
+    "keypad": "collecting",
+    "note": "The caller is asked to type on the keypad now. Say nothing more; you will be told the outcome.",
+}
 
 # A turn that calls more tools than this is looping; the model is told to report instead.
 MAXIMUM_TOOL_CALLS_PER_TURN = 8
@@ -88,6 +95,8 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
         return _hanging_up(state, event)
     if event.name == DECLINE_RECORDING and state.privacy.consent is not None and chain.pending is None:
         return _declining(state, event)
+    if event.name == COLLECT_DIGITS and offers_collection(state) and chain.pending is None:
+        return _collecting(state, event)
     if event.name == TRANSFER_CALL and state.phone is not None and state.phone.transfer_targets:
         target = transfer_target(state, event.arguments)
         if target is not None and chain.pending is None:
@@ -153,6 +162,35 @@ def _declining(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
         ),
     )
     return taken.then(declined(taken.state, "model"))
+
+
+def _collecting(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
+    """The model has the caller key a number in: answered at once (the model says nothing more;
+    it is told the outcome once the tool has run), and handed to the keypad rules, which hold the
+    line once this response is over."""
+    ask = ask_of_call(event.call_id, event.arguments)
+    call = {"call_id": event.call_id, "name": COLLECT_DIGITS, "arguments": event.arguments}
+    cannot = None if isinstance(ask, str) else tool_refusal(ask, state.tool_versions, state.tool_sensitive)
+    if isinstance(ask, str):
+        output = refusal(event.call_id, "invalid_arguments", f"{COLLECT_DIGITS}: {ask}")
+        status = "refused"
+    elif cannot is not None:
+        # Answered so at once: the model may try again with another tool, or tell the caller.
+        output = refusal(event.call_id, cannot[0], f"{COLLECT_DIGITS}: {cannot[1]}")
+        status = "refused"
+    else:
+        output = _encode(
+            {"call_id": event.call_id, "status": "succeeded", "result": COLLECTING, "error": None}
+        )
+        status = "succeeded"
+    taken = state.evolve(chain=_taken_up(state.chain, event, output))
+    return Step(
+        state=taken if isinstance(ask, str) or cannot is not None else taken.evolve(collect_asked=ask),
+        effects=(
+            LogEntry(kind="tool.call", data=call),
+            LogEntry(kind="tool.result", data={"call_id": event.call_id, "status": status, "error": None}),
+        ),
+    )
 
 
 def _hanging_up(state: SessionState, event: FunctionCallArgumentsDone) -> Step:

@@ -328,6 +328,77 @@ def test_a_number_keyed_in_is_logged_masked_and_a_menu_s_choice_pressed_alone_is
     assert isinstance(other, Submit) and other.event["event"] == "4"
 
 
+PRESS = "input_audio_buffer.dtmf_event_received"
+
+
+def _collecting_boundary(public: bytes | None) -> tuple[_Scripted, PrivateSideband]:
+    inner = _Scripted()
+    sealing = Sealing("sess_1", public, {"pay": frozenset({"card"})})
+    boundary = PrivateSideband(
+        inner, Redactor(ALL_KINDS, sealing=sealing), is_watched=lambda: False, keypad=Keypad(PRESS)
+    )
+    return inner, boundary
+
+
+def _press(inner: _Scripted, boundary: PrivateSideband, key: str, at: float = T0) -> list[Action]:
+    inner.next = [Submit({"type": PRESS, "event": key, "received_at": 1}, at)]
+    return boundary.receive("f", at, 0.0)
+
+
+def test_a_collection_keeps_every_press_and_hands_over_one_sealed_entry() -> None:
+    private, public = new_session_key_pair()
+    inner, boundary = _collecting_boundary(public)
+    boundary.collect(1, 19, "#")
+
+    # Not one press leaves while the caller types, nor * (no part of the entry).
+    assert [action for key in "4111*111111111111" for action in _press(inner, boundary, key)] == []
+    [entry] = _press(inner, boundary, "#", T0 + 9)
+
+    assert isinstance(entry, Submit) and entry.received_at == T0 + 9
+    assert {key: entry.event[key] for key in ("type", "number", "count", "ended_by")} == {
+        "type": "switchboard.digits_collected",
+        "number": 1,
+        "count": 16,
+        "ended_by": "end",
+    }
+    assert "4111111111111111" not in json.dumps(entry.event)
+    assert open_sealed(entry.event["digits"], private_key=private, session_id="sess_1") == "4111111111111111"
+    # The collection is over: the next press is an ordinary one, masked.
+    [after] = _press(inner, boundary, "5", T0 + 30)
+    assert isinstance(after, Submit) and after.event["event"] == "•"
+
+
+def test_a_collection_ends_at_its_last_digit_and_one_stopped_forgets_what_it_held() -> None:
+    private, public = new_session_key_pair()
+    inner, boundary = _collecting_boundary(public)
+    boundary.collect(2, 4, None)
+    assert [a for key in "123" for a in _press(inner, boundary, key)] == []
+    [entry] = _press(inner, boundary, "4")
+    assert isinstance(entry, Submit) and entry.event["count"] == 4 and entry.event["ended_by"] == "max"
+    assert open_sealed(entry.event["digits"], private_key=private, session_id="sess_1") == "1234"
+
+    boundary.collect(3, 19, "#")
+    boundary.collect(2, 19, "#")  # an older directive, late, changes nothing
+    assert boundary.collecting == 3
+    assert _press(inner, boundary, "9") == []
+    boundary.stop_collecting(3)
+    assert boundary.collecting is None
+    # What was typed for it never leaves: the end key is an ordinary press now.
+    [hash_key] = _press(inner, boundary, "#")
+    assert isinstance(hash_key, Submit) and hash_key.event["type"] == PRESS
+
+
+def test_a_collection_on_a_session_without_a_key_hands_over_its_count_only() -> None:
+    inner, boundary = _collecting_boundary(None)
+    boundary.collect(1, 19, "#")
+    for key in "4111111111111111":
+        _press(inner, boundary, key)
+
+    [entry] = _press(inner, boundary, "#")
+
+    assert isinstance(entry, Submit) and entry.event["count"] == 16 and entry.event["digits"] is None
+
+
 def test_a_tool_s_sensitive_parameter_is_sealed_for_its_session_and_masked_without_a_key() -> None:
     private, public = new_session_key_pair()
     sealing = Sealing("sess_1", public, {"pay": frozenset({"card"})})
