@@ -62,8 +62,7 @@ from pipeline.limits import (
     TYPED_MESSAGES_PER_MINUTE,
 )
 from pipeline.privacy.boundary import Redactor
-from pipeline.privacy.detect import Kind
-from pipeline.privacy.policy import ALWAYS_REDACTED
+from pipeline.privacy.policy import ALWAYS_REDACTED, Kind
 from pipeline.roles import Identity, Permission, Role, permission_for
 from pipeline.state import IN_CALL, TERMINAL_PHASES
 from pipeline.wire import (

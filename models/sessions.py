@@ -32,6 +32,7 @@ from models.data_keys import create_session_key, session_public_key
 from models.db import database, reopen
 from pipeline import sequencer
 from pipeline.catalog import ToolError, ToolOutcome
+from pipeline.dialects import parse_inbound
 from pipeline.envelope import (
     CloseCall,
     CollectDigits,
@@ -84,7 +85,6 @@ from pipeline.wire import (
     TimerFired,
     control_wire,
     host_event,
-    parse_inbound,
 )
 
 # ── SQL ──────────────────────────────────────────────────────────────────────────────────

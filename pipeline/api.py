@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from pipeline.call.built_in import END_CALL
 from pipeline.call.dialect import Ability, refusal
 from pipeline.call.keypad import (
     COLLECT_DIGITS,
@@ -26,7 +27,6 @@ from pipeline.limits import (
 )
 from pipeline.phone import ROUTE_NUMBER
 from pipeline.privacy.policy import PrivacyPolicy, Storage
-from pipeline.realtime.configuration import END_CALL
 from pipeline.signing import is_secret
 
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")

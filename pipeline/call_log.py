@@ -43,11 +43,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from pipeline.dialects import capabilities_of
+from pipeline.call.story import ResponseBegun, ResponseEnded, SpokenPiece, StoryMark
+from pipeline.dialects import capabilities_of, dialect_of, parse_inbound
 from pipeline.errors import MalformedFrame, SwitchboardError
-from pipeline.live.events import LiveTranscript
-from pipeline.live.frames import COALESCE_GAP_MS
-from pipeline.realtime.events import ResponseCreated, ResponseDone
 from pipeline.session import apply
 from pipeline.state import Phase, SessionState
 from pipeline.step import (
@@ -65,7 +63,6 @@ from pipeline.wire import (
     SidebandConnected,
     TextInjected,
     ToolFinished,
-    parse_inbound,
 )
 
 EndedBy = Literal["caller", "agent", "supervisor", "app", "platform"]
@@ -127,20 +124,21 @@ def ended_by(phase: Phase, end_reason: str | None) -> EndedBy | None:
 
 @dataclass
 class _Piece:
-    """A Live transcript piece on its way into the log: merged with the next piece of the same
-    speaker that follows it without a pause."""
+    """A transcript piece on its way into the log (a provider that writes its transcript down in
+    pieces): merged with the next piece of the same speaker that follows it without a pause."""
 
     at: float
     kind: str
     data: dict[str, Any]
     end_ms: int
+    joins_within_ms: int
 
     def joins(self, other: _Piece, start_ms: int) -> bool:
-        return self.kind == other.kind and start_ms - self.end_ms < COALESCE_GAP_MS
+        return self.kind == other.kind and start_ms - self.end_ms < self.joins_within_ms
 
     def merged(self, other: _Piece) -> _Piece:
         text = " ".join(f"{self.data['text']} {other.data['text']}".split())
-        return _Piece(self.at, self.kind, {**self.data, "text": text}, other.end_ms)
+        return _Piece(self.at, self.kind, {**self.data, "text": text}, other.end_ms, self.joins_within_ms)
 
 
 _Raw = tuple[float, str, dict[str, Any]]
@@ -187,10 +185,10 @@ class _Projection:
 
     def entries(self, logged: Iterable[LoggedInput]) -> Iterator[CallLogEntry]:
         held: _Piece | None = None
-        for at, kind, data, piece_start in self._raw(logged):
-            if piece_start is not None:
-                piece = _Piece(at, kind, data, data.pop("_end_ms"))
-                if held is not None and held.joins(piece, piece_start):
+        for at, kind, data, spoken in self._raw(logged):
+            if spoken is not None:
+                piece = _Piece(at, kind, data, spoken.end_ms, spoken.joins_within_ms)
+                if held is not None and held.joins(piece, spoken.start_ms):
                     held = held.merged(piece)
                     continue
                 if held is not None:
@@ -204,8 +202,10 @@ class _Projection:
         # A piece still held is the turn still being spoken: written when whatever follows it comes
         # (so an entry, once numbered, never changes).
 
-    def _raw(self, logged: Iterable[LoggedInput]) -> Iterator[tuple[float, str, dict[str, Any], int | None]]:
-        """The entries in order, unnumbered; a Live transcript piece carries where it starts."""
+    def _raw(
+        self, logged: Iterable[LoggedInput]
+    ) -> Iterator[tuple[float, str, dict[str, Any], SpokenPiece | None]]:
+        """The entries in order, unnumbered; a turn written down in pieces carries its piece."""
         for row in logged:
             if row.disposition not in ("applied", "late"):
                 continue
@@ -223,20 +223,19 @@ class _Projection:
                 # call.ended is last: what arrives after the end (a late caller line, a stale
                 # close) stays in the session record, not in the story.
                 continue
-            for at, kind, data in self._entries_of(before, event, step, row.received_at):
-                is_piece = isinstance(event, LiveTranscript) and kind in ("turn.user", "turn.agent")
-                if is_piece:
-                    assert isinstance(event, LiveTranscript)
-                    yield at, kind, {**data, "_end_ms": event.end_ms}, event.start_ms
-                else:
-                    yield at, kind, data, None
+            mark = dialect_of(step.state).story_mark(event)
+            spoken = mark if isinstance(mark, SpokenPiece) else None
+            for at, kind, data in self._entries_of(before, event, step, mark, row.received_at):
+                yield at, kind, data, spoken if kind in ("turn.user", "turn.agent") else None
 
     def _entry(self, at: float, kind: str, data: dict[str, Any]) -> CallLogEntry:
         self.count += 1
         stamp = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         return CallLogEntry(seq=self.count, at=stamp, kind=kind, data=data)
 
-    def _entries_of(self, before: SessionState, event: InboundEvent, step: Step, at: float) -> Iterator[_Raw]:
+    def _entries_of(
+        self, before: SessionState, event: InboundEvent, step: Step, mark: StoryMark | None, at: float
+    ) -> Iterator[_Raw]:
         after = step.state
         if isinstance(event, SidebandConnected) and self.started_at is None and not before.is_terminal:
             self.started_at = at
@@ -250,10 +249,10 @@ class _Projection:
                 if phone.asserted_identity:
                     started["asserted_identity"] = phone.asserted_identity
             yield at, "call.started", started
-        if isinstance(event, ResponseCreated) and before.turn is not None:
+        if isinstance(mark, ResponseBegun) and before.turn is not None:
             heard = self.heard_at.get(before.turn.context.input_item_id)
             if heard is not None:
-                self.latency_ms[event.response.id] = round((at - heard) * 1000)
+                self.latency_ms[mark.response_id] = round((at - heard) * 1000)
         for effect in step.effects:
             if isinstance(effect, PersistTranscript) and effect.role == "user":
                 self.heard_at.setdefault(effect.item_id, at)
@@ -304,9 +303,8 @@ class _Projection:
         if isinstance(event, ProviderError):
             error = {"code": event.error.code or event.error.type, "message": event.error.message}
             yield at, "error", error
-        if isinstance(event, ResponseDone):
-            interrupted = event.response.status == "cancelled"
-            yield from self._release(event.response.id, interrupted)
+        if isinstance(mark, ResponseEnded):
+            yield from self._release(mark.response_id, mark.interrupted)
         if after.is_terminal and not before.is_terminal:
             for response_id in list(self.said):
                 yield from self._release(response_id, interrupted=True)

@@ -9,12 +9,24 @@ from typing import Any, Protocol
 
 from pipeline.call.dialect import Capabilities, Refusal
 from pipeline.call.messages import Playback
+from pipeline.call.story import StoryMark
+from pipeline.errors import MalformedFrame
 from pipeline.live import operations as live
 from pipeline.realtime import operations as realtime
 from pipeline.state import LiveCall, Provider, SessionState
 from pipeline.step import Control, LogEntry, Step
 from pipeline.timers import Timer
-from pipeline.wire import InboundEvent, KeyPressed, ProviderError, SessionCreated
+from pipeline.wire import (
+    COMMON_TYPES,
+    HOST_TYPES,
+    InboundEvent,
+    KeyPressed,
+    ProviderError,
+    SessionCreated,
+    parse_common,
+    parse_host,
+    unknown,
+)
 
 
 class Dialect(Protocol):
@@ -81,6 +93,11 @@ class Dialect(Protocol):
         """What tells the model of its changed instructions (block `name` is now `text`)."""
         ...
 
+    def tools_changed(self, state: SessionState) -> tuple[Control, ...]:
+        """What tells the model of the tools it is offered now (a provider without the `tools`
+        ability is refused before it gets here)."""
+        ...
+
     def silence(self, state: SessionState, playback: Playback | None) -> Step:
         """The model stops: what it says is cut where it can be, and nothing is owed to anyone."""
         ...
@@ -125,6 +142,22 @@ class Dialect(Protocol):
         """What a late input of this provider still leaves in the record (None: nothing)."""
         ...
 
+    def asks_for_reply(self, controls: tuple[Control, ...]) -> bool:
+        """Whether these controls ask the model to reply now (a whisper answers `replying`)."""
+        ...
+
+    def erased(self, state: SessionState) -> SessionState:
+        """The provider's own parts of the state without what was said in them (an erasure)."""
+        ...
+
+    def parse(self, raw: dict[str, Any]) -> InboundEvent | None:
+        """A logged input of this provider's own into its model (None: not one of its types)."""
+        ...
+
+    def story_mark(self, event: InboundEvent) -> StoryMark | None:
+        """What one of this provider's own inputs means for the call log's turns (None: nothing)."""
+        ...
+
     def outlives_its_sideband(self, state: SessionState, event: InboundEvent) -> bool:
         """Whether this provider's event, seen by a superseded sideband, is still acted on."""
         ...
@@ -154,6 +187,23 @@ def capabilities_of(state: SessionState) -> Capabilities:
 def capabilities_for(provider: str) -> Capabilities:
     """What the provider a session spec names can do."""
     return CAPABILITIES[Provider(provider)]
+
+
+def parse_inbound(raw: dict[str, Any]) -> InboundEvent:
+    """Validate one logged input (the host's, or a provider's) into its model: a type no model
+    reads passes as `UnknownEvent`, a known type of a bad shape is a `MalformedFrame`."""
+    event_type = raw.get("type")
+    if not isinstance(event_type, str):
+        raise MalformedFrame("event has no string 'type'")
+    if event_type in HOST_TYPES:
+        return parse_host(raw)
+    if event_type in COMMON_TYPES:
+        return parse_common(raw)
+    for dialect in DIALECTS.values():
+        parsed = dialect.parse(raw)
+        if parsed is not None:
+            return parsed
+    return unknown(raw, event_type)
 
 
 def is_spoken_by(state: SessionState, event: InboundEvent) -> bool:

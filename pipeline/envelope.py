@@ -9,8 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.privacy.detect import Kind
-from pipeline.privacy.policy import ALWAYS_REDACTED
+from pipeline.privacy.policy import ALWAYS_REDACTED, Kind
 
 
 class EventEnvelope(BaseModel):

@@ -16,9 +16,10 @@ import re
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from pipeline.dialects import DIALECTS
 from pipeline.errors import MalformedNumber, SessionLive
 from pipeline.phone import PhoneLine
-from pipeline.state import TERMINAL_PHASES, LiveCall, Phase, SessionState, ToolChain
+from pipeline.state import TERMINAL_PHASES, Phase, SessionState
 
 # Why a session's content went: asked for, its retention over, or its storage "metadata" (the
 # call was created so, or the caller declined recording) once the call was over.
@@ -79,21 +80,9 @@ def erased_state(state: SessionState) -> SessionState:
     and terms but not who called which number or the SIP headers; what was said (a compaction's
     summary, a pending tool output, Live's heard words and its delegations' tasks and answers,
     a supervisor's directed words, why a person was asked for) goes."""
-    changes: dict[str, object] = {
-        "turn": None,
-        "directed": None,
-        "attention": None,
-        "chain": ToolChain(
-            calls=state.chain.calls,
-            seen=state.chain.seen,
-            limit_refused=state.chain.limit_refused,
-            continuation_allowed=state.chain.continuation_allowed,
-            response_completed=state.chain.response_completed,
-        ),
-    }
-    if state.compaction is not None:
-        changes["compaction"] = state.compaction.model_copy(update={"summary": None})
+    changes: dict[str, object] = {"directed": None, "attention": None}
     if state.phone is not None:
+        # Kept field by field: a field added later is content until it is said to be kept.
         changes["phone"] = PhoneLine(
             route_id=state.phone.route_id,
             transfer_targets=state.phone.transfer_targets,
@@ -101,17 +90,12 @@ def erased_state(state: SessionState) -> SessionState:
             silences=state.phone.silences,
             silence_ms=state.phone.silence_ms,
         )
-    if state.live is not None:
-        changes["live"] = LiveCall(
-            setup=state.live.setup,
-            heard_until_ms=state.live.heard_until_ms,
-            claimed_ms=state.live.claimed_ms,
-            open=tuple(d.model_copy(update={"task": "", "answer": None}) for d in state.live.open),
-            delegations=state.live.delegations,
-            answered=state.live.answered,
-            context_ratio=state.live.context_ratio,
-        )
-    return state.evolve(**changes)
+    erased = state.evolve(**changes)
+    # Every wing erases its own parts, whichever provider the session had: what was said is
+    # gone from any field that could hold it.
+    for dialect in DIALECTS.values():
+        erased = dialect.erased(erased)
+    return erased
 
 
 def erased_payload(kind: str) -> dict[str, Any]:

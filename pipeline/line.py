@@ -168,7 +168,8 @@ def supervise(state: SessionState, event: SupervisorRequested) -> Step:
             )
             replied = logged.then(_noted_and_answered(state, A_WHISPER.format(text=verb.text)))
             reply_owed = replied.state.directed is not None and not replied.state.directed.by_supervisor
-            status = "replying" if _asked_for_response(replied) or reply_owed else "noted"
+            asked = dialect_of(state).asks_for_reply(replied.controls)
+            status = "replying" if asked or reply_owed else "noted"
             return answering(replied, event.request_id, event.gateway_id, 202, {"status": status})
         case TakeOverVerb():
             return _take_over(state, event)
@@ -313,10 +314,6 @@ def _noted_and_answered(state: SessionState, note: str) -> Step:
     """A note the model heeds (the caller does not hear it); the model replies to it unless the
     line is closed (now, or once the running response ends)."""
     return dialect_of(state).note(state, note)
-
-
-def _asked_for_response(step: Step) -> bool:
-    return any(control.type == "response.create" for control in step.controls)
 
 
 def _person(by: Person) -> dict[str, Any]:

@@ -14,10 +14,9 @@ import hashlib
 from pipeline.call.dialect import Ability, Refusal, refusal
 from pipeline.dialects import capabilities_of, dialect_of
 from pipeline.limits import MAXIMUM_INSTRUCTIONS_BYTES, MAXIMUM_PROMPT_BLOCKS
-from pipeline.realtime.configuration import offered_tools
 from pipeline.state import IN_CALL, PromptBlock, SessionState
 from pipeline.step import Control, LogEntry, Step, answering, refused, refused_by
-from pipeline.wire import PromptSetRequested, SessionUpdate, ToolsSetRequested
+from pipeline.wire import PromptSetRequested, ToolsSetRequested
 
 
 def joined(blocks: tuple[PromptBlock, ...]) -> str:
@@ -82,10 +81,7 @@ def set_tools(state: SessionState, event: ToolsSetRequested) -> Step:
         tool_side_effects=event.tool_side_effects,
     )
     names = [str(tool.get("name")) for tool in event.tools]
-    controls: tuple[SessionUpdate, ...] = ()
-    if state.phase in IN_CALL:
-        session = {"type": "realtime", "tools": offered_tools(updated), "tool_choice": "auto"}
-        controls = (SessionUpdate(session=session),)
+    controls = dialect_of(state).tools_changed(updated) if state.phase in IN_CALL else ()
     step = Step(
         state=updated, controls=controls, effects=(LogEntry(kind="tools.changed", data={"tools": names}),)
     )

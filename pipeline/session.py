@@ -27,7 +27,7 @@ from pipeline import (
 )
 from pipeline.call.dialect import Ability, refusal
 from pipeline.consent import greeting_with_consent
-from pipeline.dialects import capabilities_of, dialect_for, dialect_of, is_spoken_by
+from pipeline.dialects import capabilities_of, dialect_for, dialect_of, is_spoken_by, parse_inbound
 from pipeline.errors import MalformedFrame
 from pipeline.sequencer import GAP_TIMEOUT_MS
 from pipeline.state import Limits, Phase, Provider, SessionState
@@ -78,7 +78,6 @@ from pipeline.wire import (
     ToolFinished,
     ToolsSetRequested,
     TransferFinished,
-    parse_inbound,
 )
 
 Disposition = Literal["applied", "late", "lost"]

@@ -9,19 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pipeline.call.dialect import Refusal
 from pipeline.call.keypad import DigitsSpec
+from pipeline.call.messages import ControlModel
 from pipeline.limits import MAXIMUM_INCIDENT_CODE_CHARS
-from pipeline.live.controls import LiveControl
-from pipeline.realtime.controls import (
-    InputAudioBufferClear,
-    ItemCreate,
-    ItemDelete,
-    ItemTruncate,
-    ResponseCancel,
-    ResponseCreate,
-)
 from pipeline.state import SessionState
 from pipeline.timers import Timer, timer_name
-from pipeline.wire import SessionUpdate, storable
+from pipeline.wire import storable
 
 
 class _Effect(BaseModel):
@@ -250,16 +242,9 @@ Effect = (
     | CollectDigits
     | NotifyApp
 )
-Control = (
-    SessionUpdate
-    | ResponseCreate
-    | ResponseCancel
-    | ItemCreate
-    | ItemDelete
-    | ItemTruncate
-    | InputAudioBufferClear
-    | LiveControl
-)
+# A control of any wing: each wing's own models say its shape (and forbid what it lacks), so a
+# step carries them as they were made, and `control_wire` sends each as its own model dumps it.
+Control = ControlModel
 
 
 class Step(BaseModel):

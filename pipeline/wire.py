@@ -1,17 +1,18 @@
-"""What travels into a session's log and what it sends, put together: the inputs every call
-has (the host's own events and requests, `session.updated`, `error`), the union of both wings'
-inputs that `parse_inbound` reads back, the Realtime frame sorting (`classify_frame`), the JSON
-safety every stored frame passes, and `session.update`, which both providers take.
+"""What travels into a session's log and what it sends, naming no provider: the inputs every
+call has (the host's own events and requests, `session.updated`, `error`, a key press), how a
+sideband frame is decoded, the JSON safety every stored frame passes, and `session.update`, which
+both providers take.
 
-A Realtime input or control is its wing's (`pipeline/realtime/events.py`, `controls.py`), a Live
-one its (`pipeline/live/events.py`, `controls.py`); the bases are `pipeline/call/messages.py`.
+A Realtime input or control is its wing's (`pipeline/realtime/events.py`, `controls.py`; its
+frames are sorted by `pipeline/realtime/frames.py`), a Live one its (`pipeline/live/events.py`,
+`controls.py`, `frames.py`); the bases are `pipeline/call/messages.py`. `pipeline.dialects`
+reads any logged input back (`parse_inbound`): the host's here, a provider's by its wing.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -21,27 +22,8 @@ from pipeline.call.keypad import DEFAULT_TIMEOUT_S, DigitsSpec, EndedBy
 from pipeline.call.messages import ControlModel, Inbound, Playback, optional_str
 from pipeline.errors import MalformedFrame, OversizedFrame
 from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH, MAXIMUM_PROVIDER_FRAME_BYTES
-from pipeline.live.events import LIVE_PARSED_TYPES, LiveInbound, LiveTranscript
 from pipeline.phone import PhoneLine
 from pipeline.privacy.policy import PrivacyPolicy
-from pipeline.realtime.events import (
-    DURABLE_TYPES,
-    IGNORED_TYPES,
-    STREAMED_TYPES,
-    AssistantTranscriptFinal,
-    CallerSilent,
-    FunctionCallArgumentsDone,
-    FunctionCallItemDone,
-    ItemDeleted,
-    ItemTruncated,
-    ResponseCreated,
-    ResponseDone,
-    SpeechStarted,
-    UserTranscriptFailed,
-    UserTranscriptFinal,
-    ga_type,
-    is_function_call_item,
-)
 from pipeline.state import AppWebhook, Greeting, LiveSetup, Person
 
 # What an incident quotes is cut at this depth, and the rest shown as a preview of this length.
@@ -431,30 +413,17 @@ HostInput = (
     | TransferFinished
     | CollectRequested
     | DigitsCollected
-    | LiveTranscript
 )
-KnownInbound = Annotated[
-    SessionUpdated
-    | SpeechStarted
-    | UserTranscriptFinal
-    | UserTranscriptFailed
-    | ResponseCreated
-    | AssistantTranscriptFinal
-    | FunctionCallArgumentsDone
-    | FunctionCallItemDone
-    | ResponseDone
-    | ProviderError
-    | ItemTruncated
-    | ItemDeleted
-    | KeyPressed
-    | CallerSilent
-    | LiveInbound
-    | HostInput,
-    Field(discriminator="type"),
-]
-InboundEvent = KnownInbound | UnknownEvent
-_KNOWN_INBOUND: TypeAdapter[Any] = TypeAdapter(KnownInbound)
-_HOST_TYPES = frozenset(str(model.model_fields["type"].default) for model in HostInput.__args__)
+# The type of any input of a session's log: a host input, one every provider sends, or a wing's
+# own (`pipeline.dialects.parse_inbound` reads each back into its model).
+InboundEvent = Inbound
+_HOST_INPUT: TypeAdapter[Any] = TypeAdapter(Annotated[HostInput, Field(discriminator="type")])
+HOST_TYPES = frozenset(str(model.model_fields["type"].default) for model in HostInput.__args__)
+# What every provider's sideband says alike (read by `parse_common`).
+_COMMON_INPUT: TypeAdapter[Any] = TypeAdapter(
+    Annotated[SessionUpdated | ProviderError, Field(discriminator="type")]
+)
+COMMON_TYPES = frozenset({"session.created", "session.updated", "error"})
 
 
 def host_event(event: HostInput) -> dict[str, Any]:
@@ -462,39 +431,30 @@ def host_event(event: HostInput) -> dict[str, Any]:
     return event.model_dump(mode="json", exclude_none=True)
 
 
-def parse_inbound(raw: dict[str, Any]) -> InboundEvent:
-    """Validate one logged event (provider or host) into its model; unknown types pass
-    through as `UnknownEvent`, a known type with a bad shape is a `MalformedFrame`."""
-    event_type = raw.get("type")
-    if not isinstance(event_type, str):
-        raise MalformedFrame("event has no string 'type'")
-    event_type = ga_type(event_type)
-    if (
-        event_type in DURABLE_TYPES
-        or event_type in LIVE_PARSED_TYPES
-        or event_type in _HOST_TYPES
-        or is_function_call_item(raw)
-    ):
-        try:
-            return _KNOWN_INBOUND.validate_python({**raw, "type": event_type})  # type: ignore[no-any-return]
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
-            raise MalformedFrame(f"{event_type}: {where}: {first['msg']}") from exc
+def parse_host(raw: dict[str, Any]) -> InboundEvent:
+    """A logged host input (its type one of `HOST_TYPES`) into its model."""
+    return validated(_HOST_INPUT, raw)
+
+
+def parse_common(raw: dict[str, Any]) -> InboundEvent:
+    """A logged input every provider sends alike (its type one of `COMMON_TYPES`) into its model."""
+    return validated(_COMMON_INPUT, raw)
+
+
+def validated(adapter: TypeAdapter[Any], raw: dict[str, Any]) -> InboundEvent:
+    """`raw` validated by a union of inputs; a known type of a bad shape is a `MalformedFrame`
+    naming where it is wrong."""
+    try:
+        return adapter.validate_python(raw)  # type: ignore[no-any-return]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise MalformedFrame(f"{raw.get('type')}: {where}: {first['msg']}") from exc
+
+
+def unknown(raw: dict[str, Any], event_type: str) -> UnknownEvent:
+    """An input of a type no model reads: recorded, and acted on never."""
     return UnknownEvent(type=event_type, event_id=optional_str(raw.get("event_id")))
-
-
-@dataclass(frozen=True, slots=True)
-class ClassifiedFrame:
-    """One provider frame, decoded and sorted by what the gateway must do with it."""
-
-    kind: FrameKind
-    type: str
-    event: dict[str, Any]
-
-    @property
-    def event_id(self) -> str | None:
-        return optional_str(self.event.get("event_id"))
 
 
 def decode_frame(frame: str | bytes) -> tuple[dict[str, Any], str]:
@@ -517,42 +477,8 @@ def decode_frame(frame: str | bytes) -> tuple[dict[str, Any], str]:
     return event, event_type
 
 
-def classify_frame(frame: str | bytes) -> ClassifiedFrame:
-    """Decode a sideband frame and classify it; a frame that is too large, not JSON, not an
-    object, or a durable/live event of the wrong shape raises a typed `BadInput`."""
-    event, raw_type = decode_frame(frame)
-    event_type = ga_type(raw_type)
-    if event_type != raw_type:
-        event = {**event, "type": event_type}
-    if event_type in STREAMED_TYPES:
-        if not isinstance(event.get("item_id"), str) or not isinstance(event.get("delta", ""), str):
-            raise MalformedFrame(f"{event_type}: needs a string item_id and delta")
-        return ClassifiedFrame(FrameKind.STREAMED, event_type, event)
-    if event_type not in IGNORED_TYPES:
-        # What is kept (logged, or walked on its way to the log) must be storable and shallow;
-        # a live delta or an ignored event is only looked at, never walked.
-        if _may_nest_deeper(frame, MAXIMUM_FRAME_JSON_DEPTH) and exceeds_depth(
-            event, MAXIMUM_FRAME_JSON_DEPTH
-        ):
-            raise MalformedFrame(f"frame is nested deeper than {MAXIMUM_FRAME_JSON_DEPTH} levels")
-        if _holds_unstorable(frame, event):
-            # Such an event could never be logged: PostgreSQL refuses it on every attempt.
-            raise MalformedFrame(f"{event_type}: a string holds U+0000 or a lone surrogate")
-    if event_type in DURABLE_TYPES:
-        parse_inbound(event)
-        return ClassifiedFrame(FrameKind.DURABLE, event_type, event)
-    if is_function_call_item(event):
-        parse_inbound(event)
-        return ClassifiedFrame(FrameKind.DURABLE, event_type, event)
-    if event_type in IGNORED_TYPES:
-        return ClassifiedFrame(FrameKind.IGNORED, event_type, event)
-    if event_type in _HOST_TYPES or event_type.startswith("switchboard."):
-        # A provider must never be able to speak for the host.
-        raise MalformedFrame(f"{event_type} is reserved for the gateway")
-    return ClassifiedFrame(FrameKind.UNKNOWN, event_type, event)
-
-
-def _holds_unstorable(frame: str | bytes, event: Any) -> bool:
+def frame_holds_unstorable(frame: str | bytes, event: Any) -> bool:
+    """Whether a decoded frame holds a string PostgreSQL cannot store (`holds_unstorable`)."""
     # JSON can carry NUL or a lone surrogate only as an escape; this test is cheap and rarely
     # true, so only then are the decoded strings searched.
     text = frame.decode(errors="replace") if isinstance(frame, bytes) else frame
@@ -579,12 +505,15 @@ def holds_unstorable(value: Any) -> bool:
     return False
 
 
-def _may_nest_deeper(frame: str | bytes, limit: int) -> bool:
+def nests_too_deep(frame: str | bytes, event: Any, limit: int = MAXIMUM_FRAME_JSON_DEPTH) -> bool:
+    """Whether a decoded frame nests objects and arrays more than `limit` levels deep."""
     # Counting brackets runs in C and bounds the depth from above: almost every frame has
-    # fewer than the limit in all, so the walk below is skipped on the hot path.
+    # fewer than the limit in all, so the walk is skipped on the hot path.
     if isinstance(frame, str):
-        return frame.count("{") + frame.count("[") > limit
-    return frame.count(b"{") + frame.count(b"[") > limit
+        brackets = frame.count("{") + frame.count("[")
+    else:
+        brackets = frame.count(b"{") + frame.count(b"[")
+    return brackets > limit and exceeds_depth(event, limit)
 
 
 def storable(value: Any, depth: int = MAXIMUM_STORED_CONTEXT_DEPTH) -> Any:

@@ -1,13 +1,11 @@
-"""What Switchboard sends on a Live sideband (LIVE_PROTOCOL.md §1.3): typed controls in the
-pipeline's `Control` union, with appended content bounded so the provider never refuses it."""
+"""What Switchboard sends on a Live sideband (LIVE_PROTOCOL.md §1.3): typed controls (each a
+`ControlModel`, as every wing's are), with appended content bounded so the provider never refuses it."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
     field_validator,
@@ -15,6 +13,7 @@ from pydantic import (
 )
 
 from pipeline.call.dialect import too_long
+from pipeline.call.messages import ControlModel
 from pipeline.call.tokens import estimated_tokens
 from pipeline.live.dialect import APPEND_TOKEN_BUDGET, LIVE
 from pipeline.wire import control_wire
@@ -58,12 +57,9 @@ def bounded_content(text: str, *, limit: int = APPEND_TOKEN_BUDGET) -> str:
     return cut.rstrip() + _ELLIPSIS
 
 
-class _LiveControl(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    # The deterministic control id rides as event_id; the provider echoes it as
-    # client_event_id on the acknowledgement or the error, so the gateway can settle it.
-    event_id: str | None = None
+class _LiveControl(ControlModel):
+    """A Live control. Its deterministic id rides as `event_id`, which the provider echoes as
+    `client_event_id` on the acknowledgement or the error, so the gateway can settle it."""
 
 
 class LiveAppend(_LiveControl):

@@ -1,20 +1,20 @@
 """The Live API's durable inputs as the workers read them from the log (LIVE_PROTOCOL.md §3.1),
 and the host's own durable transcript event.
 
-Two Live types share a name with Realtime ones, `session.updated` and `error`; their shapes fit
-the Realtime models (`pipeline.wire.SessionUpdated`, `ProviderError`), which read both. Every
-other type here is Live's own, so one parser reads either provider's log; which provider an
-input belongs to is decided by the session (`pipeline.session.apply`), not by the parser. Like
-every inbound model these ignore fields they do not use.
+Two Live types are every provider's, `session.updated` and `error`: `pipeline.wire` reads them
+(`SessionUpdated`, `ProviderError`). Every other type here is Live's own (`parse_live`); which
+provider an input belongs to is decided by the session (`pipeline.session.apply`), not by the
+parser. Like every inbound model these ignore fields they do not use.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from pipeline.timeline import Speaker, TranscriptFragment
+from pipeline.wire import InboundEvent, validated
 
 LIVE_TRANSCRIPT_TYPE = "switchboard.live_transcript"
 
@@ -119,8 +119,8 @@ class KeyReceived(_Inbound):
     event: str
 
 
-# What the provider says on a Live sideband that the workers read (the transcript event is a
-# host input: `pipeline.wire.HostInput`).
+# What the provider says on a Live sideband that the workers read (the transcript event is the
+# gateway's, written down from the provider's fragments).
 LiveInbound = Delegated | Appended | InputMuted | UsageUpdated | LiveClosed | KeyReceived
 
 # The provider types these models read (the transcript event is the host's own).
@@ -137,3 +137,16 @@ LIVE_PARSED_TYPES = frozenset(
         "transport.dtmf.received",
     }
 )
+
+_LIVE_INPUT: TypeAdapter[Any] = TypeAdapter(
+    Annotated[LiveInbound | LiveTranscript, Field(discriminator="type")]
+)
+
+
+def parse_live(raw: dict[str, Any]) -> InboundEvent | None:
+    """A logged Live input into its model, or None when its type is not one the workers read;
+    one of the wrong shape raises `MalformedFrame`."""
+    event_type = raw.get("type")
+    if event_type not in LIVE_PARSED_TYPES and event_type != LIVE_TRANSCRIPT_TYPE:
+        return None
+    return validated(_LIVE_INPUT, raw)

@@ -20,7 +20,7 @@ from pipeline.errors import MalformedFrame
 from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH
 from pipeline.live.events import LIVE_TRANSCRIPT_TYPE, LiveTranscript
 from pipeline.timeline import Speaker, TranscriptFragment
-from pipeline.wire import FrameKind, decode_frame, exceeds_depth, holds_unstorable
+from pipeline.wire import FrameKind, decode_frame, holds_unstorable, nests_too_deep
 
 # ── limits ───────────────────────────────────────────────────────────────────────────────
 
@@ -202,7 +202,7 @@ def classify_live_frame(frame: str | bytes) -> LiveFrame:
     if event_type.startswith("switchboard."):
         # A provider must never be able to speak for the host.
         raise MalformedFrame(f"{event_type} is reserved for the gateway")
-    if _may_nest_deeper(frame) and exceeds_depth(event, MAXIMUM_FRAME_JSON_DEPTH):
+    if nests_too_deep(frame, event):
         raise MalformedFrame(f"frame is nested deeper than {MAXIMUM_FRAME_JSON_DEPTH} levels")
     if event_type in TRANSCRIPT_TYPES:
         _check_shape(event_type, event)
@@ -221,14 +221,6 @@ def classify_live_frame(frame: str | bytes) -> LiveFrame:
         # Such an event could never be logged: PostgreSQL refuses it on every attempt.
         raise MalformedFrame(f"{event_type}: a string holds U+0000 or a lone surrogate")
     return LiveFrame(kind, event_type, event)
-
-
-def _may_nest_deeper(frame: str | bytes) -> bool:
-    # Counting brackets runs in C and bounds the depth from above: almost every frame has fewer
-    # than the limit in all, so the walk is skipped on the hot path.
-    if isinstance(frame, str):
-        return frame.count("{") + frame.count("[") > MAXIMUM_FRAME_JSON_DEPTH
-    return frame.count(b"{") + frame.count(b"[") > MAXIMUM_FRAME_JSON_DEPTH
 
 
 def _check_shape(event_type: str, event: dict[str, Any]) -> None:

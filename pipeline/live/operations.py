@@ -9,6 +9,7 @@ from typing import Any
 
 from pipeline.call.dialect import Refusal, too_long
 from pipeline.call.messages import Playback
+from pipeline.call.story import SpokenPiece, StoryMark
 from pipeline.live import decisions, delegation, reports
 from pipeline.live.configuration import live_configuration, live_update
 from pipeline.live.controls import InputAudio, commentary, instructions
@@ -21,7 +22,9 @@ from pipeline.live.events import (
     LiveClosed,
     LiveTranscript,
     UsageUpdated,
+    parse_live,
 )
+from pipeline.live.frames import COALESCE_GAP_MS
 from pipeline.state import LiveCall, LiveSetup, SessionState
 from pipeline.step import Control, LogEntry, Step, answering, unchanged
 from pipeline.timers import Timer
@@ -115,6 +118,10 @@ class LiveDialect:
             return cannot
         return (instructions(note),)
 
+    def tools_changed(self, state: SessionState) -> tuple[Control, ...]:
+        # The voice model has no tools; a change of them is refused (Ability.TOOLS) first.
+        return ()
+
     def silence(self, state: SessionState, playback: Playback | None) -> Step:
         # What the model is saying cannot be cut: Live has no cancel.
         return unchanged(state)
@@ -151,6 +158,33 @@ class LiveDialect:
 
     def record_late(self, state: SessionState, event: InboundEvent) -> Step | None:
         return decisions.record_late(state, event)
+
+    def asks_for_reply(self, controls: tuple[Control, ...]) -> bool:
+        # The model replies when it chooses: nothing asks it to.
+        return False
+
+    def erased(self, state: SessionState) -> SessionState:
+        # The words heard, and each delegation's task and answer, are what was said.
+        if state.live is None:
+            return state
+        kept = LiveCall(
+            setup=state.live.setup,
+            heard_until_ms=state.live.heard_until_ms,
+            claimed_ms=state.live.claimed_ms,
+            open=tuple(d.model_copy(update={"task": "", "answer": None}) for d in state.live.open),
+            delegations=state.live.delegations,
+            answered=state.live.answered,
+            context_ratio=state.live.context_ratio,
+        )
+        return state.evolve(live=kept)
+
+    def parse(self, raw: dict[str, Any]) -> InboundEvent | None:
+        return parse_live(raw)
+
+    def story_mark(self, event: InboundEvent) -> StoryMark | None:
+        if isinstance(event, LiveTranscript):
+            return SpokenPiece(event.start_ms, event.end_ms, joins_within_ms=COALESCE_GAP_MS)
+        return None
 
     def outlives_its_sideband(self, state: SessionState, event: InboundEvent) -> bool:
         # The caller's words and the model's delegations, seen by a sideband that was then

@@ -27,20 +27,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from enum import StrEnum
 
 import phonenumbers
 
-
-class Kind(StrEnum):
-    """The kinds of sensitive value: card, ssn, email, phone, iban."""
-
-    CARD = "card"
-    SSN = "ssn"
-    EMAIL = "email"
-    PHONE = "phone"
-    IBAN = "iban"
-
+from pipeline.privacy.policy import Kind
 
 ALL_KINDS = frozenset(Kind)
 

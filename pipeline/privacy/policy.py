@@ -9,11 +9,22 @@ it is stored; an SSN is the key to a US identity). The gateway's boundary
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.privacy.detect import Kind
+
+class Kind(StrEnum):
+    """The kinds of sensitive value: card, ssn, email, phone, iban (`pipeline.privacy.detect`
+    finds each)."""
+
+    CARD = "card"
+    SSN = "ssn"
+    EMAIL = "email"
+    PHONE = "phone"
+    IBAN = "iban"
+
 
 ALWAYS_REDACTED = frozenset({Kind.CARD, Kind.SSN})
 

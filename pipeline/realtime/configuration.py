@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.call.built_in import END_CALL, TRANSFER_CALL
 from pipeline.call.keypad import collect_digits_tool, collectable
 from pipeline.consent import decline_recording_tool
 from pipeline.state import SessionState
@@ -13,8 +14,6 @@ from pipeline.state import SessionState
 # Transcription model for the caller's audio: user transcript finals are what drive a turn.
 TRANSCRIPTION_MODEL = "gpt-4o-transcribe"
 
-END_CALL = "end_call"
-TRANSFER_CALL = "transfer_call"
 
 # The goodbye comes in the same response as the call to end: nothing said after it is heard.
 SAY_GOODBYE_FIRST = (

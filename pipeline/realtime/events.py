@@ -5,11 +5,12 @@ over time. (`session.updated` and `error` read both providers' frames: `pipeline
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, TypeAdapter, model_validator
 
 from pipeline.call.messages import Inbound, Playback, optional_str
+from pipeline.wire import InboundEvent, KeyPressed, ProviderError, SessionUpdated, validated
 
 BETA_TO_GA = {
     "response.text.delta": "response.output_text.delta",
@@ -250,3 +251,37 @@ def is_function_call_item(event: dict[str, Any]) -> bool:
         and isinstance(item, dict)
         and item.get("type") == "function_call"
     )
+
+
+# What a Realtime sideband says that the workers read, with what every provider says alike.
+_REALTIME_INPUT: TypeAdapter[Any] = TypeAdapter(
+    Annotated[
+        SessionUpdated
+        | SpeechStarted
+        | UserTranscriptFinal
+        | UserTranscriptFailed
+        | ResponseCreated
+        | AssistantTranscriptFinal
+        | FunctionCallArgumentsDone
+        | FunctionCallItemDone
+        | ResponseDone
+        | ProviderError
+        | ItemTruncated
+        | ItemDeleted
+        | KeyPressed
+        | CallerSilent,
+        Field(discriminator="type"),
+    ]
+)
+
+
+def parse_realtime(raw: dict[str, Any]) -> InboundEvent | None:
+    """A logged Realtime input into its model (a beta name read as its GA name), or None when
+    its type is not one the workers read; one of the wrong shape raises `MalformedFrame`."""
+    event_type = raw.get("type")
+    if not isinstance(event_type, str):
+        return None
+    event_type = ga_type(event_type)
+    if event_type not in DURABLE_TYPES and not is_function_call_item(raw):
+        return None
+    return validated(_REALTIME_INPUT, {**raw, "type": event_type})

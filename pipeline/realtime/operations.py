@@ -10,9 +10,10 @@ from typing import Any
 
 from pipeline.call.dialect import Refusal
 from pipeline.call.messages import Playback
+from pipeline.call.story import ResponseBegun, ResponseEnded, StoryMark
 from pipeline.realtime import decisions
-from pipeline.realtime.configuration import session_configuration, turn_detection_update
-from pipeline.realtime.controls import InputAudioBufferClear, ItemCreate, ResponseCancel
+from pipeline.realtime.configuration import offered_tools, session_configuration, turn_detection_update
+from pipeline.realtime.controls import InputAudioBufferClear, ItemCreate, ResponseCancel, ResponseCreate
 from pipeline.realtime.dialect import REALTIME
 from pipeline.realtime.events import (
     AssistantTranscriptFinal,
@@ -26,6 +27,7 @@ from pipeline.realtime.events import (
     SpeechStarted,
     UserTranscriptFailed,
     UserTranscriptFinal,
+    parse_realtime,
 )
 from pipeline.realtime.turns import (
     SAY_EXACTLY,
@@ -37,7 +39,7 @@ from pipeline.realtime.turns import (
     owed_next,
     reply_to_conversation,
 )
-from pipeline.state import LiveCall, Phase, ResponseContext, SessionState
+from pipeline.state import LiveCall, Phase, ResponseContext, SessionState, ToolChain
 from pipeline.step import Control, LogEntry, Step, answering, refused, unchanged
 from pipeline.timers import Timer
 from pipeline.wire import (
@@ -177,6 +179,10 @@ class RealtimeDialect:
         # The provider takes the whole instructions anew.
         return (SessionUpdate(session={"type": "realtime", "instructions": instructions_now}),)
 
+    def tools_changed(self, state: SessionState) -> tuple[Control, ...]:
+        offered = {"type": "realtime", "tools": offered_tools(state), "tool_choice": "auto"}
+        return (SessionUpdate(session=offered),)
+
     def silence(self, state: SessionState, playback: Playback | None) -> Step:
         cut = barge_in(state, playback)
         chain = cut.state.chain
@@ -228,6 +234,31 @@ class RealtimeDialect:
 
     def record_late(self, state: SessionState, event: InboundEvent) -> Step | None:
         return decisions.record_late(state, event)
+
+    def asks_for_reply(self, controls: tuple[Control, ...]) -> bool:
+        return any(isinstance(control, ResponseCreate) for control in controls)
+
+    def erased(self, state: SessionState) -> SessionState:
+        # The turn's context, a pending tool output and a compaction's summary are what was said.
+        chain = ToolChain(
+            calls=state.chain.calls,
+            seen=state.chain.seen,
+            limit_refused=state.chain.limit_refused,
+            continuation_allowed=state.chain.continuation_allowed,
+            response_completed=state.chain.response_completed,
+        )
+        compaction = state.compaction.model_copy(update={"summary": None}) if state.compaction else None
+        return state.evolve(turn=None, chain=chain, compaction=compaction)
+
+    def parse(self, raw: dict[str, Any]) -> InboundEvent | None:
+        return parse_realtime(raw)
+
+    def story_mark(self, event: InboundEvent) -> StoryMark | None:
+        if isinstance(event, ResponseCreated):
+            return ResponseBegun(event.response.id)
+        if isinstance(event, ResponseDone):
+            return ResponseEnded(event.response.id, interrupted=event.response.status == "cancelled")
+        return None
 
     def outlives_its_sideband(self, state: SessionState, event: InboundEvent) -> bool:
         return decisions.outlives_its_sideband(state, event)

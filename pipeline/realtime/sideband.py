@@ -23,7 +23,8 @@ from pipeline.call.sideband import Action, Delta, Final, Role, Submit, bad_frame
 from pipeline.errors import BadInput
 from pipeline.realtime.compaction import is_maintenance_metadata
 from pipeline.realtime.events import function_call_id
-from pipeline.wire import FrameKind, classify_frame
+from pipeline.realtime.frames import classify_frame
+from pipeline.wire import FrameKind
 
 # Function call ids remembered per socket for "one durable event per call": far more than one
 # call makes while any is still being named.

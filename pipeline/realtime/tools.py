@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+from pipeline.call.built_in import END_CALL, TRANSFER_CALL
 from pipeline.call.keypad import COLLECT_DIGITS, ask_of_call, tool_refusal
 from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.consent import DECLINE_RECORDING, DECLINED_RESULT, declined
@@ -26,7 +27,7 @@ from pipeline.consent import DECLINE_RECORDING, DECLINED_RESULT, declined
 # A Realtime call is hung up alone: nothing is said on its sideband on the way out.
 from pipeline.ending import fail, finish
 from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS
-from pipeline.realtime.configuration import END_CALL, TRANSFER_CALL, offers_collection
+from pipeline.realtime.configuration import offers_collection
 from pipeline.realtime.controls import ItemCreate
 from pipeline.realtime.events import FunctionCallArgumentsDone, ResponseDone
 from pipeline.realtime.turns import ask_for_response, may_respond, owed_next

@@ -21,7 +21,8 @@ from typing import Any
 
 from pipeline.errors import BadInput
 from pipeline.limits import MAXIMUM_PROVIDER_FRAME_BYTES
-from pipeline.wire import FrameKind, classify_frame
+from pipeline.realtime.frames import classify_frame
+from pipeline.wire import FrameKind
 
 RECORDING = Path(__file__).resolve().parents[2] / "recordings" / "spoken_call.jsonl"
 

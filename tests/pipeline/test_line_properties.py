@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.call_log import CallLogEntry, LoggedInput, project
+from pipeline.dialects import parse_inbound
 from pipeline.limits import DEFAULT_COMPACTION_INPUT_TOKENS
 from pipeline.realtime import compaction
 from pipeline.realtime.controls import ResponseCancel, ResponseCreate, ResponseParams
@@ -25,7 +26,6 @@ from pipeline.realtime.turns import SUPERVISOR_METADATA
 from pipeline.session import disposition_of
 from pipeline.state import SessionState
 from pipeline.step import AnswerRequest, CancelTimer, LogEntry, RunTool, ScheduleTimer, Step, TransferCall
-from pipeline.wire import parse_inbound
 from tests.pipeline import events as ev
 from tests.pipeline import line_events as op
 from tests.pipeline.realtime.test_tool_properties import LOOKUP, _tool_finished

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.call.built_in import END_CALL
 from pipeline.limits import MAXIMUM_INSTRUCTIONS_BYTES
 from pipeline.prompt import block_hash
-from pipeline.realtime.configuration import END_CALL
 from pipeline.realtime.controls import ResponseCreate
 from pipeline.realtime.turns import SAY_EXACTLY
 from pipeline.state import Phase

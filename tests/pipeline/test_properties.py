@@ -7,11 +7,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.dialects import parse_inbound
 from pipeline.realtime.controls import ResponseCreate
 from pipeline.realtime.events import ResponseDone
 from pipeline.state import SessionState, Usage
 from pipeline.step import PersistTranscript, Step
-from pipeline.wire import parse_inbound
 from tests.pipeline import events as ev
 
 PROPERTY_SETTINGS = settings(max_examples=200, deadline=None)

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+from pipeline.dialects import parse_inbound
 from pipeline.realtime.controls import ResponseCreate
 from pipeline.session import disposition_of
 from pipeline.state import Phase, SessionState
 from pipeline.step import PersistTranscript, RecordIncident
-from pipeline.wire import parse_inbound
 from tests.pipeline import events as ev
 
 # The frozen gateway numbers what its socket still held with the generation it opened.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.call.built_in import TRANSFER_CALL
 from pipeline.phone import PhoneLine
-from pipeline.realtime.configuration import TRANSFER_CALL
 from pipeline.realtime.controls import ItemCreate, ResponseCreate
 from pipeline.realtime.silences import GOODBYE_SILENT
 from pipeline.realtime.turns import SAY_EXACTLY

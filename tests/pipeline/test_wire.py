@@ -7,11 +7,13 @@ from typing import Any
 
 import pytest
 
+from pipeline.dialects import parse_inbound
 from pipeline.errors import MalformedFrame, OversizedFrame
 from pipeline.limits import MAXIMUM_PROVIDER_FRAME_BYTES
 from pipeline.realtime.events import ResponseDone, UserTranscriptFinal
+from pipeline.realtime.frames import classify_frame
 from pipeline.state import Phase
-from pipeline.wire import FrameKind, UnknownEvent, classify_frame, control_wire, parse_inbound
+from pipeline.wire import FrameKind, UnknownEvent, control_wire
 from tests.pipeline import events as ev
 
 # ── parse_inbound ────────────────────────────────────────────────────────────────────────
@@ -364,7 +366,8 @@ def test_a_frame_postgresql_could_not_store_is_refused() -> None:
     import json as _json
 
     from pipeline.errors import MalformedFrame
-    from pipeline.wire import FrameKind, classify_frame
+    from pipeline.realtime.frames import classify_frame
+    from pipeline.wire import FrameKind
 
     final = {
         "type": "conversation.item.input_audio_transcription.completed",

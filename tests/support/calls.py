@@ -101,9 +101,9 @@ def deliver(session_id: str, seq: int, event: dict[str, Any], generation: int = 
 def refold(session_id: str) -> Any:
     """The session state rebuilt from its log alone, in applied order (DESIGN invariant 4)."""
     from models.records import event_log
+    from pipeline.dialects import parse_inbound
     from pipeline.session import apply
     from pipeline.state import SessionState
-    from pipeline.wire import parse_inbound
 
     state = SessionState()
     for logged in sorted(event_log(session_id), key=lambda event: event["applied_order"] or 0):

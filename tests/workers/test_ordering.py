@@ -11,9 +11,9 @@ import pytest
 
 from models.db import SessionEventRow, SessionRow, TranscriptItemRow
 from models.records import event_log
+from pipeline.dialects import parse_inbound
 from pipeline.session import apply
 from pipeline.state import Phase, SessionState
-from pipeline.wire import parse_inbound
 from tests.support.calls import admit, envelope, new_session_id, spoken_turns
 from tests.workers.conftest import drain
 

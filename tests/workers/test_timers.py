@@ -9,7 +9,7 @@ from typing import Any
 from models.db import database
 from models.sessions import locked_session, new_session
 from models.timers import claim_overdue
-from pipeline.wire import parse_inbound
+from pipeline.dialects import parse_inbound
 from tests.pipeline import events as ev
 from tests.support.calls import GATEWAY, new_session_id
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pipeline.privacy.detect import Kind
-from pipeline.privacy.policy import ALWAYS_REDACTED, PrivacyPolicy
+from pipeline.privacy.policy import ALWAYS_REDACTED, Kind, PrivacyPolicy
 
 
 def test_cards_and_ssns_are_redacted_whatever_the_policy_says() -> None:

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from pipeline.catalog import ToolError, ToolOutcome
+from pipeline.dialects import parse_inbound
 from pipeline.realtime import tools
 from pipeline.realtime.controls import ItemCreate, ResponseCreate
 from pipeline.realtime.events import FunctionCallArgumentsDone, ResponseDone
@@ -19,7 +20,6 @@ from pipeline.step import (
     RunTool,
     ScheduleTimer,
 )
-from pipeline.wire import parse_inbound
 from simulator.oracle import wire_errors
 from tests.pipeline import events as ev
 
@@ -274,7 +274,8 @@ def _item_done(call_id: str = "call_1", response_id: str = "resp_1") -> dict[str
 def test_a_function_call_item_done_is_the_same_call_and_is_taken_up_once() -> None:
     """output_item.done for a function_call requests the call when it comes alone, and changes
     nothing after function_call_arguments.done named the same call."""
-    from pipeline.wire import FrameKind, classify_frame
+    from pipeline.realtime.frames import classify_frame
+    from pipeline.wire import FrameKind
 
     assert classify_frame(json.dumps(_item_done())).kind is FrameKind.DURABLE
     message = {
