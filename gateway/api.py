@@ -61,6 +61,7 @@ from pipeline.limits import (
     MAXIMUM_REQUEST_JSON_DEPTH,
     TYPED_MESSAGES_PER_MINUTE,
 )
+from pipeline.outbound.specs import CallSpec, CampaignSpec, ContactsPage, SuppressionSpec, TrunkSpec
 from pipeline.privacy.boundary import Redactor
 from pipeline.privacy.policy import ALWAYS_REDACTED, Kind
 from pipeline.roles import Identity, Permission, Role, permission_for
@@ -142,6 +143,20 @@ def build_api(gateway: ApiPort) -> Starlette:
         Route("/v1/routes", api.add_route, methods=["POST"]),
         Route("/v1/routes/{route_id}", api.remove_route, methods=["DELETE"]),
         Route("/v1/phone-calls/{call_id}", api.phone_call, methods=["GET"]),
+        Route("/v1/calls", api.place_call, methods=["POST"]),
+        Route("/v1/calls/{call_id}", api.outbound_call, methods=["GET"]),
+        Route("/v1/campaigns", api.list_campaigns, methods=["GET"]),
+        Route("/v1/campaigns", api.create_campaign, methods=["POST"]),
+        Route("/v1/campaigns/{campaign_id}", api.campaign, methods=["GET"]),
+        Route("/v1/campaigns/{campaign_id}/contacts", api.campaign_contacts, methods=["GET"]),
+        Route("/v1/campaigns/{campaign_id}/contacts", api.add_campaign_contacts, methods=["POST"]),
+        Route("/v1/campaigns/{campaign_id}/{verb:str}", api.campaign_verb, methods=["POST"]),
+        Route("/v1/trunks", api.list_trunks, methods=["GET"]),
+        Route("/v1/trunks", api.add_trunk, methods=["POST"]),
+        Route("/v1/trunks/{name}", api.remove_trunk, methods=["DELETE"]),
+        Route("/v1/suppressions", api.list_suppressions, methods=["GET"]),
+        Route("/v1/suppressions", api.add_suppression, methods=["POST"]),
+        Route("/v1/suppressions/{number}", api.remove_suppression, methods=["DELETE"]),
         Route("/v1/callers/{number}", api.erase_caller, methods=["DELETE"]),
         Route("/v1/sessions", api.create, methods=["POST"]),
         Route("/v1/sessions", api.list_sessions, methods=["GET"]),
@@ -553,6 +568,160 @@ class _Api:
 
     async def remove_route(self, request: Request) -> Response:
         status, body = await self.rpc.call("routes", verb="remove", route_id=request.path_params["route_id"])
+        return JSONResponse(body, status_code=status)
+
+    # ── calls going out ─────────────────────────────────────────────────────────────────
+
+    async def place_call(self, request: Request) -> Response:
+        """Place one call (a Live session dials `to` through a trunk): 201 with the session and
+        the call `dialing`; 409 on a Realtime session, to a suppressed number or without room
+        to dial; 404 for an unknown trunk; 422 for bad input."""
+        try:
+            spec = CallSpec.model_validate(await _json_body(request))
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        session_id = f"sess_{uuid.uuid4().hex}"
+        call_id = f"call_{uuid.uuid4().hex}"
+        status, body = await self.rpc.call(
+            "place_call",
+            session_id=session_id,
+            call_id=call_id,
+            spec=spec.model_dump(mode="json"),
+            now=time.time(),
+        )
+        if status == 201:
+            body = {**body, "live": self._live_credentials(session_id)}
+        return JSONResponse(body, status_code=status)
+
+    async def create_campaign(self, request: Request) -> Response:
+        """A campaign: 201 with its counts (it dials as its window and `max_concurrent` allow;
+        `"paused": true` holds it while more contacts are added); 409 on a Realtime session; 422
+        for bad input, a window that never opens or an expiry past."""
+        try:
+            spec = CampaignSpec.model_validate(await _json_body(request))
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        campaign_id = f"camp_{uuid.uuid4().hex}"
+        status, body = await self.rpc.call(
+            "campaigns", verb="create", campaign_id=campaign_id, spec=spec.model_dump(mode="json"), now=time.time()
+        )
+        return JSONResponse(body, status_code=status)
+
+    async def list_campaigns(self, request: Request) -> Response:
+        status, body = await self.rpc.call("campaigns", verb="list")
+        return JSONResponse(body, status_code=status)
+
+    async def campaign(self, request: Request) -> Response:
+        campaign_id = request.path_params["campaign_id"]
+        status, body = await self.rpc.call("campaigns", verb="show", campaign_id=campaign_id)
+        return JSONResponse(body, status_code=status)
+
+    async def campaign_contacts(self, request: Request) -> Response:
+        """A page of a campaign's contacts, in their order: `?after=` a position, `?limit=` (≤ 1,000)."""
+        query = request.query_params
+        limit, after = query.get("limit", "100"), query.get("after", "-1")
+        if not limit.isdigit() or not 1 <= int(limit) <= 1_000:
+            return error_response(422, "malformed_request", "limit must be 1 to 1000")
+        if not after.lstrip("-").isdigit() or len(after) > 12:
+            return error_response(422, "malformed_request", "after must be a contact's position")
+        status, body = await self.rpc.call(
+            "campaigns",
+            verb="contacts",
+            campaign_id=request.path_params["campaign_id"],
+            after=int(after),
+            limit=int(limit),
+        )
+        return JSONResponse(body, status_code=status)
+
+    async def add_campaign_contacts(self, request: Request) -> Response:
+        """More contacts for a campaign not over: `{"contacts": [...]}` (≤ 1,000) or a CSV body
+        (`text/csv`, ≤ 1 MiB); each bad row is refused by its number, the rest taken."""
+        campaign_id = request.path_params["campaign_id"]
+        if "text/csv" in request.headers.get("content-type", ""):
+            body = await request.body()
+            try:
+                text = body.decode("utf-8-sig")
+            except UnicodeDecodeError:
+                return error_response(422, "malformed_request", "the CSV is not UTF-8")
+            first_line = request.query_params.get("first_line", "2")
+            if not first_line.isdigit() or len(first_line) > 7:
+                return error_response(422, "malformed_request", "first_line must be a line number")
+            status, answer = await self.rpc.call(
+                "campaigns", verb="add_contacts", campaign_id=campaign_id, csv=text, first_line=int(first_line)
+            )
+            return JSONResponse(answer, status_code=status)
+        try:
+            page = ContactsPage.model_validate(await _json_body(request))
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        status, answer = await self.rpc.call(
+            "campaigns",
+            verb="add_contacts",
+            campaign_id=campaign_id,
+            contacts=[contact.model_dump(mode="json") for contact in page.contacts],
+        )
+        return JSONResponse(answer, status_code=status)
+
+    async def campaign_verb(self, request: Request) -> Response:
+        """Pause (no new dials; calls in progress finish), resume, or cancel a campaign."""
+        verb = request.path_params["verb"]
+        if verb not in ("pause", "resume", "cancel"):
+            return error_response(404, "not_found", f"a campaign has no {verb[:40]!r}: pause, resume or cancel")
+        campaign_id = request.path_params["campaign_id"]
+        status, body = await self.rpc.call("campaigns", verb=verb, campaign_id=campaign_id)
+        return JSONResponse(body, status_code=status)
+
+    async def outbound_call(self, request: Request) -> Response:
+        status, body = await self.rpc.call("outbound_call", call_id=request.path_params["call_id"])
+        return JSONResponse(body, status_code=status)
+
+    async def list_trunks(self, _request: Request) -> Response:
+        status, body = await self.rpc.call("trunks", verb="list")
+        return JSONResponse(body, status_code=status)
+
+    async def add_trunk(self, request: Request) -> Response:
+        """Add a SIP trunk (or replace the one of that name): 201 (200 replaced), its password
+        never answered; 422 for bad input."""
+        try:
+            trunk = TrunkSpec.model_validate(await _json_body(request))
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        # The password travels to the worker that encrypts it, and nowhere else (the actor is
+        # never retried into a dead letter: a failure is answered, and the request made again).
+        body_out = {**trunk.model_dump(mode="json"), "password": trunk.password.get_secret_value()}
+        status, body = await self.rpc.call("trunks", verb="add", trunk=body_out)
+        return JSONResponse(body, status_code=status)
+
+    async def remove_trunk(self, request: Request) -> Response:
+        status, body = await self.rpc.call("trunks", verb="remove", name=request.path_params["name"])
+        return JSONResponse(body, status_code=status)
+
+    async def list_suppressions(self, request: Request) -> Response:
+        """The numbers never dialled, in number order: `?after=` a number, `?limit=` (≤ 1,000)."""
+        query = request.query_params
+        limit = query.get("limit", "100")
+        if not limit.isdigit() or not 1 <= int(limit) <= 1_000:
+            return error_response(422, "malformed_request", "limit must be 1 to 1000")
+        after = query.get("after", "")[:16]
+        status, body = await self.rpc.call("suppressions", verb="list", after=after, limit=int(limit))
+        return JSONResponse(body, status_code=status)
+
+    async def add_suppression(self, request: Request) -> Response:
+        """Never dial this number again: 201 (200 if it was already), 422 for a bad number."""
+        try:
+            spec = SuppressionSpec.model_validate(await _json_body(request))
+        except (ValidationError, BadInput) as error:
+            return _invalid(error)
+        identity = request.scope.get("identity")
+        by = identity.name if identity is not None else ""
+        status, body = await self.rpc.call(
+            "suppressions", verb="add", suppression=spec.model_dump(mode="json"), by=by
+        )
+        return JSONResponse(body, status_code=status)
+
+    async def remove_suppression(self, request: Request) -> Response:
+        number = request.path_params["number"]
+        status, body = await self.rpc.call("suppressions", verb="remove", number=number[:40])
         return JSONResponse(body, status_code=status)
 
     # ── erasure (admin) ───────────────────────────────────────────────────────────────

@@ -32,7 +32,7 @@ from gateway.liveness import Heartbeat
 from gateway.metrics import GatewayMetrics
 from gateway.phone import PhoneDoor, answer_call
 from gateway.providers.live import OpenAILive, live_provider_from
-from gateway.providers.rest import ProviderRest
+from gateway.providers.rest import ProviderCallError, ProviderRest
 from gateway.rpc import WorkerRpc
 from gateway.sideband import ActionCarrier, SidebandSocket
 from gateway.sink import EventSink, NumberingBroker
@@ -46,6 +46,7 @@ from pipeline.envelope import (
     CollectDigits,
     OpenSideband,
     OutboundBatch,
+    PlaceCall,
     Reply,
     SendControl,
     TransferCall,
@@ -275,6 +276,8 @@ class Gateway:
                 self._spawn(
                     self._transfer(batch.session_id, batch.generation, item), f"refer-{batch.session_id}"
                 )
+            elif isinstance(item, PlaceCall):
+                self._spawn(self._dial(batch.session_id, item), f"dial-{batch.session_id}")
 
     def _collect(self, session_id: str, generation: int, directive: CollectDigits) -> None:
         """Start or stop keeping the caller's key presses in the call's privacy boundary. A
@@ -308,6 +311,45 @@ class Gateway:
             logger.warning("transfer of %s to %s failed: %s", directive.call_id, directive.to, error)
             finished = TransferFinished(to=directive.to, ok=False, error=str(error)[:300])
         self.sink.submit_event(session_id, generation, host_event(finished), time.time())
+
+    async def _dial(self, session_id: str, directive: PlaceCall) -> None:
+        """Place the call, once: claimed by its id before the provider is asked (a batch published
+        again dials nothing), and with that id as the provider's idempotency key. What the
+        provider answers goes to the workers: the call's id to attach its sideband to, or why
+        it was not placed."""
+        try:
+            if not await asyncio.wrap_future(self.sink.first_time(session_id, f"dial:{directive.call}")):
+                return
+        except redis.RedisError as error:
+            # Not placed (so never twice): the call fails, saying why.
+            await self._dial_failed(session_id, "dial_not_claimed", f"the dial could not be claimed: {error}")
+            return
+        if directive.trunk is None:
+            detail = "the call's trunk is gone, or its password does not open"
+            await self._dial_failed(session_id, "trunk_not_found", detail)
+            return
+        try:
+            call_id = await self._wing(directive.provider).rest.place_call(
+                directive.to, directive.trunk, directive.session, idempotency_key=directive.call
+            )
+        except ProviderUnavailable as error:
+            code = "dial_refused" if isinstance(error, ProviderCallError) else "provider_unavailable"
+            logger.warning("dial of %s for %s failed: %s", directive.call, session_id, error)
+            await self._dial_failed(session_id, code, str(error))
+            return
+        # A request not answered in time is still queued, and applied when a worker takes it.
+        status, _ = await self.rpc.call(
+            "attach_call", session_id=session_id, call_id=call_id, now=time.time(), medium="sip"
+        )
+        if status != 200:
+            logger.warning("attach of dialled call %s for %s answered %s", call_id, session_id, status)
+
+    async def _dial_failed(self, session_id: str, code: str, detail: str) -> None:
+        status, _ = await self.rpc.call(
+            "admission_failed", session_id=session_id, code=code, detail=detail[:500], now=time.time()
+        )
+        if status != 200:
+            logger.warning("dial failure of %s (%s) answered %s", session_id, code, status)
 
     def _open_sideband(self, session_id: str, generation: int, directive: OpenSideband) -> None:
         existing = self.sockets.get(session_id)

@@ -21,24 +21,27 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import Enum
 from functools import cache
 from typing import Any
 
 import psycopg2
 
-from models import compactions, timers
+from models import campaigns, compactions, timers
+from models import outbound as outgoing
 from models.data_keys import create_session_key, session_public_key
 from models.db import database, reopen
 from pipeline import sequencer
 from pipeline.catalog import ToolError, ToolOutcome
-from pipeline.dialects import parse_inbound
+from pipeline.dialects import dialect_of, parse_inbound
 from pipeline.envelope import (
     CloseCall,
     CollectDigits,
     EventEnvelope,
     OpenSideband,
     Outbound,
+    PlaceCall,
     Reply,
     SendControl,
     TransferCall,
@@ -61,6 +64,7 @@ from pipeline.step import (
     FinishCompaction,
     InterruptToolStep,
     NotifyApp,
+    OutboundEnded,
     PersistTranscript,
     RecordIncident,
     RefuseToolStep,
@@ -70,10 +74,12 @@ from pipeline.step import (
     ScheduleTimer,
     StartCompaction,
     Step,
+    Suppress,
 )
 from pipeline.step import CloseCall as CloseCallEffect
 from pipeline.step import CollectDigits as CollectDigitsEffect
 from pipeline.step import OpenSideband as OpenSidebandEffect
+from pipeline.step import PlaceCall as PlaceCallEffect
 from pipeline.step import TransferCall as TransferCallEffect
 from pipeline.tool_steps import ToolStepIdentity
 from pipeline.wire import (
@@ -224,7 +230,15 @@ _Write = Callable[[Step, str, int, list[Outbound]], _Written]
 
 
 def _controls(outbound: list[Outbound]) -> str:
-    return json.dumps([item.model_dump(mode="json") for item in outbound])
+    """What an event emitted, as its log row keeps it: each item as sent, but a dial's trunk
+    password, which travels to the gateway and is never stored in the clear."""
+    return json.dumps([_as_logged(item) for item in outbound])
+
+
+def _as_logged(item: Outbound) -> dict[str, Any]:
+    exclude = {"trunk": {"password"}} if isinstance(item, PlaceCall) else None
+    logged: dict[str, Any] = item.model_dump(mode="json", exclude=exclude)
+    return logged
 
 
 def sessions_owned_by(gateway_id: str) -> list[str]:
@@ -253,6 +267,10 @@ class Applied:
     compactions_finished: list[str] = field(default_factory=list)
     # What the app that owns the call is told, once the transaction commits.
     notifications: list[NotifyApp] = field(default_factory=list)
+    # The campaigns whose dialer looks again once this commits (a call of theirs ended), and
+    # the calls going out that ended, by outcome (for the metrics).
+    campaigns: list[str] = field(default_factory=list)
+    calls_ended: list[str] = field(default_factory=list)
     # The session's usage before and after this transaction (for the metrics: whatever events
     # it applied, a drained one included).
     usage_before: Usage | None = None
@@ -277,6 +295,8 @@ class Applied:
                 "dispositions",
                 "compactions_finished",
                 "notifications",
+                "campaigns",
+                "calls_ended",
             ):
                 getattr(merged, name).extend(getattr(part, name))
             if merged.usage_before is None:
@@ -825,6 +845,18 @@ class LockedSession:
                         stop=spec is None,
                     )
                 )
+            elif isinstance(effect, PlaceCallEffect) and step.state.outbound is not None:
+                call = step.state.outbound
+                items.append(
+                    PlaceCall(
+                        id=f"{prefix}_d{index}",
+                        call=call.id,
+                        to=call.to,
+                        trunk=outgoing.trunk_for_dial(self.id, call.trunk, self.execute),
+                        session=dialect_of(step.state).creation_configuration(step.state) or {},
+                        provider=provider,
+                    )
+                )
             elif isinstance(effect, CloseCallEffect):
                 items.append(
                     CloseCall(
@@ -850,7 +882,7 @@ class LockedSession:
             envelope.received_at,
             disposition,
             order,
-            json.dumps([item.model_dump(mode="json") for item in outbound]),
+            _controls(outbound),
         ]
 
     def _insert_event(
@@ -911,6 +943,17 @@ class LockedSession:
                 applied.compactions_finished.append(effect.status)
             elif isinstance(effect, NotifyApp):
                 applied.notifications.append(effect)
+            elif isinstance(effect, Suppress):
+                outgoing.suppress_for_session(self.execute, self.id, effect.number, effect.source)
+            elif isinstance(effect, OutboundEnded):
+                applied.calls_ended.append(effect.outcome)
+                dialled = outgoing.call_ended(self.execute, effect)
+                if dialled is not None:
+                    campaign_id, contact_id = dialled
+                    campaigns.contact_called(
+                        self.execute, campaign_id, contact_id, effect.outcome, datetime.now(UTC)
+                    )
+                    applied.campaigns.append(campaign_id)
             elif isinstance(effect, AnswerRequest):
                 applied.replies.append(self._reply(effect))
         applied.outbound += outbound

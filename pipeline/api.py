@@ -25,7 +25,7 @@ from pipeline.limits import (
     MAXIMUM_TYPED_TEXT_BYTES,
     MAXIMUM_USAGE_BUDGET_TOKENS,
 )
-from pipeline.phone import ROUTE_NUMBER
+from pipeline.phone import ROUTE_NUMBER, KeyAction
 from pipeline.privacy.policy import PrivacyPolicy, Storage
 from pipeline.signing import is_secret
 
@@ -403,8 +403,9 @@ class RouteTerms(BaseModel):
     max_calls: int | None = Field(default=None, ge=1, le=100_000)
     # The only places a call on this route may be transferred to (by a supervisor or the model).
     transfer_targets: tuple[str, ...] = Field(default=(), max_length=32)
-    # Keypad presses (DTMF) and what they do: "attention" (ask for a person) or "end".
-    keys: dict[str, Literal["attention", "end"]] = Field(default_factory=dict)
+    # Keypad presses (DTMF) and what they do: "attention" (ask for a person), "end", or
+    # "opt_out" (the caller's number goes on the do-not-call list, and the call ends).
+    keys: dict[str, KeyAction] = Field(default_factory=dict)
     # Idle timeouts (the caller said nothing for `silence_ms` after the agent spoke) before the
     # agent says goodbye and hangs up; each one before that asks whether the caller is there.
     silences: int | None = Field(default=None, ge=1, le=20)
@@ -421,10 +422,15 @@ class RouteTerms(BaseModel):
     @field_validator("keys")
     @classmethod
     def _keys(cls, keys: dict[str, str]) -> dict[str, str]:
-        for key in keys:
-            if key not in DTMF_KEYS:
-                raise ValueError(f"{key!r} is not a keypad key (0-9, *, #, A-D)")
-        return keys
+        return checked_keys(keys)
+
+
+def checked_keys(keys: dict[str, str]) -> dict[str, str]:
+    """Keypad keys mapped to actions: each must be a key a keypad has."""
+    for key in keys:
+        if key not in DTMF_KEYS:
+            raise ValueError(f"{key!r} is not a keypad key (0-9, *, #, A-D)")
+    return keys
 
 
 class RouteSpec(RouteTerms):

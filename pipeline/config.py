@@ -75,6 +75,11 @@ class Settings(BaseModel):
     webhook_secret: str | None = None
     route_header: str = Field(default="To", min_length=1, max_length=100)
     max_phone_calls: int = Field(default=1_000, ge=1)
+    # Calls going out: at most this many at once across the deployment, and this many of the
+    # `max_phone_calls` lines always kept for callers (a dial waits while taking one would
+    # leave fewer free).
+    max_outbound: int = Field(default=20, ge=0)
+    reserve_inbound: int = Field(default=0, ge=0)
     # Days after a call ended that the retention sweep erases its content, for sessions whose
     # privacy policy names no `retention_days` (None: kept until erased on request).
     retention_days: int | None = Field(default=None, ge=1, le=3650)

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from pipeline.call.dialect import Capabilities, Refusal
 from pipeline.call.messages import Playback
+from pipeline.call.progress import CallProgress
 from pipeline.call.story import StoryMark
 from pipeline.errors import MalformedFrame
 from pipeline.live import operations as live
@@ -152,6 +153,10 @@ class Dialect(Protocol):
 
     def parse(self, raw: dict[str, Any]) -> InboundEvent | None:
         """A logged input of this provider's own into its model (None: not one of its types)."""
+        ...
+
+    def call_progress(self, event: InboundEvent) -> CallProgress | None:
+        """What one of this provider's own inputs says of a call going out (None: nothing)."""
         ...
 
     def story_mark(self, event: InboundEvent) -> StoryMark | None:

@@ -97,6 +97,37 @@ class CollectDigits(BaseModel):
     stop: bool = False
 
 
+class Trunk(BaseModel):
+    """The SIP trunk a call goes out through, as the provider is given it. Its password is in the
+    clear only here, on its way to the gateway that dials (it is stored encrypted)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    url: str
+    username: str
+    password: str = Field(repr=False)
+    caller_number: str
+
+
+class PlaceCall(BaseModel):
+    """Dial the session's call going out, once: the gateway claims `call` (the call's id, also
+    the provider's idempotency key) before it asks the provider, so a directive published twice
+    dials once. `trunk` is None when the call's trunk is gone: the dial fails, saying so."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["place_call"] = "place_call"
+    id: str
+    call: str
+    to: str
+    trunk: Trunk | None
+    # What the provider session is created with (its startup configuration; the gateway adds
+    # the model), and which provider.
+    session: dict[str, Any]
+    provider: Literal["realtime", "live"] = "live"
+
+
 class Reply(BaseModel):
     """The answer to an API request the gateway is waiting on."""
 
@@ -110,7 +141,8 @@ class Reply(BaseModel):
 
 
 Outbound = Annotated[
-    SendControl | OpenSideband | CloseCall | TransferCall | CollectDigits | Reply, Field(discriminator="kind")
+    SendControl | OpenSideband | CloseCall | TransferCall | CollectDigits | PlaceCall | Reply,
+    Field(discriminator="kind"),
 ]
 
 

@@ -90,6 +90,9 @@ def erased_state(state: SessionState) -> SessionState:
             silences=state.phone.silences,
             silence_ms=state.phone.silence_ms,
         )
+    if state.outbound is not None:
+        # Whom it dialled, and what they said, are the callee's.
+        changes["outbound"] = state.outbound.model_copy(update={"to": "", "heard": ()})
     erased = state.evolve(**changes)
     # Every wing erases its own parts, whichever provider the session had: what was said is
     # gone from any field that could hold it.

@@ -7,7 +7,11 @@ SwitchboardError
 │   │   ├── RouteNotFound
 │   │   ├── PhoneCallNotFound
 │   │   ├── KeyNotFound
-│   │   └── DeadLetterNotFound
+│   │   ├── DeadLetterNotFound
+│   │   ├── TrunkNotFound        no SIP trunk of that name (or none at all)
+│   │   ├── CallNotFound         no call going out of that id
+│   │   ├── CampaignNotFound
+│   │   └── SuppressionNotFound  the number is not on the do-not-call list
 │   ├── SessionExists
 │   ├── SessionEnded
 │   ├── AdmissionRefused
@@ -15,12 +19,18 @@ SwitchboardError
 │   ├── ToolStepTerminal        a finished tool step cannot start again
 │   ├── ToolOutcomeConflict     a finished tool step cannot take a different outcome
 │   ├── UnreplayableDeadLetter  a dead letter whose body is not a message
+│   ├── NotSupported            the session's provider cannot (its code names the provider)
+│   ├── NumberSuppressed        a call to a number on the do-not-call list
+│   ├── OutboundCapacity        the deployment places no more calls now
+│   ├── CampaignOver            a completed or cancelled campaign takes no more contacts
 │   └── SessionKeyDestroyed     the session's data key was destroyed (pipeline.privacy.sealing;
 │                               also a SealedValueUnreadable)
 ├── BadInput                 input that can never become valid; recorded, never retried
 │   ├── MalformedFrame       a provider frame that is not JSON or not a known shape
 │   ├── OversizedFrame
 │   ├── MalformedRequest     an API request body that does not validate
+│   ├── TrunkRequired        a call names no trunk, and the deployment has several
+│   ├── TooManyContacts      a campaign past its 100,000 contacts
 │   ├── UnknownTool          a session asks for a tool nobody registered
 │   ├── UnknownDelegationHandler  a Live session names a handler nobody registered
 │   └── MalformedEnvelope    a queue message that is not a Switchboard envelope
@@ -70,6 +80,22 @@ class DeadLetterNotFound(NotFound):
     code = "dead_letter_not_found"
 
 
+class TrunkNotFound(NotFound):
+    code = "trunk_not_found"
+
+
+class CallNotFound(NotFound):
+    code = "call_not_found"
+
+
+class SuppressionNotFound(NotFound):
+    code = "suppression_not_found"
+
+
+class CampaignNotFound(NotFound):
+    code = "campaign_not_found"
+
+
 class SessionExists(Refusal):
     code = "session_exists"
 
@@ -106,6 +132,27 @@ class UnreplayableDeadLetter(Refusal):
     code = "dead_letter_corrupt"
 
 
+class NotSupported(Refusal):
+    """The session's provider cannot do what was asked (`pipeline.call.dialect.refusal`): the code
+    names the provider (`not_supported_on_realtime`), the message says why."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class NumberSuppressed(Refusal):
+    code = "suppressed"
+
+
+class OutboundCapacity(Refusal):
+    code = "outbound_capacity"
+
+
+class CampaignOver(Refusal):
+    code = "campaign_over"
+
+
 class BadInput(SwitchboardError):
     """Input that can never become valid: answered with a typed error and dropped."""
 
@@ -122,6 +169,14 @@ class OversizedFrame(BadInput):
 
 class MalformedRequest(BadInput):
     code = "malformed_request"
+
+
+class TrunkRequired(BadInput):
+    code = "trunk_required"
+
+
+class TooManyContacts(BadInput):
+    code = "too_many_contacts"
 
 
 class MalformedNumber(BadInput):

@@ -1,9 +1,9 @@
 """What the app that owns a call is told, as signed webhooks to the URL its session (or route)
-names: `call.started`, `call.ended` (with the end-of-call report), `attention.requested` and
-`tool.failed`. Decided here from each transition (a `NotifyApp` effect); delivered after the
-transaction commits, with retries, by the workers. Each notification's id is stable (the
-session, the kind and what makes it unique), so a retried or replayed delivery is recognisably
-the same one.
+names: `call.started`, `call.ended` (with the end-of-call report), `attention.requested`,
+`tool.failed`, and for a call Switchboard placed `call.attempted` (its outcome). Decided here
+from each transition (a `NotifyApp` effect); delivered after the transaction commits, with
+retries, by the workers. Each notification's id is stable (the session, the kind and what makes
+it unique), so a retried or replayed delivery is recognisably the same one.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ def app_events(before: SessionState, event: InboundEvent, step: Step) -> Step:
     for effect in step.effects:
         if isinstance(effect, LogEntry) and effect.kind == "attention.requested":
             told.append(NotifyApp(kind="attention.requested", key=str(after.attentions), data=effect.data))
+        elif isinstance(effect, LogEntry) and effect.kind == "call.attempted":
+            # A call going out is over: what it came to, once per call.
+            told.append(NotifyApp(kind="call.attempted", key=str(effect.data["call"]), data=effect.data))
     if isinstance(event, ToolFinished) and event.outcome.get("status") != "succeeded":
         data = {
             "call_id": event.call_id,

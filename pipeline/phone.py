@@ -9,7 +9,7 @@ route by the number dialled (the `To` header's user part, or another configured 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -29,6 +29,12 @@ GONE_BEFORE_ANSWER = 480  # Temporarily Unavailable: the session failed before i
 # SIP headers kept of a call: enough for any real INVITE, bounded against a hostile one.
 MAXIMUM_SIP_HEADERS = 64
 MAXIMUM_SIP_HEADER_CHARS = 1_000
+
+
+# What a keypad press may do on a phone call: ask for a person, end the call, or put the
+# number that is not Switchboard's (the caller's, or the callee's on a call going out) on the
+# do-not-call list and end the call.
+KeyAction = Literal["attention", "end", "opt_out"]
 
 
 class PhoneLine(BaseModel):

@@ -1,10 +1,11 @@
 """Who may do what: API keys with roles, and which routes each role may use.
 
-`app` creates and steers sessions; `supervisor` uses the supervisor's verbs (and the line's:
-hold, unhold, attention); `viewer` only reads; `admin` may do everything, the routes, dead
-letters and erasure included. A key is `sbk_<id>_<secret>`: the id finds it, the secret is
-compared, as its SHA-256, in constant time over bytes. The deployment's own API token (SWITCHBOARD_API_TOKEN)
-is an admin's: the key that makes the others.
+`app` creates and steers sessions, places calls and runs campaigns, and adds numbers to the
+do-not-call list; `supervisor` uses the supervisor's verbs (and the line's: hold, unhold,
+attention); `viewer` only reads; `admin` may do everything, the routes, trunks, dead letters,
+erasure and taking a number off the do-not-call list included. A key is `sbk_<id>_<secret>`:
+the id finds it, the secret is compared, as its SHA-256, in constant time over bytes. The
+deployment's own API token (SWITCHBOARD_API_TOKEN) is an admin's: the key that makes the others.
 """
 
 from __future__ import annotations
@@ -61,7 +62,12 @@ class Identity:
 
 def permission_for(method: str, path: str) -> Permission:
     """What a request needs, by its route."""
-    if path.startswith(("/v1/routes", "/v1/dead-letters", "/v1/keys", "/v1/phone-calls", "/v1/callers")):
+    if path.startswith(
+        ("/v1/routes", "/v1/dead-letters", "/v1/keys", "/v1/phone-calls", "/v1/callers", "/v1/trunks")
+    ):
+        return Permission.ADMINISTER
+    if method == "DELETE" and path.startswith("/v1/suppressions/"):
+        # Taking a number off the do-not-call list is an administrator's.
         return Permission.ADMINISTER
     if method == "DELETE" and path.startswith("/v1/sessions/"):
         return Permission.ADMINISTER  # erasure

@@ -18,6 +18,7 @@ from typing import Literal, assert_never
 from pipeline import (
     admission,
     agent,
+    dialing,
     ending,
     keypad,
     line,
@@ -39,6 +40,7 @@ from pipeline.timers import (
     DelegationDeadline,
     DelegationSettle,
     KeypadDeadline,
+    OutboundWait,
     ResponseDeadline,
     SeqGap,
     SessionCeiling,
@@ -131,6 +133,7 @@ def apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
     """Decide what one event means for the session."""
     step = keypad.asked_by_model(_apply(state, event, generation))
     step = keypad.ended(state, dialect_of(state).ended(state, step))
+    step = dialing.ended(state, step)
     return notify.app_events(state, event, line.answered_by_end(state, step))
 
 
@@ -154,6 +157,7 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
                     live=dialect_for(event.provider).wing_state(event),
                     privacy=event.privacy,
                     storage=event.storage,
+                    outbound=event.outbound,
                 )
             )
         case SessionCreated():
@@ -162,7 +166,11 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
         case EndRequested():
             return admission.end(state, event)
         case AdmissionBegun():
-            return admission.begin_admission(state, event.request_id)
+            begun = admission.begin_admission(state, event.request_id)
+            if state.phase is Phase.CREATED and state.outbound is not None:
+                # A call going out is admitted by dialling it.
+                return begun.then(dialing.dial(begun.state))
+            return begun
         case CallAttached():
             return admission.attach_call(state, event.call_id, event.medium)
         case AdmissionFailed():
@@ -182,6 +190,8 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
                     return line.nobody_came(state, number)
                 case KeypadDeadline(number):
                     return keypad.deadline_passed(state, number)
+                case OutboundWait() as wait:
+                    return dialing.waited(state, wait)
                 case AdmissionTimeout() | SessionCeiling() as timer:
                     return admission.timer_fired(state, timer)
                 case SeqGap() | None:
@@ -326,7 +336,11 @@ def _decide(state: SessionState, event: InboundEvent) -> Step:
         return telephony.key_pressed(state, pressed)
     # Truncations and unknown kinds are recorded in the log; the lifecycle and compaction work
     # decide on them.
-    return dialect.decide(state, event) or unchanged(state)
+    decided = dialect.decide(state, event) or unchanged(state)
+    progress = dialect.call_progress(event) if state.outbound is not None else None
+    if progress is None:
+        return decided
+    return decided.then(dialing.progressed(decided.state, progress))
 
 
 def provider_incident(event: ProviderError) -> RecordIncident:

@@ -177,6 +177,46 @@ class Attention(_Frozen):
     wait_s: float
 
 
+class Heard(_Frozen):
+    """A piece of what the callee said, as it was written down, on the call's timeline."""
+
+    text: str
+    start_ms: int
+    end_ms: int
+
+
+# What a call going out came to (`pipeline.outbound.outcomes` says what each means).
+CallOutcome = Literal["completed", "voicemail", "no_answer", "busy", "failed", "cancelled"]
+
+
+class OutboundCall(_Frozen):
+    """A call Switchboard places (`POST /v1/calls`, or a campaign's dial): to whom and through
+    which trunk, the campaign contact it dials, how far it got, who answered, and what it came
+    to. `id` ("call_…") is the app's handle on it and the dial's idempotency key."""
+
+    id: str
+    to: str
+    trunk: str
+    caller_number: str = ""
+    campaign_id: str | None = None
+    contact_id: int | None = None
+    attempt: int = 1
+    # What to do when a machine answers, and the message left on one.
+    voicemail: Literal["hangup", "leave_message"] = "hangup"
+    message: str | None = None
+    progress: Literal["dialing", "ringing", "answered"] = "dialing"
+    answered_by: Literal["human", "machine", "unknown"] | None = None
+    # The callee's words while who answered is being decided (kept no longer than that), and
+    # how many pieces of speech the call's waits have been counted by (each wait is numbered by
+    # the count when it was armed, so one replaced by a newer one finds no row when it fires).
+    heard: tuple[Heard, ...] = ()
+    pieces: int = 0
+    # A message left on a machine: waiting for its greeting to end, then said.
+    leaving: Literal["waiting", "said"] | None = None
+    failure: str | None = None
+    outcome: CallOutcome | None = None
+
+
 class PromptBlock(_Frozen):
     """One named block of the session's instructions (they are the blocks, in order)."""
 
@@ -385,6 +425,8 @@ class SessionState(_Frozen):
     storage: Storage = "full"
     # The keypad collection under way (the line is held while the caller types), how many the
     # session has had, and one the model has just asked for with its built-in tool.
+    # A call Switchboard placed (None: the call came in).
+    outbound: OutboundCall | None = None
     collecting: KeypadEntry | None = None
     collections: int = 0
     collect_asked: KeypadAsk | None = None

@@ -73,6 +73,28 @@ class CloseCall(_Effect):
     call_id: str | None = None
 
 
+class PlaceCall(_Effect):
+    """Have a gateway dial the session's call going out (`state.outbound`): once, whatever
+    redelivers this decision (the dial is claimed by the call's id before the provider is asked)."""
+
+
+class OutboundEnded(_Effect):
+    """A call going out is over: its attempt's outcome is recorded and, for a campaign's
+    contact, whether it is dialled again (`pipeline.outbound.retry`)."""
+
+    id: str
+    outcome: Literal["completed", "voicemail", "no_answer", "busy", "failed", "cancelled"]
+    answered_by: Literal["human", "machine", "unknown"] | None = None
+    code: str | None = None
+
+
+class Suppress(_Effect):
+    """Put `number` on the deployment's do-not-call list (a callee who opted out), once."""
+
+    number: str
+    source: Literal["opt_out", "model"]
+
+
 class CollectDigits(_Effect):
     """Tell the owning gateway's boundary to keep the caller's key presses for collection
     `number` (`digits`), or to stop keeping them and forget any it holds (`digits` None)."""
@@ -240,6 +262,9 @@ Effect = (
     | LogEntry
     | TransferCall
     | CollectDigits
+    | PlaceCall
+    | OutboundEnded
+    | Suppress
     | NotifyApp
 )
 # A control of any wing: each wing's own models say its shape (and forbid what it lacks), so a

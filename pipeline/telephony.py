@@ -1,16 +1,20 @@
 """What only a phone call has: keypad presses (the caller's silences and the model's transfer
 are Realtime's: `pipeline/realtime/silences.py`, and `transfer_call` in its tools).
 
-A key press (DTMF) is logged (`call.key`) and does what the call's route maps it to: ask for a
-person, or end the call; or, when it is the session's consent `decline_key`, declines recording.
+A key press (DTMF) is logged (`call.key`) and does what the call's route (or, for a call going
+out, its `keys`) maps it to: ask for a person, end the call, or opt out — the other party's
+number goes on the do-not-call list and the call ends; or, when it is the session's consent
+`decline_key`, declines recording.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pipeline import admission, line
 from pipeline.consent import declined, declines_by_key
 from pipeline.state import IN_CALL, SessionState
-from pipeline.step import LogEntry, Step, unchanged
+from pipeline.step import LogEntry, Step, Suppress, unchanged
 from pipeline.wire import AttentionRequested, KeyPressed
 
 # How long a caller who pressed the key for a person waits for one.
@@ -31,4 +35,29 @@ def key_pressed(state: SessionState, event: KeyPressed) -> Step:
         return pressed.then(line.attention(state, wanted))
     if action == "end":
         return pressed.then(admission.finish(state, "caller_pressed_end"))
+    if action == "opt_out":
+        return pressed.then(opted_out(state, "key"))
     return pressed
+
+
+def opted_out(state: SessionState, by: Literal["key", "model"]) -> Step:
+    """The other party asked never to be called again: their number goes on the do-not-call
+    list (logged, with how they asked) and the call ends."""
+    number = the_other_party(state)
+    if not number:
+        return unchanged(state)
+    logged = Step(
+        state=state,
+        effects=(
+            LogEntry(kind="call.opted_out", data={"by": by}),
+            Suppress(number=number, source="opt_out" if by == "key" else "model"),
+        ),
+    )
+    return logged.then(admission.finish(state, "opted_out"))
+
+
+def the_other_party(state: SessionState) -> str:
+    """The number of whoever Switchboard talks to: the callee of a call it placed, else the caller."""
+    if state.outbound is not None:
+        return state.outbound.to
+    return state.phone.caller if state.phone is not None else ""

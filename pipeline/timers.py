@@ -14,6 +14,7 @@ This module imports nothing of Switchboard's, so any module may name its timers 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, cast, get_args
 
 ADMISSION_TIMEOUT = "admission_timeout"
 SESSION_CEILING = "session_ceiling"
@@ -26,6 +27,7 @@ TOOL_DEADLINE_PREFIX = "tool_deadline:"
 RESPONSE_DEADLINE_PREFIX = "response_deadline:"
 SEQ_GAP_PREFIX = "seq_gap:"
 KEYPAD_DEADLINE_PREFIX = "keypad_deadline:"
+OUTBOUND_PREFIX = "outbound:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,22 @@ class KeypadDeadline:
     number: int
 
 
+# What a call going out waits for, each with its own timer: the ringing to end, the verdict on
+# who answered, the callee's pause, a machine's greeting to end, the message to be said.
+OutboundStage = Literal["ring", "verdict", "callee_paused", "greeting_over", "message_said"]
+OUTBOUND_STAGES: frozenset[str] = frozenset(get_args(OutboundStage))
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundWait:
+    """A call going out waited long enough at `stage`. `number` tells apart the waits of one
+    stage that a newer one replaced (the count of what was heard when it was armed): only the
+    latest one's firing still finds its row."""
+
+    stage: OutboundStage
+    number: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class SeqGap:
     """Seq `seq` (≥ 0) is still missing with events behind it: it is declared lost. The
@@ -114,6 +132,7 @@ Timer = (
     | ToolDeadline
     | ResponseDeadline
     | KeypadDeadline
+    | OutboundWait
     | SeqGap
 )
 
@@ -141,6 +160,8 @@ def timer_name(timer: Timer) -> str:
             return f"{RESPONSE_DEADLINE_PREFIX}{number}"
         case KeypadDeadline(number):
             return f"{KEYPAD_DEADLINE_PREFIX}{number}"
+        case OutboundWait(stage, number):
+            return f"{OUTBOUND_PREFIX}{stage}:{number}"
         case SeqGap(seq):
             return f"{SEQ_GAP_PREFIX}{seq}"
 
@@ -185,6 +206,11 @@ def parse_timer(name: str) -> Timer | None:
         return ResponseDeadline(_number(name.removeprefix(RESPONSE_DEADLINE_PREFIX)))
     if name.startswith(KEYPAD_DEADLINE_PREFIX):
         return KeypadDeadline(_number(name.removeprefix(KEYPAD_DEADLINE_PREFIX)))
+    if name.startswith(OUTBOUND_PREFIX):
+        stage, _, number = name.removeprefix(OUTBOUND_PREFIX).partition(":")
+        if stage not in OUTBOUND_STAGES:
+            return None
+        return OutboundWait(cast(OutboundStage, stage), _number(number))
     if name.startswith(SEQ_GAP_PREFIX):
         seq = _digits(name.removeprefix(SEQ_GAP_PREFIX))
         return None if seq is None else SeqGap(seq)

@@ -24,7 +24,7 @@ from pipeline.errors import MalformedFrame, OversizedFrame
 from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH, MAXIMUM_PROVIDER_FRAME_BYTES
 from pipeline.phone import PhoneLine
 from pipeline.privacy.policy import PrivacyPolicy
-from pipeline.state import AppWebhook, Greeting, LiveSetup, Person
+from pipeline.state import AppWebhook, Greeting, LiveSetup, OutboundCall, Person
 
 # What an incident quotes is cut at this depth, and the rest shown as a preview of this length.
 MAXIMUM_STORED_CONTEXT_DEPTH = 16
@@ -124,6 +124,8 @@ class SessionCreated(Inbound):
     live: LiveSetup | None = None
     privacy: PrivacyPolicy = PrivacyPolicy()
     storage: Literal["full", "metadata"] = "full"
+    # A call Switchboard places: whom it dials, and through which trunk.
+    outbound: OutboundCall | None = None
 
 
 class AdmissionBegun(Inbound):

@@ -11,14 +11,18 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.config import ConfigError, Settings, settings_from
 from pipeline.privacy.sealing import DeploymentKey, SealedValueUnreadable
 from switchboard.data_key import PREVIOUS, DataKeyError, deployment_keys
 from switchboard.logs import redact_logs
 from switchboard.services import Services, resolve_services
+
+if TYPE_CHECKING:
+    from switchboard.client import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 # The commands that start Switchboard's processes (or are one): each stops at start, exit 2,
@@ -146,6 +150,44 @@ def main(argv: list[str] | None = None) -> int:
     callers.add_argument("action", choices=["erase"])
     callers.add_argument("number", help="the number, E.164: +14155550123")
     callers.add_argument("--api", help="the gateway's API (default: from the settings)")
+    trunks = commands.add_parser(
+        "trunks", help="SIP trunks calls go out through: add, list or remove one (admin)"
+    )
+    trunks.add_argument("action", choices=["add", "list", "remove"])
+    trunks.add_argument("name", nargs="?", help="add, remove: the trunk's name")
+    trunks.add_argument("--url", help="add: the trunk's SIP address, sips:host[:port]")
+    trunks.add_argument("--username", help="add: the digest username")
+    trunks.add_argument("--password", help="add: the digest password (stored encrypted, never shown)")
+    trunks.add_argument("--caller-number", help="add: the number calls come from, E.164")
+    trunks.add_argument("--api", help="the gateway's API (default: from the settings)")
+    campaigns = commands.add_parser(
+        "campaigns",
+        help="calls going out to a list: create (from a CSV of contacts), list, show, pause, resume, cancel",
+    )
+    campaigns.add_argument("action", choices=["create", "list", "show", "pause", "resume", "cancel"])
+    campaigns.add_argument("campaign", nargs="?", help="show, pause, resume, cancel: the campaign's id")
+    campaigns.add_argument("--name", help="create: the campaign's name")
+    campaigns.add_argument("--contacts", type=Path, help="create: a CSV with a `to` column (others are vars)")
+    campaigns.add_argument("--instructions", help="create: the agent's instructions ({var} placeholders)")
+    campaigns.add_argument("--greeting", help="create: what the agent says once a person answers")
+    campaigns.add_argument("--handler", help="create: the Live delegation handler the agent's tasks go to")
+    campaigns.add_argument("--trunk", help="create: the trunk to call through (default: the only one)")
+    campaigns.add_argument("--max-concurrent", type=int, default=5, help="create: calls at once (default 5)")
+    campaigns.add_argument("--window", help="create: days and hours to call in, e.g. mon-fri,09:00-20:00")
+    campaigns.add_argument("--timezone", help="create: the window's zone for numbers that do not tell one")
+    campaigns.add_argument(
+        "--retry", action="append", default=[], help="create: OUTCOME=ATTEMPTS/AFTER_S, e.g. no_answer=3/600"
+    )
+    campaigns.add_argument("--voicemail-message", help="create: leave this on a machine (else hang up)")
+    campaigns.add_argument("--api", help="the gateway's API (default: from the settings)")
+    suppressions = commands.add_parser(
+        "suppressions", help="numbers never to dial: add, list or remove one (remove: admin)"
+    )
+    suppressions.add_argument("action", choices=["add", "list", "remove"])
+    suppressions.add_argument("number", nargs="?", help="add, remove: the number, E.164")
+    suppressions.add_argument("--reason", default="", help="add: why (kept with the number)")
+    suppressions.add_argument("--after", default="", help="list: the numbers after this one")
+    suppressions.add_argument("--api", help="the gateway's API (default: from the settings)")
     keys = commands.add_parser("keys", help="API keys with roles: add (the key is shown once), list, revoke")
     keys.add_argument("action", choices=["add", "list", "revoke"])
     keys.add_argument("target", nargs="?", help="add: the key's name (a person, an app); revoke: the key id")
@@ -252,6 +294,12 @@ def main(argv: list[str] | None = None) -> int:
         return _keys(settings, arguments)
     if arguments.command == "callers":
         return _callers(settings, arguments)
+    if arguments.command == "trunks":
+        return _trunks(settings, arguments)
+    if arguments.command == "suppressions":
+        return _suppressions(settings, arguments)
+    if arguments.command == "campaigns":
+        return _campaigns(settings, arguments)
     if arguments.command == "dlq":
         from switchboard.dlq import run_dlq
 
@@ -412,7 +460,7 @@ def _keys(settings: Settings, arguments: argparse.Namespace) -> int:
 def _rotate_data_keys(settings: Settings, keys: tuple[DeploymentKey, ...], *, every_namespace: bool) -> int:
     """Re-wrap the sessions' keys under the current deployment key; print how many as JSON.
     Exit 2 when a session's key is under a deployment key not given (set it as the previous)."""
-    from models import data_keys
+    from models import data_keys, outbound
     from models.db import connect
 
     services = _services(settings, quiet=True)
@@ -421,6 +469,8 @@ def _rotate_data_keys(settings: Settings, keys: tuple[DeploymentKey, ...], *, ev
         _migrate(services)
         namespace = None if every_namespace else settings.broker_namespace
         rotated = data_keys.rotate(keys, namespace=namespace)
+        # The trunks' passwords are under the deployment key too.
+        rotated += outbound.rotate_trunks(keys, namespace=namespace)
     except SealedValueUnreadable as error:
         print(f"switchboard: data-keys rotate stopped: {error}; set it as {PREVIOUS}", file=sys.stderr)
         return 2
@@ -430,39 +480,14 @@ def _rotate_data_keys(settings: Settings, keys: tuple[DeploymentKey, ...], *, ev
     return 0
 
 
-def _routes(settings: Settings, arguments: argparse.Namespace) -> int:
-    """Add, list or remove routes through a gateway's API; exit 1 on a refusal."""
+def _through_api(settings: Settings, api_url: str | None, work: Callable[[Client], Any]) -> int:
+    """Ask a gateway's API with the deployment's token and print the JSON answer; exit 1 on a
+    refusal (its body printed) or when no gateway answers."""
     from switchboard.client import ApiError, Client
 
-    api = arguments.api or f"http://{settings.gateway_host}:{settings.gateway_port}"
-    client = Client(api, settings.api_token)
+    api = api_url or f"http://{settings.gateway_host}:{settings.gateway_port}"
     try:
-        if arguments.action == "list":
-            result: Any = client.routes()
-        elif arguments.action == "remove":
-            if not arguments.target:
-                print("switchboard: routes remove needs the route id", file=sys.stderr)
-                return 2
-            result = client.remove_route(arguments.target)
-        else:
-            if not (arguments.target and arguments.instructions):
-                print("switchboard: routes add needs a number and --instructions", file=sys.stderr)
-                return 2
-            session: dict[str, Any] = {"instructions": arguments.instructions}
-            if arguments.tools:
-                session["tools"] = [name.strip() for name in arguments.tools.split(",") if name.strip()]
-            if arguments.greeting:
-                session["greeting"] = {"say": arguments.greeting}
-            if arguments.hangup_when:
-                session["hangup"] = {"when": arguments.hangup_when}
-            terms: dict[str, Any] = {"transfer_targets": arguments.transfer_to}
-            if arguments.max_calls is not None:
-                terms["max_calls"] = arguments.max_calls
-            if arguments.silences is not None:
-                terms["silences"] = arguments.silences
-            if arguments.key:
-                terms["keys"] = dict(pair.split("=", 1) for pair in arguments.key if "=" in pair)
-            result = client.add_route(arguments.target, session, **terms)
+        result = work(Client(api, settings.api_token))
     except ApiError as error:
         print(json.dumps(error.body, indent=2), file=sys.stderr)
         return 1
@@ -473,23 +498,179 @@ def _routes(settings: Settings, arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _trunks(settings: Settings, arguments: argparse.Namespace) -> int:
+    """Add, list or remove SIP trunks through a gateway's API."""
+    if arguments.action == "list":
+        return _through_api(settings, arguments.api, lambda client: client.trunks())
+    if not arguments.name:
+        print(f"switchboard: trunks {arguments.action} needs the trunk's name", file=sys.stderr)
+        return 2
+    if arguments.action == "remove":
+        return _through_api(settings, arguments.api, lambda client: client.remove_trunk(arguments.name))
+    missing = [
+        flag for flag in ("url", "username", "password", "caller_number") if not getattr(arguments, flag)
+    ]
+    if missing:
+        flags = ", ".join("--" + flag.replace("_", "-") for flag in missing)
+        print(f"switchboard: trunks add needs {flags}", file=sys.stderr)
+        return 2
+    trunk = {
+        "name": arguments.name,
+        "url": arguments.url,
+        "username": arguments.username,
+        "password": arguments.password,
+        "caller_number": arguments.caller_number,
+    }
+    return _through_api(settings, arguments.api, lambda client: client.add_trunk(trunk))
+
+
+def _suppressions(settings: Settings, arguments: argparse.Namespace) -> int:
+    """Add, list or remove numbers never to dial through a gateway's API."""
+    if arguments.action == "list":
+        return _through_api(
+            settings, arguments.api, lambda client: client.suppressions(after=arguments.after)
+        )
+    if not arguments.number:
+        print(f"switchboard: suppressions {arguments.action} needs the number", file=sys.stderr)
+        return 2
+    if arguments.action == "remove":
+        return _through_api(settings, arguments.api, lambda client: client.unsuppress(arguments.number))
+    return _through_api(
+        settings, arguments.api, lambda client: client.suppress(arguments.number, arguments.reason)
+    )
+
+
+# A campaign's contacts go to the API in pages: the first with its creation, the rest as CSV of
+# at most this many rows each (a request body is bounded at 1 MiB).
+CONTACTS_PER_REQUEST = 1_000
+_DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def _campaigns(settings: Settings, arguments: argparse.Namespace) -> int:
+    """Create (paging a CSV's contacts in), list, show, pause, resume or cancel campaigns."""
+    if arguments.action == "list":
+        return _through_api(settings, arguments.api, lambda client: client.campaigns())
+    if arguments.action != "create":
+        if not arguments.campaign:
+            print(f"switchboard: campaigns {arguments.action} needs the campaign's id", file=sys.stderr)
+            return 2
+        if arguments.action == "show":
+            return _through_api(settings, arguments.api, lambda client: client.campaign(arguments.campaign))
+        return _through_api(
+            settings, arguments.api, lambda client: client.campaign_verb(arguments.campaign, arguments.action)
+        )
+    if not (arguments.name and arguments.contacts and arguments.instructions):
+        print("switchboard: campaigns create needs --name, --contacts FILE.csv and --instructions", file=sys.stderr)
+        return 2
+    try:
+        spec = _campaign_spec(arguments)
+        lines = arguments.contacts.read_text(encoding="utf-8-sig").splitlines()
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        print(f"switchboard: campaigns create: {error}", file=sys.stderr)
+        return 2
+    return _through_api(settings, arguments.api, lambda client: _create_campaign(client, spec, lines))
+
+
+def _create_campaign(client: Client, spec: dict[str, Any], lines: list[str]) -> dict[str, Any]:
+    """Create the campaign held (paused) with its first page of contacts, send the rest a page at
+    a time, then let it dial; the answer says which rows were refused and why."""
+    from pipeline.outbound.contacts import Contact, iter_contacts
+
+    header, rows = lines[:1], lines[1:]
+    refused: list[dict[str, Any]] = []
+    first: list[dict[str, Any]] = []
+    for row in iter_contacts(header + rows[:CONTACTS_PER_REQUEST]):
+        if isinstance(row, Contact):
+            first.append(row.model_dump(mode="json"))
+        else:
+            refused.append(row.as_json())
+    created = client.create_campaign({**spec, "contacts": first, "paused": True})
+    campaign_id = str(created["id"])
+    for start in range(CONTACTS_PER_REQUEST, len(rows), CONTACTS_PER_REQUEST):
+        page = "\n".join(header + rows[start : start + CONTACTS_PER_REQUEST])
+        added = client.add_campaign_contacts_csv(campaign_id, page, first_line=start + 2)
+        refused += added.get("refused", [])
+    resumed = client.campaign_verb(campaign_id, "resume")
+    return {**resumed, "refused_rows": refused}
+
+
+def _campaign_spec(arguments: argparse.Namespace) -> dict[str, Any]:
+    """The campaign's body from the command line (the gateway checks the rest)."""
+    session: dict[str, Any] = {"instructions": arguments.instructions, "provider": "live"}
+    if arguments.greeting:
+        session["greeting"] = {"say": arguments.greeting}
+    if arguments.handler:
+        session["live"] = {"delegation": arguments.handler}
+    spec: dict[str, Any] = {"name": arguments.name, "session": session, "max_concurrent": arguments.max_concurrent}
+    if arguments.trunk:
+        spec["trunk"] = arguments.trunk
+    if arguments.window:
+        spec["window"] = _window(arguments.window, arguments.timezone)
+    if arguments.retry:
+        spec["retry"] = {}
+        for rule in arguments.retry:
+            outcome, _, terms = rule.partition("=")
+            attempts, _, after_s = terms.partition("/")
+            spec["retry"][outcome] = {"attempts": int(attempts), "after_s": int(after_s or 3_600)}
+    if arguments.voicemail_message:
+        spec["voicemail"] = {"action": "leave_message", "message": arguments.voicemail_message}
+    return spec
+
+
+def _window(text: str, timezone: str | None) -> dict[str, Any]:
+    """`mon-fri,09:00-20:00` (or `sat,10:00-14:00`) as a window."""
+    days_text, _, hours = text.partition(",")
+    first, _, last = days_text.partition("-")
+    if first not in _DAYS or (last and last not in _DAYS):
+        raise ValueError(f"--window {text!r}: days are mon..sun, one or a range (mon-fri)")
+    days = list(_DAYS[_DAYS.index(first) : _DAYS.index(last or first) + 1])
+    start, _, end = hours.partition("-")
+    return {"timezone": timezone, "days": days, "start": start, "end": end}
+
+
+def _routes(settings: Settings, arguments: argparse.Namespace) -> int:
+    """Add, list or remove routes through a gateway's API; exit 1 on a refusal."""
+    if arguments.action == "list":
+        return _through_api(settings, arguments.api, lambda client: client.routes())
+    if arguments.action == "remove":
+        if not arguments.target:
+            print("switchboard: routes remove needs the route id", file=sys.stderr)
+            return 2
+        return _through_api(settings, arguments.api, lambda client: client.remove_route(arguments.target))
+    if not (arguments.target and arguments.instructions):
+        print("switchboard: routes add needs a number and --instructions", file=sys.stderr)
+        return 2
+    session: dict[str, Any] = {"instructions": arguments.instructions}
+    if arguments.tools:
+        session["tools"] = [name.strip() for name in arguments.tools.split(",") if name.strip()]
+    if arguments.greeting:
+        session["greeting"] = {"say": arguments.greeting}
+    if arguments.hangup_when:
+        session["hangup"] = {"when": arguments.hangup_when}
+    terms: dict[str, Any] = {"transfer_targets": arguments.transfer_to}
+    if arguments.max_calls is not None:
+        terms["max_calls"] = arguments.max_calls
+    if arguments.silences is not None:
+        terms["silences"] = arguments.silences
+    if arguments.key:
+        terms["keys"] = dict(pair.split("=", 1) for pair in arguments.key if "=" in pair)
+    return _through_api(
+        settings, arguments.api, lambda client: client.add_route(arguments.target, session, **terms)
+    )
+
+
 def _callers(settings: Settings, arguments: argparse.Namespace) -> int:
     """Erase a number's ended sessions through a gateway's API; print the JSON answer. Exit 1
     on a refusal (a malformed number, a key that may not), and when live sessions were skipped."""
-    from switchboard.client import ApiError, Client
+    skipped: list[bool] = []
 
-    api = arguments.api or f"http://{settings.gateway_host}:{settings.gateway_port}"
-    client = Client(api, settings.api_token)
-    try:
+    def erase(client: Client) -> Any:
         result = client.erase_caller(arguments.number)
-    except ApiError as error:
-        print(json.dumps(error.body, indent=2), file=sys.stderr)
-        return 1
-    except OSError as error:
-        print(f"switchboard: no gateway answered at {api}: {error}", file=sys.stderr)
-        return 1
-    print(json.dumps(result, indent=2))
-    return 1 if result.get("skipped_live") else 0
+        skipped.append(bool(result.get("skipped_live")))
+        return result
+
+    status = _through_api(settings, arguments.api, erase)
+    return 1 if status or any(skipped) else 0
 
 
 def _verb(words: list[str]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
@@ -138,6 +138,53 @@ class Client:
     def phone_call(self, call_id: str) -> dict[str, Any]:
         """What became of a phone call: its session, or why it was turned away."""
         return dict(self._ok("GET", f"/v1/phone-calls/{quote(call_id, safe='')}"))
+
+    def place_call(self, to: str, session: dict[str, Any], **call: Any) -> dict[str, Any]:
+        return dict(self._ok("POST", "/v1/calls", {"to": to, "session": session, **call}))
+
+    def outbound_call(self, call_id: str) -> dict[str, Any]:
+        return dict(self._ok("GET", f"/v1/calls/{quote(call_id, safe='')}"))
+
+    def trunks(self) -> dict[str, Any]:
+        return dict(self._ok("GET", "/v1/trunks"))
+
+    def add_trunk(self, trunk: dict[str, Any]) -> dict[str, Any]:
+        return dict(self._ok("POST", "/v1/trunks", trunk))
+
+    def remove_trunk(self, name: str) -> dict[str, Any]:
+        return dict(self._ok("DELETE", f"/v1/trunks/{quote(name, safe='')}"))
+
+    def suppressions(self, after: str = "", limit: int = 100) -> dict[str, Any]:
+        query = urlencode({"after": after, "limit": limit})
+        return dict(self._ok("GET", f"/v1/suppressions?{query}"))
+
+    def suppress(self, number: str, reason: str = "") -> dict[str, Any]:
+        return dict(self._ok("POST", "/v1/suppressions", {"number": number, "reason": reason}))
+
+    def unsuppress(self, number: str) -> dict[str, Any]:
+        return dict(self._ok("DELETE", f"/v1/suppressions/{quote(number, safe='')}"))
+
+    def create_campaign(self, spec: dict[str, Any]) -> dict[str, Any]:
+        return dict(self._ok("POST", "/v1/campaigns", spec))
+
+    def campaigns(self) -> dict[str, Any]:
+        return dict(self._ok("GET", "/v1/campaigns"))
+
+    def campaign(self, campaign_id: str) -> dict[str, Any]:
+        return dict(self._ok("GET", f"/v1/campaigns/{quote(campaign_id, safe='')}"))
+
+    def campaign_contacts(self, campaign_id: str, after: int = -1, limit: int = 100) -> dict[str, Any]:
+        query = urlencode({"after": after, "limit": limit})
+        return dict(self._ok("GET", f"/v1/campaigns/{quote(campaign_id, safe='')}/contacts?{query}"))
+
+    def add_campaign_contacts_csv(self, campaign_id: str, csv: str, first_line: int = 2) -> dict[str, Any]:
+        """More contacts as a CSV page (with its header); refused rows are numbered from
+        `first_line` of the file they came from."""
+        path = f"/v1/campaigns/{quote(campaign_id, safe='')}/contacts?first_line={first_line}"
+        return dict(self._ok("POST", path, csv.encode(), headers={"Content-Type": "text/csv"}))
+
+    def campaign_verb(self, campaign_id: str, verb: str) -> dict[str, Any]:
+        return dict(self._ok("POST", f"/v1/campaigns/{quote(campaign_id, safe='')}/{verb}"))
 
     def interrupt(self, session_id: str) -> dict[str, Any]:
         return dict(self._ok("POST", f"/v1/sessions/{session_id}/interrupt"))

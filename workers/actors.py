@@ -11,14 +11,17 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import dramatiq
 import sentry_sdk
+from psycopg2.errors import UniqueViolation
 from pydantic import ValidationError
 
-from models import data_keys, incidents, phone, timers, tool_steps
+from models import campaigns as campaign_store
+from models import data_keys, dialer, incidents, phone, timers, tool_steps
 from models import keys as api_keys
+from models import outbound as outgoing
 from models.records import call_log, session_record
 from models.records import sessions as listed_sessions
 from models.sessions import (
@@ -32,6 +35,7 @@ from models.sessions import (
 )
 from pipeline.admission import creation_configuration, session_configuration
 from pipeline.api import RouteSpec, SessionSpec
+from pipeline.call.dialect import Ability, refusal
 from pipeline.catalog import ToolCatalog, ToolError, ToolOutcome
 from pipeline.cost import cost_usd
 from pipeline.dialects import capabilities_for, dialect_for
@@ -41,7 +45,9 @@ from pipeline.errors import (
     DeadLetterNotFound,
     KeyNotFound,
     MalformedEnvelope,
+    MalformedRequest,
     NotFound,
+    NotSupported,
     Refusal,
     SessionExists,
     ToolOutcomeConflict,
@@ -59,10 +65,13 @@ from pipeline.names import (
     TOOL_RUNS_QUEUE,
     TRANSCRIPT_QUEUE,
 )
+from pipeline.outbound.contacts import Contact, iter_contacts
+from pipeline.outbound.specs import CallSpec, CampaignSpec, SuppressionSpec, TrunkSpec, campaign_refusal
+from pipeline.outbound.vars import VarsRefused, fill
 from pipeline.phone import PhoneLine, kept_headers, line_of
 from pipeline.privacy.sealing import open_sealed
 from pipeline.realtime.configuration import offered_tools
-from pipeline.state import AppWebhook, Greeting, LiveSetup, Usage
+from pipeline.state import AppWebhook, Greeting, LiveSetup, OutboundCall, Usage
 from pipeline.step import RecordIncident, RunTool
 from pipeline.wire import (
     AdmissionBegun,
@@ -75,7 +84,7 @@ from pipeline.wire import (
 from workers import app_webhooks, delegations, erasure, runtime
 from workers import metrics as worker_metrics
 from workers.dead_letters import DeadLetters
-from workers.liveness import takeover_refusal_now
+from workers.liveness import live_gateways, takeover_refusal_now
 from workers.middleware import TimerSweeper
 from workers.tools.runner import run_tool as execute_tool
 
@@ -170,19 +179,7 @@ def create_session(
     """Create the session row, its first logged input, and its admission timer."""
 
     def create() -> tuple[int, dict[str, Any]]:
-        checked = SessionSpec.model_validate(spec)
-        event = SessionCreated(
-            instructions=checked.instructions,
-            limits=_limits(checked),
-            greeting=Greeting.model_validate(checked.greeting.model_dump()) if checked.greeting else None,
-            hangup_when=checked.hangup.when if checked.hangup else None,
-            app_webhook=AppWebhook.model_validate(checked.webhook.model_dump()) if checked.webhook else None,
-            provider=checked.provider,
-            live=_live_setup(checked),
-            privacy=checked.privacy,
-            storage=checked.storage,
-            **_session_catalog(checked.tools),
-        )
+        event = session_created(SessionSpec.model_validate(spec))
         try:
             with new_session(
                 session_id, gateway_id, _runtime.settings.broker_namespace, keys=_runtime.keys
@@ -311,23 +308,322 @@ def routes(
     _answer(request_id, gateway_id, act)
 
 
+# ── calls going out: trunks, the do-not-call list, one call ─────────────────────────────
+
+
+# A trunk's password rides in this actor's message: it is never retried into a dead letter
+# (which `switchboard dlq show` prints), a failure is answered instead and the request is made again.
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="trunks", max_retries=0, time_limit=30_000)
+def trunks(
+    request_id: str, gateway_id: str, verb: str, trunk: dict[str, Any] | None = None, name: str = ""
+) -> None:
+    """Add (or replace), list or remove the deployment's SIP trunks; a password is never answered."""
+    namespace = _runtime.settings.broker_namespace
+
+    def act() -> tuple[int, dict[str, Any]]:
+        if verb == "add":
+            spec = TrunkSpec.model_validate(trunk)
+            created = outgoing.add_trunk(
+                namespace,
+                spec.name,
+                spec.url,
+                spec.username,
+                spec.password.get_secret_value(),
+                spec.caller_number,
+            )
+            added = next(row for row in outgoing.trunks(namespace) if row.name == spec.name)
+            return (201 if created else 200), {"trunk": added.as_json()}
+        if verb == "remove":
+            outgoing.remove_trunk(namespace, name)
+            return 200, {"removed": name}
+        return 200, {"trunks": [row.as_json() for row in outgoing.trunks(namespace)]}
+
+    try:
+        _answer(request_id, gateway_id, act)
+    except Exception:
+        logger.exception("trunks %s failed", verb)
+        body = {"error": {"code": "trunk_not_stored", "message": "the trunk could not be stored now; try again"}}
+        _runtime.publisher.publish(
+            gateway_id, "", 0, [Reply(id=f"reply_{request_id}", request_id=request_id, status=503, body=body)]
+        )
+
+
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="suppressions", **_REQUEST_POLICY)
+def suppressions(
+    request_id: str,
+    gateway_id: str,
+    verb: str,
+    suppression: dict[str, Any] | None = None,
+    number: str = "",
+    after: str = "",
+    limit: int = 100,
+    by: str = "",
+) -> None:
+    """Add, list (in number order, after a number) or remove the numbers never to dial."""
+    namespace = _runtime.settings.broker_namespace
+
+    def act() -> tuple[int, dict[str, Any]]:
+        if verb == "add":
+            spec = SuppressionSpec.model_validate(suppression)
+            added = outgoing.suppress(namespace, spec.number, reason=spec.reason or "", by=by)
+            return (201 if added else 200), {"number": spec.number, "suppressed": True, "new": added}
+        if verb == "remove":
+            outgoing.unsuppress(namespace, number)
+            return 200, {"number": number, "suppressed": False}
+        listed = outgoing.suppressions(namespace, after=after, limit=limit)
+        following = listed[-1]["number"] if len(listed) == limit else None
+        return 200, {"suppressions": listed, "next": following}
+
+    _answer(request_id, gateway_id, act)
+
+
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="place_call", **_REQUEST_POLICY)
+def place_call(
+    request_id: str, gateway_id: str, session_id: str, call_id: str, spec: dict[str, Any], now: float
+) -> None:
+    """Place one call (`POST /v1/calls`): its session is created and its dial decided, in one
+    transaction; 201 with the session and the call `dialing`, or a typed refusal."""
+
+    def place() -> tuple[int, dict[str, Any]]:
+        checked = CallSpec.model_validate(spec)
+        session_spec = SessionSpec.model_validate(checked.session)
+        cannot = refusal(capabilities_for(session_spec.provider), Ability.OUTBOUND_CALLS)
+        if cannot is not None:
+            raise NotSupported(cannot.code, cannot.message)
+        created = session_created(filled(session_spec, checked.vars or {}))
+        call = OutboundCall(id=call_id, to=checked.to, trunk=checked.trunk or "")
+        try:
+            placed = dialer.place(
+                namespace=_runtime.settings.broker_namespace,
+                session_id=session_id,
+                gateway_id=gateway_id,
+                created=created.model_copy(update={"outbound": call}),
+                request_id=request_id,
+                capacity=_capacity(),
+                now=now,
+                publish=_publish,
+                keys=_runtime.keys,
+            )
+        except SessionExists:
+            # This request's own session, made by an earlier run of this message that failed
+            # after its commit: the answer is the same.
+            return 201, _placed(session_id, call_id, checked.to)
+        for applied in placed.applied:
+            _after_commit(session_id, applied)
+        return 201, _placed(session_id, call_id, checked.to)
+
+    _answer(request_id, gateway_id, place)
+
+
+@dramatiq.actor(queue_name=READS_QUEUE, actor_name="outbound_call", **_REQUEST_POLICY)
+def outbound_call(request_id: str, gateway_id: str, call_id: str) -> None:
+    """A call going out: its session, status, outcome and who answered."""
+    namespace = _runtime.settings.broker_namespace
+    _answer(request_id, gateway_id, lambda: (200, outgoing.outbound_call(namespace, call_id)))
+
+
+# ── campaigns: the durable dialer ───────────────────────────────────────────────────────
+
+
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="campaigns", **_REQUEST_POLICY)
+def campaigns_api(
+    request_id: str,
+    gateway_id: str,
+    verb: str,
+    campaign_id: str = "",
+    spec: dict[str, Any] | None = None,
+    after: int = -1,
+    limit: int = 100,
+    now: float = 0.0,
+    contacts: list[dict[str, Any]] | None = None,
+    csv: str | None = None,
+) -> None:
+    """Create, list, show, page or add to the contacts of, pause, resume or cancel campaigns."""
+    namespace = _runtime.settings.broker_namespace
+
+    def act() -> tuple[int, dict[str, Any]]:
+        if verb == "create":
+            checked = CampaignSpec.model_validate(spec)
+            _campaign_refused(checked, now)
+            try:
+                campaign_store.create(namespace, campaign_id, checked, checked.contacts)
+            except UniqueViolation:
+                pass  # this request's own campaign, made by an earlier run of this message
+            campaign_tick.send(campaign_id=campaign_id)
+            return 201, campaign_store.campaign(namespace, campaign_id)
+        if verb == "show":
+            return 200, campaign_store.campaign(namespace, campaign_id)
+        if verb == "contacts":
+            return 200, campaign_store.contacts(namespace, campaign_id, after=after, limit=limit)
+        if verb == "add_contacts":
+            if csv is not None:
+                rows = list(iter_contacts(csv.splitlines()))
+                taken = [row for row in rows if isinstance(row, Contact)]
+                refused = [row.as_json() for row in rows if not isinstance(row, Contact)]
+            else:
+                taken = [Contact.model_validate(contact) for contact in contacts or ()]
+                refused = []
+            added = campaign_store.add_contacts(namespace, campaign_id, taken)
+            campaign_tick.send(campaign_id=campaign_id)
+            return 200, {"campaign_id": campaign_id, "added": added, "refused": refused}
+        if verb in ("pause", "resume", "cancel"):
+            shown = campaign_store.set_status(namespace, campaign_id, verb)
+            if verb == "resume":
+                campaign_tick.send(campaign_id=campaign_id)
+            return 200, shown
+        return 200, {"campaigns": campaign_store.campaigns(namespace, limit=limit)}
+
+    _answer(request_id, gateway_id, act)
+
+
+def _campaign_refused(spec: CampaignSpec, now: float) -> None:
+    """A campaign that cannot run is refused whole: its session's provider places no calls, its
+    trunk is unknown, its session's tools or handler are unregistered, its window never opens or
+    it expired already."""
+    session_spec = SessionSpec.model_validate(spec.session)
+    cannot = refusal(capabilities_for(session_spec.provider), Ability.OUTBOUND_CALLS)
+    if cannot is not None:
+        raise NotSupported(cannot.code, cannot.message)
+    session_created(session_spec)  # an unregistered tool or handler is refused now, not per dial
+    outgoing.trunk_named(_runtime.settings.broker_namespace, spec.trunk)
+    why = campaign_refusal(spec, campaign_store.utc(now))
+    if why is not None:
+        raise MalformedRequest(why)
+
+
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="campaign_tick", max_retries=5, min_backoff=200)
+def campaign_tick(campaign_id: str) -> None:
+    """One look of a campaign's dialer: claim what may be dialled now, then place each call in
+    a transaction of its own, through a live gateway."""
+    now = time.time()
+    tick = campaign_store.claim_dials(campaign_id, campaign_store.utc(now), capacity=_capacity())
+    if tick.claimed:
+        gateways = live_gateways(_runtime.broker.client, _runtime.settings.broker_namespace)
+        for claimed in tick.claimed:
+            _place_claimed(claimed, gateways, now)
+    if tick.completed:
+        logger.info("campaign %s completed", campaign_id)
+        _notify_campaign(campaign_id, "campaign.completed")
+
+
+def _notify_campaign(campaign_id: str, kind: str) -> None:
+    """Tell the app of the campaign, once (the delivery's id is the campaign's and the kind's)."""
+    shown = campaign_store.campaign(campaign_store.namespace_of(campaign_id), campaign_id)
+    delivery_id = app_webhooks.webhook_id(campaign_id, kind, "1")
+    settings = _runtime.settings
+    notify_campaign.send_with_options(
+        kwargs={"campaign_id": campaign_id, "delivery_id": delivery_id, "kind": kind, "data": shown},
+        max_retries=settings.app_webhook_retries,
+        min_backoff=settings.app_webhook_min_backoff_ms,
+        max_backoff=settings.app_webhook_max_backoff_ms,
+    )
+
+
+@dramatiq.actor(queue_name=APP_WEBHOOKS_QUEUE, actor_name="notify_campaign", max_retries=8)
+def notify_campaign(campaign_id: str, delivery_id: str, kind: str, data: dict[str, Any]) -> None:
+    """Deliver one notification of a campaign to its app (retried with backoff, then a dead letter)."""
+    app_webhooks.deliver_for_campaign(campaign_id, delivery_id, kind, data)
+
+
+def _place_claimed(claimed: campaign_store.Claimed, gateways: list[str], now: float) -> None:
+    """Place one claimed call: its session is created (once, under the id its claim gave it)
+    and its dial decided. A campaign whose session spec no longer resolves fails that call."""
+    row = campaign_store.spec_of(claimed.campaign_id)
+    if row is None:
+        return
+    spec, namespace = row
+    if not gateways:
+        # No gateway to dial through: the claim is placed by a later tick (it stays unplaced).
+        logger.warning(
+            "campaign %s: no live gateway to dial %s through", claimed.campaign_id, claimed.call_id
+        )
+        return
+    gateway_id = gateways[int(claimed.call_id[5:13], 16) % len(gateways)]
+    session_spec = filled(SessionSpec.model_validate(spec.session), claimed.vars)
+    call = OutboundCall(
+        id=claimed.call_id,
+        to=claimed.to,
+        trunk=spec.trunk or "",
+        campaign_id=claimed.campaign_id,
+        contact_id=claimed.contact_id,
+        attempt=claimed.attempt,
+        voicemail=spec.voicemail.action,
+        message=spec.voicemail.message,
+    )
+    try:
+        placed = dialer.place(
+            namespace=namespace,
+            session_id=claimed.session_id,
+            gateway_id=gateway_id,
+            created=session_created(session_spec).model_copy(update={"outbound": call}),
+            request_id=claimed.call_id,
+            capacity=_capacity(),
+            now=now,
+            publish=_publish,
+            keys=_runtime.keys,
+            claimed=True,
+        )
+    except SessionExists:
+        return  # placed already, by the run that claimed it or an earlier retry of this one
+    for applied in placed.applied:
+        _after_commit(claimed.session_id, applied)
+
+
+def sweep_campaigns() -> int:
+    """Tick the campaigns whose next look is due (a retry or a window opening, or a tick message
+    lost); answers how many."""
+    due = campaign_store.due_campaigns(_runtime.settings.broker_namespace, CAMPAIGN_LEASE_S)
+    for campaign_id in due:
+        campaign_tick.send(campaign_id=campaign_id)
+    return len(due)
+
+
+# A campaign claimed by a sweep is not swept again for this long (its tick takes far less).
+CAMPAIGN_LEASE_S = 10.0
+CAMPAIGN_SWEEP_INTERVAL_S = 1.0
+
+_runtime.broker.add_middleware(
+    TimerSweeper(sweep_campaigns, CAMPAIGN_SWEEP_INTERVAL_S, name="campaign-sweeper")
+)
+
+
+def _placed(session_id: str, call_id: str, to: str) -> dict[str, Any]:
+    return {"session": session_record(session_id), "call": {"id": call_id, "to": to, "status": "dialing"}}
+
+
+def _capacity() -> dialer.Capacity:
+    settings = _runtime.settings
+    return dialer.Capacity(
+        max_outbound=settings.max_outbound,
+        max_phone_calls=settings.max_phone_calls,
+        reserve_inbound=settings.reserve_inbound,
+    )
+
+
+def filled(spec: SessionSpec, values: dict[str, str]) -> SessionSpec:
+    """The session spec with a contact's `vars` placed in its instructions and greeting (as
+    quoted data, never as instructions); a placeholder no var fills is refused."""
+    instructions = fill(spec.instructions, values)
+    if isinstance(instructions, VarsRefused):
+        raise MalformedRequest(f"instructions: {instructions.message}")
+    greeting = spec.greeting
+    if greeting is not None:
+        changes: dict[str, str] = {}
+        for field in ("say", "reply"):
+            text = getattr(greeting, field)
+            if text:
+                done = fill(text, values)
+                if isinstance(done, VarsRefused):
+                    raise MalformedRequest(f"greeting.{field}: {done.message}")
+                changes[field] = done
+        greeting = greeting.model_copy(update=changes)
+    return spec.model_copy(update={"instructions": instructions, "greeting": greeting})
+
+
 def _phone_session(route: phone.Route, line: PhoneLine) -> list[HostInput]:
     """The first inputs of a phone call's session: created as its route says, and admitting
     (the provider's accept is the call's creation)."""
-    spec = SessionSpec.model_validate(route.spec)
-    created = SessionCreated(
-        instructions=spec.instructions,
-        limits=_limits(spec),
-        greeting=Greeting.model_validate(spec.greeting.model_dump()) if spec.greeting else None,
-        hangup_when=spec.hangup.when if spec.hangup else None,
-        app_webhook=AppWebhook.model_validate(spec.webhook.model_dump()) if spec.webhook else None,
-        phone=line,
-        provider=spec.provider,
-        live=_live_setup(spec),
-        privacy=spec.privacy,
-        storage=spec.storage,
-        **_session_catalog(spec.tools),
-    )
+    created = session_created(SessionSpec.model_validate(route.spec)).model_copy(update={"phone": line})
     return [created, AdmissionBegun()]
 
 
@@ -434,12 +730,20 @@ def begin_admission(request_id: str, gateway_id: str, session_id: str, now: floa
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="attach_call", **_REQUEST_POLICY)
-def attach_call(request_id: str, gateway_id: str, session_id: str, call_id: str, now: float) -> None:
-    """Record the provider call id; the owning gateway is told to open the sideband."""
+def attach_call(
+    request_id: str,
+    gateway_id: str,
+    session_id: str,
+    call_id: str,
+    now: float,
+    medium: Literal["webrtc", "sip"] = "webrtc",
+) -> None:
+    """Record the provider call id (a WebRTC call created, or a call going out dialled: SIP);
+    the owning gateway is told to open the sideband."""
 
     def attach() -> tuple[int, dict[str, Any]]:
         with locked_session(session_id) as session:
-            applied = session.apply_host(CallAttached(call_id=call_id), now)
+            applied = session.apply_host(CallAttached(call_id=call_id, medium=medium), now)
             _publish(session, applied)
             state = session.state
         _after_commit(session_id, applied)
@@ -849,6 +1153,23 @@ def _answer(request_id: str, gateway_id: str, work: Callable[[], tuple[int, dict
         status, body = 422, {"error": {"code": code, "message": str(exc)}}
     reply = Reply(id=f"reply_{request_id}", request_id=request_id, status=status, body=body)
     _runtime.publisher.publish(gateway_id, body.get("id") or body.get("session_id") or "", 0, [reply])
+
+
+def session_created(checked: SessionSpec) -> SessionCreated:
+    """A session's first input, from its spec: its tools and delegation handler resolved
+    against the registries now (an unknown one is refused), its limits filled in."""
+    return SessionCreated(
+        instructions=checked.instructions,
+        limits=_limits(checked),
+        greeting=Greeting.model_validate(checked.greeting.model_dump()) if checked.greeting else None,
+        hangup_when=checked.hangup.when if checked.hangup else None,
+        app_webhook=AppWebhook.model_validate(checked.webhook.model_dump()) if checked.webhook else None,
+        provider=checked.provider,
+        live=_live_setup(checked),
+        privacy=checked.privacy,
+        storage=checked.storage,
+        **_session_catalog(checked.tools),
+    )
 
 
 def _session_catalog(names: tuple[str, ...]) -> dict[str, Any]:

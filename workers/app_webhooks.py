@@ -16,7 +16,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from models.db import SessionRow
+from models.db import SessionRow, database
 from models.records import session_record
 from pipeline.cost import ModelPrices, cost_usd
 from pipeline.errors import Fault
@@ -59,6 +59,24 @@ def deliver(
     payload: dict[str, Any] = {"session_id": session_id, **data}
     if kind == "call.ended":
         payload["report"] = report(session_id, state, prices.get(model))
+    return post(state.app_webhook.url, state.app_webhook.secret, delivery_id, kind, payload)
+
+
+def deliver_for_campaign(campaign_id: str, delivery_id: str, kind: str, data: dict[str, Any]) -> int:
+    """POST one notification about a campaign (`campaign.completed`) to the webhook its calls'
+    session names; its HTTP status (raises unless 2xx). A campaign without one tells nobody."""
+    row = database.execute_sql("SELECT spec FROM campaigns WHERE id = %s", (campaign_id,)).fetchone()
+    if row is None:
+        return 0
+    webhook = (row[0].get("session") or {}).get("webhook")
+    if not isinstance(webhook, dict) or not webhook.get("url") or not webhook.get("secret"):
+        return 0
+    payload = {"campaign_id": campaign_id, **data}
+    return post(str(webhook["url"]), str(webhook["secret"]), delivery_id, kind, payload)
+
+
+def post(url: str, secret: str, delivery_id: str, kind: str, payload: dict[str, Any]) -> int:
+    """Sign and POST one notification (Standard Webhooks); its HTTP status, or `AppWebhookFailed`."""
     timestamp = int(time.time())
     body = json.dumps({"type": kind, "timestamp": timestamp, "data": payload}, default=str)
     headers = {
@@ -66,11 +84,9 @@ def deliver(
         "user-agent": "Switchboard webhooks",
         "webhook-id": delivery_id,
         "webhook-timestamp": str(timestamp),
-        "webhook-signature": signature(state.app_webhook.secret, delivery_id, timestamp, body),
+        "webhook-signature": signature(secret, delivery_id, timestamp, body),
     }
-    request = urllib.request.Request(
-        state.app_webhook.url, data=body.encode(), method="POST", headers=headers
-    )
+    request = urllib.request.Request(url, data=body.encode(), method="POST", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=DELIVERY_TIMEOUT_S) as response:
             return int(response.status)

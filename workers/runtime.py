@@ -13,6 +13,7 @@ import dramatiq
 import dramatiq.brokers.redis
 from dramatiq.middleware import Retries, TimeLimit
 
+from models import outbound
 from models.db import connect, database, reopen
 from pipeline.config import Settings, settings_from
 from pipeline.names import TOOL_RUNS_QUEUE
@@ -72,6 +73,9 @@ def configure(settings: Settings, database_url: str, redis_url: str) -> Runtime:
     dramatiq.set_broker(broker)
     modules = [path.strip() for path in settings.tool_modules.split(",") if path.strip()]
     handler_modules = [path.strip() for path in settings.delegation_modules.split(",") if path.strip()]
+    keys = deployment_keys(settings)
+    # The trunks' passwords are encrypted under the same keys; this process may dial.
+    outbound.use_keys(keys)
     _current = Runtime(
         settings,
         database_url,
@@ -80,7 +84,7 @@ def configure(settings: Settings, database_url: str, redis_url: str) -> Runtime:
         publisher,
         load_registry(modules),
         load_handlers(handler_modules),
-        deployment_keys(settings),
+        keys,
     )
     return _current
 

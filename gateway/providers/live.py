@@ -18,6 +18,7 @@ from gateway.providers.rest import (
     provider_errors,
 )
 from pipeline.config import Settings
+from pipeline.envelope import Trunk
 
 
 class OpenAILive:
@@ -51,6 +52,36 @@ class OpenAILive:
         if not session_id:
             raise ProviderCallError(200, "no session id in the answer")
         return CreatedCall(call_id=session_id, sdp_answer=created.transport.sdp)
+
+    async def place_call(
+        self, to: str, trunk: Trunk, session: dict[str, Any], *, idempotency_key: str
+    ) -> str:
+        """Create a Live session that dials out through the trunk (LIVE_PROTOCOL.md §2.2: no
+        incoming webhook or accept; its progress comes on the sideband as `transport.*`). The
+        SDK's create is WebRTC only, so this is its raw POST."""
+        body = {
+            "session": {"model": self.model, **session},
+            "transport": {
+                "type": "sip",
+                "destination": to,
+                "trunk": {
+                    "provider_url": trunk.url,
+                    "auth": {"type": "digest", "username": trunk.username, "password": trunk.password},
+                    "caller_number": trunk.caller_number,
+                },
+            },
+        }
+        async with provider_errors("POST /live/sessions (sip)"):
+            created = await self._client.post(
+                "/live/sessions",
+                body=body,
+                cast_to=object,
+                options={"headers": {"Idempotency-Key": idempotency_key}},
+            )
+        session_id = (created.get("session") or {}).get("id") if isinstance(created, dict) else None
+        if not isinstance(session_id, str) or not session_id:
+            raise ProviderCallError(200, "no session id in the answer")
+        return session_id
 
     async def accept(self, call_id: str, session: dict[str, Any]) -> None:
         """Answer a Live phone call (by its session id) with this startup configuration."""

@@ -21,6 +21,7 @@ from gateway.providers.rest import (
     provider_errors,
 )
 from pipeline.config import Settings
+from pipeline.envelope import Trunk
 
 
 class OpenAIRealtime:
@@ -53,6 +54,13 @@ class OpenAIRealtime:
         if not call_id:
             raise ProviderCallError(raw.status_code, "no Location header with the call id")
         return CreatedCall(call_id=call_id, sdp_answer=raw.content.decode())
+
+    async def place_call(
+        self, to: str, trunk: Trunk, session: dict[str, Any], *, idempotency_key: str
+    ) -> str:
+        # The Realtime API places no calls; a session that would is refused before a dial is
+        # decided (Ability.OUTBOUND_CALLS), so this answers only a directive made by hand.
+        raise ProviderCallError(400, "the Realtime API places no outbound calls")
 
     async def accept(self, call_id: str, session: dict[str, Any]) -> None:
         """Answer a phone call with this session configuration (the SIP leg then rings)."""

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import openai
 
+from pipeline.envelope import Trunk
 from pipeline.errors import ProviderUnavailable
 
 # Each call-control request is one REST round trip; past this it is retried, then the provider
@@ -42,6 +43,13 @@ class ProviderRest(Protocol):
     protocol for either provider (`realtime.OpenAIRealtime`, `live.OpenAILive`)."""
 
     async def create_call(self, sdp_offer: str, session: dict[str, Any]) -> CreatedCall: ...
+
+    async def place_call(
+        self, to: str, trunk: Trunk, session: dict[str, Any], *, idempotency_key: str
+    ) -> str:
+        """Dial `to` through `trunk` (a SIP call going out); the call's id. The provider is given
+        `idempotency_key`, so the same dial asked twice is placed once where it honours it."""
+        ...
 
     async def accept(self, call_id: str, session: dict[str, Any]) -> None: ...
 

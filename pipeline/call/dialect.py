@@ -26,6 +26,7 @@ class Ability(StrEnum):
     DELEGATIONS = "delegations"
     USAGE_IN_SECONDS = "usage_in_seconds"
     IDLE_SILENCES = "idle_silences"
+    OUTBOUND_CALLS = "outbound_calls"
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ class Capabilities:
     """Usage is reported in seconds, so a session can have a seconds budget."""
     idle_silences: bool
     """The provider reports the caller's silences (a route's `silences`)."""
+    outbound_calls: bool
+    """The provider places phone calls through a SIP trunk (`POST /v1/calls`, campaigns)."""
     responses: bool
     """The host asks for each of the agent's responses and sees it end; without them the agent's
     words are a turn as they come (the call log's `turn.agent`)."""

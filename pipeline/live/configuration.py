@@ -16,10 +16,21 @@ def live_delegation(state: SessionState) -> dict[str, Any]:
     return {"type": "client", "acknowledgement_delay_ms": delay}
 
 
+# A call going out is answered by a person or a machine, which Switchboard decides from the first
+# words; a Live model's speech cannot be cut, so it is asked to wait for the verdict.
+WAIT_FOR_THE_ANSWER = (
+    "You are placing this phone call. Say nothing until you are told who answered it: a person, "
+    "or an answering machine. Then do as you are told."
+)
+
+
 def live_configuration(state: SessionState) -> dict[str, Any]:
     """A Live session's startup configuration, which a call is created or accepted with (the
     gateway adds the model)."""
-    return {"instructions": state.instructions, "delegation": live_delegation(state)}
+    instructions = state.instructions
+    if state.outbound is not None:
+        instructions = f"{WAIT_FOR_THE_ANSWER}\n\n{instructions}"
+    return {"instructions": instructions, "delegation": live_delegation(state)}
 
 
 def live_update(state: SessionState) -> dict[str, Any]:

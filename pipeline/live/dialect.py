@@ -25,6 +25,7 @@ LIVE = Capabilities(
     delegations=True,
     usage_in_seconds=True,
     idle_silences=False,
+    outbound_calls=True,
     responses=False,
     append_tokens=APPEND_TOKEN_BUDGET,
     reasons={

@@ -119,9 +119,43 @@ class KeyReceived(_Inbound):
     event: str
 
 
+class TransportProgress(_Inbound):
+    """An outbound call rings at the callee's end, or was answered (§2.2): by a person or a
+    machine, which the provider does not say."""
+
+    type: Literal["transport.ringing", "transport.answered"]
+    event_id: str
+    session_id: str | None = None
+
+
+class CallError(_Inbound):
+    type: str = "call_error"
+    code: str = ""
+    message: str = ""
+
+
+class TransportFailed(_Inbound):
+    """An outbound call did not connect: busy, unanswered, refused by the trunk (the code list
+    is unpublished, so the code is kept as it came)."""
+
+    type: Literal["transport.failed"]
+    event_id: str
+    session_id: str | None = None
+    error: CallError
+
+
 # What the provider says on a Live sideband that the workers read (the transcript event is the
 # gateway's, written down from the provider's fragments).
-LiveInbound = Delegated | Appended | InputMuted | UsageUpdated | LiveClosed | KeyReceived
+LiveInbound = (
+    Delegated
+    | Appended
+    | InputMuted
+    | UsageUpdated
+    | LiveClosed
+    | KeyReceived
+    | TransportProgress
+    | TransportFailed
+)
 
 # The provider types these models read (the transcript event is the host's own).
 LIVE_PARSED_TYPES = frozenset(
@@ -135,6 +169,9 @@ LIVE_PARSED_TYPES = frozenset(
         "session.usage.updated",
         "session.closed",
         "transport.dtmf.received",
+        "transport.ringing",
+        "transport.answered",
+        "transport.failed",
     }
 )
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from pipeline.call.dialect import Refusal, too_long
 from pipeline.call.messages import Playback
+from pipeline.call.progress import Answered, CallProgress, DialFailed, Ringing, Said
 from pipeline.call.story import SpokenPiece, StoryMark
 from pipeline.live import decisions, delegation, reports
 from pipeline.live.configuration import live_configuration, live_update
@@ -21,12 +22,15 @@ from pipeline.live.events import (
     KeyReceived,
     LiveClosed,
     LiveTranscript,
+    TransportFailed,
+    TransportProgress,
     UsageUpdated,
     parse_live,
 )
 from pipeline.live.frames import COALESCE_GAP_MS
 from pipeline.state import LiveCall, LiveSetup, SessionState
 from pipeline.step import Control, LogEntry, Step, answering, unchanged
+from pipeline.timeline import Speaker
 from pipeline.timers import Timer
 from pipeline.wire import InboundEvent, KeyPressed, ProviderError, SessionCreated
 
@@ -51,6 +55,8 @@ class LiveDialect:
         UsageUpdated,
         LiveClosed,
         KeyReceived,
+        TransportProgress,
+        TransportFailed,
     )
 
     def wing_state(self, event: SessionCreated) -> LiveCall | None:
@@ -180,6 +186,15 @@ class LiveDialect:
 
     def parse(self, raw: dict[str, Any]) -> InboundEvent | None:
         return parse_live(raw)
+
+    def call_progress(self, event: InboundEvent) -> CallProgress | None:
+        if isinstance(event, TransportProgress):
+            return Ringing() if event.type == "transport.ringing" else Answered()
+        if isinstance(event, TransportFailed):
+            return DialFailed(event.error.code or "unknown", event.error.message)
+        if isinstance(event, LiveTranscript):
+            return Said(event.text, event.start_ms, event.end_ms, by_callee=event.speaker is Speaker.CALLER)
+        return None
 
     def story_mark(self, event: InboundEvent) -> StoryMark | None:
         if isinstance(event, LiveTranscript):

@@ -37,6 +37,7 @@ from pipeline.errors import Refusal
 
 SEALED_PREFIX = "sealed:v1:"
 WRAPPED_PREFIX = "wrapped:v1:"
+SECRET_PREFIX = "secret:v1:"
 # The domain of the sealing key's derivation; the session's id follows it.
 SEAL_INFO = b"switchboard sealed v1 "
 
@@ -220,6 +221,41 @@ def unwrap(wrapped: str, keys: Sequence[DeploymentKey], session_id: str) -> byte
         f"wrapped key does not open for session {session_id!r} under deployment key {key_id}:"
         " another session's, or altered"
     )
+
+
+# ── the deployment's own secrets (a trunk's password) ──
+
+
+def encrypt_secret(clear: str, key: DeploymentKey, context: str) -> str:
+    """A secret of the deployment's (a SIP trunk's password) encrypted under the deployment
+    key: `secret:v1:<key id>:` and nonce ‖ AES-GCM ciphertext, `context` (what the secret
+    belongs to) authenticated, so a ciphertext moved to another row does not open there."""
+    nonce = os.urandom(NONCE_BYTES)
+    ciphertext = AESGCM(key.key).encrypt(nonce, clear.encode("utf-8", "surrogatepass"), context.encode())
+    return f"{SECRET_PREFIX}{key.key_id}:{_encode(nonce + ciphertext)}"
+
+
+def decrypt_secret(encrypted: str, keys: Sequence[DeploymentKey], context: str) -> str:
+    """A secret `encrypt_secret` made, opened with whichever of `keys` it is under;
+    `SealedValueUnreadable` (saying nothing of the secret) if none opens it."""
+    if not encrypted.startswith(SECRET_PREFIX):
+        raise SealedValueUnreadable(f"not an encrypted secret (it does not start with {SECRET_PREFIX!r})")
+    key_id, separator, rest = encrypted[len(SECRET_PREFIX) :].partition(":")
+    if not separator:
+        raise SealedValueUnreadable("encrypted secret names no deployment key id")
+    body = _decode(rest, what="encrypted secret")
+    for candidate in (key for key in keys if key.key_id == key_id):
+        try:
+            clear = AESGCM(candidate.key).decrypt(body[:NONCE_BYTES], body[NONCE_BYTES:], context.encode())
+        except InvalidTag:
+            continue
+        return clear.decode("utf-8", "surrogatepass")
+    raise SealedValueUnreadable(f"the secret of {context} does not open under the deployment keys given")
+
+
+def secret_key_id(encrypted: str) -> str:
+    """The id of the deployment key a secret is under (for a rotation)."""
+    return encrypted[len(SECRET_PREFIX) :].partition(":")[0]
 
 
 # ── encoding ──

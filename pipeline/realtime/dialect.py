@@ -15,10 +15,15 @@ REALTIME = Capabilities(
     delegations=False,
     usage_in_seconds=False,
     idle_silences=True,
+    outbound_calls=False,
     responses=True,
     append_tokens=None,
     reasons={
         Ability.DELEGATIONS: 'live settings are for a session with "provider": "live"',
+        Ability.OUTBOUND_CALLS: (
+            "the Realtime API places no calls: its calls come in (WebRTC, or SIP to its number); "
+            'place outbound calls on a session with "provider": "live"'
+        ),
         Ability.USAGE_IN_SECONDS: (
             "limits.usage_budget_seconds is a Live budget; a Realtime one is usage_budget_tokens"
         ),

@@ -10,6 +10,7 @@ from typing import Any
 
 from pipeline.call.dialect import Refusal
 from pipeline.call.messages import Playback
+from pipeline.call.progress import CallProgress
 from pipeline.call.story import ResponseBegun, ResponseEnded, StoryMark
 from pipeline.realtime import decisions
 from pipeline.realtime.configuration import offered_tools, session_configuration, turn_detection_update
@@ -252,6 +253,10 @@ class RealtimeDialect:
 
     def parse(self, raw: dict[str, Any]) -> InboundEvent | None:
         return parse_realtime(raw)
+
+    def call_progress(self, event: InboundEvent) -> CallProgress | None:
+        # A Realtime call never goes out (Ability.OUTBOUND_CALLS).
+        return None
 
     def story_mark(self, event: InboundEvent) -> StoryMark | None:
         if isinstance(event, ResponseCreated):

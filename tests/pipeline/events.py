@@ -47,8 +47,8 @@ def admission_begun() -> dict[str, Any]:
     return {"type": "switchboard.admission_begun"}
 
 
-def call_attached(call_id: str = CALL_ID) -> dict[str, Any]:
-    return {"type": "switchboard.call_attached", "call_id": call_id}
+def call_attached(call_id: str = CALL_ID, medium: str = "webrtc") -> dict[str, Any]:
+    return {"type": "switchboard.call_attached", "call_id": call_id, "medium": medium}
 
 
 def sideband_connected(call_id: str = CALL_ID) -> dict[str, Any]:

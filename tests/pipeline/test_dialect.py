@@ -32,6 +32,7 @@ REQUESTS = {
     Ability.DELEGATIONS: ("a session spec with `live` settings", SPEC),
     Ability.USAGE_IN_SECONDS: ("`limits.usage_budget_seconds` in a session spec", SPEC),
     Ability.IDLE_SILENCES: ("a route with `silences`", SPEC),
+    Ability.OUTBOUND_CALLS: ("`POST /v1/calls`, `POST /v1/campaigns` with a session of this provider", VERB),
 }
 BEGIN = "<!-- the refusals: made from pipeline/*/dialect.py, checked by tests/pipeline/test_dialect.py -->"
 END = "<!-- end of the refusals -->"
@@ -100,6 +101,7 @@ def test_a_provider_that_cannot_must_say_why() -> None:
             delegations=True,
             usage_in_seconds=True,
             idle_silences=True,
+            outbound_calls=True,
             responses=True,
             append_tokens=None,
             reasons={},

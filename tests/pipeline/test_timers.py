@@ -13,6 +13,8 @@ from pipeline.timers import (
     CompactionDeadline,
     DelegationDeadline,
     DelegationSettle,
+    KeypadDeadline,
+    OutboundWait,
     ResponseDeadline,
     SeqGap,
     SessionCeiling,
@@ -37,6 +39,12 @@ TIMERS: st.SearchStrategy[Timer] = st.one_of(
     st.builds(CompactionDeadline, _NUMBERS),
     st.builds(ToolDeadline, _IDS),
     st.builds(ResponseDeadline, _NUMBERS),
+    st.builds(KeypadDeadline, _NUMBERS),
+    st.builds(
+        OutboundWait,
+        st.sampled_from(["ring", "verdict", "callee_paused", "greeting_over", "message_said"]),
+        _NUMBERS,
+    ),
     st.builds(SeqGap, _NUMBERS),
 )
 
@@ -78,6 +86,8 @@ def test_any_name_with_a_prefix_is_that_prefix_s_timer(prefix: str, rest: str) -
         ("compaction_deadline:4", CompactionDeadline(4)),
         ("tool_deadline:call_1", ToolDeadline("call_1")),
         ("response_deadline:5", ResponseDeadline(5)),
+        ("keypad_deadline:2", KeypadDeadline(2)),
+        ("outbound:callee_paused:3", OutboundWait("callee_paused", 3)),
         ("seq_gap:17", SeqGap(17)),
     ],
 )

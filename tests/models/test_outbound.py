@@ -1,0 +1,188 @@
+"""Calls going out in PostgreSQL: a trunk's password is stored encrypted and opened only to dial;
+the do-not-call list; a call placed is one session, one call row and one dial decision, checked
+against the trunk, the list and the deployment's room to dial under one lock."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from models import dialer, outbound
+from models.sessions import Applied, LockedSession, locked_session
+from pipeline.envelope import PlaceCall
+from pipeline.errors import NumberSuppressed, OutboundCapacity, TrunkNotFound, TrunkRequired
+from pipeline.privacy.sealing import DeploymentKey
+from pipeline.state import OutboundCall, Phase
+from pipeline.wire import SessionCreated
+
+KEY = DeploymentKey.generate()
+PASSWORD = f"pw-{uuid.uuid4().hex}"
+ROOMY = dialer.Capacity(max_outbound=100, max_phone_calls=1_000, reserve_inbound=0)
+
+
+@pytest.fixture(autouse=True)
+def _keys() -> None:
+    outbound.use_keys([KEY])
+
+
+def _namespace(trunks: int = 1) -> str:
+    namespace = f"out-{uuid.uuid4().hex[:8]}"
+    for index in range(trunks):
+        outbound.add_trunk(
+            namespace, f"main{index or ''}", "sips:trunk.example.com", "agent", PASSWORD, "+15550100000"
+        )
+    return namespace
+
+
+def _place(namespace: str, to: str = "+15550100001", trunk: str = "", capacity: dialer.Capacity = ROOMY) -> Any:
+    published: list[Applied] = []
+
+    def publish(_session: LockedSession, applied: Applied) -> None:
+        published.append(applied)
+
+    session_id = f"sess_{uuid.uuid4().hex}"
+    call = OutboundCall(id=f"call_{uuid.uuid4().hex}", to=to, trunk=trunk)
+    placed = dialer.place(
+        namespace=namespace,
+        session_id=session_id,
+        gateway_id="gw1",
+        created=SessionCreated(instructions="Remind them.", provider="live", outbound=call),
+        request_id=f"req_{uuid.uuid4().hex}",
+        capacity=capacity,
+        now=0.0,
+        publish=publish,
+    )
+    return placed, published
+
+
+def test_a_trunk_s_password_is_stored_encrypted_and_opened_only_to_dial(database: Any) -> None:
+    namespace = _namespace()
+    stored = database.execute_sql(
+        "SELECT password FROM trunks WHERE namespace = %s", (namespace,)
+    ).fetchone()[0]
+    assert PASSWORD not in stored and stored.startswith("secret:v1:")
+    listed = [row.as_json() for row in outbound.trunks(namespace)]
+    assert "password" not in json.dumps(listed) and PASSWORD not in json.dumps(listed)
+
+    placed, published = _place(namespace)
+    [directive] = [item for applied in published for item in applied.outbound if isinstance(item, PlaceCall)]
+    assert directive.trunk is not None and directive.trunk.password == PASSWORD
+    # The log keeps what the event emitted, never the password.
+    logged = database.execute_sql(
+        "SELECT controls::text FROM session_events WHERE session_id = %s", (placed.session_id,)
+    ).fetchall()
+    assert any("place_call" in row[0] for row in logged)
+    assert all(PASSWORD not in row[0] for row in logged)
+
+
+def test_a_password_moved_to_another_trunk_does_not_open(database: Any) -> None:
+    namespace = _namespace()
+    outbound.add_trunk(namespace, "other", "sips:other.example.com", "x", "other-password", "+15550100009")
+    database.execute_sql(
+        "UPDATE trunks SET password = (SELECT password FROM trunks WHERE namespace = %s AND name = 'main')"
+        " WHERE namespace = %s AND name = 'other'",
+        (namespace, namespace),
+    )
+    placed, published = _place(namespace, trunk="other")
+    [directive] = [item for applied in published for item in applied.outbound if isinstance(item, PlaceCall)]
+    # The dial goes out without a trunk, and the gateway fails it saying so.
+    assert directive.trunk is None
+    assert placed.state.outbound is not None
+
+
+def test_a_call_is_placed_as_one_session_one_row_and_one_dial(database: Any) -> None:
+    namespace = _namespace()
+    placed, published = _place(namespace)
+
+    assert placed.state.phase is Phase.ADMITTING and placed.state.outbound is not None
+    assert placed.state.outbound.trunk == "main"  # the deployment's only trunk
+    directives = [item for applied in published for item in applied.outbound if isinstance(item, PlaceCall)]
+    assert len(directives) == 1 and directives[0].to == "+15550100001"
+    call = outbound.outbound_call(namespace, placed.state.outbound.id)
+    assert (call["session_id"], call["status"], call["outcome"]) == (placed.session_id, "in_progress", None)
+
+
+def test_a_trunk_must_exist_and_be_named_when_there_are_several(database: Any) -> None:
+    with pytest.raises(TrunkNotFound):
+        _place(_namespace(trunks=0))
+    namespace = _namespace(trunks=2)
+    with pytest.raises(TrunkRequired):
+        _place(namespace)
+    with pytest.raises(TrunkNotFound):
+        _place(namespace, trunk="nope")
+    placed, _ = _place(namespace, trunk="main1")
+    assert placed.state.outbound.trunk == "main1"
+    # A refused call leaves no session behind.
+    count = database.execute_sql("SELECT count(*) FROM sessions WHERE namespace = %s", (namespace,)).fetchone()[0]
+    assert count == 1
+
+
+def test_a_suppressed_number_is_never_placed(database: Any) -> None:
+    namespace = _namespace()
+    assert outbound.suppress(namespace, "+15550100002", reason="asked")
+    assert not outbound.suppress(namespace, "+15550100002", reason="again")  # once
+    with pytest.raises(NumberSuppressed):
+        _place(namespace, to="+15550100002")
+    [listed] = outbound.suppressions(namespace)
+    assert (listed["number"], listed["reason"], listed["source"]) == ("+15550100002", "asked", "api")
+    outbound.unsuppress(namespace, "+15550100002")
+    placed, _ = _place(namespace, to="+15550100002")
+    assert placed.state.outbound is not None
+
+
+def test_twenty_calls_racing_for_five_places_place_exactly_five(database: Any) -> None:
+    namespace = _namespace()
+    five = dialer.Capacity(max_outbound=5, max_phone_calls=1_000, reserve_inbound=0)
+
+    def place(index: int) -> str:
+        from models.db import database as handle
+
+        try:
+            _place(namespace, to=f"+155501{index:05d}", capacity=five)
+            return "placed"
+        except OutboundCapacity:
+            return "refused"
+        finally:
+            handle.close()
+
+    with ThreadPoolExecutor(20) as pool:
+        results = list(pool.map(place, range(20)))
+    assert results.count("placed") == 5 and results.count("refused") == 15
+
+
+def test_lines_kept_for_callers_hold_dials_back(database: Any) -> None:
+    namespace = _namespace()
+    tight = dialer.Capacity(max_outbound=10, max_phone_calls=3, reserve_inbound=2)
+    _place(namespace, capacity=tight)
+    with pytest.raises(OutboundCapacity):
+        _place(namespace, to="+15550100003", capacity=tight)
+
+
+def test_a_call_s_end_is_written_once(database: Any) -> None:
+    from pipeline.step import OutboundEnded
+
+    namespace = _namespace()
+    placed, _ = _place(namespace)
+    call_id = placed.state.outbound.id
+    with locked_session(placed.session_id) as session:
+        assert outbound.call_ended(session.execute, OutboundEnded(id=call_id, outcome="busy", code="busy")) is None
+        outbound.call_ended(session.execute, OutboundEnded(id=call_id, outcome="completed"))
+    call = outbound.outbound_call(namespace, call_id)
+    assert (call["status"], call["outcome"], call["code"]) == ("ended", "busy", "busy")
+
+
+def test_a_rotation_re_encrypts_the_trunks_passwords_under_the_new_key(database: Any) -> None:
+    namespace = _namespace()
+    newer = DeploymentKey.generate()
+    assert outbound.rotate_trunks([newer, KEY], namespace=namespace) == 1
+    assert outbound.rotate_trunks([newer, KEY], namespace=namespace) == 0  # done already
+    stored = database.execute_sql("SELECT password FROM trunks WHERE namespace = %s", (namespace,)).fetchone()[0]
+    assert stored.startswith(f"secret:v1:{newer.key_id}:")
+    outbound.use_keys([newer])
+    placed, published = _place(namespace)
+    [directive] = [item for applied in published for item in applied.outbound if isinstance(item, PlaceCall)]
+    assert directive.trunk is not None and directive.trunk.password == PASSWORD
