@@ -44,9 +44,11 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from pipeline.outbound.outcomes import AnsweredBy
 
 # ── thresholds ──────────────────────────────────────────────────────────────────────────
 
@@ -306,9 +308,6 @@ class Heard(BaseModel):
         if self.end_ms < self.start_ms:
             raise ValueError(f"end_ms {self.end_ms} is before start_ms {self.start_ms}")
         return self
-
-
-AnsweredBy = Literal["human", "machine", "unknown"]
 
 
 class Verdict(BaseModel):
