@@ -45,7 +45,6 @@ from pipeline.call.sideband import Action, Delta, Final, Incident, Sideband, Sub
 from pipeline.privacy.detect import (
     MASK,
     MAXIMUM_SEGMENT_CHARS,
-    Kind,
     barriers,
     could_hold_any,
     could_hold_value,
@@ -54,7 +53,7 @@ from pipeline.privacy.detect import (
     redact,
     segments,
 )
-from pipeline.privacy.policy import PrivacyPolicy
+from pipeline.privacy.policy import Kind, PrivacyPolicy
 from pipeline.privacy.sealing import seal
 from pipeline.privacy.stream import DeltaGate
 

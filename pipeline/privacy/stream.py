@@ -21,11 +21,11 @@ from pipeline.privacy.detect import (
     ALL_KINDS,
     MAXIMUM_BARRIER_LETTERS,
     MAXIMUM_SEGMENT_CHARS,
-    Kind,
     barriers,
     fail_closed,
     redact,
 )
+from pipeline.privacy.policy import Kind
 
 # What a gate may hold after a push: an open segment up to its bound, and a word at the end
 # that may yet turn out to be the barrier that closes it.
