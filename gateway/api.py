@@ -603,7 +603,11 @@ class _Api:
             return _invalid(error)
         campaign_id = f"camp_{uuid.uuid4().hex}"
         status, body = await self.rpc.call(
-            "campaigns", verb="create", campaign_id=campaign_id, spec=spec.model_dump(mode="json"), now=time.time()
+            "campaigns",
+            verb="create",
+            campaign_id=campaign_id,
+            spec=spec.model_dump(mode="json"),
+            now=time.time(),
         )
         return JSONResponse(body, status_code=status)
 
@@ -647,7 +651,11 @@ class _Api:
             if not first_line.isdigit() or len(first_line) > 7:
                 return error_response(422, "malformed_request", "first_line must be a line number")
             status, answer = await self.rpc.call(
-                "campaigns", verb="add_contacts", campaign_id=campaign_id, csv=text, first_line=int(first_line)
+                "campaigns",
+                verb="add_contacts",
+                campaign_id=campaign_id,
+                csv=text,
+                first_line=int(first_line),
             )
             return JSONResponse(answer, status_code=status)
         try:
@@ -666,7 +674,9 @@ class _Api:
         """Pause (no new dials; calls in progress finish), resume, or cancel a campaign."""
         verb = request.path_params["verb"]
         if verb not in ("pause", "resume", "cancel"):
-            return error_response(404, "not_found", f"a campaign has no {verb[:40]!r}: pause, resume or cancel")
+            return error_response(
+                404, "not_found", f"a campaign has no {verb[:40]!r}: pause, resume or cancel"
+            )
         campaign_id = request.path_params["campaign_id"]
         status, body = await self.rpc.call("campaigns", verb=verb, campaign_id=campaign_id)
         return JSONResponse(body, status_code=status)

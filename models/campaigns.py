@@ -31,8 +31,9 @@ from models.db import database
 from pipeline.errors import CampaignNotFound, CampaignOver, TooManyContacts
 from pipeline.outbound.contacts import MAXIMUM_CONTACTS, Contact
 from pipeline.outbound.numbers import timezone_of
+from pipeline.outbound.outcomes import Outcome
 from pipeline.outbound.retry import Final, Retry, after_attempt
-from pipeline.outbound.specs import CampaignSpec
+from pipeline.outbound.specs import CampaignSettings
 from pipeline.outbound.window import is_open, next_open
 
 # Contacts are written in pages of this many rows, so a campaign of 100,000 is never held whole.
@@ -71,6 +72,9 @@ class Tick:
     claimed: tuple[Claimed, ...]
     next_tick_at: datetime | None
     completed: bool = False
+    # What it counted: the campaign's contacts waiting, the deployment's calls going out.
+    waiting: int = 0
+    going_out: int = 0
 
 
 def ids_of(campaign_id: str, contact_id: int, attempt: int) -> tuple[str, str]:
@@ -82,10 +86,10 @@ def ids_of(campaign_id: str, contact_id: int, attempt: int) -> tuple[str, str]:
 # ── a campaign's life ───────────────────────────────────────────────────────────────────
 
 
-def create(namespace: str, campaign_id: str, spec: CampaignSpec, contacts: Iterable[Contact]) -> int:
+def create(namespace: str, campaign_id: str, spec: CampaignSettings, contacts: Iterable[Contact]) -> int:
     """The campaign and its first contacts, scheduled to be dialled now (or held, `paused`);
     answers how many contacts it has."""
-    stored = spec.model_dump(mode="json", exclude={"contacts"})
+    stored = spec.model_dump(mode="json")
     status = "paused" if spec.paused else "scheduled"
     with database.atomic():
         database.execute_sql(
@@ -181,7 +185,7 @@ def set_status(namespace: str, campaign_id: str, verb: str) -> dict[str, Any]:
 # ── the dialer ──────────────────────────────────────────────────────────────────────────
 
 
-def claim_dials(campaign_id: str, now: datetime, *, capacity: Any, suppressed_number: Any = None) -> Tick:
+def claim_dials(campaign_id: str, now: datetime, *, capacity: Any) -> Tick:
     """One tick of a campaign's dialer (see the module's docstring): the calls to place now."""
     with database.atomic():
         row = database.execute_sql(
@@ -194,7 +198,7 @@ def claim_dials(campaign_id: str, now: datetime, *, capacity: Any, suppressed_nu
             return Tick(claimed=(), next_tick_at=None)
         spec = _stored_spec(stored)
         execute = database.execute_sql
-        unplaced = _unplaced(campaign_id, now)
+        unplaced = _unplaced(campaign_id)
         if spec.expires_at is not None and now >= spec.expires_at:
             execute(
                 "UPDATE campaign_contacts SET state = 'done', outcome = 'expired'"
@@ -259,13 +263,14 @@ def claim_dials(campaign_id: str, now: datetime, *, capacity: Any, suppressed_nu
                 )
         waiting = _count(campaign_id, "waiting")
         calling = _count(campaign_id, "calling")
+        going_out = outbound.in_progress(namespace, execute)
         if waiting == 0 and calling == 0:
             execute(
                 "UPDATE campaigns SET status = 'completed', updated_at = now(), completed_at = now(),"
                 " next_tick_at = NULL WHERE id = %s",
                 (campaign_id,),
             )
-            return Tick(claimed=(*unplaced, *claimed), next_tick_at=None, completed=True)
+            return Tick(claimed=(*unplaced, *claimed), next_tick_at=None, completed=True, going_out=going_out)
         soonest = execute(
             "SELECT min(next_at) FROM campaign_contacts WHERE campaign_id = %s AND state = 'waiting'",
             (campaign_id,),
@@ -277,7 +282,9 @@ def claim_dials(campaign_id: str, now: datetime, *, capacity: Any, suppressed_nu
             "UPDATE campaigns SET status = 'running', updated_at = now(), next_tick_at = %s WHERE id = %s",
             (next_tick, campaign_id),
         )
-        return Tick(claimed=(*unplaced, *claimed), next_tick_at=next_tick)
+        return Tick(
+            claimed=(*unplaced, *claimed), next_tick_at=next_tick, waiting=waiting, going_out=going_out
+        )
 
 
 def contact_called(execute: Any, campaign_id: str, contact_id: int, outcome: str, now: datetime) -> None:
@@ -292,7 +299,7 @@ def contact_called(execute: Any, campaign_id: str, contact_id: int, outcome: str
         return  # a cancelled campaign's contact, or its end recorded already
     attempts, stored = int(row[0]), row[1]
     spec = _stored_spec(stored)
-    decided = after_attempt(spec.retry, outcome, attempts, now)
+    decided = after_attempt(spec.retry, Outcome(outcome), attempts, now)
     if isinstance(decided, Retry):
         execute(
             "UPDATE campaign_contacts SET state = 'waiting', outcome = NULL, next_at = %s WHERE id = %s",
@@ -306,7 +313,7 @@ def contact_called(execute: Any, campaign_id: str, contact_id: int, outcome: str
         )
 
 
-def spec_of(campaign_id: str) -> tuple[CampaignSpec, str] | None:
+def spec_of(campaign_id: str) -> tuple[CampaignSettings, str] | None:
     """A campaign's spec (its contacts aside) and its deployment's namespace."""
     row = database.execute_sql(
         "SELECT spec, namespace FROM campaigns WHERE id = %s", (campaign_id,)
@@ -410,9 +417,9 @@ def contacts(namespace: str, campaign_id: str, after: int = -1, limit: int = 100
 # ── helpers ─────────────────────────────────────────────────────────────────────────────
 
 
-def _stored_spec(stored: dict[str, Any]) -> CampaignSpec:
+def _stored_spec(stored: dict[str, Any]) -> CampaignSettings:
     """A campaign's spec as it was stored (its contacts are rows of their own)."""
-    return CampaignSpec.model_validate({**stored, "contacts": None})
+    return CampaignSettings.model_validate(stored)
 
 
 def _pages(items: Iterable[Contact], size: int) -> Iterator[list[Contact]]:
@@ -439,14 +446,16 @@ def _done(contact_id: int, outcome: str) -> None:
     )
 
 
-def _unplaced(campaign_id: str, now: datetime) -> list[Claimed]:
-    """The campaign's claimed calls whose session was never created (their placing was lost)."""
+def _unplaced(campaign_id: str) -> list[Claimed]:
+    """The campaign's claimed calls whose session was never created (their placing was lost);
+    how long ago is the database's clock, which wrote when they were claimed."""
     rows = database.execute_sql(
         "SELECT o.id, o.session_id, o.contact_id, o.attempt, o.to_number, c.vars FROM outbound_calls o"
         " JOIN campaign_contacts c ON c.id = o.contact_id"
         " LEFT JOIN sessions s ON s.id = o.session_id"
-        " WHERE o.campaign_id = %s AND o.outcome IS NULL AND s.id IS NULL AND o.started_at < %s",
-        (campaign_id, now - timedelta(seconds=UNPLACED_AFTER_S)),
+        " WHERE o.campaign_id = %s AND o.outcome IS NULL AND s.id IS NULL"
+        " AND o.started_at < now() - %s * interval '1 second'",
+        (campaign_id, UNPLACED_AFTER_S),
     ).fetchall()
     return [
         Claimed(campaign_id, int(contact_id), int(attempt), to, dict(values or {}), call_id, session_id)

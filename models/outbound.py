@@ -275,7 +275,7 @@ def inbound_in_progress(namespace: str, execute: Any) -> int:
     """The deployment's phone calls that came in and are not over."""
     row = execute(
         "SELECT count(*) FROM phone_calls p JOIN sessions s ON s.id = p.session_id"
-        " WHERE p.namespace = %s AND p.action = 'accept' AND NOT s.is_terminal",
+        " WHERE p.namespace = %s AND p.action = 'accept' AND s.status NOT IN ('ended', 'failed')",
         (namespace,),
     ).fetchone()
     return int(row[0])

@@ -361,6 +361,12 @@ def _refusal(ringing: Ringing, route: Route | None) -> tuple[int, str] | None:
         (route.id, ringing.namespace),
     ).fetchone()
     on_route, everywhere = int(live[0]), int(live[1])
+    # The deployment's lines are shared with the calls it places (a campaign keeps some free
+    # for callers: `SWITCHBOARD_RESERVE_INBOUND`).
+    going_out = database.execute_sql(
+        "SELECT count(*) FROM outbound_calls WHERE namespace = %s AND outcome IS NULL", (ringing.namespace,)
+    ).fetchone()
+    everywhere += int(going_out[0])
     if everywhere >= ringing.maximum_calls:
         return ALL_FULL, "all_lines_busy"
     if route.terms.max_calls is not None and on_route >= route.terms.max_calls:

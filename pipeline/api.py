@@ -25,7 +25,7 @@ from pipeline.limits import (
     MAXIMUM_TYPED_TEXT_BYTES,
     MAXIMUM_USAGE_BUDGET_TOKENS,
 )
-from pipeline.phone import ROUTE_NUMBER, KeyAction
+from pipeline.phone import ROUTE_NUMBER, KeyAction, checked_keys
 from pipeline.privacy.policy import PrivacyPolicy, Storage
 from pipeline.signing import is_secret
 
@@ -425,14 +425,6 @@ class RouteTerms(BaseModel):
         return checked_keys(keys)
 
 
-def checked_keys(keys: dict[str, str]) -> dict[str, str]:
-    """Keypad keys mapped to actions: each must be a key a keypad has."""
-    for key in keys:
-        if key not in DTMF_KEYS:
-            raise ValueError(f"{key!r} is not a keypad key (0-9, *, #, A-D)")
-    return keys
-
-
 class RouteSpec(RouteTerms):
     """`POST /v1/routes`: which agent answers a number dialled (a number, a prefix ending in
     `*`, or `*` for any), the session each call gets, and the route's terms."""
@@ -467,6 +459,3 @@ class RouteSpec(RouteTerms):
     @property
     def terms(self) -> RouteTerms:
         return RouteTerms.model_validate(self.model_dump(exclude={"number", "session"}))
-
-
-DTMF_KEYS = frozenset("0123456789*#ABCD")

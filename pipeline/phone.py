@@ -37,6 +37,18 @@ MAXIMUM_SIP_HEADER_CHARS = 1_000
 KeyAction = Literal["attention", "end", "opt_out"]
 
 
+# The keys of a phone's keypad (DTMF).
+DTMF_KEYS = frozenset("0123456789*#ABCD")
+
+
+def checked_keys(keys: dict[str, str]) -> dict[str, str]:
+    """Keypad keys mapped to actions: each must be a key a keypad has."""
+    for key in keys:
+        if key not in DTMF_KEYS:
+            raise ValueError(f"{key!r} is not a keypad key (0-9, *, #, A-D)")
+    return keys
+
+
 class PhoneLine(BaseModel):
     """Who called which number, as the call's SIP headers say (untrusted), and what the route
     allows the call (where it may be transferred)."""

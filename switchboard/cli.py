@@ -560,7 +560,10 @@ def _campaigns(settings: Settings, arguments: argparse.Namespace) -> int:
             settings, arguments.api, lambda client: client.campaign_verb(arguments.campaign, arguments.action)
         )
     if not (arguments.name and arguments.contacts and arguments.instructions):
-        print("switchboard: campaigns create needs --name, --contacts FILE.csv and --instructions", file=sys.stderr)
+        print(
+            "switchboard: campaigns create needs --name, --contacts FILE.csv and --instructions",
+            file=sys.stderr,
+        )
         return 2
     try:
         spec = _campaign_spec(arguments)
@@ -583,7 +586,7 @@ def _create_campaign(client: Client, spec: dict[str, Any], lines: list[str]) -> 
         if isinstance(row, Contact):
             first.append(row.model_dump(mode="json"))
         else:
-            refused.append(row.as_json())
+            refused.append({"line": row.line, "reason": row.reason})
     created = client.create_campaign({**spec, "contacts": first, "paused": True})
     campaign_id = str(created["id"])
     for start in range(CONTACTS_PER_REQUEST, len(rows), CONTACTS_PER_REQUEST):
@@ -601,7 +604,11 @@ def _campaign_spec(arguments: argparse.Namespace) -> dict[str, Any]:
         session["greeting"] = {"say": arguments.greeting}
     if arguments.handler:
         session["live"] = {"delegation": arguments.handler}
-    spec: dict[str, Any] = {"name": arguments.name, "session": session, "max_concurrent": arguments.max_concurrent}
+    spec: dict[str, Any] = {
+        "name": arguments.name,
+        "session": session,
+        "max_concurrent": arguments.max_concurrent,
+    }
     if arguments.trunk:
         spec["trunk"] = arguments.trunk
     if arguments.window:

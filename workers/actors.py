@@ -42,6 +42,7 @@ from pipeline.dialects import capabilities_for, dialect_for
 from pipeline.envelope import EventEnvelope, Reply
 from pipeline.errors import (
     BadInput,
+    CampaignNotFound,
     DeadLetterNotFound,
     KeyNotFound,
     MalformedEnvelope,
@@ -65,9 +66,9 @@ from pipeline.names import (
     TOOL_RUNS_QUEUE,
     TRANSCRIPT_QUEUE,
 )
-from pipeline.outbound.contacts import Contact, iter_contacts
+from pipeline.outbound.contacts import Contact, RefusedRow, iter_contacts, zone_refusal
 from pipeline.outbound.specs import CallSpec, CampaignSpec, SuppressionSpec, TrunkSpec, campaign_refusal
-from pipeline.outbound.vars import VarsRefused, fill
+from pipeline.outbound.vars import MissingVars, fill
 from pipeline.phone import PhoneLine, kept_headers, line_of
 from pipeline.privacy.sealing import open_sealed
 from pipeline.realtime.configuration import offered_tools
@@ -342,7 +343,9 @@ def trunks(
         _answer(request_id, gateway_id, act)
     except Exception:
         logger.exception("trunks %s failed", verb)
-        body = {"error": {"code": "trunk_not_stored", "message": "the trunk could not be stored now; try again"}}
+        body = {
+            "error": {"code": "trunk_not_stored", "message": "the trunk could not be stored now; try again"}
+        }
         _runtime.publisher.publish(
             gateway_id, "", 0, [Reply(id=f"reply_{request_id}", request_id=request_id, status=503, body=body)]
         )
@@ -437,6 +440,7 @@ def campaigns_api(
     now: float = 0.0,
     contacts: list[dict[str, Any]] | None = None,
     csv: str | None = None,
+    first_line: int = 2,
 ) -> None:
     """Create, list, show, page or add to the contacts of, pause, resume or cancel campaigns."""
     namespace = _runtime.settings.broker_namespace
@@ -446,7 +450,7 @@ def campaigns_api(
             checked = CampaignSpec.model_validate(spec)
             _campaign_refused(checked, now)
             try:
-                campaign_store.create(namespace, campaign_id, checked, checked.contacts)
+                campaign_store.create(namespace, campaign_id, checked.settings, checked.contacts)
             except UniqueViolation:
                 pass  # this request's own campaign, made by an earlier run of this message
             campaign_tick.send(campaign_id=campaign_id)
@@ -456,13 +460,28 @@ def campaigns_api(
         if verb == "contacts":
             return 200, campaign_store.contacts(namespace, campaign_id, after=after, limit=limit)
         if verb == "add_contacts":
+            settings = campaign_store.spec_of(campaign_id)
+            if settings is None:
+                raise CampaignNotFound(f"no campaign {campaign_id!r}")
+            window = settings[0].window
+            taken: list[Contact] = []
+            refused: list[dict[str, Any]] = []
             if csv is not None:
-                rows = list(iter_contacts(csv.splitlines()))
-                taken = [row for row in rows if isinstance(row, Contact)]
-                refused = [row.as_json() for row in rows if not isinstance(row, Contact)]
+                for row in iter_contacts(csv.splitlines()):
+                    why = row.reason if isinstance(row, RefusedRow) else zone_refusal(row, window)
+                    if why is None and isinstance(row, Contact):
+                        taken.append(row)
+                    else:
+                        # Numbered as the lines of the file the page came from.
+                        line = row.line + first_line - 2 if isinstance(row, RefusedRow) else None
+                        refused.append({"line": line, "to": getattr(row, "to", None), "reason": why})
             else:
-                taken = [Contact.model_validate(contact) for contact in contacts or ()]
-                refused = []
+                for contact in (Contact.model_validate(each) for each in contacts or ()):
+                    why = zone_refusal(contact, window)
+                    if why is None:
+                        taken.append(contact)
+                    else:
+                        refused.append({"line": None, "to": contact.to, "reason": why})
             added = campaign_store.add_contacts(namespace, campaign_id, taken)
             campaign_tick.send(campaign_id=campaign_id)
             return 200, {"campaign_id": campaign_id, "added": added, "refused": refused}
@@ -497,6 +516,7 @@ def campaign_tick(campaign_id: str) -> None:
     a transaction of its own, through a live gateway."""
     now = time.time()
     tick = campaign_store.claim_dials(campaign_id, campaign_store.utc(now), capacity=_capacity())
+    worker_metrics.dialer_looked(campaign_id, tick.waiting, tick.going_out)
     if tick.claimed:
         gateways = live_gateways(_runtime.broker.client, _runtime.settings.broker_namespace)
         for claimed in tick.claimed:
@@ -604,7 +624,7 @@ def filled(spec: SessionSpec, values: dict[str, str]) -> SessionSpec:
     """The session spec with a contact's `vars` placed in its instructions and greeting (as
     quoted data, never as instructions); a placeholder no var fills is refused."""
     instructions = fill(spec.instructions, values)
-    if isinstance(instructions, VarsRefused):
+    if isinstance(instructions, MissingVars):
         raise MalformedRequest(f"instructions: {instructions.message}")
     greeting = spec.greeting
     if greeting is not None:
@@ -613,7 +633,7 @@ def filled(spec: SessionSpec, values: dict[str, str]) -> SessionSpec:
             text = getattr(greeting, field)
             if text:
                 done = fill(text, values)
-                if isinstance(done, VarsRefused):
+                if isinstance(done, MissingVars):
                     raise MalformedRequest(f"greeting.{field}: {done.message}")
                 changes[field] = done
         greeting = greeting.model_copy(update=changes)

@@ -45,7 +45,7 @@ def use_directory(directory: Path) -> None:
 
 class _Metrics:
     def __init__(self) -> None:
-        from prometheus_client import Counter, Histogram
+        from prometheus_client import Counter, Gauge, Histogram
 
         self.event_to_control = Histogram(
             "switchboard_event_to_control_seconds",
@@ -76,6 +76,21 @@ class _Metrics:
             ["kind"],
         )
         self.cost = Counter("switchboard_cost_usd_total", "What the responses applied cost, in dollars.")
+        self.calls_placed = Counter(
+            "switchboard_calls_placed_total", "Calls Switchboard placed that ended, by outcome.", ["outcome"]
+        )
+        # Counted by the dialer each time it looks (the most recent look wins across processes).
+        self.calls_going_out = Gauge(
+            "switchboard_outbound_calls_in_progress",
+            "Calls going out not yet over, as the dialer last counted them.",
+            multiprocess_mode="livemostrecent",
+        )
+        self.contacts_waiting = Gauge(
+            "switchboard_campaign_contacts_waiting",
+            "Campaign contacts waiting to be dialled (a retry or their window to come), by campaign.",
+            ["campaign"],
+            multiprocess_mode="livemostrecent",
+        )
 
 
 def metrics() -> _Metrics:
@@ -123,6 +138,17 @@ def recorded(applied: Applied, prices: ModelPrices | None = None) -> None:
         measured.incidents.labels(incident.code, incident.severity).inc()
     for status in applied.compactions_finished:
         measured.compactions.labels(status).inc()
+    for outcome in applied.calls_ended:
+        measured.calls_placed.labels(outcome).inc()
+
+
+def dialer_looked(campaign_id: str, waiting: int, going_out: int) -> None:
+    """What one look of a campaign's dialer counted: its contacts waiting, the calls going out."""
+    if not _enabled:
+        return
+    measured = metrics()
+    measured.contacts_waiting.labels(campaign_id).set(waiting)
+    measured.calls_going_out.set(going_out)
 
 
 def tool_ran(name: str, outcome: ToolOutcome) -> None:

@@ -21,6 +21,7 @@ from pipeline.outbound.numbers import number_refusal
 from pipeline.outbound.retry import RetryPolicy
 from pipeline.outbound.vars import ContactVars
 from pipeline.outbound.window import Window, next_open, utc_instant
+from pipeline.phone import KeyAction, checked_keys
 
 # A trunk's name: what a campaign or a call names it by, in a URL path.
 TRUNK_NAME = re.compile(r"[a-z0-9_-]{1,64}")
@@ -157,9 +158,10 @@ def _trunk_name(value: str | None) -> str | None:
     return value
 
 
-class CampaignSpec(BaseModel):
-    """`POST /v1/campaigns`: a session to call a list of contacts with, through a trunk, in a
-    window, retried by a policy, until it expires."""
+class CampaignSettings(BaseModel):
+    """What a campaign dials with: a session to call its contacts with, through a trunk, in a
+    window, retried by a policy, until it expires (a campaign's row keeps these; its contacts are
+    rows of their own)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -167,14 +169,18 @@ class CampaignSpec(BaseModel):
     session: dict[str, Any]
     # None: the deployment's default trunk.
     trunk: str | None = None
-    contacts: tuple[Contact, ...] = Field(min_length=1, max_length=MAXIMUM_JSON_CONTACTS)
     max_concurrent: int = Field(default=1, ge=1, le=MAXIMUM_CONCURRENT_CALLS, strict=True)
     window: Window | None = None
     retry: RetryPolicy = RetryPolicy()
     voicemail: VoicemailPolicy = VoicemailPolicy()
     expires_at: AwareDatetime | None = None
+    # Keypad presses on its calls and what they do ("opt_out": never call this number again).
+    keys: dict[str, KeyAction] = Field(default_factory=dict)
+    # Created held: it dials once resumed (so a long list can be added a page at a time first).
+    paused: bool = False
 
     _trunk = field_validator("trunk")(classmethod(lambda cls, value: _trunk_name(value)))
+    _keys = field_validator("keys")(classmethod(lambda cls, value: checked_keys(value)))
 
     @field_validator("name")
     @classmethod
@@ -183,15 +189,23 @@ class CampaignSpec(BaseModel):
             raise ValueError("name is empty")
         return value
 
-    @field_validator("contacts")
-    @classmethod
-    def _each_once(cls, contacts: tuple[Contact, ...]) -> tuple[Contact, ...]:
-        first: dict[str, int] = {}
-        for index, contact in enumerate(contacts):
-            if contact.to in first:
-                raise ValueError(f"{contact.to} is contacts[{first[contact.to]}] and contacts[{index}]")
-            first[contact.to] = index
-        return contacts
+
+def _each_once(contacts: tuple[Contact, ...]) -> tuple[Contact, ...]:
+    first: dict[str, int] = {}
+    for index, contact in enumerate(contacts):
+        if contact.to in first:
+            raise ValueError(f"{contact.to} is contacts[{first[contact.to]}] and contacts[{index}]")
+        first[contact.to] = index
+    return contacts
+
+
+class CampaignSpec(CampaignSettings):
+    """`POST /v1/campaigns`: the campaign's settings and its first contacts (at most 1,000 in a
+    JSON body; more are added a page at a time, `ContactsPage` or CSV)."""
+
+    contacts: tuple[Contact, ...] = Field(min_length=1, max_length=MAXIMUM_JSON_CONTACTS)
+
+    _once = field_validator("contacts")(classmethod(lambda cls, value: _each_once(value)))
 
     @model_validator(mode="after")
     def _every_contact_has_a_zone(self) -> CampaignSpec:
@@ -200,6 +214,21 @@ class CampaignSpec(BaseModel):
             if refusal is not None:
                 raise ValueError(f"contacts[{index}]: {refusal}")
         return self
+
+    @property
+    def settings(self) -> CampaignSettings:
+        """What the campaign's row keeps."""
+        return CampaignSettings.model_validate(self.model_dump(exclude={"contacts"}))
+
+
+class ContactsPage(BaseModel):
+    """`POST /v1/campaigns/{id}/contacts`: more contacts for a campaign, a page at a time."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    contacts: tuple[Contact, ...] = Field(min_length=1, max_length=MAXIMUM_JSON_CONTACTS)
+
+    _once = field_validator("contacts")(classmethod(lambda cls, value: _each_once(value)))
 
 
 def campaign_refusal(spec: CampaignSpec, now: datetime) -> str | None:
@@ -226,8 +255,11 @@ class CallSpec(BaseModel):
     trunk: str | None = None
     session: dict[str, Any]
     vars: ContactVars = {}
+    # Keypad presses on the call and what they do ("opt_out": never call this number again).
+    keys: dict[str, KeyAction] = Field(default_factory=dict)
 
     _trunk = field_validator("trunk")(classmethod(lambda cls, value: _trunk_name(value)))
+    _keys = field_validator("keys")(classmethod(lambda cls, value: checked_keys(value)))
 
     @field_validator("to")
     @classmethod

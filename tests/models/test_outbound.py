@@ -38,7 +38,9 @@ def _namespace(trunks: int = 1) -> str:
     return namespace
 
 
-def _place(namespace: str, to: str = "+15550100001", trunk: str = "", capacity: dialer.Capacity = ROOMY) -> Any:
+def _place(
+    namespace: str, to: str = "+15550100001", trunk: str = "", capacity: dialer.Capacity = ROOMY
+) -> Any:
     published: list[Applied] = []
 
     def publish(_session: LockedSession, applied: Applied) -> None:
@@ -117,7 +119,9 @@ def test_a_trunk_must_exist_and_be_named_when_there_are_several(database: Any) -
     placed, _ = _place(namespace, trunk="main1")
     assert placed.state.outbound.trunk == "main1"
     # A refused call leaves no session behind.
-    count = database.execute_sql("SELECT count(*) FROM sessions WHERE namespace = %s", (namespace,)).fetchone()[0]
+    count = database.execute_sql(
+        "SELECT count(*) FROM sessions WHERE namespace = %s", (namespace,)
+    ).fetchone()[0]
     assert count == 1
 
 
@@ -169,7 +173,10 @@ def test_a_call_s_end_is_written_once(database: Any) -> None:
     placed, _ = _place(namespace)
     call_id = placed.state.outbound.id
     with locked_session(placed.session_id) as session:
-        assert outbound.call_ended(session.execute, OutboundEnded(id=call_id, outcome="busy", code="busy")) is None
+        assert (
+            outbound.call_ended(session.execute, OutboundEnded(id=call_id, outcome="busy", code="busy"))
+            is None
+        )
         outbound.call_ended(session.execute, OutboundEnded(id=call_id, outcome="completed"))
     call = outbound.outbound_call(namespace, call_id)
     assert (call["status"], call["outcome"], call["code"]) == ("ended", "busy", "busy")
@@ -180,9 +187,11 @@ def test_a_rotation_re_encrypts_the_trunks_passwords_under_the_new_key(database:
     newer = DeploymentKey.generate()
     assert outbound.rotate_trunks([newer, KEY], namespace=namespace) == 1
     assert outbound.rotate_trunks([newer, KEY], namespace=namespace) == 0  # done already
-    stored = database.execute_sql("SELECT password FROM trunks WHERE namespace = %s", (namespace,)).fetchone()[0]
+    stored = database.execute_sql(
+        "SELECT password FROM trunks WHERE namespace = %s", (namespace,)
+    ).fetchone()[0]
     assert stored.startswith(f"secret:v1:{newer.key_id}:")
     outbound.use_keys([newer])
-    placed, published = _place(namespace)
+    _placed, published = _place(namespace)
     [directive] = [item for applied in published for item in applied.outbound if isinstance(item, PlaceCall)]
     assert directive.trunk is not None and directive.trunk.password == PASSWORD

@@ -49,9 +49,12 @@ def _run(state: SessionState, *raws: dict[str, Any]) -> tuple[SessionState, list
     return state, steps
 
 
+BEGUN = {"type": "switchboard.admission_begun", "request_id": "req_1"}
+
+
 def _dialled(**outbound: Any) -> tuple[SessionState, list[Step]]:
     created = lc.created(None, outbound=_outbound(**outbound))
-    return _run(SessionState(), created, ev.admission_begun())
+    return _run(SessionState(), created, BEGUN)
 
 
 def _ringing(**outbound: Any) -> SessionState:
@@ -91,7 +94,7 @@ def test_a_call_going_out_is_dialled_once_when_its_admission_begins() -> None:
     state, steps = _dialled()
     assert [e for e in steps[1].effects if isinstance(e, PlaceCall)] == [PlaceCall()]
     assert _entries(steps, "call.dialing") == [{"call": "call_1", "to": TO, "trunk": "main"}]
-    again, more = _run(state, ev.admission_begun())
+    _again, more = _run(state, BEGUN)
     assert not any(isinstance(e, PlaceCall) for step in more for e in step.effects)
 
 
@@ -116,7 +119,11 @@ def test_ringing_is_logged_once() -> None:
 
 @pytest.mark.parametrize(
     ("code", "outcome", "reason"),
-    [("busy", "busy", "call_busy"), ("no_answer", "no_answer", "call_no_answer"), ("weird_9", "failed", "call_failed")],
+    [
+        ("busy", "busy", "call_busy"),
+        ("no_answer", "no_answer", "call_no_answer"),
+        ("weird_9", "failed", "call_failed"),
+    ],
 )
 def test_a_call_that_does_not_connect_ends_with_its_outcome(code: str, outcome: str, reason: str) -> None:
     """`transport.failed` ends the call: busy, unanswered, or failed with the code kept as it came."""
@@ -138,11 +145,13 @@ def test_a_call_that_does_not_connect_ends_with_its_outcome(code: str, outcome: 
 
 
 def test_a_person_who_says_a_few_words_and_waits_is_a_person() -> None:
-    """"Hello?" then a pause: when the pause is long enough the person is greeted, once."""
+    """ "Hello?" then a pause: when the pause is long enough the person is greeted, once."""
     state, steps = _run(_answered(), lc.said("Hello?", 1_000))
     assert _entries(steps, "call.answered") == []
     timers = [e for e in steps[0].effects if isinstance(e, ScheduleTimer)]
-    assert [(t.name, t.delay_ms) for t in timers] == [(timer_name(OutboundWait("callee_paused", 1)), CALLEE_PAUSE_MS)]
+    assert [(t.name, t.delay_ms) for t in timers] == [
+        (timer_name(OutboundWait("callee_paused", 1)), CALLEE_PAUSE_MS)
+    ]
     state, fired = _fired(state, OutboundWait("callee_paused", 1))
     [answered] = _entries(fired, "call.answered")
     assert answered["answered_by"] == "human" and answered["evidence"]
@@ -186,7 +195,7 @@ def test_a_message_is_left_once_the_greeting_is_over_then_the_call_hangs_up() ->
     [said] = [c for s in over for c in s.controls]
     assert said.type == "session.commentary.append" and message in said.content
     # Said once; when the agent has said it and paused, the call hangs up.
-    state, spoken = _run(state, lc.said(message, 9_000, Speaker.AGENT))
+    state, _spoken = _run(state, lc.said(message, 9_000, Speaker.AGENT))
     assert state.phase is not Phase.ENDED
     state, done = _fired(state, OutboundWait("message_said", state.outbound.pieces))
     assert state.phase is Phase.ENDED and state.end_reason == "voicemail_left"
@@ -194,7 +203,7 @@ def test_a_message_is_left_once_the_greeting_is_over_then_the_call_hangs_up() ->
 
 
 def test_nothing_heard_by_the_deadline_is_unknown_and_the_model_speaks() -> None:
-    state, fired = _fired(_answered(), OutboundWait("verdict"))
+    _state, fired = _fired(_answered(), OutboundWait("verdict"))
     [answered] = _entries(fired, "call.answered")
     assert answered["answered_by"] == "unknown"
     assert [c.type for s in fired for c in s.controls] == ["session.instructions.append"]
@@ -216,7 +225,7 @@ def test_an_answered_call_that_ends_is_completed_and_recorded_once() -> None:
 
 
 def test_a_call_ended_by_its_placer_before_the_answer_is_cancelled() -> None:
-    state, steps = _run(_ringing(), ev.end_requested())
+    _state, steps = _run(_ringing(), ev.end_requested())
     assert (_ended(steps).outcome, _ended(steps).code) == ("cancelled", "ended_by_api")
 
 
