@@ -29,8 +29,17 @@ from pipeline.call.progress import Answered, CallProgress, DialFailed, Ringing, 
 from pipeline.dialects import dialect_of
 from pipeline.ending import finish
 from pipeline.outbound.outcomes import failure_outcome
+from pipeline.outbound.voicemail import (
+    DECISION_DEADLINE_MS,
+    GREETING_END_SILENCE_MS,
+    SETTLE_SILENCE_MS,
+    TONE_SILENCE_MS,
+    Verdict,
+    greeting_over,
+    listen,
+    settle,
+)
 from pipeline.outbound.voicemail import Heard as Piece
-from pipeline.outbound.voicemail import Verdict, listen, settle
 from pipeline.state import CallOutcome, Heard, OutboundCall, SessionState
 from pipeline.step import (
     LogEntry,
@@ -47,12 +56,10 @@ from pipeline.timers import OutboundStage, OutboundWait
 # never does, the call is taken as unanswered a little after that.
 RING_LIMIT_MS = 200_000
 # A person says a few words and waits for an answer: this long after the callee's last piece,
-# with no verdict yet, who answered is decided from what was heard.
-CALLEE_PAUSE_MS = 1_200
-# Past this after the answer, who answered is decided with whatever was heard (nothing: unknown).
-VERDICT_DEADLINE_MS = 6_000
-# A machine's greeting is over when it has said nothing for this long (then comes the tone).
-GREETING_PAUSE_MS = 1_500
+# with no verdict yet, who answered is decided from what was heard; and past the deadline after
+# the answer, with whatever was heard (nothing: unknown). The detector's own figures.
+CALLEE_PAUSE_MS = SETTLE_SILENCE_MS
+VERDICT_DEADLINE_MS = DECISION_DEADLINE_MS
 # The message left on a machine is said once the agent has said nothing for this long after it,
 # and the call is hung up then, or at the latest after `MESSAGE_LIMIT_MS`.
 MESSAGE_PAUSE_MS = 1_500
@@ -160,6 +167,8 @@ def waited(state: SessionState, wait: OutboundWait) -> Step:
         case "callee_paused" if call.answered_by is None and wait.number == call.pieces:
             return _decided(state, call, settle(_pieces(call.heard)))
         case "greeting_over" if call.leaving == "waiting" and wait.number == call.pieces:
+            if not greeting_over(_pieces(call.heard), _greeting_pause(call)):
+                return unchanged(state)
             return _leave_the_message(state, call)
         case "message_said" if call.leaving == "said":
             # Its latest pause, or the limit (numbered 0, before the agent said anything).
@@ -219,7 +228,7 @@ def _callee_said(state: SessionState, call: OutboundCall, piece: Heard) -> Step:
     )
     if call.answered_by is not None:
         # A machine's greeting goes on: its end is awaited again from this piece.
-        return _rearmed(state, listening, "greeting_over", GREETING_PAUSE_MS)
+        return _rearmed(state, listening, "greeting_over", _greeting_pause(listening))
     verdict = listen(_pieces(listening.heard))
     if verdict is not None:
         return _decided(state, listening, verdict)
@@ -269,7 +278,7 @@ def _decided(state: SessionState, call: OutboundCall, verdict: Verdict) -> Step:
         effects=(
             logged,
             *stopped,
-            schedule_timer(OutboundWait("greeting_over", call.pieces), delay_ms=GREETING_PAUSE_MS),
+            schedule_timer(OutboundWait("greeting_over", call.pieces), delay_ms=_greeting_pause(call)),
         ),
     )
 
@@ -281,6 +290,14 @@ def _leave_the_message(state: SessionState, call: OutboundCall) -> Step:
     said = dialect_of(saying).say(saying, LEAVE_THE_MESSAGE.format(message=message))
     limit = schedule_timer(OutboundWait("message_said", 0), delay_ms=MESSAGE_LIMIT_MS)
     return Step(state=saying, effects=(logged, limit)).then(said)
+
+
+def _greeting_pause(call: OutboundCall) -> int:
+    """How long after the greeting's last piece its end is looked for: a moment for the tone
+    after "after the tone" (or the like), else a pause long enough to be no breath."""
+    if greeting_over(_pieces(call.heard), TONE_SILENCE_MS):
+        return TONE_SILENCE_MS
+    return GREETING_END_SILENCE_MS
 
 
 def _pieces(heard: tuple[Heard, ...]) -> list[Piece]:

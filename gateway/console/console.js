@@ -174,6 +174,68 @@ function viewCall(sessionId) {
   return () => { clearInterval(timer); if (socket) socket.close(); };
 }
 
+// ── campaigns ──────────────────────────────────────────────────────────────────────────
+
+function progress(campaign) {
+  const states = campaign.counts.by_state;
+  const done = states.done || 0;
+  const total = campaign.contacts || 0;
+  const bar = el("progress", { max: String(Math.max(total, 1)), value: String(done) });
+  return el("span", {}, bar, ` ${done} / ${total} done, ${states.calling || 0} calling, ${states.waiting || 0} waiting`);
+}
+
+function outcomes(campaign) {
+  return Object.entries(campaign.counts.by_outcome).map(([name, n]) => `${name} ${n}`).join(", ");
+}
+
+function viewCampaigns() {
+  const rows = el("tbody", { id: "campaigns" });
+  const answer = el("div", { class: "answer" });
+  async function refresh() {
+    const listed = await api("GET", "/v1/campaigns");
+    if (listed.status !== 200) { answerLine(answer, listed); return; }
+    rows.replaceChildren(...listed.body.campaigns.map((c) => el("tr", { "data-campaign": c.id },
+      el("td", {}, el("a", { href: `#/campaign/${c.id}` }, c.name)), el("td", {}, c.status),
+      el("td", {}, progress(c)), el("td", {}, outcomes(c)), el("td", {}, c.max_concurrent), el("td", {}, c.created_at))));
+  }
+  show(el("h2", {}, "Campaigns"), answer,
+    el("table", {}, el("thead", {}, el("tr", {}, ...["campaign", "status", "progress", "outcomes", "at once", "created"].map((h) => el("th", {}, h)))), rows));
+  refresh();
+  const timer = setInterval(refresh, 3000);
+  return () => clearInterval(timer);
+}
+
+function viewCampaign(campaignId) {
+  const summary = el("div", { class: "panel", id: "campaign-summary" }, "…");
+  const rows = el("tbody", { id: "contacts" });
+  const answer = el("div", { class: "answer", id: "campaign-answer" });
+  const act = (verb) => async () => { answerLine(answer, await api("POST", `/v1/campaigns/${campaignId}/${verb}`)); refresh(); };
+  const buttons = el("div", { class: "controls" },
+    el("button", { id: "pause", onclick: act("pause") }, "Pause"),
+    el("button", { id: "resume", onclick: act("resume") }, "Resume"),
+    el("button", { id: "cancel", onclick: act("cancel") }, "Cancel"));
+  async function refresh() {
+    const shown = await api("GET", `/v1/campaigns/${campaignId}`);
+    if (shown.status !== 200) { answerLine(answer, shown); return; }
+    const c = shown.body;
+    summary.replaceChildren(el("div", {}, `${c.name}: ${c.status}`), el("div", {}, progress(c)), el("div", {}, outcomes(c)));
+    const over = c.status === "completed" || c.status === "cancelled";
+    for (const button of buttons.querySelectorAll("button")) button.disabled = over;
+    const page = await api("GET", `/v1/campaigns/${campaignId}/contacts?limit=200`);
+    if (page.status !== 200) return;
+    rows.replaceChildren(...page.body.contacts.map((contact) => el("tr", {},
+      el("td", {}, contact.to), el("td", {}, contact.state), el("td", {}, contact.outcome || ""),
+      el("td", {}, contact.attempts.length),
+      el("td", {}, ...contact.attempts.map((a) => el("div", {},
+        el("a", { href: `#/call/${a.session_id}` }, a.outcome || "in progress"), ` ${a.started_at}`))))));
+  }
+  show(el("h2", {}, "Campaign"), summary, buttons, answer,
+    el("table", {}, el("thead", {}, el("tr", {}, ...["to", "state", "outcome", "attempts", "calls"].map((h) => el("th", {}, h)))), rows));
+  refresh();
+  const timer = setInterval(refresh, 3000);
+  return () => clearInterval(timer);
+}
+
 // ── dead letters ───────────────────────────────────────────────────────────────────────
 
 function viewDeadLetters() {
@@ -203,7 +265,10 @@ function route() {
   if (!key()) { show(el("p", { class: "hint" }, "Enter an API key to begin.")); stopView = () => {}; return; }
   const hash = location.hash || "#/calls";
   const call = hash.match(/^#\/call\/([A-Za-z0-9_-]{1,64})$/);
+  const campaign = hash.match(/^#\/campaign\/([A-Za-z0-9_-]{1,64})$/);
   if (call) stopView = viewCall(call[1]);
+  else if (campaign) stopView = viewCampaign(campaign[1]);
+  else if (hash === "#/campaigns") stopView = viewCampaigns();
   else if (hash === "#/dead-letters") stopView = viewDeadLetters();
   else stopView = viewCalls();
 }

@@ -1,0 +1,351 @@
+"""Calls going out end to end (issue 26), through the simulated Live provider's dial plan: one
+call dialled once and told apart as a person or a machine; a campaign of a few dozen contacts
+with every outcome, retries and a suppressed number, never over `max_concurrent`; the same with
+workers killed at random; and the refusals, each typed."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from switchboard.client import Client
+from switchboard.services import Services
+from switchboard.stack import Stack
+from tests.support.live import _sim, live_session
+from tests.support.waiting import wait_for
+
+SESSION = {"instructions": "You remind {name} of an appointment.", "provider": "live"}
+TRUNK = {
+    "name": "main",
+    "url": "sips:sip.example.com",
+    "username": "acme",
+    "password": f"pw-{uuid.uuid4().hex}",
+    "caller_number": "+15550100000",
+}
+VOICEMAIL = "Hi, you have reached Dana. Please leave a message after the tone."
+
+
+@pytest.fixture(scope="module")
+def dialing(services: Services, namespace: str) -> Iterator[Stack]:
+    """Simulator, gateway and two workers; the deployment may place 40 calls at once."""
+    with Stack(
+        services.database_url,
+        services.redis_url,
+        namespace=f"{namespace}-out",
+        extra_env={"SWITCHBOARD_MAX_OUTBOUND": "40"},
+        simulator_args=("--ringing-limit-ms", "4000"),
+    ) as running:
+        running.start(workers=2)
+        client = Client(running.api_url, running.api_token)
+        client.add_trunk(TRUNK)
+        yield running
+
+
+def _plan(stack: Stack, plan: dict[str, Any]) -> None:
+    _sim(stack, "PUT", "/_sim/live/dial-plan", plan)
+
+
+def _dials(stack: Stack) -> dict[str, Any]:
+    return dict(_sim(stack, "GET", "/_sim/live/dials"))
+
+
+def _entries(client: Client, session_id: str, kind: str) -> list[dict[str, Any]]:
+    return [entry["data"] for entry in client.call_log(session_id)["entries"] if entry["kind"] == kind]
+
+
+def _number() -> str:
+    return f"+1415{random.randrange(10**6, 10**7)}"
+
+
+def test_one_call_to_a_person_is_dialled_once_and_the_agent_greets_them(dialing: Stack) -> None:
+    client = Client(dialing.api_url, dialing.api_token)
+    to = _number()
+    _plan(dialing, {to: {"outcome": "human", "script": "live_callee", "ring_ms": 300}})
+    placed = client.place_call(to, SESSION, vars={"name": "Dana"})
+    call, session_id = placed["call"], placed["session"]["id"]
+    assert (call["to"], call["status"]) == (to, "dialing")
+
+    answered = wait_for(lambda: _entries(client, session_id, "call.answered"), "the verdict", timeout_s=30)
+    assert answered[0]["answered_by"] == "human", answered
+    assert [e["call"] for e in _entries(client, session_id, "call.ringing")] == [call["id"]]
+    record = client.wait_for_status(session_id, timeout_s=60)
+    assert record["status"] == "ended"
+    shown = client.outbound_call(call["id"])
+    assert (shown["status"], shown["outcome"], shown["answered_by"]) == ("ended", "completed", "human")
+    [attempted] = _entries(client, session_id, "call.attempted")
+    assert attempted["outcome"] == "completed"
+    # Dialled once, with the call's id as the provider's idempotency key, through the trunk named.
+    [dial] = [d for d in _dials(dialing)["dials"] if d["destination"] == to]
+    assert (dial["idempotency_key"], dial["repeats"], dial["trunk_host"]) == (
+        call["id"],
+        0,
+        "sip.example.com",
+    )
+    # The model was told to wait, then that a person answered; the vars were placed as data.
+    log = live_session(dialing, record["call_id"])
+    assert log["errors"] == []
+    texts = [c["control"].get("content", "") for c in log["controls"]]
+    assert any("A person answered" in text for text in texts)
+
+
+def test_a_machine_is_hung_up_on_or_left_a_message_once_its_greeting_is_over(
+    dialing: Stack, services: Services
+) -> None:
+    client = Client(dialing.api_url, dialing.api_token)
+    hang_up, leave = _number(), _number()
+    _plan(
+        dialing,
+        {
+            hang_up: {"outcome": "voicemail", "greeting": VOICEMAIL, "ring_ms": 200},
+            leave: {"outcome": "voicemail", "greeting": VOICEMAIL, "ring_ms": 200, "beep_ms": 300},
+        },
+    )
+    first = client.place_call(hang_up, SESSION, vars={"name": "Dana"})
+    record = client.wait_for_status(first["session"]["id"], timeout_s=60)
+    assert record["end_reason"] == "answering_machine"
+    assert client.outbound_call(first["call"]["id"])["outcome"] == "voicemail"
+    [answered] = _entries(client, first["session"]["id"], "call.answered")
+    assert answered["answered_by"] == "machine" and answered["evidence"]["rule"] == "phrase"
+
+    # A campaign's machine gets its message, once, after the greeting; then the call hangs up.
+    message = "This is Acme: your appointment is tomorrow at nine."
+    campaign = client.create_campaign(
+        {
+            "name": "one message",
+            "session": SESSION,
+            "contacts": [{"to": leave, "vars": {"name": "Dana"}}],
+            "voicemail": {"action": "leave_message", "message": message},
+        }
+    )
+    shown = _run_to_completion(services, client, campaign["id"])
+    assert shown["counts"]["by_outcome"] == {"voicemail": 1}
+    [contact] = client.campaign_contacts(campaign["id"])["contacts"]
+    [attempt] = contact["attempts"]
+    record = client.session(attempt["session_id"])
+    assert record["end_reason"] == "voicemail_left"
+    [dial] = [d for d in _dials(dialing)["dials"] if d["destination"] == leave]
+    assert message in (dial["message"] or "")
+
+
+def test_calls_that_do_not_connect_end_with_their_outcome(dialing: Stack) -> None:
+    client = Client(dialing.api_url, dialing.api_token)
+    busy, unanswered, refused = _number(), _number(), _number()
+    _plan(
+        dialing,
+        {
+            busy: {"outcome": "busy", "after_ms": 200},
+            unanswered: {"outcome": "no_answer", "after_ms": 300},
+            refused: {"outcome": "failed", "after_ms": 100, "code": "provider_invite_failed"},
+        },
+    )
+    outcomes = {}
+    for to in (busy, unanswered, refused):
+        placed = client.place_call(to, SESSION, vars={"name": "Dana"})
+        client.wait_for_status(placed["session"]["id"], timeout_s=60)
+        shown = client.outbound_call(placed["call"]["id"])
+        outcomes[to] = (shown["outcome"], shown["code"])
+    assert outcomes == {
+        busy: ("busy", "busy"),
+        unanswered: ("no_answer", "no_answer"),
+        refused: ("failed", "provider_invite_failed"),
+    }
+
+
+def test_calls_are_refused_with_typed_errors(dialing: Stack, services: Services) -> None:
+    client = Client(dialing.api_url, dialing.api_token)
+    to = _number()
+    body = {"to": to, "session": SESSION, "vars": {"name": "Dana"}}
+    assert Client(dialing.api_url, "not-a-key").request("POST", "/v1/calls", body)[0] == 401
+    status, answer = client.request("POST", "/v1/calls", {**body, "session": {"instructions": "Hi."}})
+    assert (status, answer["error"]["code"]) == (409, "not_supported_on_realtime"), answer
+    for bad in (
+        {**body, "to": "sip:alice@example.com"},
+        {**body, "to": "4155550123"},
+        {**body, "vars": {"name": ["not", "text"]}},
+        {**body, "extra": 1},
+        {"to": to, "session": SESSION},  # {name} is filled by nothing
+    ):
+        status, answer = client.request("POST", "/v1/calls", bad)
+        assert status == 422, (bad, answer)
+    status, answer = client.request("POST", "/v1/calls", {**body, "trunk": "nope"})
+    assert (status, answer["error"]["code"]) == (404, "trunk_not_found")
+    client.suppress(to, "asked")
+    status, answer = client.request("POST", "/v1/calls", body)
+    assert (status, answer["error"]["code"]) == (409, "suppressed")
+    # A viewer reads but may not dial, nor see a trunk's password anywhere.
+    assert "password" not in json.dumps(client.trunks()) and TRUNK["password"] not in json.dumps(
+        client.trunks()
+    )
+    assert client.request("GET", "/v1/calls/call_nope")[0] == 404
+
+
+def test_a_campaign_with_every_outcome_completes_as_its_policy_says(
+    dialing: Stack, services: Services
+) -> None:
+    """Thirty contacts: people, machines, busy lines, unanswered and failing numbers, one on the
+    do-not-call list; retries for busy and unanswered; never more than four at once."""
+    client = Client(dialing.api_url, dialing.api_token)
+    contacts, plan, truth = _contacts(30)
+    _plan(dialing, plan)
+    suppressed = contacts[-1]["to"]
+    client.suppress(suppressed, "asked last time")
+    campaign = client.create_campaign(
+        {
+            "name": "reminders",
+            "session": SESSION,
+            "contacts": contacts,
+            "max_concurrent": 4,
+            "retry": {"busy": {"attempts": 2, "after_s": 60}, "no_answer": {"attempts": 2, "after_s": 60}},
+            "voicemail": {"action": "hangup"},
+        }
+    )
+    campaign_id = campaign["id"]
+    # Retries wait a minute; the test moves the contacts' next dial to now instead of waiting.
+    shown = _run_to_completion(services, client, campaign_id)
+    _check_campaign(dialing, client, campaign_id, shown, truth, suppressed, max_concurrent=4)
+
+
+def test_a_campaign_with_workers_killed_at_random_dials_nobody_twice_and_skips_nobody(
+    dialing: Stack, services: Services
+) -> None:
+    client = Client(dialing.api_url, dialing.api_token)
+    contacts, plan, truth = _contacts(24)
+    _plan(dialing, plan)
+    suppressed = contacts[-1]["to"]
+    client.suppress(suppressed, "asked last time")
+    campaign = client.create_campaign(
+        {
+            "name": "under fire",
+            "session": SESSION,
+            "contacts": contacts,
+            "max_concurrent": 5,
+            "retry": {"busy": {"attempts": 2, "after_s": 60}, "no_answer": {"attempts": 2, "after_s": 60}},
+        }
+    )
+    stop = threading.Event()
+    kills: list[int] = []
+
+    def killer() -> None:
+        while not stop.wait(random.uniform(1.0, 2.5)):
+            if not dialing.workers:
+                continue
+            victim = random.choice(dialing.workers)
+            victim.popen.send_signal(signal.SIGKILL)
+            victim.popen.wait()
+            dialing.workers.remove(victim)
+            kills.append(victim.popen.pid)
+            dialing.add_worker()
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    try:
+        shown = _run_to_completion(services, client, campaign["id"], timeout_s=240)
+    finally:
+        stop.set()
+        thread.join()
+    assert len(kills) >= 3, "the killer must really have killed workers"
+    _check_campaign(dialing, client, campaign["id"], shown, truth, suppressed, max_concurrent=5)
+
+
+# ── helpers ─────────────────────────────────────────────────────────────────────────────
+
+
+def _contacts(count: int) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, str]]:
+    """`count` contacts with their dial plan and what each should come to."""
+    kinds = ["human", "voicemail", "busy", "no_answer", "failed"]
+    contacts, plan, truth = [], {}, {}
+    for index in range(count):
+        to = _number()
+        kind = kinds[index % len(kinds)]
+        contacts.append({"to": to, "vars": {"name": f"Contact {index}"}})
+        if kind == "human":
+            plan[to] = {"outcome": "human", "script": "live_callee", "ring_ms": 200}
+            truth[to] = "completed"
+        elif kind == "voicemail":
+            plan[to] = {"outcome": "voicemail", "greeting": VOICEMAIL, "ring_ms": 200}
+            truth[to] = "voicemail"
+        else:
+            plan[to] = {"outcome": kind, "after_ms": 200}
+            truth[to] = kind
+    truth[contacts[-1]["to"]] = "suppressed"
+    return contacts, plan, truth
+
+
+def _run_to_completion(
+    services: Services, client: Client, campaign_id: str, timeout_s: float = 180
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        shown = client.campaign(campaign_id)
+        if shown["status"] == "completed":
+            return shown
+        # A retry is due a minute after its attempt: bring it forward, as the clock would.
+        _due_now(services.database_url, campaign_id)
+        time.sleep(0.5)
+    raise AssertionError(f"campaign {campaign_id} did not complete: {client.campaign(campaign_id)}")
+
+
+def _due_now(database_url: str, campaign_id: str) -> None:
+    import psycopg2
+
+    with psycopg2.connect(database_url) as connection, connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE campaign_contacts SET next_at = now() WHERE campaign_id = %s AND state = 'waiting'"
+            " AND next_at > now()",
+            (campaign_id,),
+        )
+        cursor.execute(
+            "UPDATE campaigns SET next_tick_at = now() WHERE id = %s AND status = 'running'", (campaign_id,)
+        )
+
+
+def _check_campaign(
+    stack: Stack,
+    client: Client,
+    campaign_id: str,
+    shown: dict[str, Any],
+    truth: dict[str, str],
+    suppressed: str,
+    *,
+    max_concurrent: int,
+) -> None:
+    contacts: list[dict[str, Any]] = []
+    after = -1
+    while True:
+        page = client.campaign_contacts(campaign_id, after=after, limit=10)
+        contacts += page["contacts"]
+        if page["next"] is None:
+            break
+        after = page["next"]
+    assert len(contacts) == len(truth)
+    came_to = {contact["to"]: contact["outcome"] for contact in contacts}
+    assert came_to == truth
+    # Each contact was dialled as often as its policy allows: twice for busy and unanswered.
+    allowed = {"completed": 1, "voicemail": 1, "failed": 1, "busy": 2, "no_answer": 2, "suppressed": 0}
+    attempts = {contact["to"]: len(contact["attempts"]) for contact in contacts}
+    assert attempts == {to: allowed[outcome] for to, outcome in truth.items()}
+    dials = [d for d in _dials(stack)["dials"] if d["destination"] in truth]
+    per_number = Counter(d["destination"] for d in dials)
+    assert per_number == Counter({to: n for to, n in attempts.items() if n}), "each attempt dialled once"
+    assert suppressed not in per_number
+    assert _concurrent(dials) <= max_concurrent
+    assert shown["counts"]["by_outcome"] == dict(Counter(truth.values()))
+
+
+def _concurrent(dials: list[dict[str, Any]]) -> int:
+    """The most of these dials that were between their create and their end at once."""
+    moments = [(d["created_at"], 1) for d in dials] + [(d["ended_at"] or float("inf"), -1) for d in dials]
+    most = current = 0
+    for _, change in sorted(moments, key=lambda moment: (moment[0], moment[1])):
+        current += change
+        most = max(most, current)
+    return most
