@@ -11,6 +11,7 @@ import logging
 import signal
 from pathlib import Path
 
+from simulator.live_dial import RINGING_LIMIT_MS
 from simulator.server import Simulator
 
 
@@ -24,6 +25,20 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--recording", type=Path, help="replay this JSONL recording on every call")
     parser.add_argument("--speed", type=float, default=1.0, help="playback speed (0 = as fast as possible)")
     parser.add_argument("--lenient", action="store_true", help="do not check sent events")
+    parser.add_argument(
+        "--dial-plan", type=Path, help="Live outbound calls: what happens at each number (a JSON file)"
+    )
+    parser.add_argument(
+        "--outbound-disabled",
+        action="store_true",
+        help="the organization may not place outbound Live calls (403 outbound_sip_not_enabled)",
+    )
+    parser.add_argument(
+        "--ringing-limit-ms",
+        type=int,
+        default=RINGING_LIMIT_MS,
+        help=f"an outbound call still ringing this long fails no_answer (default {RINGING_LIMIT_MS})",
+    )
     return parser.parse_args(argv)
 
 
@@ -34,6 +49,9 @@ async def _serve(arguments: argparse.Namespace) -> None:
         speed=arguments.speed,
         strict=not arguments.lenient,
         live_script=arguments.live_script,
+        dial_plan=arguments.dial_plan,
+        outbound_enabled=not arguments.outbound_disabled,
+        ringing_limit_ms=arguments.ringing_limit_ms,
     )
     await simulator.start(arguments.host, arguments.http_port, arguments.ws_port)
     stopping = asyncio.Event()

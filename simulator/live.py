@@ -3,17 +3,38 @@
 REST, on the HTTP port beside the Realtime routes, Bearer auth required (checked by the server):
     POST /v1/live/sessions                   {session, transport: {type: "webrtc", sdp}} → 200
                                              {session: {id: "live_u7_…"}, transport: {type, sdp}}
+    POST /v1/live/sessions                   {session, transport: {type: "sip", destination:
+                                             "+E164", trunk: {provider_url: "sips:host[:port]",
+                                             auth: {type: "digest", username, password},
+                                             caller_number: "+E164"}}} → 200 {session: <the
+                                             session resource>, transport: {type: "sip",
+                                             destination}}: an outbound call (simulator.live_dial,
+                                             simulator.live_outbound), dialled when the first
+                                             sideband attaches or 2 s after the create. 403
+                                             outbound_sip_not_enabled when the switch is off; an
+                                             `Idempotency-Key` seen before answers the first
+                                             answer again and dials nothing (400
+                                             idempotency_key_reused with another body)
     POST /v1/live/sessions/{id}/accept       {session: {type: "live", model, …}} → 200 (a ringing
                                              SIP session); 400 decision_already_made the second time
     POST /v1/live/sessions/{id}/reject       {status_code: 300-699} (required) → 200; the call ends
     POST /v1/live/sessions/{id}/refer        {target_uri: tel:/sip:} → 200; the caller goes there,
                                              the session closes (remote_hangup)
-    POST /v1/live/sessions/{id}/hangup       empty → 200; the session closes (close_requested)
+    POST /v1/live/sessions/{id}/hangup       empty → 200; the session closes (close_requested),
+                                             an outbound call's dial with it, ringing or not
 Every body is checked strictly against the SDK's parameters (unknown keys included): a bad one
 is 400 with `unknown_parameter`, `missing_required_parameter` or `invalid_value`.
 
 Control API, no auth:
     PUT  /_sim/live/script                   the Live call script for sessions created from now on
+                                             (and the callee of a number the dial plan lacks)
+    PUT  /_sim/live/dial-plan                the dial plan (a DialPlan as JSON) for outbound calls
+                                             placed from now on; GET answers the current one
+    PUT  /_sim/live/outbound                 {"enabled": bool}: whether the organization may place
+                                             outbound calls → {"enabled", "ringing_limit_ms"}; GET
+                                             answers the same
+    GET  /_sim/live/dials                    {"dials": [DialRecord], "max_concurrent",
+                                             "concurrency": [[t, n]], "refused"}
     GET  /_sim/live/sessions                 {"sessions": [ids]}
     GET  /_sim/live/sessions/{id}            the session's log (see LiveCallLog)
     GET  /_sim/live/sessions/{id}/status     {"session_id", "status"}
@@ -37,7 +58,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from openai.types.live import LiveCreateResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from websockets.asyncio.server import ServerConnection
@@ -45,7 +66,20 @@ from websockets.http11 import Request as HandshakeRequest
 from websockets.http11 import Response as HandshakeResponse
 
 from simulator.call import IdMint
+from simulator.live_dial import (
+    RINGING_LIMIT_MS,
+    AnsweredByPerson,
+    Answerer,
+    DialLedger,
+    DialPlan,
+    DialRecord,
+    load_dial_plan,
+    outbound_refusal,
+    parse_dial_plan,
+    trunk_host,
+)
 from simulator.live_oracle import RestBody, live_wire_problems, rest_body_problems, webhook_problems
+from simulator.live_outbound import OutboundSession
 from simulator.live_script import LiveScript, load_live_script, parse_live_script
 from simulator.live_session import LiveSession, Transport
 from simulator.oracle import WireProblem
@@ -58,6 +92,15 @@ SIP_ONLY_ACTIONS = ("accept", "reject", "refer")
 ATTACH_PREFIX = "/v1/live/sessions/"
 # The SIP status a rejection may carry (§2).
 REJECT_STATUS_RANGE = range(300, 700)
+# The request header that makes an outbound create safe to repeat.
+IDEMPOTENCY_HEADER = "idempotency-key"
+
+
+class OutboundSwitch(BaseModel):
+    """The body of `PUT /_sim/live/outbound`: whether the organization may place calls."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    enabled: StrictBool
 
 
 def _error(status: int, message: str, code: str, param: str | None = None) -> Response:
@@ -93,6 +136,9 @@ class LiveProvider:
         strict: bool = True,
         recording: Recording | None = None,
         speed: float = 1.0,
+        dial_plan: DialPlan | str | Path | None = None,
+        outbound_enabled: bool = True,
+        ringing_limit_ms: int = RINGING_LIMIT_MS,
     ) -> None:
         self.script = (
             script
@@ -107,6 +153,16 @@ class LiveProvider:
         self._mint = IdMint()
         self.sessions: dict[str, LiveSession] = {}
         self._announcing: set[asyncio.Task[None]] = set()
+        # Outbound calls: what happens at each number, whether the organization may call, how
+        # long a number may ring, and every call placed.
+        self.dial_plan = (
+            dial_plan
+            if isinstance(dial_plan, DialPlan)
+            else (load_dial_plan(dial_plan) if dial_plan is not None else DialPlan({}))
+        )
+        self.outbound_enabled = outbound_enabled
+        self.ringing_limit_ms = ringing_limit_ms
+        self.dials = DialLedger()
 
     def warm_up(self) -> None:
         """Build the oracle's validators now, so the first session is not measured slower."""
@@ -126,6 +182,42 @@ class LiveProvider:
     def create_session(self, config: dict[str, Any]) -> LiveSession:
         """Open a WebRTC session as `POST /v1/live/sessions` does (config already checked)."""
         session = self._new_session("webrtc", config)
+        session.start()
+        return session
+
+    def place_outbound_call(
+        self, config: dict[str, Any], transport: dict[str, Any], idempotency_key: str | None = None
+    ) -> OutboundSession:
+        """Place a phone call as an outbound `POST /v1/live/sessions` does (body already checked):
+        the dial plan says who answers; a number it lacks is a person following the current
+        Live script."""
+        destination: str = transport["destination"]
+        planned = self.dial_plan.resolve(destination)
+        answerer: Answerer = planned or AnsweredByPerson(outcome="human", script=self.script.name)
+        script = self.dial_plan.script(planned) if isinstance(planned, AnsweredByPerson) else self.script
+        session_id = f"live_u7_{secrets.token_hex(16)}"
+        record = DialRecord(
+            session_id=session_id,
+            destination=destination,
+            caller_number=transport["trunk"]["caller_number"],
+            trunk_host=trunk_host(transport["trunk"]["provider_url"]),
+            planned=answerer.outcome,
+            idempotency_key=idempotency_key,
+            created_at=time.time(),
+        )
+        session = OutboundSession(
+            session_id,
+            script=script,
+            mint=self._mint,
+            config=config,
+            answerer=answerer,
+            record=record,
+            ledger=self.dials,
+            ringing_limit_ms=self.ringing_limit_ms,
+            strict=self.strict,
+        )
+        self.sessions[session_id] = session
+        self.dials.opened(record)
         session.start()
         return session
 
@@ -170,12 +262,18 @@ class LiveProvider:
             return _error(405, f"{request.method} is not allowed here", "method_not_allowed")
         body = await request.body()
         if not parts:
-            return self._create(body)
+            return self._create(body, request.headers.get(IDEMPOTENCY_HEADER))
         if len(parts) == 2 and parts[1] in SESSION_ACTIONS:
             return await self._act(parts[0], parts[1], body)
         return _error(404, f"Unknown path {request.url.path}", "not_found")
 
-    def _create(self, body: bytes) -> Response:
+    def _create(self, body: bytes, idempotency_key: str | None) -> Response:
+        try:
+            sip = _is_sip_create(json.loads(body or b"{}"))
+        except ValueError:
+            sip = False
+        if sip:
+            return self._create_outbound(body, idempotency_key)
         parsed, refused = _read_json(body, kind="create")
         if refused is not None:
             return refused
@@ -191,12 +289,59 @@ class LiveProvider:
         LiveCreateResponse.model_validate(answer, strict=True)
         return JSONResponse(answer)
 
+    def _create_outbound(self, body: bytes, idempotency_key: str | None) -> Response:
+        parsed = json.loads(body)
+        if idempotency_key is not None:
+            remembered = self.dials.recall(idempotency_key)
+            if remembered is not None and remembered.body == parsed:
+                remembered.record.repeats += 1
+                return JSONResponse(remembered.answer)
+            if remembered is not None:
+                self.dials.refused += 1
+                return _error(
+                    400,
+                    "This Idempotency-Key was already used with a different request body.",
+                    "idempotency_key_reused",
+                )
+        refused = self._refuse_outbound(parsed)
+        if refused is not None:
+            self.dials.refused += 1
+            return refused
+        session = self.place_outbound_call(parsed["session"], parsed["transport"], idempotency_key)
+        # The trunk and its credentials are never returned (§2.2).
+        answer = {
+            "session": session.resource(),
+            "transport": {"type": "sip", "destination": parsed["transport"]["destination"]},
+        }
+        if idempotency_key is not None:
+            self.dials.remember(idempotency_key, parsed, answer, session.record)
+        return JSONResponse(answer)
+
+    def _refuse_outbound(self, parsed: dict[str, Any]) -> Response | None:
+        if not self.outbound_enabled:
+            return _error(
+                403,
+                "Outbound SIP calling must be enabled for your organization.",
+                "outbound_sip_not_enabled",
+            )
+        problems = rest_body_problems(parsed, kind="create_sip")
+        if problems:
+            return _refused_body(problems)
+        refusal = outbound_refusal(parsed["transport"])
+        if refusal is not None:
+            return _error(400, refusal.message, "invalid_value", refusal.param)
+        if not _is_client_delegation(parsed["session"]):
+            return _unsimulated_delegation()
+        return None
+
     async def _act(self, session_id: str, action: str, body: bytes) -> Response:
         session = self.sessions.get(session_id)
         if session is None or session.has_ended:
             return _error(404, f"Session '{session_id}' not found or already closed.", "session_not_found")
         if action in SIP_ONLY_ACTIONS and session.transport != "sip":
             return _error(400, f"Only a SIP session can be asked to {action}.", "invalid_request")
+        if action in ("accept", "reject") and session.is_outbound:
+            return _error(400, f"An outbound call has no incoming call to {action}.", "invalid_request")
         if action == "hangup":
             await session.close("close_requested")
             return Response(status_code=200)
@@ -213,6 +358,8 @@ class LiveProvider:
             return _error(400, "target_uri must be a tel: or sip: URI.", "invalid_value", "target_uri")
         if session.is_ringing:
             return _error(400, "A session must be accepted before it is referred.", "invalid_request")
+        if isinstance(session, OutboundSession) and not session.is_answered:
+            return _error(400, "An outbound call must be answered before it is referred.", "invalid_request")
         # The caller's leg goes to the target; the trunk then ends this one.
         session.log.referred_to = target
         await session.close("remote_hangup")
@@ -253,6 +400,29 @@ class LiveProvider:
             return JSONResponse({"script": self.script.name})
         if parts == ["sessions"] and request.method == "GET":
             return JSONResponse({"sessions": list(self.sessions)})
+        if parts == ["dial-plan"] and request.method == "PUT":
+            try:
+                self.dial_plan = parse_dial_plan(await request.body())
+            except ValidationError as exc:
+                return JSONResponse(
+                    {"error": {"message": "invalid dial plan", "details": _details(exc)}}, status_code=400
+                )
+            return JSONResponse({"dial_plan": sorted(self.dial_plan.root)})
+        if parts == ["dial-plan"] and request.method == "GET":
+            return JSONResponse(self.dial_plan.model_dump(mode="json"))
+        if parts == ["outbound"] and request.method == "PUT":
+            try:
+                self.outbound_enabled = OutboundSwitch.model_validate_json(await request.body()).enabled
+            except ValidationError as exc:
+                return JSONResponse(
+                    {"error": {"message": 'the body must be {"enabled": bool}', "details": _details(exc)}},
+                    status_code=400,
+                )
+            return JSONResponse(self._outbound_settings())
+        if parts == ["outbound"] and request.method == "GET":
+            return JSONResponse(self._outbound_settings())
+        if parts == ["dials"] and request.method == "GET":
+            return JSONResponse(self.dials.as_json())
         if parts == ["sip", "calls"] and request.method == "POST":
             try:
                 place = PlaceCall.model_validate_json(await request.body())
@@ -286,6 +456,9 @@ class LiveProvider:
             session.inject_raw(frames)
             return JSONResponse({"injected": len(frames)})
         return _error(404, f"Unknown path {request.url.path}", "not_found")
+
+    def _outbound_settings(self) -> dict[str, Any]:
+        return {"enabled": self.outbound_enabled, "ringing_limit_ms": self.ringing_limit_ms}
 
     # ── the sideband ────────────────────────────────────────────────────────────
 
@@ -357,6 +530,20 @@ def _read_json(body: bytes, *, kind: RestBody) -> tuple[dict[str, Any], Response
     if problems:
         return {}, _refused_body(problems)
     return parsed, None
+
+
+def _is_sip_create(body: Any) -> bool:
+    """Whether a create asks for a phone call (its transport says `sip`), whatever else is wrong."""
+    transport = body.get("transport") if isinstance(body, dict) else None
+    return isinstance(transport, dict) and transport.get("type") == "sip"
+
+
+def _details(exc: ValidationError) -> list[dict[str, Any]]:
+    # A validator's message is the useful part; the input echoed back is not (and it may be long).
+    return [
+        {"loc": list(error["loc"]), "msg": error["msg"], "type": error["type"]}
+        for error in exc.errors(include_url=False, include_input=False)
+    ]
 
 
 def _is_client_delegation(config: dict[str, Any]) -> bool:

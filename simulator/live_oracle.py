@@ -10,7 +10,10 @@ one the SDK knows. An append's content is held to the provider's 500 tokens (§1
 by the same conservative estimate Switchboard bounds its appends by (`estimated_tokens`).
 
 REST bodies are TypedDicts in the SDK; they are checked inside a wrapper that forbids extra
-keys, which pydantic applies to every nested TypedDict as well.
+keys, which pydantic applies to every nested TypedDict as well. The outbound SIP create
+(§2.2) is not in SDK 3.57.0, whose create is WebRTC-only: its transport is written out here
+from OpenAPI 2.3.0 (`LiveSipTransport`, `LiveSipTrunk`, `LiveSipTrunkAuth`), beside the SDK's
+own session config.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ import functools
 import re
 import typing
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Required, Union
 
 from openai.types.live import ConnectClientEvent, ConnectClientEventParam, ConnectServerEvent
 from openai.types.live.live_create_params import LiveCreateParams
+from openai.types.live.media_session_config_param import MediaSessionConfigParam
 from openai.types.live.session_accept_params import SessionAcceptParams
 from openai.types.live.session_refer_params import SessionReferParams
 from openai.types.live.session_reject_params import SessionRejectParams
@@ -30,9 +34,12 @@ from openai.types.responses import ResponseStreamEvent
 from openai.types.webhooks import LiveTransportIncomingWebhookEvent
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+# pydantic reads a TypedDict only from typing_extensions before Python 3.12.
+from typing_extensions import TypedDict
+
 from simulator.oracle import Direction, WireProblem
 
-RestBody = Literal["create", "accept", "reject", "refer"]
+RestBody = Literal["create", "create_sip", "accept", "reject", "refer"]
 
 # Appended content is limited to 500 tokens (§1.3, §4).
 MAXIMUM_APPEND_TOKENS = 500
@@ -53,9 +60,48 @@ def _tags(alias: Any) -> frozenset[str]:
     return frozenset(typing.get_args(member.model_fields["type"].annotation)[0] for member in members)
 
 
+class SipTrunkAuthParam(TypedDict, total=False):
+    """Credentials for SIP Digest authentication with the trunk provider (`LiveSipTrunkAuth`)."""
+
+    type: Required[Literal["digest"]]
+    username: Required[str]
+    password: Required[str]
+
+
+class SipTrunkParam(TypedDict, total=False):
+    """The caller's own SIP trunk for one call (`LiveSipTrunk`): never returned by the API."""
+
+    provider_url: Required[str]
+    """`sips:host[:port][;transport=tcp]`."""
+    auth: Required[SipTrunkAuthParam]
+    caller_number: Required[str]
+    """E.164, the SIP From number."""
+
+
+class SipTransportParam(TypedDict, total=False):
+    """Place an outbound call through the trunk (`LiveSipTransport`)."""
+
+    type: Required[Literal["sip"]]
+    destination: Required[str]
+    """E.164; SIP URI destinations are not supported."""
+    trunk: Required[SipTrunkParam]
+
+
+class SipCreateParams(TypedDict, total=False):
+    """`POST /v1/live/sessions` placing an outbound SIP call (`LiveSessionCreateRequest`)."""
+
+    session: Required[MediaSessionConfigParam]
+    transport: Required[SipTransportParam]
+
+
 class _CreateBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     body: LiveCreateParams
+
+
+class _CreateSipBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    body: SipCreateParams
 
 
 class _AcceptBody(BaseModel):
@@ -75,6 +121,7 @@ class _ReferBody(BaseModel):
 
 _REST_BODIES: dict[RestBody, type[BaseModel]] = {
     "create": _CreateBody,
+    "create_sip": _CreateSipBody,
     "accept": _AcceptBody,
     "reject": _RejectBody,
     "refer": _ReferBody,

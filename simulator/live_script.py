@@ -8,6 +8,9 @@ thinking or commentary first, and then says whatever commentary the host appends
 speaks each line `after_ms` after the model has answered the previous one (a delegating line
 is answered by its commentary), or after `timing.answer_wait_ms` when no answer comes; with
 `barge_in`, as soon as the model starts speaking instead, which stops the model.
+
+On an outbound call (`simulator.live_dial`) the same script is the callee: its `caller` lines
+are what the person who answers says, its `model` lines the model's answers.
 """
 
 from __future__ import annotations
@@ -63,6 +66,11 @@ class LiveSwitches(_Strict):
     reject_responses_in_client_mode: bool = True
     """Answer `response.create` / `response.item.create` with an error under client delegation
     (else they are ignored)."""
+    outbound_waits_for_host: bool = True
+    """On an outbound call, the model says nothing (no greeting, no answer, no delegation) until
+    the host first appends instructions or commentary; then it answers the last callee line it
+    heard and left unanswered, and goes on as usual. (Switchboard's instructions tell the model
+    to wait while it decides whether a person or a machine answered: this model obeys.)"""
 
 
 class LiveCallerSays(_Strict):

@@ -8,7 +8,10 @@ both how fast the call goes and where its words sit on the timeline.
 
 The model speaks one utterance at a time from a queue (acknowledgements, its own answers, and
 the commentary the host appends); a caller who starts a line while it speaks cuts it short
-(GPT-Live stops when talked over, §1.1) — which never cancels a delegation.
+(GPT-Live stops when talked over, §1.1) — which never cancels a delegation. A model told to
+wait for the host (an outbound call, `simulator.live_outbound`) neither answers nor delegates
+until the host first appends instructions or commentary; it then takes up the last line it
+heard and left unanswered.
 """
 
 from __future__ import annotations
@@ -58,6 +61,9 @@ APPEND_ACKNOWLEDGEMENTS = {
     "session.thinking.append": "session.thinking.appended",
     "session.instructions.append": "session.instructions.appended",
 }
+# The appends that end a model's wait for the host: something to say, or how to go on.
+# Thinking is silent progress on a delegation, so it does not.
+HOST_TURN_APPENDS = ("session.instructions.append", "session.commentary.append")
 # What a session resource holds of a startup config: the transport-only knobs (a SIP accept's
 # `type`, a WebRTC session's idle policy) are not part of it.
 RESOURCE_FIELDS = (
@@ -152,6 +158,15 @@ class Utterance:
 
 
 @dataclass
+class UnansweredLine:
+    """A caller line the model heard while it waited for the host, to take up once it may."""
+
+    index: int
+    # Where the line's covering word starts, for a line the model delegates on.
+    delegate_at_ms: int | None = None
+
+
+@dataclass
 class Delegation:
     """A delegation the model made, and what became of it."""
 
@@ -163,6 +178,9 @@ class Delegation:
 
 class LiveSession:
     """A Live session on the simulated provider, from creation (or ringing) to `session.closed`."""
+
+    # Whether the session placed its phone call itself (see simulator.live_outbound).
+    is_outbound = False
 
     def __init__(
         self,
@@ -206,6 +224,10 @@ class LiveSession:
         self._started_at = time.time()
         self._expires_at = int(self._started_at) + script.session_lifetime_s
         self._has_begun = False
+        # Whether the model says nothing until the host first appends (an outbound call sets it),
+        # and the line it heard meanwhile and has still to answer.
+        self._holds_for_host = False
+        self._unanswered: UnansweredLine | None = None
         # A fault: sideband handshakes for this session are refused (see the provider's drop).
         self.refuses_sideband = False
 
@@ -340,14 +362,9 @@ class LiveSession:
             self._writer = asyncio.create_task(self._write_events())
         if self.script.switches.session_started_on_attach:
             self._emit({"type": "session.started", "session": self.resource()})
-        if not self._has_begun and self._recording is not None:
+        if not self._has_begun:
             self._has_begun = True
-            self._spawn(self._play())
-        elif not self._has_begun:
-            self._has_begun = True
-            self._spawn(self._speak_model())
-            self._spawn(self._report_usage())
-            self._spawn(self._run_caller())
+            self._begin()
         try:
             async for message in socket:
                 self._receive(message, number)
@@ -357,6 +374,16 @@ class LiveSession:
             # Closing a sideband lets go of the observer only, never of the session (§2.3).
             self._sockets.pop(socket, None)
             self._graceful.pop(socket, None)
+
+    def _begin(self) -> None:
+        """The call's own work, started on the first attach: a recording plays, or the model
+        listens and the caller starts talking."""
+        if self._recording is not None:
+            self._spawn(self._play())
+            return
+        self._spawn(self._speak_model())
+        self._spawn(self._report_usage())
+        self._spawn(self._run_caller())
 
     async def _write_events(self) -> None:
         # One writer for the session, whichever sidebands are attached: wire order = emit order.
@@ -529,13 +556,17 @@ class LiveSession:
             return
         self._emit({"type": "transport.dtmf.received", "event": key})
 
-    async def _say(self, index: int, line: LiveCallerSays) -> None:
+    async def _say(self, index: int, line: LiveCallerSays, *, answerable: bool = True) -> None:
         """One caller line, a fragment a word: reflected audio, then its transcript delta; a
-        delegating line delegates at the start of its covering word (§1.5)."""
+        delegating line delegates at the start of its covering word (§1.5). The model answers
+        the line unless it is not `answerable` (a machine's greeting) or the model waits for
+        the host, who then finds it unanswered."""
         timing = self.script.timing
         lag_ms = self.script.switches.covering_fragment_lag_ms
         words = line.say.split()
-        covering = line.delegate_at_word % len(words) if line.delegate else None
+        covering = line.delegate_at_word % len(words) if line.delegate and answerable else None
+        covering_ms: int | None = None
+        delegated = False
         self._cut_speech()
         for position, word in enumerate(words):
             start_ms = self.timeline_ms()
@@ -558,6 +589,12 @@ class LiveSession:
             if position != covering:
                 self._emit(delta)
                 continue
+            covering_ms = start_ms
+            if self._holds_for_host:
+                # A model told to wait does not delegate yet: the line keeps its offset.
+                self._emit(delta)
+                continue
+            delegated = True
             if lag_ms >= 0:
                 self._delegate(index, offset_ms=start_ms)
                 await asyncio.sleep(lag_ms / 1000)
@@ -566,10 +603,35 @@ class LiveSession:
                 self._emit(delta)
                 await asyncio.sleep(-lag_ms / 1000)
                 self._delegate(index, offset_ms=start_ms)
-        if covering is None and not self._is_muted:
-            await asyncio.sleep(timing.reply_after_ms / 1000)
-            entry = next(self._model_answers, None)
-            self._queue_speech(Utterance("answer", entry.say if entry else FALLBACK_ANSWER, line=index))
+        if not answerable or self._is_muted or delegated:
+            return
+        if covering is not None and covering_ms is None:
+            return  # its covering word went unheard (muted): there is nothing to delegate
+        if self._holds_for_host:
+            self._unanswered = UnansweredLine(index, covering_ms)
+            return
+        if covering_ms is not None:
+            # Heard while the model waited for the host, who has spoken since.
+            self._delegate(index, offset_ms=covering_ms)
+            return
+        await asyncio.sleep(timing.reply_after_ms / 1000)
+        self._answer(index)
+
+    def _answer(self, index: int) -> None:
+        entry = next(self._model_answers, None)
+        self._queue_speech(Utterance("answer", entry.say if entry else FALLBACK_ANSWER, line=index))
+
+    def _release_hold(self) -> None:
+        """The host has spoken: the model may talk, and first takes up the line it left waiting
+        (the last one it heard: earlier ones the caller has already talked past)."""
+        self._holds_for_host = False
+        pending, self._unanswered = self._unanswered, None
+        if pending is None or pending.index in self._answered_lines:
+            return
+        if pending.delegate_at_ms is not None:
+            self._delegate(pending.index, offset_ms=pending.delegate_at_ms)
+        else:
+            self._answer(pending.index)
 
     def _reflect_input(self, duration_ms: int) -> None:
         if not self.script.switches.reflect_audio:
@@ -649,6 +711,7 @@ class LiveSession:
                     )
                 utterance.said += text
                 self._transcribed_chars += len(text)
+                self._model_said(text)
                 try:
                     await asyncio.wait_for(self._cut.wait(), fragment_ms / 1000)
                 except TimeoutError:
@@ -659,6 +722,9 @@ class LiveSession:
             if utterance.line is not None and utterance.kind != "acknowledgement":
                 self._answered_lines.add(utterance.line)
             self._notify()
+
+    def _model_said(self, text: str) -> None:
+        """Each transcript fragment the model says, as it says it (a voicemail records them)."""
 
     # ── client events ───────────────────────────────────────────────────────────
 
@@ -748,6 +814,8 @@ class LiveSession:
             self._cancel_acknowledgements()
         at_ms = self.timeline_ms()
         self._emit({"type": APPEND_ACKNOWLEDGEMENTS[kind], "start_ms": at_ms, "end_ms": at_ms, **echo})
+        if self._holds_for_host and kind in HOST_TURN_APPENDS:
+            self._release_hold()
         if kind == "session.commentary.append":
             line = None
             if delegation is not None:

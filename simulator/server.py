@@ -52,6 +52,7 @@ from websockets.http11 import Response as HandshakeResponse
 
 from simulator.call import CallLog, IdMint, SimulatedCall
 from simulator.live import LiveProvider, is_live_path
+from simulator.live_dial import RINGING_LIMIT_MS, DialPlan
 from simulator.live_script import LiveScript
 from simulator.oracle import wire_errors
 from simulator.recording import Recording, read_recording
@@ -110,6 +111,9 @@ class Simulator:
     `script` drives every call created while it is set (PUT /_sim/script replaces it); with a
     `recording`, calls replay it instead, at `speed` (0 = as fast as possible). With `strict`,
     every event sent is checked against the wire oracle and violations land in the call's errors.
+    The Live mode takes its own `live_script`, and for outbound calls a `dial_plan`, whether the
+    organization may place them (`outbound_enabled`) and how long a number may ring
+    (`ringing_limit_ms`).
     """
 
     def __init__(
@@ -120,6 +124,9 @@ class Simulator:
         speed: float = 1.0,
         strict: bool = True,
         live_script: LiveScript | str | Path | None = None,
+        dial_plan: DialPlan | str | Path | None = None,
+        outbound_enabled: bool = True,
+        ringing_limit_ms: int = RINGING_LIMIT_MS,
     ) -> None:
         if speed < 0:
             raise ValueError(f"speed must be >= 0, got {speed}")
@@ -141,7 +148,14 @@ class Simulator:
         if self.recording is not None and (self.recording.header.session or {}).get("provider") == "live":
             live_recording, self.recording = self.recording, None
         self.live = LiveProvider(
-            live_script, sdp_answer=_sdp_answer, strict=strict, recording=live_recording, speed=speed
+            live_script,
+            sdp_answer=_sdp_answer,
+            strict=strict,
+            recording=live_recording,
+            speed=speed,
+            dial_plan=dial_plan,
+            outbound_enabled=outbound_enabled,
+            ringing_limit_ms=ringing_limit_ms,
         )
         self._mint = IdMint()
         self._calls: dict[str, SimulatedCall] = {}
