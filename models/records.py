@@ -92,6 +92,7 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
         "privacy": _privacy(row.state or {}),
         "storage": (row.state or {}).get("storage", "full"),
         "compaction": _compaction(row.state or {}),
+        "outbound": _outbound(row.state or {}),
         "applied_seq": row.applied_seq,
         "logged_seq": row.logged_seq,
         "created_at": row.created_at.isoformat(),
@@ -111,6 +112,16 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
     if with_events:
         record["log"] = event_log(session_id)
     return record
+
+
+def _outbound(state: dict[str, Any]) -> dict[str, Any] | None:
+    """A call Switchboard placed: its id, whom it dialled, how far it got, who answered and what
+    it came to (None: the call came in). What the callee said while that was decided is not here."""
+    call = state.get("outbound")
+    if not isinstance(call, dict):
+        return None
+    kept = ("id", "to", "trunk", "campaign_id", "attempt", "progress", "answered_by", "outcome", "failure")
+    return {key: call.get(key) for key in kept}
 
 
 def _privacy(state: dict[str, Any]) -> dict[str, Any]:

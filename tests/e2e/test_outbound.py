@@ -91,7 +91,8 @@ def test_one_call_to_a_person_is_dialled_once_and_the_agent_greets_them(dialing:
         "sip.example.com",
     )
     # The model was told to wait, then that a person answered; the vars were placed as data.
-    log = live_session(dialing, record["call_id"])
+    assert record["outbound"]["outcome"] == "completed" and record["outbound"]["answered_by"] == "human"
+    log = live_session(dialing, record["provider_call_id"])
     assert log["errors"] == []
     texts = [c["control"].get("content", "") for c in log["controls"]]
     assert any("A person answered" in text for text in texts)
