@@ -83,9 +83,12 @@ SELECT s.id FROM sessions s
    AND (s.state->'phone'->>'caller' = ANY(%(numbers)s)
         OR s.state->'phone'->>'dialled' = ANY(%(numbers)s)
         OR s.state->'phone'->>'asserted_identity' = ANY(%(numbers)s)
+        OR s.state->'outbound'->>'to' = ANY(%(numbers)s)
         OR s.id IN (SELECT p.session_id FROM phone_calls p
                      WHERE p.namespace = %(namespace)s AND p.session_id IS NOT NULL
-                       AND (p.caller = ANY(%(numbers)s) OR p.number = ANY(%(numbers)s))))
+                       AND (p.caller = ANY(%(numbers)s) OR p.number = ANY(%(numbers)s)))
+        OR s.id IN (SELECT o.session_id FROM outbound_calls o
+                     WHERE o.namespace = %(namespace)s AND o.to_number = ANY(%(numbers)s)))
  ORDER BY s.created_at
 """
 
@@ -172,6 +175,12 @@ def _blank(session: LockedSession) -> dict[str, int]:
         ("compactions", _ERASE_COMPACTIONS, (session_id,)),
         ("incidents", _ERASE_INCIDENTS, {"id": session_id}),
         ("phone_calls", _ERASE_PHONE_CALL, (session_id,)),
+        # Whom a call Switchboard placed dialled; its outcome and timings stay.
+        (
+            "outbound_calls",
+            "UPDATE outbound_calls SET to_number = '' WHERE session_id = %s AND to_number <> ''",
+            (session_id,),
+        ),
     ):
         removed[name] = int(session.execute(sql, parameters).rowcount)
     return removed
@@ -237,7 +246,22 @@ def erase_caller(namespace: str, number: str, *, by: str) -> CallerErased:
             continue
         if done is not None:
             erased.append(done)
+    _forget_contacts(namespace, number)
     return CallerErased(number, erased, skipped)
+
+
+def _forget_contacts(namespace: str, number: str) -> None:
+    """The number as a campaign's contact: its vars and the number go, and a contact not yet
+    done is never dialled (`cancelled`). The do-not-call list keeps the number: it is kept so
+    that it is never dialled."""
+    database.execute_sql(
+        "UPDATE campaign_contacts SET number = '', vars = '{}'::jsonb,"
+        " state = CASE WHEN state = 'done' THEN state ELSE 'done' END,"
+        " outcome = CASE WHEN state = 'done' THEN outcome ELSE 'cancelled' END"
+        " WHERE number = ANY(%s) AND state <> 'calling'"
+        " AND campaign_id IN (SELECT id FROM campaigns WHERE namespace = %s)",
+        (list(numbers_matching(checked_number(number))), namespace),
+    )
 
 
 def retention_due(namespace: str, deployment_retention_days: int | None, limit: int = 100) -> list[str]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.call.progress import Answered, CallProgress, DialFailed, Ringing, Said
+from pipeline.call.progress import Answered, AskedNotToBeCalled, CallProgress, DialFailed, Ringing, Said
 from pipeline.dialects import dialect_of
 from pipeline.ending import finish
 from pipeline.outbound.outcomes import failure_outcome
@@ -50,6 +50,7 @@ from pipeline.step import (
     schedule_timer,
     unchanged,
 )
+from pipeline.telephony import opted_out
 from pipeline.timers import OutboundStage, OutboundWait
 
 # The provider gives up ringing after about 3 minutes (LIVE_PROTOCOL.md §4) and says so; if it
@@ -64,6 +65,10 @@ VERDICT_DEADLINE_MS = DECISION_DEADLINE_MS
 # and the call is hung up then, or at the latest after `MESSAGE_LIMIT_MS`.
 MESSAGE_PAUSE_MS = 1_500
 MESSAGE_LIMIT_MS = 30_000
+# How sure the provider's judge must be that the callee asked not to be called again before their
+# number goes on the do-not-call list: a wrong "yes" loses a customer for good, a wrong "no" is
+# the next call's to catch (and a key press or the app can add it any time).
+DO_NOT_CALL_PROBABILITY = 0.8
 # The callee's words kept while who answered is decided: far more than a verdict needs.
 MAXIMUM_HEARD_PIECES = 24
 
@@ -133,6 +138,9 @@ def progressed(state: SessionState, progress: CallProgress) -> Step:
             return Step(state=over, effects=(logged, cancel_timer(OutboundWait("ring")))).then(ended)
         case Said(text, start_ms, end_ms, by_callee=True):
             return _callee_said(state, call, Heard(text=text, start_ms=start_ms, end_ms=end_ms))
+        case AskedNotToBeCalled(probability) if probability >= DO_NOT_CALL_PROBABILITY and not call.opted_out:
+            asked = state.evolve(outbound=call.model_copy(update={"opted_out": True}))
+            return opted_out(asked, "model", ends=False)
         case Said(by_callee=False) if call.leaving == "said":
             # The agent is saying the message: the call is hung up once it has stopped.
             return _rearmed(

@@ -215,6 +215,8 @@ class OutboundCall(_Frozen):
     leaving: Literal["waiting", "said"] | None = None
     failure: str | None = None
     outcome: CallOutcome | None = None
+    # The callee asked never to be called again (their number is on the list once).
+    opted_out: bool = False
 
 
 class PromptBlock(_Frozen):

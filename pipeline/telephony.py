@@ -40,9 +40,10 @@ def key_pressed(state: SessionState, event: KeyPressed) -> Step:
     return pressed
 
 
-def opted_out(state: SessionState, by: Literal["key", "model"]) -> Step:
+def opted_out(state: SessionState, by: Literal["key", "model"], *, ends: bool = True) -> Step:
     """The other party asked never to be called again: their number goes on the do-not-call
-    list (logged, with how they asked) and the call ends."""
+    list (logged, with how they asked); a key press ends the call, words the model heard leave
+    it to the model to say it will not call again and goodbye (`ends` False)."""
     number = the_other_party(state)
     if not number:
         return unchanged(state)
@@ -53,7 +54,7 @@ def opted_out(state: SessionState, by: Literal["key", "model"]) -> Step:
             Suppress(number=number, source="opt_out" if by == "key" else "model"),
         ),
     )
-    return logged.then(admission.finish(state, "opted_out"))
+    return logged.then(admission.finish(state, "opted_out")) if ends else logged
 
 
 def the_other_party(state: SessionState) -> str:

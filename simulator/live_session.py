@@ -78,6 +78,28 @@ RESOURCE_FIELDS = (
 )
 
 
+# The simulator's stand-in for the Decisions model a transcript trigger asks: the predicates it
+# can answer, by name, and the words that make the answer "yes".
+KNOWN_PREDICATES: dict[str, tuple[str, ...]] = {
+    "do_not_call": (
+        "don't call",
+        "do not call",
+        "stop calling",
+        "never call",
+        "take me off",
+        "remove me",
+        "no more calls",
+    ),
+}
+DECISION_USAGE = {
+    "input_tokens": 120,
+    "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+    "output_tokens": 1,
+    "output_tokens_details": {"reasoning_tokens": 0},
+    "total_tokens": 121,
+}
+
+
 class Refusal(Exception):
     """A client command the session refuses: sent back as a typed `error` event."""
 
@@ -401,6 +423,42 @@ class LiveSession:
             finally:
                 self._outbox.task_done()
 
+    def _judge(self, said: str) -> None:
+        """The Decisions a trigger asks of the caller's words (§1.4), once a line is said: the
+        simulator's stand-in for the Decisions model answers a predicate it knows by name from
+        the words (`KNOWN_PREDICATES`), and any other question "no"."""
+        words = " ".join(said.lower().replace("\u2019", "'").split())
+        for trigger in self.log.config.get("triggers") or ():
+            if not isinstance(trigger, dict) or trigger.get("type") != "decisions":
+                continue
+            if trigger.get("event_type") != "session.input_transcript.delta":
+                continue
+            answers = []
+            for question in (trigger.get("decisions") or {}).get("questions") or ():
+                if question.get("type") != "predicate":
+                    continue
+                phrases = KNOWN_PREDICATES.get(str(question.get("name", "")), ())
+                said_it = any(phrase in words for phrase in phrases)
+                answers.append(
+                    {
+                        "type": "predicate",
+                        "name": question.get("name"),
+                        "probability": 0.97 if said_it else 0.02,
+                    }
+                )
+            self._emit(
+                {
+                    "type": "decision.event",
+                    "delegation_id": None,
+                    "trigger_id": self._mint("trg"),
+                    "source_event_type": "session.input_transcript.delta",
+                    "event": {
+                        "type": "decision.completed",
+                        "decision": {"model": "gpt-5.5", "answers": answers, "usage": DECISION_USAGE},
+                    },
+                }
+            )
+
     def _emit(self, event: dict[str, Any]) -> None:
         if not self._sockets or self.has_ended:
             return  # nobody observes: the service does not keep events for a later sideband
@@ -603,6 +661,8 @@ class LiveSession:
                 self._emit(delta)
                 await asyncio.sleep(-lag_ms / 1000)
                 self._delegate(index, offset_ms=start_ms)
+        if not self._is_muted:
+            self._judge(line.say)
         if not answerable or self._is_muted or delegated:
             return
         if covering is not None and covering_ms is None:

@@ -46,6 +46,11 @@ def main(argv: list[str] | None = None) -> int:
         default="realtime",
         help="the provider protocol of the call: OpenAI's Realtime API (the default) or its Live API",
     )
+    demo.add_argument(
+        "--campaign",
+        action="store_true",
+        help="a small campaign instead, on the Live API: every outcome, and its table",
+    )
     gateway = commands.add_parser("gateway", help="run a gateway process")
     gateway.add_argument("--port", type=int)
     worker = commands.add_parser("worker", help="run a worker process (all queues)")
@@ -255,7 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.command == "demo":
         from switchboard.demo import run_demo
 
-        return run_demo(settings, phone=arguments.phone, provider=arguments.provider)
+        return run_demo(
+            settings, phone=arguments.phone, provider=arguments.provider, campaign=arguments.campaign
+        )
     if arguments.command == "replay":
         from switchboard.replay import run_replay
 

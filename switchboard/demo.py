@@ -1,7 +1,8 @@
 """`switchboard demo`: one scripted three-turn call through every real process (with
 `--phone`, a phone call through the SIP door: routed, rung, accepted, talked on, hung up; with
 `--provider live`, the same on OpenAI's Live API: the model delegates the order lookup, and a
-registered delegation handler answers it with one commentary)."""
+registered delegation handler answers it with one commentary; with `--campaign`, a small
+campaign dialled through the simulated provider's dial plan, with every outcome, and its table)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,9 @@ PHONE_NUMBER = "+18005551212"
 CALLER_NUMBER = "+14155550100"
 
 
-def run_demo(settings: Settings, *, phone: bool = False, provider: str = "realtime") -> int:
+def run_demo(
+    settings: Settings, *, phone: bool = False, provider: str = "realtime", campaign: bool = False
+) -> int:
     say = _printer()
     services = resolve_services(
         settings.database_url, settings.redis_url, settings.data_dir, log=lambda m: say(f"· {m}")
@@ -51,6 +54,8 @@ def run_demo(settings: Settings, *, phone: bool = False, provider: str = "realti
             stack.start(workers=1)
             say(f"· gateway API {stack.api_url}, live stream {stack.live_url}")
             client = Client(stack.api_url, stack.api_token, stack.live_url)
+            if campaign:
+                return _campaign(stack, client, say)
             spec: dict[str, Any] = {}
             if provider == "live":
                 say(f"· provider: OpenAI's Live API (simulated); delegations go to {LIVE_HANDLER}")
@@ -167,6 +172,102 @@ def _phone_call(stack: Stack, client: Client, say: Any, spec: dict[str, Any] | N
         say(f"  {entry['seq']:>3}  {entry['kind']:<14} {json.dumps(entry['data'])[:90]}")
     ok = record["status"] == "ended" and record["ended_by"] == "caller"
     say("\n" + ("demo passed: the phone call was answered, talked on and hung up" if ok else "demo FAILED"))
+    return 0 if ok else 1
+
+
+# The demo campaign's contacts, and what the simulated provider's dial plan makes of each.
+DEMO_CONTACTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("+14155550101", "Sam", {"outcome": "human", "script": "live_callee", "ring_ms": 400}),
+    ("+14155550102", "Ana", {"outcome": "human", "script": "live_callee", "ring_ms": 800}),
+    (
+        "+14155550103",
+        "Lee",
+        {
+            "outcome": "voicemail",
+            "greeting": "Hi, you've reached Lee. Leave a message after the tone.",
+            "ring_ms": 600,
+        },
+    ),
+    ("+14155550104", "Kim", {"outcome": "busy", "after_ms": 500}),
+    ("+14155550105", "Joe", {"outcome": "no_answer", "after_ms": 1_500}),
+    ("+14155550106", "Eve", {"outcome": "failed", "after_ms": 300, "code": "provider_invite_failed"}),
+    ("+14155550107", "Max", {"outcome": "human", "script": "live_callee"}),
+)
+# Asked never to be called again, so the campaign never dials it.
+DEMO_SUPPRESSED = "+14155550107"
+DEMO_TRUNK = {
+    "name": "demo",
+    "url": "sips:sip.example.com",
+    "username": "acme",
+    "password": "not-a-real-password",
+    "caller_number": "+15550100000",
+}
+
+
+def _campaign(stack: Stack, client: Client, say: Any) -> int:
+    """A campaign of seven contacts through a trunk, three at a time: people, a machine, a busy
+    line, no answer, a refused dial and a number on the do-not-call list; then its table."""
+    plan = {to: entry for to, _, entry in DEMO_CONTACTS}
+    base = stack.simulator_url.removesuffix("/v1")
+    request = urllib.request.Request(
+        f"{base}/_sim/live/dial-plan",
+        data=json.dumps(plan).encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10):
+        pass
+    client.add_trunk(DEMO_TRUNK)
+    say(f"\n☎  trunk {DEMO_TRUNK['name']} ({DEMO_TRUNK['url']}, calls from {DEMO_TRUNK['caller_number']})")
+    client.suppress(DEMO_SUPPRESSED, "asked not to be called")
+    say(f"☎  {DEMO_SUPPRESSED} is on the do-not-call list")
+    created = client.create_campaign(
+        {
+            "name": "appointment reminders",
+            "session": {
+                "instructions": "You are Acme Dental. Remind {name} of tomorrow's appointment.",
+                "provider": "live",
+            },
+            "contacts": [{"to": to, "vars": {"name": name}} for to, name, _ in DEMO_CONTACTS],
+            "max_concurrent": 3,
+            "voicemail": {
+                "action": "leave_message",
+                "message": "This is Acme Dental: see you tomorrow at ten.",
+            },
+        }
+    )
+    campaign_id = created["id"]
+    say(f"☎  campaign {campaign_id}: {created['contacts']} contacts, 3 at a time\n")
+    deadline = time.monotonic() + 3 * CALL_TIMEOUT_S
+    shown = created
+    while time.monotonic() < deadline:
+        shown = client.campaign(campaign_id)
+        if shown["status"] == "completed":
+            break
+        states = shown["counts"]["by_state"]
+        waiting, calling, done = states["waiting"], states["calling"], states["done"]
+        say(f"  {shown['status']:<9} waiting {waiting}, calling {calling}, done {done}")
+        time.sleep(2)
+    say("\n── the campaign's contacts " + "─" * 50)
+    say(f"  {'to':<14} {'outcome':<11} {'attempts':>8}  answered by")
+    contacts = client.campaign_contacts(campaign_id)["contacts"]
+    for contact in contacts:
+        answered_by = ""
+        if contact["attempts"]:
+            record = client.session(contact["attempts"][-1]["session_id"])
+            answered_by = (record.get("outbound") or {}).get("answered_by") or ""
+        outcome = contact["outcome"] or contact["state"]
+        say(f"  {contact['to']:<14} {outcome:<11} {len(contact['attempts']):>8}  {answered_by}")
+    outcomes = {contact["outcome"] for contact in contacts}
+    ok = shown["status"] == "completed" and outcomes == {
+        "completed",
+        "voicemail",
+        "busy",
+        "no_answer",
+        "failed",
+        "suppressed",
+    }
+    say("\n" + ("demo passed: every contact came to its outcome, each dialled once" if ok else "demo FAILED"))
     return 0 if ok else 1
 
 

@@ -1129,6 +1129,9 @@ def _after_commit(session_id: str, applied: Applied) -> None:
             inline.append(run)
         else:
             sends.append((message, None))
+    for campaign_id in dict.fromkeys(applied.campaigns):
+        # A call of the campaign ended: its dialer looks again now (a retry, the next contact).
+        sends.append((campaign_tick.message_with_options(kwargs={"campaign_id": campaign_id}), None))
     for timer in applied.timers:
         if timer.swept_only:
             continue

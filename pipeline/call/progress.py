@@ -36,4 +36,12 @@ class Said:
     by_callee: bool
 
 
-CallProgress = Ringing | Answered | DialFailed | Said
+@dataclass(frozen=True, slots=True)
+class AskedNotToBeCalled:
+    """The provider's judge of the callee's words (Live's Decisions) holds they asked never to be
+    called again, with this probability."""
+
+    probability: float
+
+
+CallProgress = Ringing | Answered | DialFailed | Said | AskedNotToBeCalled

@@ -24,13 +24,38 @@ WAIT_FOR_THE_ANSWER = (
 )
 
 
+# The name of the question Switchboard has the provider's Decisions ask of the callee's words on a
+# call going out: a "yes" puts their number on the do-not-call list (`pipeline.dialing`).
+DO_NOT_CALL = "do_not_call"
+DO_NOT_CALL_TRIGGER = {
+    "type": "decisions",
+    "event_type": "session.input_transcript.delta",
+    "decisions": {
+        "questions": [
+            {
+                "type": "predicate",
+                "name": DO_NOT_CALL,
+                "instructions": (
+                    "Has the person asked not to be called again: to stop calling them, to be taken "
+                    "off the list, or not to be contacted any more?"
+                ),
+            }
+        ]
+    },
+}
+
+
 def live_configuration(state: SessionState) -> dict[str, Any]:
     """A Live session's startup configuration, which a call is created or accepted with (the
-    gateway adds the model)."""
-    instructions = state.instructions
-    if state.outbound is not None:
-        instructions = f"{WAIT_FOR_THE_ANSWER}\n\n{instructions}"
-    return {"instructions": instructions, "delegation": live_delegation(state)}
+    gateway adds the model). A call going out also asks the provider's Decisions, as the callee
+    speaks, whether they asked not to be called again."""
+    if state.outbound is None:
+        return {"instructions": state.instructions, "delegation": live_delegation(state)}
+    return {
+        "instructions": f"{WAIT_FOR_THE_ANSWER}\n\n{state.instructions}",
+        "delegation": live_delegation(state),
+        "triggers": [DO_NOT_CALL_TRIGGER],
+    }
 
 
 def live_update(state: SessionState) -> dict[str, Any]:

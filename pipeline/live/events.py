@@ -119,6 +119,40 @@ class KeyReceived(_Inbound):
     event: str
 
 
+class DecisionAnswer(_Inbound):
+    """One answer of a Decisions evaluation; a predicate's is its probability of "yes"."""
+
+    type: str
+    name: str | None = None
+    probability: float | None = None
+
+
+class DecisionOutcome(_Inbound):
+    answers: tuple[DecisionAnswer, ...] = ()
+
+
+class DecisionCompleted(_Inbound):
+    type: Literal["decision.completed"]
+    decision: DecisionOutcome
+
+
+class Decided(_Inbound):
+    """A Decisions evaluation the session's trigger asked for on a transcript delta (§1.4): its
+    answers, by question name."""
+
+    type: Literal["decision.event"]
+    event_id: str
+    trigger_id: str | None = None
+    event: DecisionCompleted
+
+    def probability(self, name: str) -> float | None:
+        """The probability of "yes" the predicate question `name` was answered with, if it was."""
+        for answer in self.event.decision.answers:
+            if answer.type == "predicate" and answer.name == name:
+                return answer.probability
+        return None
+
+
 class TransportProgress(_Inbound):
     """An outbound call rings at the callee's end, or was answered (§2.2): by a person or a
     machine, which the provider does not say."""
@@ -155,6 +189,7 @@ LiveInbound = (
     | KeyReceived
     | TransportProgress
     | TransportFailed
+    | Decided
 )
 
 # The provider types these models read (the transcript event is the host's own).
@@ -172,6 +207,7 @@ LIVE_PARSED_TYPES = frozenset(
         "transport.ringing",
         "transport.answered",
         "transport.failed",
+        "decision.event",
     }
 )
 

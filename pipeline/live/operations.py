@@ -9,14 +9,15 @@ from typing import Any
 
 from pipeline.call.dialect import Refusal, too_long
 from pipeline.call.messages import Playback
-from pipeline.call.progress import Answered, CallProgress, DialFailed, Ringing, Said
+from pipeline.call.progress import Answered, AskedNotToBeCalled, CallProgress, DialFailed, Ringing, Said
 from pipeline.call.story import SpokenPiece, StoryMark
 from pipeline.live import decisions, delegation, reports
-from pipeline.live.configuration import live_configuration, live_update
+from pipeline.live.configuration import DO_NOT_CALL, live_configuration, live_update
 from pipeline.live.controls import InputAudio, commentary, instructions
 from pipeline.live.dialect import LIVE
 from pipeline.live.events import (
     Appended,
+    Decided,
     Delegated,
     InputMuted,
     KeyReceived,
@@ -57,6 +58,7 @@ class LiveDialect:
         KeyReceived,
         TransportProgress,
         TransportFailed,
+        Decided,
     )
 
     def wing_state(self, event: SessionCreated) -> LiveCall | None:
@@ -194,6 +196,9 @@ class LiveDialect:
             return DialFailed(event.error.code or "unknown", event.error.message)
         if isinstance(event, LiveTranscript):
             return Said(event.text, event.start_ms, event.end_ms, by_callee=event.speaker is Speaker.CALLER)
+        if isinstance(event, Decided):
+            probability = event.probability(DO_NOT_CALL)
+            return AskedNotToBeCalled(probability) if probability is not None else None
         return None
 
     def story_mark(self, event: InboundEvent) -> StoryMark | None:

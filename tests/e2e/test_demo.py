@@ -1,5 +1,6 @@
 """`switchboard demo`: the Realtime call (`make demo`) and, with `--provider live`, the same
-call on the Live API, each through every real process, pass as a user would run them."""
+call on the Live API, and with `--campaign` a small campaign with every outcome, each through
+every real process, pass as a user would run them."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ PHONE_PASSED = "demo passed: the phone call was answered, talked on and hung up"
             ("--provider", "live", "--phone"),
             "demo passed: the phone call was answered, talked on and hung up",
         ),
+        (("--campaign",), "demo passed: every contact came to its outcome, each dialled once"),
     ],
 )
 def test_the_demo_runs_its_call_end_to_end(services: Services, flags: tuple[str, ...], passed: str) -> None:

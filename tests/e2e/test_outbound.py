@@ -13,6 +13,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -20,6 +21,10 @@ import pytest
 from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack
+from tests.e2e.test_app_webhooks import SECRET, Receiver
+from tests.e2e.test_console import SCREENSHOTS
+from tests.e2e.test_roles import _key
+from tests.support.browser import Browser
 from tests.support.live import _sim, live_session
 from tests.support.waiting import wait_for
 
@@ -137,6 +142,24 @@ def test_a_machine_is_hung_up_on_or_left_a_message_once_its_greeting_is_over(
     assert message in (dial["message"] or "")
 
 
+def test_a_callee_who_asks_not_to_be_called_again_is_never_dialled_again(dialing: Stack) -> None:
+    """The provider's Decisions hear "don't call me again": the number goes on the list, once,
+    the agent says goodbye, and the next call to it is refused."""
+    client = Client(dialing.api_url, dialing.api_token)
+    to = _number()
+    _plan(dialing, {to: {"outcome": "human", "script": "live_callee_opts_out", "ring_ms": 200}})
+    placed = client.place_call(to, SESSION, vars={"name": "Dana"})
+    record = client.wait_for_status(placed["session"]["id"], timeout_s=60)
+    assert record["outbound"]["outcome"] == "completed"
+    assert _entries(client, placed["session"]["id"], "call.opted_out") == [{"by": "model"}]
+    listed = {entry["number"]: entry for entry in client.suppressions()["suppressions"]}
+    assert listed[to]["source"] == "model" and listed[to]["session_id"] == placed["session"]["id"]
+    status, answer = client.request(
+        "POST", "/v1/calls", {"to": to, "session": SESSION, "vars": {"name": "D"}}
+    )
+    assert (status, answer["error"]["code"]) == (409, "suppressed")
+
+
 def test_calls_that_do_not_connect_end_with_their_outcome(dialing: Stack) -> None:
     client = Client(dialing.api_url, dialing.api_token)
     busy, unanswered, refused = _number(), _number(), _number()
@@ -182,11 +205,29 @@ def test_calls_are_refused_with_typed_errors(dialing: Stack, services: Services)
     client.suppress(to, "asked")
     status, answer = client.request("POST", "/v1/calls", body)
     assert (status, answer["error"]["code"]) == (409, "suppressed")
-    # A viewer reads but may not dial, nor see a trunk's password anywhere.
-    assert "password" not in json.dumps(client.trunks()) and TRUNK["password"] not in json.dumps(
-        client.trunks()
-    )
+    # A trunk's password is never answered; a viewer may read, not dial; only an admin takes a
+    # number off the do-not-call list.
+    listed = json.dumps(client.trunks())
+    assert "password" not in listed and TRUNK["password"] not in listed
+    watcher = Client(dialing.api_url, _key(dialing, services, "wallboard", "viewer")["key"])
+    assert watcher.request("POST", "/v1/calls", body)[0] == 403
+    assert watcher.request("GET", "/v1/trunks")[0] == 403
+    assert watcher.request("GET", "/v1/suppressions")[0] == 200
+    app = Client(dialing.api_url, _key(dialing, services, "dialer-app", "app")["key"])
+    assert app.request("DELETE", f"/v1/suppressions/{to}")[0] == 403
     assert client.request("GET", "/v1/calls/call_nope")[0] == 404
+    # The same call asked twice at once: two calls, each dialled once (an app that wants one
+    # dial for a retried request waits for idempotency keys on the API).
+    again = _number()
+    twice = {**body, "to": again}
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda _: client.request("POST", "/v1/calls", twice), range(2)))
+    assert [status for status, _ in answers] == [201, 201]
+    ids = {answer["call"]["id"] for _, answer in answers}
+    for _, answer in answers:
+        client.wait_for_status(answer["session"]["id"], timeout_s=60)
+    dials = [d for d in _dials(dialing)["dials"] if d["destination"] == again]
+    assert sorted(d["idempotency_key"] for d in dials) == sorted(ids)
 
 
 def test_a_campaign_with_every_outcome_completes_as_its_policy_says(
@@ -199,10 +240,11 @@ def test_a_campaign_with_every_outcome_completes_as_its_policy_says(
     _plan(dialing, plan)
     suppressed = contacts[-1]["to"]
     client.suppress(suppressed, "asked last time")
+    receiver = Receiver()
     campaign = client.create_campaign(
         {
             "name": "reminders",
-            "session": SESSION,
+            "session": {**SESSION, "webhook": {"url": receiver.url, "secret": SECRET}},
             "contacts": contacts,
             "max_concurrent": 4,
             "retry": {"busy": {"attempts": 2, "after_s": 60}, "no_answer": {"attempts": 2, "after_s": 60}},
@@ -213,6 +255,18 @@ def test_a_campaign_with_every_outcome_completes_as_its_policy_says(
     # Retries wait a minute; the test moves the contacts' next dial to now instead of waiting.
     shown = _run_to_completion(services, client, campaign_id)
     _check_campaign(dialing, client, campaign_id, shown, truth, suppressed, max_concurrent=4)
+    # The app was told of each call's outcome once, and of the campaign's end once, signed.
+    calls = sum(len(contact["attempts"]) for contact in _all_contacts(client, campaign_id))
+    attempted = wait_for(
+        lambda: (lambda got: got if len(got) >= calls else None)(receiver.taken("call.attempted")),
+        "every call.attempted",
+        timeout_s=30,
+    )
+    assert len({delivery["id"] for delivery in attempted}) == calls == len(attempted)
+    [completed] = wait_for(lambda: receiver.taken("campaign.completed"), "campaign.completed", timeout_s=30)
+    assert completed["data"]["campaign_id"] == campaign_id
+    assert completed["data"]["counts"]["by_outcome"] == dict(Counter(truth.values()))
+    assert not [d for d in receiver.deliveries if "bad_signature" in d]
 
 
 def test_a_campaign_with_workers_killed_at_random_dials_nobody_twice_and_skips_nobody(
@@ -255,6 +309,40 @@ def test_a_campaign_with_workers_killed_at_random_dials_nobody_twice_and_skips_n
         thread.join()
     assert len(kills) >= 3, "the killer must really have killed workers"
     _check_campaign(dialing, client, campaign["id"], shown, truth, suppressed, max_concurrent=5)
+
+
+def test_the_console_shows_a_campaign_s_progress_and_each_contact(dialing: Stack, services: Services) -> None:
+    """The campaigns page lists it with its progress; its page shows each contact's outcome and
+    links its calls; once it is over, its buttons are disabled."""
+    client = Client(dialing.api_url, dialing.api_token)
+    contacts, plan, _truth = _contacts(5)
+    _plan(dialing, plan)
+    campaign = client.create_campaign(
+        {"name": "console <b>check</b>", "session": SESSION, "contacts": contacts, "max_concurrent": 5}
+    )
+    _run_to_completion(services, client, campaign["id"])
+    browser = Browser()
+    try:
+        browser.goto(f"{dialing.api_url}/console#/campaigns")
+        browser.eval(
+            f"document.getElementById('key').value = {json.dumps(dialing.api_token)};"
+            "document.getElementById('key-form').requestSubmit(); true"
+        )
+        row = f"document.querySelector('tr[data-campaign=\"{campaign['id']}\"]')"
+        browser.wait_for(f"{row} !== null")
+        text = browser.eval(f"{row}.textContent")
+        # A name is text, never markup.
+        assert "console <b>check</b>" in text and "5 / 5 done" in text and "completed" in text
+        browser.goto(f"{dialing.api_url}/console#/campaign/{campaign['id']}")
+        browser.wait_for("document.querySelectorAll('#contacts tr').length === 5")
+        shown = browser.eval("document.getElementById('contacts').textContent")
+        for contact in contacts:
+            assert contact["to"] in shown
+        assert browser.eval("document.getElementById('pause').disabled") is True
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        browser.screenshot(SCREENSHOTS / "console-campaign.png")
+    finally:
+        browser.close()
 
 
 # ── helpers ─────────────────────────────────────────────────────────────────────────────
@@ -309,6 +397,17 @@ def _due_now(database_url: str, campaign_id: str) -> None:
         )
 
 
+def _all_contacts(client: Client, campaign_id: str) -> list[dict[str, Any]]:
+    contacts: list[dict[str, Any]] = []
+    after = -1
+    while True:
+        page = client.campaign_contacts(campaign_id, after=after, limit=10)
+        contacts += page["contacts"]
+        if page["next"] is None:
+            return contacts
+        after = page["next"]
+
+
 def _check_campaign(
     stack: Stack,
     client: Client,
@@ -319,14 +418,7 @@ def _check_campaign(
     *,
     max_concurrent: int,
 ) -> None:
-    contacts: list[dict[str, Any]] = []
-    after = -1
-    while True:
-        page = client.campaign_contacts(campaign_id, after=after, limit=10)
-        contacts += page["contacts"]
-        if page["next"] is None:
-            break
-        after = page["next"]
+    contacts = _all_contacts(client, campaign_id)
     assert len(contacts) == len(truth)
     came_to = {contact["to"]: contact["outcome"] for contact in contacts}
     assert came_to == truth

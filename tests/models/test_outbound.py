@@ -195,3 +195,35 @@ def test_a_rotation_re_encrypts_the_trunks_passwords_under_the_new_key(database:
     _placed, published = _place(namespace)
     [directive] = [item for applied in published for item in applied.outbound if isinstance(item, PlaceCall)]
     assert directive.trunk is not None and directive.trunk.password == PASSWORD
+
+
+def test_erasing_a_number_erases_the_calls_placed_to_it_and_forgets_it_as_a_contact(database: Any) -> None:
+    from models import campaigns, erasure
+    from pipeline.outbound.contacts import Contact
+    from pipeline.outbound.specs import CampaignSettings
+    from pipeline.wire import EndRequested
+
+    namespace = _namespace()
+    to = f"+1415{uuid.uuid4().int % 10**7:07d}"
+    placed, _ = _place(namespace, to=to)
+    with locked_session(placed.session_id) as session:
+        session.apply_host(EndRequested(), 0.0)
+    settings = CampaignSettings.model_validate(
+        {"name": "n", "session": {"instructions": "x", "provider": "live"}}
+    )
+    campaign_id = f"camp_{uuid.uuid4().hex}"
+    campaigns.create(namespace, campaign_id, settings, [Contact(to=to, vars={"name": "Dana"})])
+    outbound.suppress(namespace, to, reason="asked")
+
+    erased = erasure.erase_caller(namespace, to, by="test")
+    assert [done.session_id for done in erased.erased] == [placed.session_id]
+    call = outbound.outbound_call(namespace, placed.state.outbound.id)
+    assert call["to"] == "" and call["outcome"] == "cancelled"
+    [contact] = campaigns.contacts(namespace, campaign_id)["contacts"]
+    assert (contact["to"], contact["state"], contact["outcome"]) == ("", "done", "cancelled")
+    # The do-not-call list keeps the number: that is what keeps it from being dialled.
+    assert outbound.is_suppressed(namespace, to)
+    state = database.execute_sql(
+        "SELECT state::text FROM sessions WHERE id = %s", (placed.session_id,)
+    ).fetchone()[0]
+    assert to not in state

@@ -240,3 +240,40 @@ def test_an_inbound_call_has_no_outcome() -> None:
     state, steps = _run(SessionState(), *lc.listening(), ev.end_requested())
     assert state.outbound is None
     assert not [e for s in steps for e in s.effects if isinstance(e, OutboundEnded)]
+
+
+def _decided(probability: float) -> dict[str, Any]:
+    return {
+        "type": "decision.event",
+        "event_id": f"ev_d{probability}",
+        "delegation_id": None,
+        "trigger_id": "trg_1",
+        "source_event_type": "session.input_transcript.delta",
+        "event": {
+            "type": "decision.completed",
+            "decision": {
+                "model": "gpt-5.5",
+                "answers": [{"type": "predicate", "name": "do_not_call", "probability": probability}],
+            },
+        },
+    }
+
+
+def test_a_callee_the_provider_hears_ask_not_to_be_called_is_suppressed_once_and_the_call_goes_on() -> None:
+    from pipeline.step import Suppress
+
+    state, _ = _fired(_answered(), OutboundWait("verdict"))
+    state, unsure = _run(state, _decided(0.5))
+    assert not [e for s in unsure for e in s.effects if isinstance(e, Suppress)]
+    state, steps = _run(state, _decided(0.97), _decided(0.99))
+    assert [e for s in steps for e in s.effects if isinstance(e, Suppress)] == [
+        Suppress(number=TO, source="model")
+    ]
+    assert _entries(steps, "call.opted_out") == [{"by": "model"}]
+    assert state.phase is not Phase.ENDED  # the model says it will not call again, and goodbye
+
+
+def test_a_call_going_out_asks_the_provider_s_decisions_whether_the_callee_opts_out() -> None:
+    state, _ = _dialled()
+    [trigger] = live_configuration(state)["triggers"]
+    assert trigger["decisions"]["questions"][0]["name"] == "do_not_call"
