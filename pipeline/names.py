@@ -59,6 +59,7 @@ READ_REQUESTS = frozenset(
         "key_identity",
         "session_owners",
         "resolve_tools",
+        "outbound_call",
     }
 )
 

@@ -17,6 +17,7 @@ from switchboard.services import Services
 from switchboard.stack import Stack
 from tests.e2e.conftest import set_script, simulator_call
 from tests.e2e.test_privacy import _card, _database_text, _inject, _logs, _redis_text
+from tests.e2e.test_roles import _key
 from tests.e2e.test_sensitive_tools import payment_stack  # noqa: F401 (the stack with the payment tool)
 from tests.support.phone import ring
 from tests.support.waiting import wait_for
@@ -235,11 +236,13 @@ def test_a_worker_killed_while_the_collected_card_is_charged_loses_nothing(
     client.end(session_id)
 
 
-def test_a_collection_is_refused_with_a_typed_error(payment_stack: Stack) -> None:  # noqa: F811
+def test_a_collection_is_refused_with_a_typed_error(payment_stack: Stack, services: Services) -> None:  # noqa: F811
     client = Client(payment_stack.api_url, payment_stack.api_token)
     body = {"tool": "take_payment", "prompt": PROMPT}
     stranger = Client(payment_stack.api_url, "not-a-key")
     assert stranger.request("POST", "/v1/sessions/sess_nope/collect", body)[0] == 401
+    viewer = Client(payment_stack.api_url, _key(payment_stack, services, "wallboard", "viewer")["key"])
+    assert viewer.request("POST", "/v1/sessions/sess_nope/collect", body)[0] == 403
     assert client.request("POST", "/v1/sessions/sess_nope/collect", body)[0] == 404
 
     set_script(

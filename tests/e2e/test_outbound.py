@@ -142,6 +142,27 @@ def test_a_machine_is_hung_up_on_or_left_a_message_once_its_greeting_is_over(
     assert message in (dial["message"] or "")
 
 
+def test_a_dial_the_provider_refuses_fails_that_call_with_its_reason(dialing: Stack) -> None:
+    """An organisation not enabled for outbound SIP: the call fails `dial_refused` with the
+    provider's answer, and the next call goes out once it is enabled."""
+    client = Client(dialing.api_url, dialing.api_token)
+    _sim(dialing, "PUT", "/_sim/live/outbound", {"enabled": False})
+    try:
+        placed = client.place_call(_number(), SESSION, vars={"name": "Dana"})
+        record = client.wait_for_status(placed["session"]["id"], timeout_s=60)
+        assert (record["status"], record["end_reason"]) == ("failed", "dial_refused")
+        shown = client.outbound_call(placed["call"]["id"])
+        assert (shown["outcome"], shown["code"]) == ("failed", "dial_refused")
+        assert "403" in json.dumps(record["incidents"])
+    finally:
+        _sim(dialing, "PUT", "/_sim/live/outbound", {"enabled": True})
+    to = _number()
+    _plan(dialing, {to: {"outcome": "busy", "after_ms": 100}})
+    again = client.place_call(to, SESSION, vars={"name": "Dana"})
+    client.wait_for_status(again["session"]["id"], timeout_s=60)
+    assert client.outbound_call(again["call"]["id"])["outcome"] == "busy"
+
+
 def test_a_callee_who_asks_not_to_be_called_again_is_never_dialled_again(dialing: Stack) -> None:
     """The provider's Decisions hear "don't call me again": the number goes on the list, once,
     the agent says goodbye, and the next call to it is refused."""
@@ -219,6 +240,7 @@ def test_calls_are_refused_with_typed_errors(dialing: Stack, services: Services)
     # The same call asked twice at once: two calls, each dialled once (an app that wants one
     # dial for a retried request waits for idempotency keys on the API).
     again = _number()
+    _plan(dialing, {again: {"outcome": "busy", "after_ms": 100}})
     twice = {**body, "to": again}
     with ThreadPoolExecutor(2) as pool:
         answers = list(pool.map(lambda _: client.request("POST", "/v1/calls", twice), range(2)))
