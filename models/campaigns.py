@@ -104,15 +104,21 @@ def add_contacts(namespace: str, campaign_id: str, contacts: Iterable[Contact]) 
     """More contacts for a campaign not over (written a page at a time, after the others);
     answers how many it has now."""
     with database.atomic():
-        row = database.execute_sql(
-            "SELECT status FROM campaigns WHERE namespace = %s AND id = %s FOR UPDATE",
-            (namespace, campaign_id),
-        ).fetchone()
-        if row is None:
-            raise CampaignNotFound(f"no campaign {campaign_id!r}")
-        if row[0] in ("completed", "cancelled"):
-            raise CampaignOver(f"campaign {campaign_id!r} is {row[0]}: it takes no more contacts")
+        status = _locked_status(namespace, campaign_id)
+        if status in ("completed", "cancelled"):
+            raise CampaignOver(f"campaign {campaign_id!r} is {status}: it takes no more contacts")
         return _add(campaign_id, contacts)
+
+
+def _locked_status(namespace: str, campaign_id: str) -> str:
+    """The campaign's status, its row locked for the rest of the transaction."""
+    row = database.execute_sql(
+        "SELECT status FROM campaigns WHERE namespace = %s AND id = %s FOR UPDATE",
+        (namespace, campaign_id),
+    ).fetchone()
+    if row is None:
+        raise CampaignNotFound(f"no campaign {campaign_id!r}")
+    return str(row[0])
 
 
 def _add(campaign_id: str, contacts: Iterable[Contact]) -> int:
@@ -151,13 +157,7 @@ def set_status(namespace: str, campaign_id: str, verb: str) -> dict[str, Any]:
     """Pause (no new dials; calls in progress finish), resume, or cancel (no new dials; every
     contact not yet done ends `cancelled`; calls in progress finish). Answers the campaign."""
     with database.atomic():
-        row = database.execute_sql(
-            "SELECT status FROM campaigns WHERE namespace = %s AND id = %s FOR UPDATE",
-            (namespace, campaign_id),
-        ).fetchone()
-        if row is None:
-            raise CampaignNotFound(f"no campaign {campaign_id!r}")
-        status = str(row[0])
+        status = _locked_status(namespace, campaign_id)
         if verb == "pause" and status in ("scheduled", "running"):
             database.execute_sql(
                 "UPDATE campaigns SET status = 'paused', updated_at = now() WHERE id = %s", (campaign_id,)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from pipeline.errors import MalformedRequest
-from pipeline.outbound.numbers import number_refusal, timezone_of
+from pipeline.outbound.numbers import E164Number, number_refusal, timezone_of
 from pipeline.outbound.vars import MAXIMUM_VAR_NAME_CHARS, VAR_NAME, ContactVars, checked_vars
 from pipeline.outbound.window import Window, is_timezone
 
@@ -51,17 +51,9 @@ class Contact(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    to: str
+    to: E164Number
     vars: ContactVars = {}
     timezone: str | None = None
-
-    @field_validator("to")
-    @classmethod
-    def _e164(cls, value: str) -> str:
-        refusal = number_refusal(value)
-        if refusal is not None:
-            raise ValueError(refusal)
-        return value
 
     @field_validator("timezone")
     @classmethod

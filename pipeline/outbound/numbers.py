@@ -9,14 +9,17 @@ and then the contact must say its `timezone`.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import phonenumbers
 from phonenumbers import timezone as number_zones
+from pydantic import AfterValidator
 
 from pipeline.erasure import is_e164
 from pipeline.errors import MalformedNumber
 from pipeline.outbound.window import is_timezone
 
-__all__ = ["checked_number", "is_e164", "number_refusal", "timezone_of"]
+__all__ = ["E164Number", "checked_number", "is_e164", "number_refusal", "timezone_of"]
 
 # Only this much of a refused number is quoted back: enough to recognise it, not a whole paste.
 QUOTED_NUMBER_CHARS = 40
@@ -51,3 +54,15 @@ def timezone_of(number: str) -> str | None:
         return None
     zones = [zone for zone in number_zones.time_zones_for_number(parsed) if is_timezone(zone)]
     return zones[0] if len(zones) == 1 else None
+
+
+def _e164(value: str) -> str:
+    refusal = number_refusal(value)
+    if refusal is not None:
+        raise ValueError(refusal)
+    return value
+
+
+# A field of a request body that holds a number to dial (or to dial from): E.164, else a 422
+# saying why.
+E164Number = Annotated[str, AfterValidator(_e164)]

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from pipeline.outbound.contacts import Contact, zone_refusal
-from pipeline.outbound.numbers import number_refusal
+from pipeline.outbound.numbers import E164Number
 from pipeline.outbound.retry import RetryPolicy
 from pipeline.outbound.vars import ContactVars
 from pipeline.outbound.window import Window, next_open, utc_instant
@@ -87,7 +87,7 @@ class TrunkSpec(BaseModel):
     username: str = Field(min_length=1, max_length=MAXIMUM_CREDENTIAL_CHARS)
     # Kept out of reprs and logs; `.get_secret_value()` where it is stored.
     password: SecretStr
-    caller_number: str
+    caller_number: E164Number
 
     @field_validator("name")
     @classmethod
@@ -124,14 +124,6 @@ class TrunkSpec(BaseModel):
             raise ValueError(f"password is 1 to {MAXIMUM_CREDENTIAL_CHARS} characters")
         if _control_characters(value.get_secret_value()):
             raise ValueError("password has a control character")
-        return value
-
-    @field_validator("caller_number")
-    @classmethod
-    def _e164(cls, value: str) -> str:
-        refusal = number_refusal(value)
-        if refusal is not None:
-            raise ValueError(refusal)
         return value
 
 
@@ -251,7 +243,7 @@ class CallSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    to: str
+    to: E164Number
     trunk: str | None = None
     session: dict[str, Any]
     vars: ContactVars = {}
@@ -261,27 +253,11 @@ class CallSpec(BaseModel):
     _trunk = field_validator("trunk")(classmethod(lambda cls, value: _trunk_name(value)))
     _keys = field_validator("keys")(classmethod(lambda cls, value: checked_keys(value)))
 
-    @field_validator("to")
-    @classmethod
-    def _e164(cls, value: str) -> str:
-        refusal = number_refusal(value)
-        if refusal is not None:
-            raise ValueError(refusal)
-        return value
-
 
 class SuppressionSpec(BaseModel):
     """`POST /v1/suppressions`: a number no campaign calls again, and why."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    number: str
+    number: E164Number
     reason: str | None = Field(default=None, max_length=MAXIMUM_SUPPRESSION_REASON_CHARS)
-
-    @field_validator("number")
-    @classmethod
-    def _e164(cls, value: str) -> str:
-        refusal = number_refusal(value)
-        if refusal is not None:
-            raise ValueError(refusal)
-        return value
