@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import dramatiq
@@ -400,7 +400,9 @@ def place_call(
                 namespace=_runtime.settings.broker_namespace,
                 session_id=session_id,
                 gateway_id=gateway_id,
-                created=created.model_copy(update={"outbound": call}),
+                created=created.model_copy(
+                    update={"outbound": call, "phone": _line_out(checked.to, checked.keys)}
+                ),
                 request_id=request_id,
                 capacity=_capacity(),
                 now=now,
@@ -575,7 +577,9 @@ def _place_claimed(claimed: campaign_store.Claimed, gateways: list[str], now: fl
             namespace=namespace,
             session_id=claimed.session_id,
             gateway_id=gateway_id,
-            created=session_created(session_spec).model_copy(update={"outbound": call}),
+            created=session_created(session_spec).model_copy(
+                update={"outbound": call, "phone": _line_out(claimed.to, spec.keys)}
+            ),
             request_id=claimed.call_id,
             capacity=_capacity(),
             now=now,
@@ -605,6 +609,12 @@ CAMPAIGN_SWEEP_INTERVAL_S = 1.0
 _runtime.broker.add_middleware(
     TimerSweeper(sweep_campaigns, CAMPAIGN_SWEEP_INTERVAL_S, name="campaign-sweeper")
 )
+
+
+def _line_out(to: str, keys: Mapping[str, str]) -> PhoneLine:
+    """The phone line of a call going out: the number dialled, and what its keypad presses do
+    (an `opt_out` key puts the callee on the do-not-call list and ends the call)."""
+    return PhoneLine(dialled=to, keys=dict(keys))
 
 
 def _placed(session_id: str, call_id: str, to: str) -> dict[str, Any]:

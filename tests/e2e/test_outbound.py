@@ -181,6 +181,18 @@ def test_a_callee_who_asks_not_to_be_called_again_is_never_dialled_again(dialing
     assert (status, answer["error"]["code"]) == (409, "suppressed")
 
 
+def test_a_callee_who_presses_the_opt_out_key_is_suppressed_and_the_call_ends(dialing: Stack) -> None:
+    client = Client(dialing.api_url, dialing.api_token)
+    to = _number()
+    _plan(dialing, {to: {"outcome": "human", "script": "live_callee_presses_opt_out", "ring_ms": 200}})
+    placed = client.place_call(to, SESSION, vars={"name": "Dana"}, keys={"9": "opt_out"})
+    record = client.wait_for_status(placed["session"]["id"], timeout_s=60)
+    assert (record["status"], record["end_reason"]) == ("ended", "opted_out")
+    assert _entries(client, placed["session"]["id"], "call.opted_out") == [{"by": "key"}]
+    listed = {entry["number"]: entry for entry in client.suppressions()["suppressions"]}
+    assert listed[to]["source"] == "opt_out"
+
+
 def test_calls_that_do_not_connect_end_with_their_outcome(dialing: Stack) -> None:
     client = Client(dialing.api_url, dialing.api_token)
     busy, unanswered, refused = _number(), _number(), _number()

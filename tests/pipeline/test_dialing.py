@@ -277,3 +277,25 @@ def test_a_call_going_out_asks_the_provider_s_decisions_whether_the_callee_opts_
     state, _ = _dialled()
     [trigger] = live_configuration(state)["triggers"]
     assert trigger["decisions"]["questions"][0]["name"] == "do_not_call"
+
+
+def test_a_callee_who_presses_the_opt_out_key_is_suppressed_and_the_call_ends() -> None:
+    from pipeline.step import Suppress
+
+    created = lc.created(None, outbound=_outbound(), phone={"dialled": TO, "keys": {"9": "opt_out"}})
+    state, _ = _run(SessionState(), created, BEGUN)
+    state, _ = _run(
+        state,
+        ev.call_attached(lc.LIVE_ID, medium="sip"),
+        ev.sideband_connected(lc.LIVE_ID),
+        {"type": "session.updated", "event_id": "ev_u", "session": {"id": lc.LIVE_ID}},
+        {"type": "transport.answered", "event_id": "ev_a", "session_id": lc.LIVE_ID},
+    )
+    state, _ = _fired(state, OutboundWait("verdict"))
+    state, steps = _run(state, {"type": "transport.dtmf.received", "event_id": "ev_k", "event": "9"})
+    assert [e for s in steps for e in s.effects if isinstance(e, Suppress)] == [
+        Suppress(number=TO, source="opt_out")
+    ]
+    assert _entries(steps, "call.opted_out") == [{"by": "key"}]
+    assert (state.phase, state.end_reason) == (Phase.ENDED, "opted_out")
+    assert _ended(steps).outcome == "completed"
