@@ -38,8 +38,8 @@ def measure_costs() -> dict[str, Any]:
     """µs per call of what a worker does for metrics per message: Switchboard's `delivered`
     for a caller's final transcript that caused a response.create (two histograms and a
     counter), for an event that caused no control (a counter), `recorded` with nothing to
-    record, and Dramatiq's Prometheus middleware around one message; and `delivered` with
-    metrics off (a flag test), for scale."""
+    record, and the message middleware (Dramatiq's metrics) around one message; and
+    `delivered` with metrics off (a flag test), for scale."""
     import dramatiq
 
     from models.sessions import Applied
@@ -47,7 +47,7 @@ def measure_costs() -> dict[str, Any]:
     from workers import metrics
 
     # The middleware's hooks take a broker and do not use it.
-    broker = None
+    broker = dramatiq.get_broker()
     now = time.time()
     final = EventEnvelope(
         session_id=SESSION_ID,
@@ -65,9 +65,9 @@ def measure_costs() -> dict[str, Any]:
     created = final.model_copy(update={"seq": 8, "event": {"type": "response.created"}})
     logged = Applied(dispositions=[(8, "applied")])
 
-    middleware = _prometheus_middleware(broker)
-    message: dramatiq.Message[Any] = dramatiq.Message(
-        queue_name="transcript", actor_name="deliver", args=(), kwargs={}, options={}
+    middleware = metrics.MessageMetrics()
+    message = dramatiq.MessageProxy(
+        dramatiq.Message(queue_name="transcript", actor_name="deliver", args=(), kwargs={}, options={})
     )
 
     def around_message() -> None:
@@ -84,16 +84,6 @@ def measure_costs() -> dict[str, Any]:
     metrics._enabled = False
     costs["delivered_off_us"] = per_call_us(lambda: metrics.delivered(final, answered, now))
     return costs
-
-
-def _prometheus_middleware(broker: object) -> Any:
-    """Dramatiq's Prometheus middleware booted as a `switchboard worker` boots it (its
-    process_boot hook), but not added to a broker: its hooks are called directly."""
-    from dramatiq.middleware.prometheus import Prometheus
-
-    middleware = Prometheus()
-    middleware.after_process_boot(broker)
-    return middleware
 
 
 def main() -> None:

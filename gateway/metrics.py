@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import redis
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -23,6 +23,8 @@ class GatewayMetrics:
         self, gateway_id: str, live_calls: Callable[[], dict[str, int]], redis_url: str, namespace: str
     ) -> None:
         self.registry = CollectorRegistry()
+        # The gateway is one process: its own CPU, memory and descriptors (process_*).
+        ProcessCollector(registry=self.registry)
         self.registry.register(_LiveCalls(gateway_id, live_calls))
         self.commands = Counter(
             "switchboard_commands_total",

@@ -742,7 +742,8 @@ def run_worker(settings: Settings, threads: int | None, queues: set[str] | None 
     served = ""
     if settings.metrics:
         port = metrics.serve(settings.worker_metrics_host, settings.worker_metrics_port)
-        served = f" metrics={port}"
+        # None: the machine's port is another worker's, which serves this one's metrics too.
+        served = f" metrics={port}" if port is not None else " metrics=elsewhere"
     print(f"worker ready pid={os.getpid()} queues={','.join(sorted(queues or declared))}{served}", flush=True)
     _wait_for_signal()
     worker.stop()

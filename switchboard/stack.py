@@ -145,9 +145,12 @@ class Stack:
         self.extra_gateways.append(process)
         return process
 
-    def add_worker(self, *extra: str) -> Process:
+    def add_worker(self, *extra: str, env: dict[str, str] | None = None) -> Process:
+        """Another worker on the stack's queues; `env` adds to the stack's environment."""
         worker = self._spawn(
-            f"worker.{len(self.workers) + 1}", [sys.executable, "-m", "switchboard", "worker", *extra]
+            f"worker.{len(self.workers) + 1}",
+            [sys.executable, "-m", "switchboard", "worker", *extra],
+            env={**self.env, **env} if env else None,
         )
         self.workers.append(worker)
         return worker

@@ -1,25 +1,36 @@
 """A worker's metrics, in prometheus-client's multi-process mode: every worker process on a
 machine writes to one directory (SWITCHBOARD_METRICS_DIR, set before prometheus_client is
-first imported), and each serves the sum over all of them on `/metrics` (loopback).
+first imported; its roll of live members is `workers.metrics_directory`), and the one that
+holds the machine's metrics port serves the sum over all of them on `/metrics` (loopback),
+with each live worker process's CPU and memory.
 
-What Dramatiq's own Prometheus middleware counts (messages, errors, retries, dead-lettered
-messages, durations per actor and queue) is its: installed beside these, not counted again.
+Messages are counted by `MessageMetrics`, under the names of Dramatiq's own Prometheus
+middleware but with durations in seconds (Dramatiq's is in milliseconds, a unit Prometheus
+rejects) and its gauges summed over live processes only.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
+import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import dramatiq
+
 from pipeline.cost import ModelPrices, cost_usd, usage_added
+from workers import metrics_directory
 
 logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    from prometheus_client.registry import Collector
+
     from models.sessions import Applied
     from pipeline.catalog import ToolOutcome
     from pipeline.envelope import EventEnvelope
@@ -27,6 +38,13 @@ if TYPE_CHECKING:
 # Seconds from a millisecond to a minute: a control is a few ms away, a stalled one seconds.
 LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 TOOL_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# Dramatiq's own buckets, in seconds: from a few ms (an event) to its 10-minute time limit.
+MESSAGE_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 30.0, 60.0, 600.0, 900.0,
+)  # fmt: skip
+# A worker that found the machine's metrics port taken tries it again this often, so the sum
+# is served again soon after the worker holding it stops.
+STANDBY_RETRY_S = 5.0
 
 _metrics: _Metrics | None = None
 # Off (SWITCHBOARD_METRICS=false): nothing is counted, so the bench can measure what counting costs.
@@ -34,13 +52,13 @@ _enabled = False
 
 
 def use_directory(directory: Path) -> None:
-    """Count from now on, in multi-process mode (before prometheus_client is imported)."""
+    """Count from now on, in multi-process mode (before prometheus_client is imported), as a
+    live member of the machine's directory."""
     global _enabled
     _enabled = True
     directory.mkdir(parents=True, exist_ok=True)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
-    # Dramatiq's middleware reads its own variable for the same directory.
-    os.environ["dramatiq_prom_db"] = str(directory)  # noqa: SIM112 (Dramatiq reads this lower-case name)
+    metrics_directory.join(directory)
 
 
 class _Metrics:
@@ -90,6 +108,36 @@ class _Metrics:
             "Campaign contacts waiting to be dialled (a retry or their window to come), by campaign.",
             ["campaign"],
             multiprocess_mode="livemostrecent",
+        )
+        # Dramatiq's names and labels, so its dashboards read them.
+        labels = ["queue_name", "actor_name"]
+        self.messages = Counter("dramatiq_messages_total", "The total number of messages processed.", labels)
+        self.message_errors = Counter(
+            "dramatiq_message_errors_total", "The total number of errored messages.", labels
+        )
+        self.message_retries = Counter(
+            "dramatiq_message_retries_total", "The total number of retried messages.", labels
+        )
+        self.message_rejects = Counter(
+            "dramatiq_message_rejects_total", "The total number of dead-lettered messages.", labels
+        )
+        self.messages_in_progress = Gauge(
+            "dramatiq_messages_inprogress",
+            "The number of messages in progress.",
+            labels,
+            multiprocess_mode="livesum",
+        )
+        self.delayed_messages = Gauge(
+            "dramatiq_delayed_messages_inprogress",
+            "The number of delayed messages held in memory until their time.",
+            labels,
+            multiprocess_mode="livesum",
+        )
+        self.message_duration = Histogram(
+            "dramatiq_message_duration_seconds",
+            "The time spent processing messages.",
+            labels,
+            buckets=MESSAGE_BUCKETS,
         )
 
 
@@ -157,22 +205,75 @@ def tool_ran(name: str, outcome: ToolOutcome) -> None:
     metrics().tools.labels(name, outcome.status).observe(outcome.elapsed_ms / 1000)
 
 
-def count_messages(broker: Any) -> None:
-    """Dramatiq's own Prometheus middleware, for what it counts (in the same directory)."""
-    from dramatiq.middleware import prometheus
+class MessageMetrics(dramatiq.Middleware):
+    """What Dramatiq's Prometheus middleware counts, with durations in seconds."""
 
-    # It reads its directory when first imported: set it again, in case that was earlier.
-    prometheus.DB_PATH = os.environ.get("PROMETHEUS_MULTIPROC_DIR", prometheus.DB_PATH)
-    middleware = prometheus.Prometheus()
-    # Its after_process_boot runs with everyone's, when `switchboard worker` emits process_boot.
-    broker.add_middleware(middleware)
+    def __init__(self) -> None:
+        self._started: dict[str, float] = {}
+        # Held by this process's delay-queue consumer until their time, when it enqueues them.
+        self._delayed: set[str] = set()
+
+    def after_nack(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
+        metrics().message_rejects.labels(message.queue_name, message.actor_name).inc()
+
+    def after_enqueue(
+        self, broker: dramatiq.Broker, message: dramatiq.Message[Any], delay: int | None
+    ) -> None:
+        if message.message_id in self._delayed:
+            # The delay-queue consumer moves a message whose time came onto its queue (a retry
+            # was counted when Retries put it on the delay queue).
+            self._delayed.discard(message.message_id)
+            metrics().delayed_messages.labels(_delay_queue_of(message), message.actor_name).dec()
+        elif "retries" in message.options:
+            metrics().message_retries.labels(message.queue_name, message.actor_name).inc()
+
+    def before_delay_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
+        self._delayed.add(message.message_id)
+        metrics().delayed_messages.labels(message.queue_name, message.actor_name).inc()
+
+    def before_process_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
+        metrics().messages_in_progress.labels(message.queue_name, message.actor_name).inc()
+        self._started[message.message_id] = time.perf_counter()
+
+    def after_process_message(
+        self,
+        broker: dramatiq.Broker,
+        message: dramatiq.MessageProxy,
+        *,
+        result: Any = None,
+        exception: BaseException | None = None,
+    ) -> None:
+        measured = metrics()
+        labels = (message.queue_name, message.actor_name)
+        started = self._started.pop(message.message_id, None)
+        if started is not None:
+            measured.message_duration.labels(*labels).observe(time.perf_counter() - started)
+            measured.messages_in_progress.labels(*labels).dec()
+        measured.messages.labels(*labels).inc()
+        if exception is not None:
+            measured.message_errors.labels(*labels).inc()
+
+    def after_skip_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
+        self.after_process_message(broker, message)
 
 
-def serve(host: str, port: int) -> int:
+def _delay_queue_of(message: dramatiq.Message[Any]) -> str:
+    # Dramatiq names a queue's delay queue `<queue>.DQ`.
+    return f"{message.queue_name}.DQ"
+
+
+def count_messages(broker: dramatiq.Broker) -> None:
+    """Count the messages this process takes (in the machine's directory)."""
+    broker.add_middleware(MessageMetrics())
+
+
+def serve(host: str, port: int) -> int | None:
     """Serve the machine's workers' metrics (summed over the directory) on `/metrics`; answers
-    the port (0 picks a free one)."""
-    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-    from prometheus_client.multiprocess import MultiProcessCollector
+    the port (0 picks a free one), or None when `port` is taken: then the worker that holds it
+    serves the same sum, and this one takes the port over if that one stops."""
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    directory = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -180,9 +281,7 @@ def serve(host: str, port: int) -> int:
                 self.send_error(404)
                 return
             try:
-                registry = CollectorRegistry()
-                MultiProcessCollector(registry)
-                body = generate_latest(registry)
+                body = scrape(directory)
             except Exception:  # a scrape fails with a status and the reason in the log
                 logger.exception("collecting the workers' metrics failed")
                 self.send_error(500, "collecting the metrics failed")
@@ -196,15 +295,78 @@ def serve(host: str, port: int) -> int:
         def log_message(self, *_args: Any) -> None:
             return
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
-    return int(server.server_address[1])
+    def start(server: ThreadingHTTPServer) -> int:
+        threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+        return int(server.server_address[1])
+
+    try:
+        return start(ThreadingHTTPServer((host, port), Handler))
+    except OSError as exc:
+        if port == 0 or exc.errno != errno.EADDRINUSE:
+            raise
+    logger.warning(
+        "metrics port %s:%d is taken (another worker of this machine serves the sum); trying it every %.0f s",
+        host,
+        port,
+        STANDBY_RETRY_S,
+    )
+
+    def stand_by() -> None:
+        while True:
+            time.sleep(STANDBY_RETRY_S)
+            try:
+                server = ThreadingHTTPServer((host, port), Handler)
+            except OSError:
+                continue
+            start(server)
+            logger.warning("metrics now served on %s:%d", host, port)
+            return
+
+    threading.Thread(target=stand_by, name="metrics-standby", daemon=True).start()
+    return None
+
+
+def scrape(directory: Path) -> bytes:
+    """The text format of the sum over the directory, and each live worker's CPU and memory;
+    the dead are marked dead first."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    with metrics_directory.group_locked(directory):
+        alive = metrics_directory.live_pids(directory)
+        metrics_directory.forget_dead(directory, alive)
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=str(directory))
+        registry.register(_worker_processes(alive))
+        return generate_latest(registry)
+
+
+def _worker_processes(pids: set[int]) -> Collector:
+    """prometheus-client's process metrics (`process_cpu_seconds_total`,
+    `process_resident_memory_bytes`, …) of each live worker process, by `pid`: a process's
+    own collector sees only itself, and multi-process mode does not sum them."""
+    from prometheus_client import ProcessCollector
+    from prometheus_client.metrics_core import Metric
+    from prometheus_client.registry import Collector
+
+    class WorkerProcesses(Collector):
+        def collect(self) -> Iterator[Metric]:
+            merged: dict[str, Metric] = {}
+            for pid in sorted(pids):
+                collector = ProcessCollector(pid=lambda pid=pid: pid, registry=None)  # type: ignore[misc]
+                for family in collector.collect():
+                    into = merged.setdefault(
+                        family.name, Metric(family.name, family.documentation, family.type)
+                    )
+                    for sample in family.samples:
+                        into.add_sample(sample.name, {**sample.labels, "pid": str(pid)}, sample.value)
+            yield from merged.values()
+
+    return WorkerProcesses()
 
 
 def process_exited() -> None:
-    """This worker stops: its live gauges stop counting (its counters stay in the sums)."""
+    """This worker stops: its live gauges go now (its counters stay in the sums)."""
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if directory:
-        from prometheus_client import multiprocess
-
-        multiprocess.mark_process_dead(os.getpid(), directory)
+        metrics_directory.leave(Path(directory))
