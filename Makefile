@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean browser
+.PHONY: demo test lint bench clean browser promtool
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,20 @@ ifeq ($(BROWSER),)
 		(apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null)
 endif
 
-test: $(INSTALLED) browser
+# The metrics test runs `promtool check metrics` (Debian's prometheus package); installed when
+# missing (as root), without the node exporter it recommends. The package would start a
+# Prometheus server on :9090 where systemd runs: only promtool is wanted, so it is stopped.
+PROMTOOL := $(shell command -v promtool)
+
+promtool:
+ifeq ($(PROMTOOL),)
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >/dev/null || \
+		(apt-get update -q >/dev/null && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >/dev/null)
+	systemctl disable --now prometheus >/dev/null 2>&1 || true
+endif
+
+test: $(INSTALLED) browser promtool
 	$(PY) -m pytest
 
 lint: $(INSTALLED)
