@@ -999,7 +999,7 @@ def _render_metrics_cost(figures: dict[str, Any]) -> list[str]:
     elif cost:
         lines.append(
             f"per message, in process (µs): delivered {cost['delivered_turn_us']} for a turn's "
-            f"final, {cost['delivered_event_us']} for another event; Dramatiq's middleware "
+            f"final, {cost['delivered_event_us']} for another event; the message middleware "
             f"{cost['dramatiq_middleware_us']}; recorded {cost['recorded_us']}; "
             f"delivered with metrics off {cost['delivered_off_us']}"
         )
