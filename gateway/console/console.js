@@ -271,7 +271,8 @@ function viewCalls() {
   function callRow(s) {
     const seconds = s.duration_s !== null && s.duration_s !== undefined ? s.duration_s : (LIVE.includes(s.status) ? since(s.created_at) : null);
     const number = s.direction === "outbound" ? s.dialled : s.caller;
-    const where = s.campaign_id ? `campaign ${shortId(s.campaign_id)}` : (s.route_id ? `route ${s.route_id}` : (s.provider === "live" ? "web · Live" : "web"));
+    const web = s.provider === "live" ? "web (Live)" : "web";
+    const where = s.campaign_id ? `campaign ${shortId(s.campaign_id)}` : (s.direction === "inbound" && s.dialled ? `line ${s.dialled}` : web);
     return el("tr", { "data-session": s.id, "data-status": s.status, class: LIVE.includes(s.status) ? "is-live" : "" },
       el("td", {}, el("a", { href: `#/call/${s.id}` }, localTime(s.created_at))),
       el("td", { class: "num" }, duration(seconds)),
@@ -378,6 +379,7 @@ function viewCall(sessionId) {
   const seen = new Set();
   const turns = [];
   let record = null;
+  let caller = "";
   let logAfter = 0;
   let closed = false;
 
@@ -446,13 +448,18 @@ function viewCall(sessionId) {
     timeline.append(el("li", { "data-kind": entry.kind, class: tone },
       el("span", { class: "icon", "aria-hidden": "true" }, icon),
       el("time", { datetime: entry.at }, localTime(entry.at, false)), " ", el("span", { class: "what" }, sentence), " ", latency));
+    timeline.scrollTop = timeline.scrollHeight;
     if (entry.kind === "turn.agent") { turns.push({ heard_ms: (entry.data || {}).heard_ms }); chart.replaceChildren(latencyChart(turns)); }
     if (entry.kind === "call.ended") closed = true;
+    if (entry.kind === "call.started" && (entry.data || {}).caller) {
+      caller = entry.data.caller;
+      title.textContent = `Call from ${caller}`;
+    }
   }
 
   function heard(message) {
     if (message.type === "transcript.delta" || message.type === "transcript.final") {
-      const now = speaking.get(message.item_id) || { role: message.role, text: "", live: true, joins: true };
+      const now = speaking.get(message.item_id) || { role: message.role, text: "", live: true, joins: !!record && record.provider === "live" };
       now.text = message.type === "transcript.final" ? message.text : now.text + message.delta;
       speaking.set(message.item_id, now);
       drawTranscript();
@@ -493,7 +500,7 @@ function viewCall(sessionId) {
 
   function drawFacts(r) {
     const phone = (r.outbound && r.outbound.to) || "";
-    title.textContent = phone ? `Call with ${phone}` : `Call ${shortId(r.id)}`;
+    title.textContent = phone ? `Call to ${phone}` : (caller ? `Call from ${caller}` : `Call ${shortId(r.id)}`);
     const started = localTime(r.created_at);
     const length = r.ended_at ? (new Date(r.ended_at) - new Date(r.created_at)) / 1000 : since(r.created_at);
     facts.replaceChildren(

@@ -24,11 +24,14 @@ from switchboard.stack import Stack
 from tests.e2e.conftest import set_script
 from tests.support.browser import Browser
 from tests.support.live import set_live_script
+from tests.support.phone import ring
 from tests.support.waiting import wait_for
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / ".switchboard" / "screenshots"
 # What a caller might say to a supervisor's screen: shown as these characters, never run.
 MARKUP = '<img src=x onerror="window.__injected = 1">'
+DANA_SAYS = "This is Dana from billing: I'll sort the refund out now."
+DANA_SAID = f"Dana said: “{DANA_SAYS}”"
 ACTING = "#actions button:not(#confirm-yes):not(#confirm-no)"
 
 
@@ -93,7 +96,7 @@ def _turns(client: Client, session_id: str, kind: str) -> list[dict[str, Any]]:
 
 
 def _join_late_take_the_line_and_end(
-    browser: Browser, sid: str, first_words: str, *, live: bool = False
+    browser: Browser, sid: str, first_words: str, *, live: bool = False, shot: str = ""
 ) -> None:
     """The steps both providers share: the queue shows the waiting caller; the line is taken from
     there (a Live call, whose line a person cannot take over, is opened from there); the call
@@ -121,7 +124,14 @@ def _join_late_take_the_line_and_end(
         browser.wait_for(
             "document.getElementById('take-over').disabled && !document.getElementById('release').disabled"
         )
+        # What the person says is in the call's story, in words, while the page is open.
+        browser.eval(f"document.getElementById('verb-text').value = {json.dumps(DANA_SAYS)}; true")
+        browser.eval("document.getElementById('say').click(); true")
+        browser.wait_for(f"document.getElementById('timeline').textContent.includes({json.dumps(DANA_SAID)})")
+        assert _text(browser, "#verb-answer") == "The agent says your words."
     assert browser.eval("document.getElementById('engineer').open") is False
+    if shot:
+        _shot(browser, shot)
 
     browser.eval("document.getElementById('end').click(); true")
     assert browser.eval("document.getElementById('confirm').hidden") is False
@@ -132,6 +142,16 @@ def _join_late_take_the_line_and_end(
     assert browser.eval(f"document.querySelectorAll('{ACTING}').length") == 8
     browser.wait_for("!!document.querySelector('#timeline li[data-kind=\"call.ended\"]')")
     assert "Dana ended the call" in _text(browser, "#timeline")
+
+
+def _answered(client: Client, call_id: str) -> str:
+    """The session that answered a phone call, once it did."""
+
+    def found() -> str | None:
+        status, body = client.request("GET", f"/v1/phone-calls/{call_id}")
+        return str(body["session_id"]) if status == 200 and body.get("session_id") else None
+
+    return str(wait_for(found, "the phone call to be answered"))
 
 
 def test_a_supervisor_joins_late_takes_the_line_from_the_queue_and_reads_every_caller_word_as_text(
@@ -153,47 +173,61 @@ def test_a_supervisor_joins_late_takes_the_line_from_the_queue_and_reads_every_c
             ],
         },
     )
+    client.add_route("+18005551212", {"instructions": "You are Acme's order desk."}, max_calls=10)
+    sid = _answered(client, ring(stack, "+18005551212", **{"from": "+14155550100"}))
+    held = _answered(client, ring(stack, "+18005551212", **{"from": "+13125550199"}))
+    done = _answered(client, ring(stack, "+18005551212", **{"from": "+12065550123"}))
     never = client.create_session("You are the order desk.")  # never connected
-    sid = client.create_session("You are the order desk.")["id"]
-    client.connect(sid)
     wait_for(lambda: len(_turns(client, sid, "turn.agent")) >= 2, "two answers before anyone looks")
-    client.caller_text(sid, MARKUP)
+    wait_for(lambda: len(_turns(client, done, "turn.agent")) >= 2, "the other call's answers")
+    client.caller_text(done, MARKUP)
     wait_for(
-        lambda: any(MARKUP in t["data"]["text"] for t in _turns(client, sid, "turn.user")), "the typed line"
+        lambda: any(MARKUP in t["data"]["text"] for t in _turns(client, done, "turn.user")), "typed text"
     )
-    client.attention(sid, "wants a refund", 120)
+    client.attention(sid, "wants a refund for order 4417", 120)
+    _listening(client, held)
+    client.hold(held)
+    client.end(done, "the caller was helped")
 
     _viewport(browser, 1366, 768)
     _sign_in(browser, stack, stack.api_token)
     assert _text(browser, "#whoami").endswith("admin")
+    browser.wait_for(f"!!document.querySelector('#held-rows tr[data-session={json.dumps(held)}]')")
     browser.wait_for(f"!!document.querySelector('#waiting-rows tr[data-session={json.dumps(sid)}]')")
+    assert "+14155550100" in _text(browser, f"#waiting-rows tr[data-session={json.dumps(sid)}]")
     _shot(browser, "console-queue.png")
-    browser.eval(f"location.hash = '#/call/{sid}'; true")
-    browser.wait_for(
-        "document.getElementById('line').textContent.startsWith('The caller waits for a person')"
-    )
+    # The latency chart draws a bar for each turn the call log measured, none for one it did not.
+    chart = "latencyChart([{heard_ms: 640}, {}, {heard_ms: 1720}])"
+    assert browser.eval(f"{chart}.querySelectorAll('rect').length") == 2
+    browser.eval(f"location.hash = '#/call/{done}'; true")
+    browser.wait_for("document.getElementById('line').textContent.startsWith('Call over')")
     browser.wait_for(f"document.getElementById('transcript').textContent.includes({json.dumps(MARKUP)})")
+    assert MARKUP in _text(browser, "#timeline")
     # The caller's markup is characters on the screen: no element was made of it, nothing ran.
     assert browser.eval("document.querySelectorAll('main img').length") == 0
     assert browser.eval("window.__injected === undefined") is True
     browser.eval("location.hash = '#/queue'; true")
 
-    _join_late_take_the_line_and_end(browser, sid, "I'd like to check on an order.")
+    _join_late_take_the_line_and_end(browser, sid, "I'd like to check on an order.", shot="console-call.png")
     assert browser.eval("document.querySelectorAll('main img').length") == 0
-    _shot(browser, "console-call.png")
     browser.eval("document.querySelector('#engineer summary').click(); true")
     browser.wait_for("document.querySelectorAll('#events tr').length > 5")
 
-    # The calls list: local times, direction, state, outcome; a search by words said.
+    # The calls list: local times, direction, number, state, outcome; a search by words said.
     browser.eval("location.hash = '#/calls'; true")
     browser.wait_for(f"!!document.querySelector('#calls tr[data-session={json.dumps(sid)}]')")
     row = _text(browser, f"#calls tr[data-session={json.dumps(sid)}]")
-    assert "in" in row and "supervisor ended" in row, row
+    assert "in" in row and "+14155550100" in row and "supervisor ended" in row, row
+    assert "held" in _text(browser, f"#calls tr[data-session={json.dumps(held)}]")
     assert "not connected" in _text(browser, f"#calls tr[data-session={json.dumps(never['id'])}]")
     _shot(browser, "console-calls.png")
-    _search(browser, "order 4417")
+    _search(browser, "onerror")
     browser.wait_for(
-        f"{LISTED} === 1 && !!document.querySelector('#calls tr[data-session={json.dumps(sid)}]')"
+        f"{LISTED} === 1 && !!document.querySelector('#calls tr[data-session={json.dumps(done)}]')"
+    )
+    _search(browser, "+1312555")
+    browser.wait_for(
+        f"{LISTED} === 1 && !!document.querySelector('#calls tr[data-session={json.dumps(held)}]')"
     )
     _search(browser, "no such words")
     browser.wait_for(f"{LISTED} === 0")
@@ -204,6 +238,7 @@ def test_a_supervisor_joins_late_takes_the_line_from_the_queue_and_reads_every_c
     browser.wait_for("document.getElementById('transcript').textContent.includes('4417')")
     assert browser.eval("document.documentElement.scrollWidth <= 390") is True
     _shot(browser, "console-call-phone.png")
+    client.end(held)
     assert browser.errors == []
 
 
