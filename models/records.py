@@ -21,7 +21,7 @@ from pipeline.desk import activity, cursor_position, direction, outcome, page_cu
 from pipeline.dialects import capabilities_for
 from pipeline.errors import SessionNotFound
 from pipeline.privacy.policy import PrivacyPolicy
-from pipeline.state import Phase
+from pipeline.state import IN_CALL, Phase
 
 # A transaction publishes its controls, directives and replies under the row lock just before
 # its COMMIT, so whoever acts on one may read the session before that commit lands. A read
@@ -280,7 +280,11 @@ SELECT s.id, s.status, s.end_reason, s.created_at, s.ended_at, s.provider_call_i
  LIMIT %(limit)s
 """
 
-COUNT_SESSIONS = "SELECT status, count(*) FROM sessions WHERE namespace = %s GROUP BY status"
+# By status, and of those whether a provider's call ever reached the session.
+_LIVE_STATUSES = frozenset(str(phase) for phase in IN_CALL)
+COUNT_SESSIONS = """
+SELECT status, provider_call_id IS NOT NULL, count(*) FROM sessions WHERE namespace = %s GROUP BY 1, 2
+"""
 
 
 def _like(text: str) -> str:
@@ -305,8 +309,8 @@ def sessions(
 ) -> dict[str, Any]:
     """The deployment's sessions, newest first (filtered by status, route, end reason, when
     they were created and a search of their id, numbers and words said), a page at a time
-    (`next`: the cursor of the next page, None on the last), and how many there are in each
-    status."""
+    (`next`: the cursor of the next page, None on the last), how many there are in each status,
+    and how many are live, over, or were never connected (`calls`)."""
     cursor_at, cursor_id = cursor_position(cursor) if cursor else (None, "")
     rows = database.execute_sql(
         LIST_SESSIONS,
@@ -325,10 +329,20 @@ def sessions(
     ).fetchall()
     listed = [_listed(row) for row in rows[:limit]]
     last = rows[limit - 1] if len(rows) > limit else None
-    counts = {
-        str(found): int(n) for found, n in database.execute_sql(COUNT_SESSIONS, (namespace,)).fetchall()
-    }
+    counts: dict[str, int] = {}
+    # Live (connecting included), over, or not connected: a session no call reached is not a
+    # failed call, whatever its status says.
+    sorted_counts = {"live": 0, "over": 0, "not_connected": 0}
+    for found, reached, n in database.execute_sql(COUNT_SESSIONS, (namespace,)).fetchall():
+        counts[str(found)] = counts.get(str(found), 0) + int(n)
+        if str(found) in _LIVE_STATUSES or (reached and found == Phase.ADMITTING):
+            sorted_counts["live"] += int(n)
+        elif not reached:
+            sorted_counts["not_connected"] += int(n)
+        else:
+            sorted_counts["over"] += int(n)
     return {
+        "calls": sorted_counts,
         "sessions": listed,
         "counts": counts,
         "next": page_cursor(last[3], last[0]) if last is not None else None,

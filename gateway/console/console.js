@@ -254,10 +254,11 @@ function viewCalls() {
     if (cursor) query.set("cursor", cursor);
     const answer = await api("GET", `/v1/sessions?${query}`);
     if (answer.status !== 200) { counts.replaceChildren(el("span", { class: "refused" }, describe(answer))); return; }
-    const c = answer.body.counts;
-    const live = LIVE.reduce((n, s) => n + (c[s] || 0), 0);
-    counts.replaceChildren(el("span", { class: "chip live" }, `${live} live`), el("span", { class: "chip" }, `${c.ended || 0} ended`),
-      el("span", { class: "chip" }, `${c.failed || 0} failed`), el("span", { class: "chip" }, `${(c.created || 0) + (c.admitting || 0)} not connected`));
+    // A session no call reached is "not connected", not a failure: the API counts it apart.
+    const calls = answer.body.calls || { live: 0, over: 0, not_connected: 0 };
+    counts.replaceChildren(el("span", { class: "chip live" }, `${calls.live} live`),
+      el("span", { class: "chip", id: "count-over" }, `${calls.over} over`),
+      el("span", { class: "chip", id: "count-not-connected" }, `${calls.not_connected} not connected`));
     let sessions = answer.body.sessions;
     if (status.value === "live") sessions = sessions.filter((s) => LIVE.includes(s.status));
     nextCursor = answer.body.next;
