@@ -12,7 +12,8 @@ from pipeline.state import IN_CALL
 
 # Only calls in progress, and of those only the ones whose line is asked for, held or taken, or
 # that had an incident or a failed tool lately: a quiet call costs the read nothing but its row.
-# An attention request's time is its logged input's (the latest of the session's requests).
+# An attention request's time is its logged input's: the app's request, or a key press the call's
+# route maps to a person (the latest of them).
 QUEUE = """
 WITH live AS (
   SELECT s.id, s.status, s.state, s.created_at
@@ -32,7 +33,10 @@ WITH live AS (
 )
 SELECT l.id, l.status, l.state, extract(epoch FROM l.created_at), p.caller, p.route_id,
        (SELECT max(e.received_at) FROM session_events e
-         WHERE e.session_id = l.id AND e.kind = 'switchboard.attention'),
+         WHERE e.session_id = l.id
+           AND (e.kind = 'switchboard.attention'
+                OR (e.kind = 'input_audio_buffer.dtmf_event_received'
+                    AND l.state -> 'phone' -> 'keys' ->> (e.payload ->> 'event') = 'attention'))),
        coalesce(tr.n, 0), tr.last_code
   FROM live l
   LEFT JOIN phone_calls p ON p.session_id = l.id

@@ -241,6 +241,10 @@ def test_a_supervisor_joins_late_takes_the_line_from_the_queue_and_reads_every_c
     browser.wait_for("document.getElementById('transcript').textContent.includes('4417')")
     assert browser.eval("document.documentElement.scrollWidth <= 390") is True
     _shot(browser, "console-call-phone.png")
+    for page, shown in (("#/calls", "#calls tr[data-session]"), ("#/queue", "#held-rows")):
+        browser.eval(f"location.hash = '{page}'; true")
+        browser.wait_for(f"!!document.querySelector('{shown}')")
+        assert browser.eval("document.documentElement.scrollWidth <= 390") is True, page
     client.end(held)
     assert browser.errors == []
 
