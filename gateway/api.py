@@ -265,9 +265,10 @@ class _Api:
         return JSONResponse(body, status_code=status)
 
     async def list_sessions(self, request: Request) -> Response:
-        """Sessions, newest first: `?status=`, `?route=`, `?end_reason=`, `?q=` (a search of the
-        id, the numbers and the words said), `?created_after=` / `?created_before=` (ISO 8601),
-        `?limit=` (≤ 500) and `?cursor=` (the `next` of the page before); and the counts by
+        """Sessions, newest first: `?status=` (or `live`, `not_connected`), `?route=`,
+        `?end_reason=`, `?q=` (a search of the id, the numbers and the words said),
+        `?created_after=` / `?created_before=` (ISO 8601), `?limit=` (≤ 500) and `?cursor=`
+        (the `next` of the page before); and the counts by
         status."""
         query = request.query_params
         limit = query.get("limit", "100")

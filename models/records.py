@@ -263,7 +263,9 @@ SELECT s.id, s.status, s.end_reason, s.created_at, s.ended_at, s.provider_call_i
        p.route_id, p.caller, p.number, s.usage, s.erased_at, s.state
   FROM sessions s LEFT JOIN phone_calls p ON p.session_id = s.id
  WHERE s.namespace = %(namespace)s
-   AND (%(status)s = '' OR s.status = %(status)s)
+   AND (%(status)s = '' OR s.status = %(status)s
+        OR (%(status)s = 'live' AND s.status = ANY(%(in_call)s))
+        OR (%(status)s = 'not_connected' AND s.provider_call_id IS NULL AND NOT s.status = ANY(%(in_call)s)))
    AND (%(route)s = '' OR p.route_id = %(route)s)
    AND (%(end_reason)s = '' OR s.end_reason = %(end_reason)s)
    AND (%(after)s::timestamptz IS NULL OR s.created_at >= %(after)s)
@@ -307,7 +309,8 @@ def sessions(
     created_before: datetime | None = None,
     cursor: str = "",
 ) -> dict[str, Any]:
-    """The deployment's sessions, newest first (filtered by status, route, end reason, when
+    """The deployment's sessions, newest first (filtered by status — or `live`, or
+    `not_connected` — route, end reason, when
     they were created and a search of their id, numbers and words said), a page at a time
     (`next`: the cursor of the next page, None on the last), how many there are in each status,
     and how many are live, over, or were never connected (`calls`)."""
@@ -317,6 +320,7 @@ def sessions(
         {
             "namespace": namespace,
             "status": status,
+            "in_call": sorted(_LIVE_STATUSES),
             "route": route,
             "end_reason": end_reason,
             "after": created_after,

@@ -230,7 +230,7 @@ function shortId(id) { return id ? `…${id.slice(-8)}` : ""; }
 function viewCalls() {
   const search = el("input", { id: "search", type: "search", placeholder: "Number, call id or words said", "aria-label": "Search" });
   const status = el("select", { id: "filter-status", "aria-label": "Status" },
-    ...[["", "Any state"], ["live", "Live now"], ["ended", "Ended"], ["failed", "Failed"], ["created", "Not connected"]]
+    ...[["", "Any state"], ["live", "Live now"], ["ended", "Ended"], ["failed", "Failed"], ["not_connected", "Not connected"]]
       .map(([value, label]) => el("option", { value }, label)));
   const from = el("input", { id: "from", type: "datetime-local", "aria-label": "From" });
   const to = el("input", { id: "to", type: "datetime-local", "aria-label": "To" });
@@ -248,7 +248,7 @@ function viewCalls() {
   async function refresh() {
     const query = new URLSearchParams({ limit: "25" });
     if (search.value.trim()) query.set("q", search.value.trim());
-    if (status.value && status.value !== "live") query.set("status", status.value);
+    if (status.value) query.set("status", status.value);
     if (from.value) query.set("created_after", new Date(from.value).toISOString());
     if (to.value) query.set("created_before", new Date(to.value).toISOString());
     if (cursor) query.set("cursor", cursor);
@@ -259,8 +259,7 @@ function viewCalls() {
     counts.replaceChildren(el("span", { class: "chip live" }, `${calls.live} live`),
       el("span", { class: "chip", id: "count-over" }, `${calls.over} over`),
       el("span", { class: "chip", id: "count-not-connected" }, `${calls.not_connected} not connected`));
-    let sessions = answer.body.sessions;
-    if (status.value === "live") sessions = sessions.filter((s) => LIVE.includes(s.status));
+    const sessions = answer.body.sessions;
     nextCursor = answer.body.next;
     older.disabled = !nextCursor;
     newer.disabled = cursors.length === 0;

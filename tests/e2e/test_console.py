@@ -234,6 +234,15 @@ def test_a_supervisor_joins_late_takes_the_line_from_the_queue_and_reads_every_c
     )
     _search(browser, "no such words")
     browser.wait_for(f"{LISTED} === 0")
+    _search(browser, "")
+    for state, listed in (("live", held), ("not_connected", never["id"])):
+        browser.eval(
+            f"(() => {{ const s = document.getElementById('filter-status'); s.value = '{state}';"
+            " s.dispatchEvent(new Event('change')); return true; })()"
+        )
+        browser.wait_for(
+            f"{LISTED} === 1 && !!document.querySelector('#calls tr[data-session={json.dumps(listed)}]')"
+        )
 
     # On a phone: the same call page, one column.
     _viewport(browser, 390, 844)
