@@ -268,8 +268,7 @@ class _Api:
         """Sessions, newest first: `?status=` (or `live`, `not_connected`), `?route=`,
         `?end_reason=`, `?q=` (a search of the id, the numbers and the words said),
         `?created_after=` / `?created_before=` (ISO 8601), `?limit=` (≤ 500) and `?cursor=`
-        (the `next` of the page before); and the counts by
-        status."""
+        (the `next` of the page before); and the counts."""
         query = request.query_params
         limit = query.get("limit", "100")
         if not limit.isdigit() or not 1 <= int(limit) <= 500:
