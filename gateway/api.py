@@ -52,6 +52,7 @@ from pipeline.api import (
     TypedText,
 )
 from pipeline.call.messages import Playback
+from pipeline.desk import MAXIMUM_SEARCH_CHARS, cursor_position, instant
 from pipeline.erasure import checked_number
 from pipeline.errors import BadInput, MalformedRequest, ProviderUnavailable
 from pipeline.limits import (
@@ -160,6 +161,8 @@ def build_api(gateway: ApiPort) -> Starlette:
         Route("/v1/callers/{number}", api.erase_caller, methods=["DELETE"]),
         Route("/v1/sessions", api.create, methods=["POST"]),
         Route("/v1/sessions", api.list_sessions, methods=["GET"]),
+        Route("/v1/queue", api.call_queue, methods=["GET"]),
+        Route("/v1/me", api.me, methods=["GET"]),
         Route("/v1/dead-letters", api.dead_letters, methods=["GET"]),
         Route("/v1/dead-letters/{letter_id}", api.dead_letter, methods=["GET", "DELETE"]),
         Route("/v1/dead-letters/{letter_id}/replay", api.replay_dead_letter, methods=["POST"]),
@@ -262,19 +265,50 @@ class _Api:
         return JSONResponse(body, status_code=status)
 
     async def list_sessions(self, request: Request) -> Response:
-        """Sessions, newest first: `?status=`, `?route=`, `?end_reason=`, `?limit=` (≤ 500); and
-        the counts by status."""
+        """Sessions, newest first: `?status=` (or `live`, `not_connected`), `?route=`,
+        `?end_reason=`, `?q=` (a search of the id, the numbers and the words said),
+        `?created_after=` / `?created_before=` (ISO 8601), `?limit=` (≤ 500) and `?cursor=`
+        (the `next` of the page before); and the counts."""
         query = request.query_params
         limit = query.get("limit", "100")
         if not limit.isdigit() or not 1 <= int(limit) <= 500:
             return error_response(422, "malformed_request", "limit must be 1 to 500")
+        search = query.get("q", "").strip()
+        if len(search) > MAXIMUM_SEARCH_CHARS:
+            return error_response(422, "malformed_request", f"q is at most {MAXIMUM_SEARCH_CHARS} characters")
+        try:
+            bounds = {name: query.get(name, "") for name in ("created_after", "created_before")}
+            for name, text in bounds.items():
+                if text:
+                    instant(text, name)
+            if query.get("cursor"):
+                cursor_position(query["cursor"])
+        except BadInput as error:
+            return _invalid(error)
         status, body = await self.rpc.call(
             "list_sessions",
             limit=int(limit),
             status=query.get("status", "")[:128],
             route=query.get("route", "")[:128],
             end_reason=query.get("end_reason", "")[:128],
+            q=search,
+            created_after=bounds["created_after"] or None,
+            created_before=bounds["created_before"] or None,
+            cursor=query.get("cursor", ""),
         )
+        return JSONResponse(body, status_code=status)
+
+    async def me(self, request: Request) -> Response:
+        """Who the request's key is and what its role may do (the console shows only the
+        buttons a key may use)."""
+        identity: Identity = request.scope["identity"]
+        may = {str(permission): identity.may(permission) for permission in Permission}
+        return JSONResponse({"name": identity.name, "role": str(identity.role), "may": may})
+
+    async def call_queue(self, _request: Request) -> Response:
+        """The desk's queue: `{"waiting", "held", "struggling"}` — callers waiting for a person
+        (longest first), callers on hold or held by a person, calls in trouble lately."""
+        status, body = await self.rpc.call("call_queue")
         return JSONResponse(body, status_code=status)
 
     async def dead_letters(self, _request: Request) -> Response:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from models import compactions
@@ -16,10 +17,11 @@ from models.db import (
 )
 from models.erasure import erasures
 from pipeline.call_log import CallLogEntry, LoggedInput, ended_by, erased_log, project
+from pipeline.desk import activity, cursor_position, direction, outcome, page_cursor
 from pipeline.dialects import capabilities_for
 from pipeline.errors import SessionNotFound
 from pipeline.privacy.policy import PrivacyPolicy
-from pipeline.state import Phase
+from pipeline.state import IN_CALL, Phase
 
 # A transaction publishes its controls, directives and replies under the row lock just before
 # its COMMIT, so whoever acts on one may read the session before that commit lands. A read
@@ -258,57 +260,136 @@ def _disposition_counts(session_id: str) -> dict[str, int]:
 
 LIST_SESSIONS = """
 SELECT s.id, s.status, s.end_reason, s.created_at, s.ended_at, s.provider_call_id,
-       p.route_id, p.caller, p.number, s.usage, s.erased_at
+       p.route_id, p.caller, p.number, s.usage, s.erased_at, s.state
   FROM sessions s LEFT JOIN phone_calls p ON p.session_id = s.id
- WHERE s.namespace = %s
-   AND (%s = '' OR s.status = %s)
-   AND (%s = '' OR p.route_id = %s)
-   AND (%s = '' OR s.end_reason = %s)
- ORDER BY s.created_at DESC
- LIMIT %s
+ WHERE s.namespace = %(namespace)s
+   AND (%(status)s = '' OR s.status = %(status)s
+        OR (%(status)s = 'live' AND s.status = ANY(%(in_call)s))
+        OR (%(status)s = 'not_connected' AND s.provider_call_id IS NULL AND NOT s.status = ANY(%(in_call)s)))
+   AND (%(route)s = '' OR p.route_id = %(route)s)
+   AND (%(end_reason)s = '' OR s.end_reason = %(end_reason)s)
+   AND (%(after)s::timestamptz IS NULL OR s.created_at >= %(after)s)
+   AND (%(before)s::timestamptz IS NULL OR s.created_at < %(before)s)
+   AND (%(cursor_at)s::timestamptz IS NULL OR (s.created_at, s.id) < (%(cursor_at)s, %(cursor_id)s))
+   AND (%(words)s = ''
+        OR s.id ILIKE %(words)s ESCAPE '\\'
+        OR p.caller ILIKE %(words)s ESCAPE '\\'
+        OR p.number ILIKE %(words)s ESCAPE '\\'
+        OR s.state -> 'outbound' ->> 'to' ILIKE %(words)s ESCAPE '\\'
+        OR EXISTS (SELECT 1 FROM transcript_items t
+                    WHERE t.session_id = s.id AND t.text ILIKE %(words)s ESCAPE '\\'))
+ ORDER BY s.created_at DESC, s.id DESC
+ LIMIT %(limit)s
 """
 
-COUNT_SESSIONS = "SELECT status, count(*) FROM sessions WHERE namespace = %s GROUP BY status"
+# By status, and of those whether a provider's call ever reached the session.
+_LIVE_STATUSES = frozenset(str(phase) for phase in IN_CALL)
+COUNT_SESSIONS = """
+SELECT status, provider_call_id IS NOT NULL, count(*) FROM sessions WHERE namespace = %s GROUP BY 1, 2
+"""
+
+
+def _like(text: str) -> str:
+    """A search text as an ILIKE pattern that matches it anywhere, its wildcards taken literally."""
+    if not text:
+        return ""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
 
 
 def sessions(
-    namespace: str, *, status: str = "", route: str = "", end_reason: str = "", limit: int = 100
+    namespace: str,
+    *,
+    status: str = "",
+    route: str = "",
+    end_reason: str = "",
+    limit: int = 100,
+    search: str = "",
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    cursor: str = "",
 ) -> dict[str, Any]:
-    """The deployment's sessions, newest first (filtered by status, route and end reason), and
-    how many there are in each status."""
+    """The deployment's sessions, newest first (filtered by status — or `live`, or
+    `not_connected` — route, end reason, when
+    they were created and a search of their id, numbers and words said), a page at a time
+    (`next`: the cursor of the next page, None on the last), how many there are in each status,
+    and how many are live, over, or were never connected (`calls`)."""
+    cursor_at, cursor_id = cursor_position(cursor) if cursor else (None, "")
     rows = database.execute_sql(
-        LIST_SESSIONS, (namespace, status, status, route, route, end_reason, end_reason, limit)
-    ).fetchall()
-    listed = [
+        LIST_SESSIONS,
         {
-            "id": session_id,
-            "status": found_status,
-            "end_reason": reason,
-            "ended_by": ended_by(Phase(found_status), reason),
-            "created_at": created.isoformat(),
-            "ended_at": ended.isoformat() if ended else None,
-            "call_id": call_id,
-            "route_id": route_id,
-            "caller": caller,
-            "dialled": number,
-            "total_tokens": (usage or {}).get("total_tokens", 0),
-            "erased_at": erased.isoformat() if erased else None,
-        }
-        for (
-            session_id,
-            found_status,
-            reason,
-            created,
-            ended,
-            call_id,
-            route_id,
-            caller,
-            number,
-            usage,
-            erased,
-        ) in rows
-    ]
-    counts = {
-        str(found): int(n) for found, n in database.execute_sql(COUNT_SESSIONS, (namespace,)).fetchall()
+            "namespace": namespace,
+            "status": status,
+            "in_call": sorted(_LIVE_STATUSES),
+            "route": route,
+            "end_reason": end_reason,
+            "after": created_after,
+            "before": created_before,
+            "cursor_at": cursor_at,
+            "cursor_id": cursor_id,
+            "words": _like(search),
+            "limit": limit + 1,
+        },
+    ).fetchall()
+    listed = [_listed(row) for row in rows[:limit]]
+    last = rows[limit - 1] if len(rows) > limit else None
+    counts: dict[str, int] = {}
+    # Live (connecting included), over, or not connected: a session no call reached is not a
+    # failed call, whatever its status says.
+    sorted_counts = {"live": 0, "over": 0, "not_connected": 0}
+    for found, reached, n in database.execute_sql(COUNT_SESSIONS, (namespace,)).fetchall():
+        counts[str(found)] = counts.get(str(found), 0) + int(n)
+        if str(found) in _LIVE_STATUSES or (reached and found == Phase.ADMITTING):
+            sorted_counts["live"] += int(n)
+        elif not reached:
+            sorted_counts["not_connected"] += int(n)
+        else:
+            sorted_counts["over"] += int(n)
+    return {
+        "calls": sorted_counts,
+        "sessions": listed,
+        "counts": counts,
+        "next": page_cursor(last[3], last[0]) if last is not None else None,
     }
-    return {"sessions": listed, "counts": counts}
+
+
+def _listed(row: tuple[Any, ...]) -> dict[str, Any]:
+    (
+        session_id,
+        found_status,
+        reason,
+        created,
+        ended,
+        call_id,
+        route_id,
+        caller,
+        number,
+        usage,
+        erased,
+        state,
+    ) = row
+    state = state or {}
+    outbound = state.get("outbound") if isinstance(state.get("outbound"), dict) else None
+    finished = ended.timestamp() if ended else None
+    return {
+        "id": session_id,
+        "status": found_status,
+        "end_reason": reason,
+        "ended_by": ended_by(Phase(found_status), reason),
+        "created_at": created.isoformat(),
+        "ended_at": ended.isoformat() if ended else None,
+        "call_id": call_id,
+        "route_id": route_id,
+        "caller": caller if outbound is None else outbound.get("caller_number") or None,
+        "dialled": number if outbound is None else outbound.get("to"),
+        "total_tokens": (usage or {}).get("total_tokens", 0),
+        "usage": usage or {},
+        "erased_at": erased.isoformat() if erased else None,
+        "provider": state.get("provider") or "realtime",
+        "direction": direction(state),
+        "campaign_id": outbound.get("campaign_id") if outbound else None,
+        "activity": activity(found_status, state),
+        "line": {"held": bool(state.get("held")), "taken_by": state.get("taken_by")},
+        "outcome": outcome(found_status, reason, call_id),
+        "duration_s": round(finished - created.timestamp(), 1) if finished is not None else None,
+    }

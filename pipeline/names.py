@@ -56,6 +56,7 @@ READ_REQUESTS = frozenset(
         "describe_session",
         "session_call_log",
         "list_sessions",
+        "call_queue",
         "key_identity",
         "session_owners",
         "resolve_tools",

@@ -19,7 +19,7 @@ from psycopg2.errors import UniqueViolation
 from pydantic import ValidationError
 
 from models import campaigns as campaign_store
-from models import data_keys, dialer, incidents, phone, timers, tool_steps
+from models import data_keys, desk, dialer, incidents, phone, timers, tool_steps
 from models import keys as api_keys
 from models import outbound as outgoing
 from models.records import call_log, session_record
@@ -38,6 +38,7 @@ from pipeline.api import RouteSpec, SessionSpec
 from pipeline.call.dialect import Ability, refusal
 from pipeline.catalog import ToolCatalog, ToolError, ToolOutcome
 from pipeline.cost import cost_usd
+from pipeline.desk import instant
 from pipeline.dialects import capabilities_for, dialect_for
 from pipeline.envelope import EventEnvelope, Reply
 from pipeline.errors import (
@@ -667,15 +668,48 @@ def notify_app(session_id: str, delivery_id: str, kind: str, data: dict[str, Any
 
 @dramatiq.actor(queue_name=READS_QUEUE, actor_name="list_sessions", **_REQUEST_POLICY)
 def list_sessions(
-    request_id: str, gateway_id: str, status: str, route: str, end_reason: str, limit: int
+    request_id: str,
+    gateway_id: str,
+    status: str,
+    route: str,
+    end_reason: str,
+    limit: int,
+    q: str = "",
+    created_after: str | None = None,
+    created_before: str | None = None,
+    cursor: str = "",
 ) -> None:
-    """The deployment's sessions, newest first, filtered; and the counts by status."""
-    namespace = _runtime.settings.broker_namespace
+    """The deployment's sessions, newest first, filtered and searched, a page at a time (each
+    with what its usage cost); and the counts by status."""
+    settings = _runtime.settings
 
     def read() -> tuple[int, dict[str, Any]]:
-        return 200, listed_sessions(namespace, status=status, route=route, end_reason=end_reason, limit=limit)
+        listed = listed_sessions(
+            settings.broker_namespace,
+            status=status,
+            route=route,
+            end_reason=end_reason,
+            limit=limit,
+            search=q,
+            created_after=instant(created_after, "created_after") if created_after else None,
+            created_before=instant(created_before, "created_before") if created_before else None,
+            cursor=cursor,
+        )
+        for session in listed["sessions"]:
+            stored = session.pop("usage")
+            usage = Usage.model_validate(stored) if stored else Usage()
+            session["cost_usd"] = cost_usd(
+                usage, settings.prices.get(settings.model_for(session["provider"]))
+            )
+        return 200, listed
 
     _answer(request_id, gateway_id, read)
+
+
+@dramatiq.actor(queue_name=READS_QUEUE, actor_name="call_queue", **_REQUEST_POLICY)
+def call_queue(request_id: str, gateway_id: str) -> None:
+    """The desk's queue: callers waiting for a person (longest first), on hold, in trouble."""
+    _answer(request_id, gateway_id, lambda: (200, desk.queue(_runtime.settings.broker_namespace)))
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="dead_letters", **_REQUEST_POLICY)

@@ -1,180 +1,585 @@
-// The operator console: plain JavaScript, no build step. Every read and every verb goes through
-// the same HTTP API as any app, with the key the person entered (kept in this tab only). Text
-// from calls is only ever set as textContent: a caller's words are never markup here.
+// The supervisor's console: plain JavaScript, no build step. Every read and every verb goes
+// through the same HTTP API as any app, with the key the person entered (kept in this tab only).
+// Text from calls and from apps is only ever set as textContent (through el()): a caller's words
+// are never markup here.
 "use strict";
 
 const keyStore = window.sessionStorage;
 let stopView = () => {};
+// Who the key is and what its role may do (GET /v1/me); null until it is known.
+let who = null;
+// Set once the API refused the key (revoked, or wrong): the page stops asking and says so.
+let keyLost = false;
 
 function key() { return keyStore.getItem("switchboard.key") || ""; }
 function me() { return keyStore.getItem("switchboard.me") || "console"; }
+function may(permission) { return !!(who && who.may && who.may[permission]); }
 
 async function api(method, path, body) {
+  if (keyLost) return { status: 401, body: { error: { code: "unauthorized", message: "this key no longer works" } } };
   const options = { method, headers: { Authorization: `Bearer ${key()}` } };
   if (body !== undefined) {
     options.headers["Content-Type"] = "application/json";
     options.body = JSON.stringify(body);
   }
-  const response = await fetch(path, options);
+  let response;
+  try {
+    response = await fetch(path, options);
+  } catch (_) {
+    return { status: 0, body: { error: { code: "unreachable", message: "the gateway did not answer" } } };
+  }
   const text = await response.text();
   let parsed = text;
   try { parsed = JSON.parse(text); } catch (_) { /* not JSON: kept as text */ }
+  if (response.status === 401) loseKey();
   return { status: response.status, body: parsed };
 }
+
+// ── building the page (text only ever as text) ─────────────────────────────────────────────
 
 function el(tag, attributes = {}, ...children) {
   const node = document.createElement(tag);
   for (const [name, value] of Object.entries(attributes)) {
+    if (value === undefined || value === null || value === false) continue;
     if (name === "onclick") node.addEventListener("click", value);
-    else node.setAttribute(name, value);
+    else node.setAttribute(name, value === true ? "" : value);
   }
-  for (const child of children) {
-    node.append(child instanceof Node ? child : document.createTextNode(String(child ?? "")));
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
   return node;
 }
 
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attributes = {}, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, String(value));
+  for (const child of children) node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  return node;
+}
+
 function show(...nodes) {
-  const main = document.getElementById("main");
-  main.replaceChildren(...nodes);
+  document.getElementById("main").replaceChildren(...nodes);
 }
 
-function describe(answer) {
+function table(id, headings, rows, empty) {
+  const body = el("tbody", { id }, ...rows);
+  const wrapper = el("div", { class: "table" },
+    el("table", {}, el("thead", {}, el("tr", {}, ...headings.map((h) => el("th", {}, h)))), body));
+  if (empty && rows.length === 0) body.append(el("tr", { class: "empty" }, el("td", { colspan: String(headings.length) }, empty)));
+  return wrapper;
+}
+
+// ── words for times, durations, money and states ───────────────────────────────────────────
+
+// The API's times are ISO 8601 with a zone; shown in the reader's own locale and zone.
+function localTime(iso, withDate = true) {
+  if (!iso) return "";
+  const at = new Date(iso);
+  if (Number.isNaN(at.getTime())) return "";
+  const today = new Date().toDateString() === at.toDateString();
+  const options = withDate && !today
+    ? { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" }
+    : { hour: "2-digit", minute: "2-digit", second: "2-digit" };
+  return at.toLocaleString(undefined, options);
+}
+
+function duration(seconds) {
+  if (seconds === null || seconds === undefined || Number.isNaN(seconds)) return "—";
+  const s = Math.max(0, Math.round(seconds));
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const rest = String(s % 60).padStart(2, "0");
+  return h ? `${h}:${String(m).padStart(2, "0")}:${rest}` : `${m}:${rest}`;
+}
+
+function since(iso) { return (Date.now() - new Date(iso).getTime()) / 1000; }
+
+function money(usd) {
+  if (usd === null || usd === undefined) return "—";
+  return usd < 0.01 ? `$${usd.toFixed(4)}` : `$${usd.toFixed(2)}`;
+}
+
+function words(code) { return code ? String(code).replace(/[_.]/g, " ") : ""; }
+
+const ACTIVITY_CLASS = {
+  "agent speaking": "speaking", listening: "listening", "running a tool": "tool", held: "held",
+  "taken over": "taken", "waiting for a person": "waiting", "collecting digits": "held",
+  reconnecting: "trouble", connecting: "quiet", "not connected": "quiet", ended: "quiet",
+};
+
+function stateBadge(activity) {
+  const what = activity ? activity.what : "";
+  const text = what === "taken over" && activity.by ? `taken over by ${activity.by}` : what;
+  return el("span", { class: `badge ${ACTIVITY_CLASS[what] || "quiet"}` }, text);
+}
+
+function outcomeText(session) {
+  if (session.outcome === "not connected") return el("span", { class: "muted" }, "not connected");
+  if (session.status === "failed") return el("span", { class: "bad" }, `failed: ${words(session.end_reason)}`);
+  if (session.outcome) return words(session.outcome);
+  if (session.status === "created" || session.status === "admitting") return el("span", { class: "muted" }, "not connected yet");
+  return el("span", { class: "muted" }, "in progress");
+}
+
+function directionText(direction) {
+  return el("span", { class: `direction ${direction}`, title: direction }, direction === "outbound" ? "↗ out" : "↙ in");
+}
+
+// An API answer in words: what happened, or why it was refused.
+function describe(answer, done) {
   const error = answer.body && answer.body.error;
-  if (error) return `${answer.status} ${error.code}: ${error.message}`;
-  return `${answer.status} ${JSON.stringify(answer.body)}`;
+  if (answer.status === 403) return "Your key may not do this.";
+  if (error) return `Refused: ${error.message || words(error.code)}`;
+  if (answer.status >= 300 || answer.status === 0) return `Refused (${answer.status}).`;
+  return done || "Done.";
 }
 
-function answerLine(target, answer) {
-  target.className = "answer " + (answer.status < 300 ? "ok" : "refused");
-  target.textContent = describe(answer);
+function answerLine(target, answer, done) {
+  target.className = "answer " + (answer.status >= 200 && answer.status < 300 ? "ok" : "refused");
+  target.textContent = describe(answer, done);
 }
 
-// ── calls ──────────────────────────────────────────────────────────────────────────────
+// ── the key ────────────────────────────────────────────────────────────────────────────────
 
-function viewCalls() {
-  const status = el("select", { id: "filter-status" },
-    ...["", "created", "admitting", "connected", "listening", "responding", "ended", "failed"]
-      .map((value) => el("option", { value }, value || "any status")));
-  const route = el("input", { id: "filter-route", placeholder: "route id" });
-  const reason = el("input", { id: "filter-reason", placeholder: "end reason" });
-  const counts = el("div", { class: "counts", id: "counts" });
-  const rows = el("tbody", { id: "calls" });
-  const table = el("table", {},
-    el("thead", {}, el("tr", {}, ...["session", "status", "end", "by", "caller", "dialled", "tokens", "started"].map((h) => el("th", {}, h)))),
-    rows);
-  async function refresh() {
-    const query = new URLSearchParams({ status: status.value, route: route.value, end_reason: reason.value, limit: "100" });
-    const answer = await api("GET", `/v1/sessions?${query}`);
-    if (answer.status !== 200) { counts.replaceChildren(el("span", { class: "refused" }, describe(answer))); return; }
-    counts.replaceChildren(...Object.entries(answer.body.counts).map(([name, n]) => el("span", {}, `${name}: ${n}`)));
-    rows.replaceChildren(...answer.body.sessions.map((s) => el("tr", { "data-session": s.id },
-      el("td", {}, el("a", { href: `#/call/${s.id}` }, s.id)), el("td", {}, s.status), el("td", {}, s.end_reason || ""),
-      el("td", {}, s.ended_by || ""), el("td", {}, s.caller || ""), el("td", {}, s.dialled || ""),
-      el("td", {}, s.total_tokens), el("td", {}, s.created_at))));
+function loseKey() {
+  if (keyLost) return;
+  keyLost = true;
+  stopView();
+  stopView = () => {};
+  who = null;
+  document.getElementById("whoami").textContent = "";
+  show(el("div", { class: "banner trouble", id: "key-lost", role: "alert" },
+    el("strong", {}, "This key no longer works. "),
+    "It was revoked, or it is wrong: nothing on this page acts any more. Enter a key to go on."));
+}
+
+async function identify() {
+  const answer = await api("GET", "/v1/me");
+  if (answer.status !== 200) return false;
+  who = answer.body;
+  document.getElementById("whoami").textContent = `${who.name} · ${who.role}`;
+  return true;
+}
+
+// ── the queue ──────────────────────────────────────────────────────────────────────────────
+
+function viewQueue() {
+  const waiting = el("section", { id: "waiting", class: "panel" });
+  const held = el("section", { id: "held", class: "panel" });
+  const struggling = el("section", { id: "struggling", class: "panel" });
+  const answer = el("div", { class: "answer", id: "queue-answer" });
+  const caller = (entry) => el("a", { href: `#/call/${entry.session_id}` }, entry.caller || shortId(entry.session_id));
+
+  async function take(entry, button) {
+    button.disabled = true;
+    const taken = await api("POST", `/v1/sessions/${entry.session_id}/supervisor`, { by: { id: me(), name: me() }, verb: { type: "take_over" } });
+    answerLine(answer, taken, "You have the line.");
+    if (taken.status === 200) location.hash = `#/call/${entry.session_id}`;
+    else button.disabled = false;
   }
-  for (const input of [status, route, reason]) input.addEventListener("change", refresh);
-  show(el("h2", {}, "Calls"), el("div", { class: "controls" }, status, route, reason), counts, table);
+
+  function takeButton(entry, acting) {
+    // A Live model cannot be kept quiet while it hears the caller, so a person cannot take over
+    // its line: the call is opened instead, where the line can be held and words said.
+    if (entry.provider === "live") return el("button", { class: "primary take", "data-open": entry.session_id, onclick: () => { location.hash = `#/call/${entry.session_id}`; } }, "Open the call");
+    if (!acting) return "";
+    return el("button", { class: "primary take", "data-take": entry.session_id, onclick: (e) => take(entry, e.currentTarget) }, "Take the line");
+  }
+
+  function waitCell(entry) {
+    const limit = entry.wait_limit_s || 0;
+    const meter = el("meter", { min: "0", max: String(Math.max(limit, 1)), value: String(Math.min(entry.waited_s, limit || entry.waited_s)), low: String(limit * 0.5), high: String(limit * 0.8), optimum: "0" });
+    return el("td", { class: "wait" }, el("strong", {}, duration(entry.waited_s)), ` of ${duration(limit)} `, meter);
+  }
+
+  async function refresh() {
+    const queue = await api("GET", "/v1/queue");
+    if (queue.status !== 200) { answerLine(answer, queue); return; }
+    const q = queue.body;
+    const acting = may("supervise");
+    const waitingRows = q.waiting.map((entry) => el("tr", { "data-session": entry.session_id },
+      el("td", {}, caller(entry), " ", directionText(entry.direction)),
+      el("td", { class: "reason" }, entry.reason || ""),
+      waitCell(entry),
+      el("td", {}, duration(entry.in_call_s)),
+      el("td", {}, takeButton(entry, acting))));
+    const heldRows = q.held.map((entry) => el("tr", { "data-session": entry.session_id },
+      el("td", {}, caller(entry)), el("td", {}, stateBadge(entry.activity)), el("td", {}, duration(entry.in_call_s))));
+    const strugglingRows = q.struggling.map((entry) => el("tr", { "data-session": entry.session_id },
+      el("td", {}, caller(entry)), el("td", { class: "bad" }, words(entry.last_trouble)),
+      el("td", {}, `${entry.troubles} in 5 min`), el("td", {}, stateBadge(entry.activity))));
+    waiting.replaceChildren(el("h2", {}, "Waiting for a person ", el("span", { class: "count" }, String(q.waiting.length))),
+      table("waiting-rows", ["caller", "why", "waiting", "in call", ""], waitingRows, "Nobody is waiting for a person."));
+    held.replaceChildren(el("h2", {}, "On hold ", el("span", { class: "count" }, String(q.held.length))),
+      table("held-rows", ["caller", "line", "in call"], heldRows, "No caller is on hold."));
+    struggling.replaceChildren(el("h2", {}, "Struggling ", el("span", { class: "count" }, String(q.struggling.length))),
+      table("struggling-rows", ["caller", "what went wrong", "lately", "line"], strugglingRows, "Every call's turns are going well."));
+  }
+  show(el("h1", {}, "Queue"), answer, waiting, el("div", { class: "columns" }, held, struggling));
   refresh();
-  const timer = setInterval(refresh, 3000);
+  const timer = setInterval(refresh, 2000);
   return () => clearInterval(timer);
 }
 
-// ── one call ───────────────────────────────────────────────────────────────────────────
+function shortId(id) { return id ? `…${id.slice(-8)}` : ""; }
+
+// ── calls ──────────────────────────────────────────────────────────────────────────────────
+
+function viewCalls() {
+  const search = el("input", { id: "search", type: "search", placeholder: "Number, call id or words said", "aria-label": "Search" });
+  const status = el("select", { id: "filter-status", "aria-label": "Status" },
+    ...[["", "Any state"], ["live", "Live now"], ["ended", "Ended"], ["failed", "Failed"], ["not_connected", "Not connected"]]
+      .map(([value, label]) => el("option", { value }, label)));
+  const from = el("input", { id: "from", type: "datetime-local", "aria-label": "From" });
+  const to = el("input", { id: "to", type: "datetime-local", "aria-label": "To" });
+  const counts = el("div", { class: "counts", id: "counts" });
+  const rows = el("tbody", { id: "calls" });
+  const older = el("button", { id: "older" }, "Older →");
+  const newer = el("button", { id: "newer" }, "← Newer");
+  const pageNote = el("span", { class: "muted", id: "page-note" });
+  // The cursors of the pages before this one (the first page has none).
+  const cursors = [];
+  let cursor = "";
+  let nextCursor = null;
+  const LIVE = ["connected", "listening", "responding"];
+
+  async function refresh() {
+    const query = new URLSearchParams({ limit: "25" });
+    if (search.value.trim()) query.set("q", search.value.trim());
+    if (status.value) query.set("status", status.value);
+    if (from.value) query.set("created_after", new Date(from.value).toISOString());
+    if (to.value) query.set("created_before", new Date(to.value).toISOString());
+    if (cursor) query.set("cursor", cursor);
+    const answer = await api("GET", `/v1/sessions?${query}`);
+    if (answer.status !== 200) { counts.replaceChildren(el("span", { class: "refused" }, describe(answer))); return; }
+    // A session no call reached is "not connected", not a failure: the API counts it apart.
+    const calls = answer.body.calls || { live: 0, over: 0, not_connected: 0 };
+    counts.replaceChildren(el("span", { class: "chip live" }, `${calls.live} live`),
+      el("span", { class: "chip", id: "count-over" }, `${calls.over} over`),
+      el("span", { class: "chip", id: "count-not-connected" }, `${calls.not_connected} not connected`));
+    const sessions = answer.body.sessions;
+    nextCursor = answer.body.next;
+    older.disabled = !nextCursor;
+    newer.disabled = cursors.length === 0;
+    pageNote.textContent = `page ${cursors.length + 1}`;
+    rows.replaceChildren(...sessions.map(callRow));
+    if (sessions.length === 0) rows.append(el("tr", { class: "empty" }, el("td", { colspan: "8" }, "No calls match.")));
+  }
+
+  function callRow(s) {
+    const seconds = s.duration_s !== null && s.duration_s !== undefined ? s.duration_s : (LIVE.includes(s.status) ? since(s.created_at) : null);
+    const number = s.direction === "outbound" ? s.dialled : s.caller;
+    const web = s.provider === "live" ? "web (Live)" : "web";
+    const where = s.campaign_id ? `campaign ${shortId(s.campaign_id)}` : (s.direction === "inbound" && s.dialled ? `line ${s.dialled}` : web);
+    return el("tr", { "data-session": s.id, "data-status": s.status, class: LIVE.includes(s.status) ? "is-live" : "" },
+      el("td", {}, el("a", { href: `#/call/${s.id}` }, localTime(s.created_at))),
+      el("td", { class: "num" }, duration(seconds)),
+      el("td", {}, directionText(s.direction)),
+      el("td", {}, where),
+      el("td", {}, number || el("span", { class: "muted" }, shortId(s.id))),
+      el("td", {}, stateBadge(s.activity)),
+      el("td", {}, outcomeText(s)),
+      el("td", { class: "num" }, money(s.cost_usd)));
+  }
+
+  function restart() { cursors.length = 0; cursor = ""; refresh(); }
+  for (const input of [status, from, to]) input.addEventListener("change", restart);
+  let typing = null;
+  search.addEventListener("input", () => { clearTimeout(typing); typing = setTimeout(restart, 300); });
+  older.addEventListener("click", () => { if (!nextCursor) return; cursors.push(cursor); cursor = nextCursor; refresh(); });
+  newer.addEventListener("click", () => { cursor = cursors.pop() || ""; refresh(); });
+
+  show(el("h1", {}, "Calls"), counts,
+    el("div", { class: "filters" }, search, status, el("label", {}, "From ", from), el("label", {}, "To ", to)),
+    el("div", { class: "table" }, el("table", { class: "calls" },
+      el("thead", {}, el("tr", {}, ...["started", "length", "way", "route or campaign", "number", "state", "outcome", "cost"].map((h) => el("th", {}, h)))),
+      rows)),
+    el("div", { class: "pager" }, newer, pageNote, older));
+  refresh();
+  // Only the first page follows new calls: a later page stays as it was read.
+  const timer = setInterval(() => { if (!cursor) refresh(); }, 3000);
+  return () => clearInterval(timer);
+}
+
+// ── one call ───────────────────────────────────────────────────────────────────────────────
+
+const WHO = { user: "Caller", assistant: "Agent" };
+
+// Each call-log entry in words: [icon, tone, sentence].
+function story(entry) {
+  const d = entry.data || {};
+  const person = (by) => (by && (by.name || by.id)) || "A supervisor";
+  switch (entry.kind) {
+    case "call.started": return ["☎", "info", d.caller ? `Call started from ${d.caller}` : "Call started"];
+    case "turn.user": return ["❝", "caller", `Caller ${d.typed ? "typed" : "said"}: “${d.text || ""}”`];
+    case "turn.agent": return ["❝", "agent", `Agent said: “${d.text || ""}”${d.interrupted ? " (cut off)" : ""}`];
+    case "tool.call": return ["⚙", "tool", d.refused ? `Tool ${d.name} refused: ${words(d.refused)}` : `Agent ran the tool ${d.name}`];
+    case "tool.result": return ["⚙", d.status === "succeeded" ? "tool" : "bad", `Tool ${words(d.status)}${d.elapsed_ms != null ? ` in ${Math.round(d.elapsed_ms)} ms` : ""}${d.error ? `: ${typeof d.error === "string" ? d.error : words(d.error.code || "error")}` : ""}`];
+    case "prompt.changed": return ["✎", "info", `Instructions “${d.name}” ${d.changed ? "changed" : "set (unchanged)"}`];
+    case "tools.changed": return ["⚙", "info", `Tools offered: ${(d.tools || []).join(", ") || "none"}`];
+    case "call.line": return [d.held ? "‖" : "▶", "held", d.held ? "Line put on hold" : "Line given back"];
+    case "attention.requested": return ["☝", "waiting", `Caller asked for a person: ${d.reason || ""} (waits up to ${duration(d.wait_s)})`];
+    case "attention.answered": return ["☝", d.ok ? "person" : "bad", d.ok ? `${person(d.by)} came to the caller` : `Nobody came: ${d.error || ""}`];
+    case "supervisor.said": return ["☺", "person", `${person(d.by)} said: “${d.text || ""}”`];
+    case "supervisor.whispered": return ["☺", "person", `${person(d.by)} whispered to the agent: “${d.text || ""}”`];
+    case "supervisor.took_over": return ["☺", "person", `${person(d.by)} took over the line`];
+    case "supervisor.released": return ["☺", "person", `${person(d.by)} gave the line back to the agent`];
+    case "supervisor.ended": return ["■", "person", `${person(d.by)} ended the call`];
+    case "supervisor.transferred": return ["↪", "person", `${person(d.by)} transferred the call to ${d.to || ""}`];
+    case "call.transferred": return ["↪", d.ok ? "info" : "bad", d.ok ? `Transferred to ${d.to}` : `Transfer to ${d.to} failed: ${d.error || ""}`];
+    case "call.key": return ["⌨", "info", `Caller pressed ${d.key}`];
+    case "consent.declined": return ["⊘", "bad", `Caller declined recording (by ${d.by})`];
+    case "call.silence": return ["…", "quiet", `Caller silent (${d.count})`];
+    case "error": return ["⚠", "bad", `Error: ${d.message || words(d.code)}`];
+    case "call.ended": return ["■", "quiet", `Call ended: ${words(d.reason)}${d.ended_by ? ` (by ${d.ended_by})` : ""} after ${duration(d.duration_s)}`];
+    default: return ["•", "quiet", words(entry.kind)];
+  }
+}
+
+function latencyChart(turns) {
+  // Each agent turn's heard latency (end of the caller's speech to the answer's first audio),
+  // when the call log has it; a turn without a measure draws no bar.
+  const measured = turns.filter((t) => typeof t.heard_ms === "number");
+  if (measured.length === 0) return el("p", { class: "muted", id: "latency-none" }, "Heard latency: — (no turn measured yet)");
+  const top = Math.max(1500, ...measured.map((t) => t.heard_ms));
+  const width = 300, height = 64, gap = 2;
+  const bar = Math.max(3, Math.min(24, (width - gap * turns.length) / turns.length));
+  const chart = svg("svg", { viewBox: `0 0 ${width} ${height + 12}`, class: "latency", role: "img", "aria-label": "heard latency per turn" });
+  turns.forEach((t, i) => {
+    if (typeof t.heard_ms !== "number") return;
+    const h = Math.max(2, (t.heard_ms / top) * height);
+    const tone = t.heard_ms > 1500 ? "slow" : t.heard_ms > 800 ? "fair" : "fast";
+    chart.append(svg("rect", { x: i * (bar + gap), y: height - h, width: bar, height: h, class: tone, "data-ms": t.heard_ms }, svg("title", {}, `turn ${i + 1}: ${t.heard_ms} ms`)));
+  });
+  chart.append(svg("line", { x1: 0, x2: width, y1: height, y2: height, class: "axis" }));
+  const ms = measured.map((t) => t.heard_ms).sort((a, b) => a - b);
+  const p = (q) => ms[Math.min(ms.length - 1, Math.floor(q * ms.length))];
+  return el("div", { id: "latency" }, chart, el("div", { class: "muted" }, `Heard latency: median ${p(0.5)} ms, slowest ${ms[ms.length - 1]} ms over ${ms.length} turn${ms.length === 1 ? "" : "s"}`));
+}
 
 function viewCall(sessionId) {
-  const state = el("div", { class: "panel", id: "call-state" }, "…");
-  const transcript = el("div", { class: "panel transcript", id: "transcript" });
-  const timeline = el("ol", { class: "panel timeline", id: "timeline" });
-  const answer = el("div", { class: "answer", id: "verb-answer" });
-  const words = el("input", { id: "verb-text", placeholder: "words to say or whisper", size: "40" });
-  const target = el("input", { id: "verb-target", placeholder: "tel:+1… or sip:…" });
-  const tools = el("div", { class: "panel", id: "tool-steps" });
-  const incidents = el("div", { class: "panel", id: "incidents" });
-  const events = el("tbody", { id: "events" });
-  const live = {};
+  const title = el("h1", { id: "call-title" }, `Call ${shortId(sessionId)}`);
+  const facts = el("div", { class: "facts", id: "call-facts" });
+  const banner = el("div", { class: "banner quiet", id: "line", role: "status" }, "…");
+  const transcript = el("div", { class: "transcript", id: "transcript" });
+  const timeline = el("ol", { class: "timeline", id: "timeline" });
+  const chart = el("div", { id: "latency-chart" });
+  const answer = el("div", { class: "answer", id: "verb-answer", role: "status" });
+  const text = el("input", { id: "verb-text", placeholder: "Words to say to the caller or whisper to the agent", "aria-label": "Words" });
+  const target = el("input", { id: "verb-target", placeholder: "tel:+1… or sip:…", "aria-label": "Transfer to" });
+  const confirmBox = el("div", { class: "confirm", id: "confirm", hidden: true });
+  const engineer = el("details", { id: "engineer" }, el("summary", {}, "Engineer's view: events, controls, dispositions, tool steps, incidents"));
+  const engineerBody = el("div", {});
+  engineer.append(engineerBody);
+  // The conversation: what the record holds (every final line), then what is being said now.
+  const stored = new Map();
+  const speaking = new Map();
   const seen = new Set();
+  const turns = [];
+  let record = null;
+  let caller = "";
+  let logAfter = 0;
+  let closed = false;
 
-  const verb = (body) => async () => answerLine(answer, await api("POST", `/v1/sessions/${sessionId}/supervisor`, { by: { id: me(), name: me() }, verb: body() }));
-  const line = (path) => async () => answerLine(answer, await api("POST", `/v1/sessions/${sessionId}/${path}`));
-  const buttons = el("div", { class: "controls" },
-    el("button", { id: "say", onclick: verb(() => ({ type: "say", text: words.value })) }, "Say"),
-    el("button", { id: "whisper", onclick: verb(() => ({ type: "whisper", text: words.value })) }, "Whisper"),
-    el("button", { id: "take-over", onclick: verb(() => ({ type: "take_over" })) }, "Take over"),
-    el("button", { id: "release", onclick: verb(() => ({ type: "release" })) }, "Release"),
-    el("button", { id: "hold", onclick: line("hold") }, "Hold"),
-    el("button", { id: "unhold", onclick: line("unhold") }, "Unhold"),
-    el("button", { id: "end", onclick: verb(() => ({ type: "end", reason: "ended from the console" })) }, "End"),
-    el("button", { id: "transfer", onclick: verb(() => ({ type: "transfer", to: target.value })) }, "Transfer"));
+  const supervise = (verb, done) => async () => {
+    const sent = await api("POST", `/v1/sessions/${sessionId}/supervisor`, { by: { id: me(), name: me() }, verb: verb() });
+    answerLine(answer, sent, done);
+    refresh();
+  };
+  const line = (path, done) => async () => { answerLine(answer, await api("POST", `/v1/sessions/${sessionId}/${path}`), done); refresh(); };
+  function confirmed(question, yes, act) {
+    return () => {
+      confirmBox.replaceChildren(el("span", {}, question),
+        el("button", { class: "danger", id: "confirm-yes", onclick: () => { confirmBox.hidden = true; act(); } }, yes),
+        el("button", { id: "confirm-no", onclick: () => { confirmBox.hidden = true; } }, "Keep the call"));
+      confirmBox.hidden = false;
+    };
+  }
+  const buttons = {
+    say: el("button", { id: "say", onclick: supervise(() => ({ type: "say", text: text.value }), "The agent says your words.") }, "Say to caller"),
+    whisper: el("button", { id: "whisper", onclick: supervise(() => ({ type: "whisper", text: text.value }), "Whispered to the agent.") }, "Whisper to agent"),
+    takeOver: el("button", { id: "take-over", class: "primary", onclick: supervise(() => ({ type: "take_over" }), "You have the line.") }, "Take over"),
+    release: el("button", { id: "release", onclick: supervise(() => ({ type: "release" }), "The line is the agent's again.") }, "Give back"),
+    hold: el("button", { id: "hold", onclick: line("hold", "The caller is on hold.") }, "Hold"),
+    unhold: el("button", { id: "unhold", onclick: line("unhold", "The caller is off hold.") }, "Unhold"),
+    transfer: el("button", { id: "transfer" }, "Transfer…"),
+    end: el("button", { id: "end", class: "danger" }, "End call…"),
+  };
+  buttons.transfer.addEventListener("click", confirmed("Transfer this call? The agent leaves the call.", "Transfer now",
+    supervise(() => ({ type: "transfer", to: target.value }), "The call is being transferred.")));
+  buttons.end.addEventListener("click", confirmed("End this call now? The caller is cut off.", "End the call",
+    supervise(() => ({ type: "end", reason: "ended from the console" }), "The call is ending.")));
+
+  function applies(r) {
+    // Which actions make sense now: none once the call is over or before it is connected.
+    const inCall = ["connected", "listening", "responding"].includes(r.status) && !closed;
+    const taken = !!r.line.taken_by;
+    return {
+      say: inCall && may("supervise"), whisper: inCall && may("supervise"),
+      takeOver: inCall && !taken && r.provider !== "live" && may("supervise"), release: inCall && taken && may("supervise"),
+      hold: inCall && !r.line.held && may("line"), unhold: inCall && r.line.held && may("line"),
+      transfer: inCall && may("supervise"), end: inCall && may("supervise"),
+    };
+  }
+
+  function drawTranscript() {
+    const lines = [...stored.values()];
+    for (const [itemId, live] of speaking) if (!stored.has(itemId)) lines.push(live);
+    const bubbles = [];
+    for (const item of lines) {
+      const last = bubbles[bubbles.length - 1];
+      if (last && last.role === item.role && item.joins) { last.text += ` ${item.text}`; continue; }
+      bubbles.push({ role: item.role, text: item.text, live: item.live });
+    }
+    transcript.replaceChildren(...bubbles.map((b) => el("div", { class: `msg ${b.role === "user" ? "user" : "assistant"}${b.live ? " live" : ""}` },
+      el("span", { class: "who" }, WHO[b.role] || b.role), el("p", {}, b.text))));
+    if (bubbles.length === 0) transcript.append(el("p", { class: "muted" }, closed ? "Nothing was said." : "Nothing said yet."));
+    transcript.scrollTop = transcript.scrollHeight;
+  }
 
   function addEntry(entry) {
     if (seen.has(entry.seq)) return;
     seen.add(entry.seq);
-    const data = { ...entry.data };
-    const latency = entry.kind === "turn.agent" && data.latency_ms != null ? ` (${data.latency_ms} ms)` : "";
-    timeline.append(el("li", { "data-kind": entry.kind }, el("span", { class: "kind" }, entry.kind),
-      `${entry.at.slice(11, 23)}${latency} `, JSON.stringify(data)));
+    logAfter = Math.max(logAfter, entry.seq);
+    const [icon, tone, sentence] = story(entry);
+    const latency = entry.kind === "turn.agent" && typeof (entry.data || {}).heard_ms === "number" ? el("span", { class: "ms" }, `heard in ${entry.data.heard_ms} ms`) : "";
+    timeline.append(el("li", { "data-kind": entry.kind, class: tone },
+      el("span", { class: "icon", "aria-hidden": "true" }, icon),
+      el("time", { datetime: entry.at }, localTime(entry.at, false)), " ", el("span", { class: "what" }, sentence), " ", latency));
+    timeline.scrollTop = timeline.scrollHeight;
+    if (entry.kind === "turn.agent") { turns.push({ heard_ms: (entry.data || {}).heard_ms }); chart.replaceChildren(latencyChart(turns)); }
+    if (entry.kind === "call.ended") closed = true;
+    if (entry.kind === "call.started" && (entry.data || {}).caller) {
+      caller = entry.data.caller;
+      title.textContent = `Call from ${caller}`;
+    }
   }
 
   function heard(message) {
     if (message.type === "transcript.delta" || message.type === "transcript.final") {
-      let item = live[message.item_id];
-      if (!item) {
-        item = el("p", { class: message.role });
-        live[message.item_id] = item;
-        transcript.append(item);
-      }
-      item.textContent = message.type === "transcript.final" ? message.text : item.textContent + message.delta;
+      const now = speaking.get(message.item_id) || { role: message.role, text: "", live: true, joins: !!record && record.provider === "live" };
+      now.text = message.type === "transcript.final" ? message.text : now.text + message.delta;
+      speaking.set(message.item_id, now);
+      drawTranscript();
     } else if (message.type === "log.entry") {
       addEntry(message);
     } else if (message.type === "session.closed") {
-      state.dataset.closed = "yes";
+      closed = true;
+      refresh();
     }
   }
 
-  async function refresh() {
-    const record = await api("GET", `/v1/sessions/${sessionId}?events=1`);
-    if (record.status !== 200) { state.textContent = describe(record); return; }
-    const r = record.body;
-    const holder = r.status === "ended" || r.status === "failed" ? `${r.end_reason} by ${r.ended_by}` : "";
-    const held = r.line.taken_by ? `taken over by ${r.line.taken_by.name || r.line.taken_by.id}` : r.line.held ? "on hold" : "free";
-    const waiting = r.line.attention ? ` · the caller waits for a person (${r.line.attention.reason})` : "";
-    state.replaceChildren(el("span", { class: "state", id: "status" }, r.status), ` ${holder}`,
-      el("div", { id: "line" }, `line: ${held}${waiting}`),
-      el("div", {}, `usage: ${r.usage.total_tokens || 0} tokens in ${r.usage.responses || 0} responses`
-        + (r.cost_usd != null ? ` · cost $${r.cost_usd.toFixed(4)}` : " · cost: no prices set")), r.why ? el("div", { class: "refused" }, `why: ${r.why.code}: ${r.why.summary}`) : "");
-    tools.replaceChildren(el("h2", {}, "Tool steps"), ...r.tool_steps.map((t) => el("div", {}, `${t.tool} ${t.status} ${t.error ? (t.error.code || JSON.stringify(t.error)) : ""}`)));
-    incidents.replaceChildren(el("h2", {}, "Incidents and compactions"),
-      ...r.incidents.map((i) => el("div", { class: i.severity === "error" ? "refused" : "" }, `${i.code}: ${i.summary}`)),
-      ...r.compactions.map((c) => el("div", {}, `compaction ${c.number}: ${c.status} ${c.reason || ""}`)));
-    events.replaceChildren(...(r.log || []).slice(-200).map((e) => el("tr", {},
-      el("td", {}, e.seq), el("td", {}, e.kind), el("td", {}, e.disposition),
-      el("td", {}, (e.controls || []).map((c) => (c.control ? c.control.type : c.kind)).join(", ")))));
-    const log = await api("GET", `/v1/sessions/${sessionId}/log`);
-    if (log.status === 200) log.body.entries.forEach(addEntry);
+  function drawBanner(r) {
+    const ended = r.status === "ended" || r.status === "failed";
+    let tone = "listening", textNow;
+    if (ended) {
+      tone = "quiet";
+      const reason = words(r.end_reason);
+      const by = r.ended_by && !reason.startsWith(r.ended_by) ? ` (ended by the ${r.ended_by})` : "";
+      textNow = r.status === "failed" && !r.provider_call_id ? "Not connected: no call reached this session." : `Call over: ${reason}${by}.`;
+    } else if (r.status === "created" || r.status === "admitting") {
+      tone = "quiet"; textNow = "Not connected yet.";
+    } else if (r.line.taken_by) {
+      tone = "taken"; textNow = `${r.line.taken_by.name || r.line.taken_by.id} holds the line: the agent is silent.`;
+    } else if (r.line.attention) {
+      tone = "waiting"; textNow = `The caller waits for a person: ${r.line.attention.reason} (up to ${duration(r.line.attention.wait_s)}).`;
+    } else if (r.line.held) {
+      tone = "held"; textNow = "On hold: the agent neither speaks nor hears.";
+    } else if (r.line.collecting) {
+      tone = "held"; textNow = "The caller is keying in digits.";
+    } else {
+      textNow = r.status === "responding" ? "The agent has the line and is speaking." : "The agent has the line and is listening.";
+      tone = r.status === "responding" ? "speaking" : "listening";
+    }
+    banner.className = `banner ${tone}`;
+    banner.dataset.state = tone;
+    banner.textContent = textNow;
   }
 
+  function drawFacts(r) {
+    const phone = (r.outbound && r.outbound.to) || "";
+    title.textContent = phone ? `Call to ${phone}` : (caller ? `Call from ${caller}` : `Call ${shortId(r.id)}`);
+    const started = localTime(r.created_at);
+    const length = r.ended_at ? (new Date(r.ended_at) - new Date(r.created_at)) / 1000 : since(r.created_at);
+    facts.replaceChildren(
+      el("span", {}, el("b", {}, "Started "), started), el("span", {}, el("b", {}, "Length "), duration(length)),
+      el("span", {}, el("b", {}, "Way "), r.outbound ? "outbound" : "inbound"), el("span", {}, el("b", {}, "Provider "), r.provider === "live" ? "Live" : "Realtime"),
+      el("span", {}, el("b", {}, "Cost "), money(r.cost_usd)),
+      r.heard_latency && r.heard_latency.p50_ms != null ? el("span", {}, el("b", {}, "Heard "), `p50 ${r.heard_latency.p50_ms} ms · p95 ${r.heard_latency.p95_ms} ms`) : "",
+      el("span", { class: "muted" }, r.id));
+  }
+
+  function drawEngineer(r) {
+    const tools = r.tool_steps.map((t) => el("tr", {}, el("td", {}, t.tool), el("td", {}, t.status), el("td", {}, t.elapsed_ms != null ? `${Math.round(t.elapsed_ms)} ms` : ""), el("td", {}, t.error ? (t.error.code || JSON.stringify(t.error)) : "")));
+    const incidents = r.incidents.map((i) => el("tr", { class: i.severity === "error" ? "bad" : "" }, el("td", {}, localTime(i.at, false)), el("td", {}, i.code), el("td", {}, i.summary)));
+    const events = (r.log || []).slice(-200).map((e) => el("tr", {},
+      el("td", {}, e.seq ?? ""), el("td", {}, e.kind), el("td", {}, e.disposition),
+      el("td", {}, (e.controls || []).map((c) => (c.control ? c.control.type : c.kind)).join(", "))));
+    engineerBody.replaceChildren(
+      el("p", {}, `usage: ${r.usage.total_tokens || 0} tokens in ${r.usage.responses || 0} responses · applied seq ${r.applied_seq} of ${r.logged_seq} · gateway ${r.owning_gateway}`),
+      r.why ? el("p", { class: "bad" }, `why it failed: ${r.why.code}: ${r.why.summary || ""}`) : "",
+      el("h3", {}, "Tool steps"), table("tool-steps", ["tool", "status", "took", "error"], tools, "none"),
+      el("h3", {}, "Incidents and compactions"), table("incidents", ["at", "code", "summary"], incidents, "none"),
+      ...r.compactions.map((c) => el("div", {}, `compaction ${c.number}: ${c.status} ${c.reason || ""}`)),
+      el("h3", {}, "Events, controls, dispositions"), table("events", ["seq", "event", "disposition", "controls"], events));
+  }
+
+  async function refresh() {
+    const answerNow = await api("GET", `/v1/sessions/${sessionId}${engineer.open ? "?events=1" : ""}`);
+    if (answerNow.status !== 200) { banner.className = "banner trouble"; banner.textContent = describe(answerNow); return; }
+    record = answerNow.body;
+    if (record.status === "ended" || record.status === "failed") closed = true;
+    for (const item of record.transcript || []) {
+      if (item.late) continue;
+      stored.set(item.item_id, { role: item.role, text: item.text, joins: record.provider === "live" });
+    }
+    drawTranscript();
+    drawBanner(record);
+    drawFacts(record);
+    const now = applies(record);
+    for (const [name, button] of Object.entries(buttons)) button.disabled = !now[name];
+    if (closed) confirmBox.hidden = true;
+    if (engineer.open) drawEngineer(record);
+    const log = await api("GET", `/v1/sessions/${sessionId}/log?after=${logAfter}`);
+    if (log.status === 200) log.body.entries.forEach(addEntry);
+  }
+  engineer.addEventListener("toggle", () => { if (engineer.open) refresh(); });
+
   let socket = null;
+  let stopped = false;
   (async () => {
     const token = await api("POST", `/v1/sessions/${sessionId}/live-token`);
-    if (token.status !== 201) return;
+    if (token.status !== 201 || stopped) return;
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     socket = new WebSocket(`${scheme}://${location.host}${token.body.path}`);
     socket.addEventListener("message", (event) => heard(JSON.parse(event.data)));
   })();
 
-  show(el("h2", {}, `Call ${sessionId}`), state,
-    el("div", { class: "panel" }, el("h2", {}, "Supervisor"), el("div", { class: "controls" }, words, target), buttons, answer),
-    el("div", { class: "grid" }, el("div", {}, el("h2", {}, "Live transcript"), transcript), el("div", {}, el("h2", {}, "Call log"), timeline)),
-    el("div", { class: "grid" }, tools, incidents),
-    el("h2", {}, "Events, controls, dispositions"),
-    el("table", {}, el("thead", {}, el("tr", {}, ...["seq", "event", "disposition", "controls"].map((h) => el("th", {}, h)))), events));
+  const acting = may("supervise") || may("line");
+  const actions = acting ? el("section", { class: "panel actions", id: "actions" },
+    el("h2", {}, "Act on the call"),
+    el("div", { class: "controls" }, buttons.takeOver, buttons.release, buttons.hold, buttons.unhold),
+    may("supervise") ? el("div", { class: "controls" }, text, buttons.say, buttons.whisper) : "",
+    may("supervise") ? el("div", { class: "controls" }, target, buttons.transfer, buttons.end) : "",
+    confirmBox, answer) : el("p", { class: "muted", id: "read-only" }, "Your key may watch this call but not act on it.");
+  for (const button of Object.values(buttons)) button.disabled = true;
+
+  show(el("p", { class: "crumbs" }, el("a", { href: "#/calls" }, "← Calls"), " · ", el("a", { href: "#/queue" }, "Queue")),
+    title, facts, banner,
+    el("div", { class: "call" },
+      el("section", { class: "panel" }, el("h2", {}, "Conversation"), transcript),
+      el("div", { class: "side" }, actions,
+        el("section", { class: "panel" }, el("h2", {}, "What happened"), chart, timeline))),
+    engineer);
+  chart.replaceChildren(latencyChart(turns));
   refresh();
   const timer = setInterval(refresh, 2000);
-  return () => { clearInterval(timer); if (socket) socket.close(); };
+  return () => { stopped = true; clearInterval(timer); if (socket) socket.close(); };
 }
 
-// ── campaigns ──────────────────────────────────────────────────────────────────────────
+// ── campaigns ──────────────────────────────────────────────────────────────────────────────
 
 function progress(campaign) {
   const states = campaign.counts.by_state;
@@ -185,7 +590,7 @@ function progress(campaign) {
 }
 
 function outcomes(campaign) {
-  return Object.entries(campaign.counts.by_outcome).map(([name, n]) => `${name} ${n}`).join(", ");
+  return Object.entries(campaign.counts.by_outcome).map(([name, n]) => `${words(name)} ${n}`).join(", ");
 }
 
 function viewCampaigns() {
@@ -196,10 +601,10 @@ function viewCampaigns() {
     if (listed.status !== 200) { answerLine(answer, listed); return; }
     rows.replaceChildren(...listed.body.campaigns.map((c) => el("tr", { "data-campaign": c.id },
       el("td", {}, el("a", { href: `#/campaign/${c.id}` }, c.name)), el("td", {}, c.status),
-      el("td", {}, progress(c)), el("td", {}, outcomes(c)), el("td", {}, c.max_concurrent), el("td", {}, c.created_at))));
+      el("td", {}, progress(c)), el("td", {}, outcomes(c)), el("td", {}, c.max_concurrent), el("td", {}, localTime(c.created_at)))));
   }
-  show(el("h2", {}, "Campaigns"), answer,
-    el("table", {}, el("thead", {}, el("tr", {}, ...["campaign", "status", "progress", "outcomes", "at once", "created"].map((h) => el("th", {}, h)))), rows));
+  show(el("h1", {}, "Campaigns"), answer,
+    el("div", { class: "table" }, el("table", {}, el("thead", {}, el("tr", {}, ...["campaign", "status", "progress", "outcomes", "at once", "created"].map((h) => el("th", {}, h)))), rows)));
   refresh();
   const timer = setInterval(refresh, 3000);
   return () => clearInterval(timer);
@@ -220,57 +625,70 @@ function viewCampaign(campaignId) {
     const c = shown.body;
     summary.replaceChildren(el("div", {}, `${c.name}: ${c.status}`), el("div", {}, progress(c)), el("div", {}, outcomes(c)));
     const over = c.status === "completed" || c.status === "cancelled";
-    for (const button of buttons.querySelectorAll("button")) button.disabled = over;
+    for (const button of buttons.querySelectorAll("button")) button.disabled = over || !may("steer");
     const page = await api("GET", `/v1/campaigns/${campaignId}/contacts?limit=200`);
     if (page.status !== 200) return;
     rows.replaceChildren(...page.body.contacts.map((contact) => el("tr", {},
-      el("td", {}, contact.to), el("td", {}, contact.state), el("td", {}, contact.outcome || ""),
+      el("td", {}, contact.to), el("td", {}, contact.state), el("td", {}, words(contact.outcome)),
       el("td", {}, contact.attempts.length),
       el("td", {}, ...contact.attempts.map((a) => el("div", {},
-        el("a", { href: `#/call/${a.session_id}` }, a.outcome || "in progress"), ` ${a.started_at}`))))));
+        el("a", { href: `#/call/${a.session_id}` }, words(a.outcome) || "in progress"), ` ${localTime(a.started_at)}`))))));
   }
-  show(el("h2", {}, "Campaign"), summary, buttons, answer,
-    el("table", {}, el("thead", {}, el("tr", {}, ...["to", "state", "outcome", "attempts", "calls"].map((h) => el("th", {}, h)))), rows));
+  show(el("h1", {}, "Campaign"), summary, may("steer") ? buttons : "", answer,
+    el("div", { class: "table" }, el("table", {}, el("thead", {}, el("tr", {}, ...["to", "state", "outcome", "attempts", "calls"].map((h) => el("th", {}, h)))), rows)));
   refresh();
   const timer = setInterval(refresh, 3000);
   return () => clearInterval(timer);
 }
 
-// ── dead letters ───────────────────────────────────────────────────────────────────────
+// ── dead letters ───────────────────────────────────────────────────────────────────────────
 
 function viewDeadLetters() {
   const rows = el("tbody", { id: "dead-letters" });
   const answer = el("div", { class: "answer" });
-  const act = (method, path) => async () => { answerLine(answer, await api(method, path)); refresh(); };
+  const detail = el("pre", { class: "detail" });
+  const act = (method, path) => async () => {
+    const done = await api(method, path);
+    answerLine(answer, done);
+    detail.textContent = method === "GET" && done.status === 200 ? JSON.stringify(done.body, null, 2) : "";
+    refresh();
+  };
   async function refresh() {
     const listed = await api("GET", "/v1/dead-letters");
     if (listed.status !== 200) { answerLine(answer, listed); return; }
+    const admin = may("administer");
     rows.replaceChildren(...listed.body.dead_letters.map((d) => el("tr", {},
       el("td", {}, d.id), el("td", {}, d.queue), el("td", {}, d.actor || "(corrupt)"), el("td", {}, d.session_id || ""),
-      el("td", {}, d.age_s), el("td", {}, d.error),
+      el("td", {}, duration(d.age_s)), el("td", {}, d.error),
       el("td", {}, el("button", { onclick: act("GET", `/v1/dead-letters/${d.id}`) }, "Show"),
-        el("button", { onclick: act("POST", `/v1/dead-letters/${d.id}/replay`) }, "Replay"),
-        el("button", { onclick: act("DELETE", `/v1/dead-letters/${d.id}`) }, "Purge")))));
+        admin ? el("button", { onclick: act("POST", `/v1/dead-letters/${d.id}/replay`) }, "Replay") : "",
+        admin ? el("button", { onclick: act("DELETE", `/v1/dead-letters/${d.id}`) }, "Purge") : ""))));
   }
-  show(el("h2", {}, "Dead letters"), answer,
-    el("table", {}, el("thead", {}, el("tr", {}, ...["id", "queue", "actor", "session", "age s", "error", ""].map((h) => el("th", {}, h)))), rows));
+  show(el("h1", {}, "Dead letters"), answer,
+    el("div", { class: "table" }, el("table", {}, el("thead", {}, el("tr", {}, ...["id", "queue", "actor", "session", "age", "error", ""].map((h) => el("th", {}, h)))), rows)),
+    detail);
   refresh();
   return () => {};
 }
 
-// ── routing ────────────────────────────────────────────────────────────────────────────
+// ── routing ────────────────────────────────────────────────────────────────────────────────
 
-function route() {
+async function route() {
   stopView();
-  if (!key()) { show(el("p", { class: "hint" }, "Enter an API key to begin.")); stopView = () => {}; return; }
-  const hash = location.hash || "#/calls";
+  stopView = () => {};
+  if (keyLost) return;
+  if (!key()) { show(el("p", { class: "hint" }, "Enter an API key to begin.")); return; }
+  if (!who && !(await identify())) return;
+  const hash = location.hash || "#/queue";
+  for (const link of document.querySelectorAll("header nav a")) link.classList.toggle("here", hash.startsWith(link.getAttribute("href")));
   const call = hash.match(/^#\/call\/([A-Za-z0-9_-]{1,64})$/);
   const campaign = hash.match(/^#\/campaign\/([A-Za-z0-9_-]{1,64})$/);
   if (call) stopView = viewCall(call[1]);
   else if (campaign) stopView = viewCampaign(campaign[1]);
+  else if (hash === "#/calls") stopView = viewCalls();
   else if (hash === "#/campaigns") stopView = viewCampaigns();
   else if (hash === "#/dead-letters") stopView = viewDeadLetters();
-  else stopView = viewCalls();
+  else stopView = viewQueue();
 }
 
 document.getElementById("key-form").addEventListener("submit", (event) => {
@@ -279,6 +697,8 @@ document.getElementById("key-form").addEventListener("submit", (event) => {
   const name = document.getElementById("me").value.trim();
   if (name) keyStore.setItem("switchboard.me", name);
   document.getElementById("key").value = "";
+  keyLost = false;
+  who = null;
   route();
 });
 window.addEventListener("hashchange", route);

@@ -1,0 +1,165 @@
+"""What a supervisor's desk shows of calls, decided from their stored rows: who is doing what on a
+line, what a call came to, which callers wait for a person (longest first), and the opaque cursor
+of a page of calls.
+
+The rules:
+- A caller waits for a person while an attention request is open and nobody holds the line; the
+  one who has waited longest is first.
+- A call "struggles" when something went wrong in it lately (an incident, a failed tool): the
+  most troubled first.
+- A session that never reached a provider (nobody connected it in time) did not connect; it is not
+  an outage, and reads "not connected".
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pipeline.errors import MalformedRequest
+from pipeline.state import IN_CALL, Phase
+
+# The failures of a session that never had a call: nobody connected it, or it was refused before
+# the provider answered. Read as "not connected", not as an outage.
+_NEVER_CONNECTED = frozenset({"admission_timeout", "tool_catalog_changed"})
+# How far back an incident or a failed tool counts against a call in progress.
+STRUGGLE_WINDOW_S = 300.0
+# The longest search text: words said, a number or an id.
+MAXIMUM_SEARCH_CHARS = 200
+
+
+def activity(status: str, state: Mapping[str, Any]) -> dict[str, Any]:
+    """What is happening on the line now, in words a supervisor reads: `what` is one of
+    `not connected`, `connecting`, `taken over`, `held`, `collecting digits`, `waiting for a
+    person`, `running a tool`, `agent speaking`, `listening`, `reconnecting`, `ended`; `by` names
+    the person who holds the line."""
+    taken_by = state.get("taken_by")
+    if status in (Phase.ENDED, Phase.FAILED):
+        return {"what": "ended", "by": None}
+    if status == Phase.CREATED:
+        return {"what": "not connected", "by": None}
+    if status == Phase.ADMITTING:
+        return {"what": "connecting", "by": None}
+    if isinstance(taken_by, dict):
+        return {"what": "taken over", "by": taken_by.get("name") or taken_by.get("id")}
+    if state.get("collecting"):
+        return {"what": "collecting digits", "by": None}
+    if state.get("attention"):
+        return {"what": "waiting for a person", "by": None}
+    if state.get("held"):
+        return {"what": "held", "by": None}
+    if state.get("sideband_down"):
+        return {"what": "reconnecting", "by": None}
+    if _is_running_a_tool(state):
+        return {"what": "running a tool", "by": None}
+    if status == Phase.RESPONDING or state.get("turn"):
+        return {"what": "agent speaking", "by": None}
+    return {"what": "listening", "by": None}
+
+
+def _is_running_a_tool(state: Mapping[str, Any]) -> bool:
+    chain = state.get("chain") or {}
+    live = state.get("live") or {}
+    return chain.get("pending") is not None or bool(live.get("open"))
+
+
+def outcome(status: str, end_reason: str | None, call_id: str | None) -> str | None:
+    """What a finished call came to, in one phrase (None while it runs): `not connected` for a
+    session no call ever reached, else its end reason."""
+    if status not in (Phase.ENDED, Phase.FAILED):
+        return None
+    if call_id is None and (status == Phase.FAILED or end_reason in _NEVER_CONNECTED):
+        return "not connected"
+    return end_reason or str(status)
+
+
+def direction(state: Mapping[str, Any]) -> str:
+    """`outbound` for a call Switchboard placed, else `inbound`."""
+    return "outbound" if isinstance(state.get("outbound"), dict) else "inbound"
+
+
+@dataclass(frozen=True)
+class QueuedCall:
+    """A call in progress as the queue reads it: its line, and what went wrong in it lately."""
+
+    session_id: str
+    status: str
+    state: Mapping[str, Any]
+    created_at: float
+    caller: str | None
+    route_id: str | None
+    # When the open attention request was made (None: no request, or its time is unknown).
+    attention_since: float | None
+    troubles: int
+    last_trouble: str | None
+
+
+def call_queue(calls: Iterable[QueuedCall], now: float) -> dict[str, list[dict[str, Any]]]:
+    """The desk's queue: callers waiting for a person (longest wait first), callers on hold or
+    held by a person, and calls in trouble (most troubles first)."""
+    waiting: list[dict[str, Any]] = []
+    held: list[dict[str, Any]] = []
+    struggling: list[dict[str, Any]] = []
+    for call in calls:
+        if call.status not in IN_CALL:
+            continue
+        state = call.state
+        base = {
+            "session_id": call.session_id,
+            "caller": call.caller,
+            "route_id": call.route_id,
+            "direction": direction(state),
+            "provider": state.get("provider") or "realtime",
+            "activity": activity(call.status, state),
+            "in_call_s": round(max(now - call.created_at, 0.0), 1),
+        }
+        attention = state.get("attention")
+        if isinstance(attention, dict) and state.get("taken_by") is None:
+            since = call.attention_since if call.attention_since is not None else call.created_at
+            waited = max(now - since, 0.0)
+            waiting.append(
+                {
+                    **base,
+                    "reason": attention.get("reason"),
+                    "waited_s": round(waited, 1),
+                    "wait_limit_s": attention.get("wait_s"),
+                }
+            )
+        elif state.get("held") or state.get("taken_by") is not None:
+            held.append(base)
+        if call.troubles:
+            struggling.append({**base, "troubles": call.troubles, "last_trouble": call.last_trouble})
+    waiting.sort(key=lambda entry: -entry["waited_s"])
+    held.sort(key=lambda entry: -entry["in_call_s"])
+    struggling.sort(key=lambda entry: (-entry["troubles"], -entry["in_call_s"]))
+    return {"waiting": waiting, "held": held, "struggling": struggling}
+
+
+def page_cursor(created_at: datetime, session_id: str) -> str:
+    """The opaque cursor of the page after the session created at `created_at`."""
+    raw = json.dumps([created_at.isoformat(), session_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def cursor_position(cursor: str) -> tuple[datetime, str]:
+    """Where a cursor says the next page starts (MalformedRequest for one this never made)."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created, session_id = json.loads(raw)
+        return datetime.fromisoformat(created), str(session_id)
+    except (ValueError, TypeError, binascii.Error) as error:
+        raise MalformedRequest(f"cursor {cursor[:40]!r} is not one this API gave") from error
+
+
+def instant(text: str, name: str) -> datetime:
+    """An ISO 8601 time from a query (UTC when it names no zone)."""
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError as error:
+        raise MalformedRequest(f"{name} must be an ISO 8601 time, not {text[:40]!r}") from error
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)

@@ -1,0 +1,87 @@
+"""The desk's queue read on real PostgreSQL: of the calls in progress, only those waiting for a
+person, held, or in trouble lately are read, each in its list; a quiet call and a call that is
+over are in none."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from models import desk
+from models.db import database
+from models.sessions import new_session
+from pipeline.wire import SessionCreated
+from tests.support.calls import GATEWAY, new_session_id
+
+
+def _call(namespace: str, status: str, **line: Any) -> str:
+    """A session in `status` whose state's line is `line` (written as the fold would leave it)."""
+    session_id = new_session_id()
+    with new_session(session_id, GATEWAY, namespace) as session:
+        session.apply_host(SessionCreated(instructions="Hi."), time.time())
+    database.execute_sql(
+        "UPDATE sessions SET status = %s, state = state || %s::jsonb WHERE id = %s",
+        (status, json.dumps({"phase": status, **line}), session_id),
+    )
+    return session_id
+
+
+def test_the_queue_reads_the_waiting_the_held_and_the_troubled_and_nothing_else(database: Any) -> None:
+    namespace = f"desk-{uuid.uuid4().hex[:8]}"
+    waiting = _call(namespace, "listening", attention={"number": 1, "reason": "a refund", "wait_s": 60.0})
+    held = _call(namespace, "listening", held=True)
+    troubled = _call(namespace, "responding")
+    database.execute_sql(
+        "INSERT INTO incidents (session_id, code, severity, summary, context, created_at)"
+        " VALUES (%s, 'response_lost', 'warning', 'no response.done', '{}', now())",
+        (troubled,),
+    )
+    quiet = _call(namespace, "listening")
+    over = _call(namespace, "ended", attention={"number": 1, "reason": "too late", "wait_s": 60.0})
+
+    queue = desk.queue(namespace)
+
+    assert [w["session_id"] for w in queue["waiting"]] == [waiting]
+    assert (queue["waiting"][0]["reason"], queue["waiting"][0]["wait_limit_s"]) == ("a refund", 60.0)
+    assert [h["session_id"] for h in queue["held"]] == [held]
+    assert [(s["session_id"], s["troubles"], s["last_trouble"]) for s in queue["struggling"]] == [
+        (troubled, 1, "response_lost")
+    ]
+    listed = {e["session_id"] for entries in queue.values() for e in entries}
+    assert quiet not in listed and over not in listed
+
+
+def _logged(session_id: str, seq: int, kind: str, payload: dict[str, Any], at: float) -> None:
+    database.execute_sql(
+        "INSERT INTO session_events (session_id, seq, kind, payload, generation, received_at, disposition)"
+        " VALUES (%s, %s, %s, %s::jsonb, 1, %s, 'applied')",
+        (session_id, seq, kind, json.dumps(payload), at),
+    )
+
+
+def test_a_wait_counts_from_the_request_or_from_the_key_the_route_maps_to_a_person(database: Any) -> None:
+    """The app's request and a key press the route maps to a person both start a wait; another
+    key pressed since does not; the longest wait is first."""
+    namespace = f"desk-{uuid.uuid4().hex[:8]}"
+    now = time.time()
+    asked = _call(namespace, "listening", attention={"number": 1, "reason": "a refund", "wait_s": 120.0})
+    _logged(
+        asked, 1, "switchboard.attention", {"type": "switchboard.attention", "reason": "a refund"}, now - 10
+    )
+    pressed = _call(
+        namespace,
+        "listening",
+        attention={"number": 1, "reason": "the caller pressed 0", "wait_s": 120.0},
+        phone={"caller": "+14155550100", "dialled": "+18005551212", "keys": {"0": "attention"}},
+    )
+    dtmf = "input_audio_buffer.dtmf_event_received"
+    _logged(pressed, 1, dtmf, {"type": dtmf, "event": "0", "received_at": 1}, now - 40)
+    _logged(pressed, 2, dtmf, {"type": dtmf, "event": "5", "received_at": 2}, now - 1)
+
+    waiting = desk.queue(namespace)["waiting"]
+
+    assert [w["session_id"] for w in waiting] == [pressed, asked]
+    # Both waits are measured against the same moment: they differ by exactly the 30 s between.
+    assert waiting[1]["waited_s"] >= 10 and abs(waiting[0]["waited_s"] - waiting[1]["waited_s"] - 30) <= 0.2

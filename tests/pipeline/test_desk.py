@@ -1,0 +1,92 @@
+"""The supervisor's desk, decided without a database: who waits for a person and in what order,
+what a line is doing, and what a call that never connected reads as."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from pipeline.desk import QueuedCall, activity, call_queue, cursor_position, instant, outcome, page_cursor
+from pipeline.errors import MalformedRequest
+
+
+def _call(
+    session_id: str, state: dict[str, Any], *, since: float | None = None, troubles: int = 0
+) -> QueuedCall:
+    return QueuedCall(
+        session_id=session_id,
+        status="listening",
+        state=state,
+        created_at=1_000.0,
+        caller="+15550100",
+        route_id=None,
+        attention_since=since,
+        troubles=troubles,
+        last_trouble="response_lost" if troubles else None,
+    )
+
+
+def test_the_caller_who_has_waited_longest_is_first_and_a_taken_line_is_not_waiting() -> None:
+    """Waiting callers come longest first, with reason, wait and limit; a line a person holds is
+    held, not waiting."""
+    asking = {"attention": {"number": 1, "reason": "wants a refund", "wait_s": 120.0}, "taken_by": None}
+    queue = call_queue(
+        [
+            _call("sess_recent", asking, since=1_090.0),
+            _call("sess_long", asking, since=1_030.0),
+            _call("sess_taken", {**asking, "taken_by": {"id": "dana", "name": "Dana"}}),
+            _call("sess_held", {"held": True, "taken_by": None}),
+        ],
+        now=1_100.0,
+    )
+    assert [w["session_id"] for w in queue["waiting"]] == ["sess_long", "sess_recent"]
+    longest = queue["waiting"][0]
+    assert (longest["reason"], longest["waited_s"], longest["wait_limit_s"]) == (
+        "wants a refund",
+        70.0,
+        120.0,
+    )
+    assert {h["session_id"]: h["activity"]["what"] for h in queue["held"]} == {
+        "sess_taken": "taken over",
+        "sess_held": "held",
+    }
+    assert queue["struggling"] == []
+
+
+def test_calls_in_trouble_come_most_troubled_first() -> None:
+    """A call with incidents lately is struggling; the most troubled is first."""
+    queue = call_queue([_call("sess_one", {}, troubles=1), _call("sess_three", {}, troubles=3)], now=1_100.0)
+    assert [s["session_id"] for s in queue["struggling"]] == ["sess_three", "sess_one"]
+    assert queue["struggling"][0]["last_trouble"] == "response_lost"
+
+
+def test_a_line_reads_as_what_is_happening_on_it() -> None:
+    """The line's activity names the person who holds it, a running tool, the agent speaking."""
+    assert activity("listening", {"taken_by": {"id": "d1", "name": "Dana"}}) == {
+        "what": "taken over",
+        "by": "Dana",
+    }
+    assert activity("responding", {"chain": {"pending": {"call_id": "c"}}})["what"] == "running a tool"
+    assert activity("responding", {"chain": {"pending": None}})["what"] == "agent speaking"
+    assert activity("listening", {"held": True})["what"] == "held"
+    assert activity("failed", {"held": True})["what"] == "ended"
+
+
+def test_a_session_no_call_reached_reads_as_not_connected_not_as_a_failure() -> None:
+    """Nobody connected it in time: "not connected"; a connected call keeps its end reason."""
+    assert outcome("failed", "admission_timeout", None) == "not connected"
+    assert outcome("ended", "caller_hung_up", "rtc_1") == "caller_hung_up"
+    assert outcome("listening", None, "rtc_1") is None
+
+
+def test_a_cursor_comes_back_as_the_position_it_was_made_from_and_a_forged_one_is_refused() -> None:
+    """The cursor is opaque but exact; anything else is a malformed request."""
+    at = datetime(2026, 12, 4, 20, 31, 49, 123456, tzinfo=UTC)
+    assert cursor_position(page_cursor(at, "sess_abc")) == (at, "sess_abc")
+    with pytest.raises(MalformedRequest):
+        cursor_position("not-a-cursor")
+    with pytest.raises(MalformedRequest):
+        instant("yesterday", "created_after")
+    assert instant("2026-12-04T20:00:00", "created_after").tzinfo is UTC
