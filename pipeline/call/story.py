@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeline.call.heard import HeardWait
+
 
 @dataclass(frozen=True, slots=True)
 class ResponseBegun:
@@ -16,10 +18,12 @@ class ResponseBegun:
 
 @dataclass(frozen=True, slots=True)
 class ResponseEnded:
-    """A response ended: the agent's words said in it are one turn, cut short or not."""
+    """A response ended: the agent's words said in it are one turn, cut short or not; `heard` is
+    what the caller waited for its first audio, when it answered their speech."""
 
     response_id: str
     interrupted: bool
+    heard: HeardWait | None = None
 
 
 @dataclass(frozen=True, slots=True)
