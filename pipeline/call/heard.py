@@ -50,7 +50,7 @@ class Heard:
 UNHEARD: dict[str, Any] = {"heard_ms": None, "heard": None}
 
 
-def waited_ms(speech_ended: float, first_audio: float, *, per_second: float = 1000.0) -> int | None:
+def waited_ms(speech_ended: float, first_audio: float, *, per_second: float = 1.0) -> int | None:
     """How long the caller waited in ms, from two moments in one clock (`per_second` of its units
     make a second); None when the answer began before the caller stopped (an overlap: no wait)."""
     wait = round((first_audio - speech_ended) * 1000 / per_second)
