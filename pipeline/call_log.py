@@ -35,8 +35,9 @@ caller waited: the end of their speech to the first audio of the answer (`pipeli
 split into `heard.switchboard_ms` (that hop) and `heard.provider_ms` (the rest); both null when
 nobody's speech was answered (a greeting, typed words) or its ends were not seen. On Realtime the
 gateway stamps the two moments on the answer's `response.done`; on Live they are the call's own
-timeline, the caller's last words' end to the agent's next words' start, and Switchboard, which
-sends no control for a turn the model takes itself, has no share.
+timeline, the caller's last words' end to the agent's next words' start; Switchboard's share is the
+wait up to where the commentary it sent took its place on the timeline, when the agent's words
+began there (a turn the model takes itself, an acknowledgement included, is none of its).
 
 A Live call reads the same. Its transcript is written down in pieces (`pipeline.live`), so the
 consecutive pieces of one speaker without a pause between them are one `turn.user` or
@@ -54,7 +55,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.call.heard import UNHEARD, HeardWait, split, summary, waited_ms
-from pipeline.call.story import ResponseBegun, ResponseEnded, SpokenPiece, StoryMark
+from pipeline.call.story import AnswerPlaced, ResponseBegun, ResponseEnded, SpokenPiece, StoryMark
 from pipeline.dialects import capabilities_of, dialect_of, parse_inbound
 from pipeline.errors import MalformedFrame, SwitchboardError
 from pipeline.session import apply
@@ -194,8 +195,10 @@ class _Projection:
         self.said: dict[str, list[tuple[float, dict[str, Any]]]] = {}
         self.latency_ms: dict[str, int] = {}
         # Where the caller's last words ended on the call's timeline, while no agent words have
-        # come since (a provider that writes its transcript down in pieces).
+        # come since (a provider that writes its transcript down in pieces), and where the last
+        # words Switchboard sent the model to say were placed since.
         self.caller_ended_ms: int | None = None
+        self.answer_placed_ms: int | None = None
 
     def entries(self, logged: Iterable[LoggedInput]) -> Iterator[CallLogEntry]:
         held: _Piece | None = None
@@ -263,6 +266,8 @@ class _Projection:
                 if phone.asserted_identity:
                     started["asserted_identity"] = phone.asserted_identity
             yield at, "call.started", started
+        if isinstance(mark, AnswerPlaced):
+            self.answer_placed_ms = mark.at_ms
         if isinstance(mark, ResponseBegun) and before.turn is not None:
             heard = self.heard_at.get(before.turn.context.input_item_id)
             if heard is not None:
@@ -271,6 +276,7 @@ class _Projection:
             if isinstance(effect, PersistTranscript) and effect.role == "user":
                 self.heard_at.setdefault(effect.item_id, at)
                 self.caller_ended_ms = mark.end_ms if isinstance(mark, SpokenPiece) else None
+                self.answer_placed_ms = None
                 data = {
                     "text": effect.text,
                     "item_id": effect.item_id,
@@ -341,12 +347,15 @@ class _Projection:
 
     def _answered_on_timeline(self, mark: StoryMark | None) -> dict[str, Any]:
         """What the caller waited for agent words written down in pieces: from the end of their
-        last words to the start of these, when these are the first since (the model took the turn
-        itself: none of the wait is Switchboard's)."""
+        last words to the start of these, when these are the first since. Switchboard's share is
+        the wait up to where its answer (a commentary) took its place on the timeline, when these
+        words began there; a turn the model took itself was none of Switchboard's."""
         ended, self.caller_ended_ms = self.caller_ended_ms, None
+        placed, self.answer_placed_ms = self.answer_placed_ms, None
         if ended is None or not isinstance(mark, SpokenPiece):
             return dict(UNHEARD)
-        waited = split(waited_ms(ended, mark.start_ms, per_second=1000), 0)
+        hop = placed - ended if placed is not None and ended <= placed <= mark.start_ms else 0
+        waited = split(waited_ms(ended, mark.start_ms, per_second=1000), hop)
         return waited.as_log() if waited is not None else dict(UNHEARD)
 
     def _ended(self, state: SessionState, event: InboundEvent, at: float) -> _Raw:

@@ -2,10 +2,11 @@
 the answer, and whose time that was.
 
 Switchboard's share is its own hop, the call log's `latency_ms`: the event that ended the
-caller's turn reaching the gateway to the provider acknowledging the control it caused (a
-provider that takes its turns itself, as Live does, is sent no control: Switchboard's share is
-nothing). The provider's share is the rest: transcribing the caller, the model's time to its
-first audio, and a tool's run when the model called one before it spoke.
+caller's turn reaching the gateway to the provider acknowledging the control it caused. A
+provider that takes its turns itself, as Live does, is sent no control for most of them: there
+Switchboard's share is the wait up to where its own answer (a delegation's commentary) took its
+place on the call's timeline, when that answer is what the caller heard first, else nothing. The
+provider's share is the rest: transcribing the caller, the model's time to its first audio.
 
 Each wing's sideband says when the caller's speech ended and the answer's audio began, in its own
 provider's words; what is measured from those two moments is computed here, in one place, for the

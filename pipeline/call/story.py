@@ -36,4 +36,13 @@ class SpokenPiece:
     joins_within_ms: int
 
 
-StoryMark = ResponseBegun | ResponseEnded | SpokenPiece
+@dataclass(frozen=True, slots=True)
+class AnswerPlaced:
+    """Words Switchboard sent the model to say took their place on the call's timeline at
+    `at_ms` (a provider that takes its turns itself): a caller's wait that ends in them was
+    Switchboard's up to there."""
+
+    at_ms: int
+
+
+StoryMark = ResponseBegun | ResponseEnded | SpokenPiece | AnswerPlaced

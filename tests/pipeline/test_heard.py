@@ -200,3 +200,34 @@ def test_live_agent_words_after_the_agent_s_own_are_no_answer_to_the_caller() ->
     agents = _agent_turns(_live(raws))
     assert [agent["heard_ms"] for agent in agents] == [300, None, None]
     assert heard_latency(project(_live(raws))) == {"p50_ms": 300, "p95_ms": 300, "turns": 1}
+
+
+def _commentary_placed(start_ms: int) -> dict[str, Any]:
+    return {
+        "type": "session.commentary.appended",
+        "event_id": f"event_placed_{start_ms}",
+        "start_ms": start_ms,
+        "end_ms": start_ms,
+    }
+
+
+def test_a_live_answer_that_was_switchboard_s_commentary_counts_its_wait_up_to_it_as_switchboard_s() -> None:
+    """The caller's words end at 600 ms; Switchboard's commentary takes its place at 1,000 ms and
+    the agent says it from 1,300 ms: heard 700 ms, 400 of them Switchboard's. An acknowledgement
+    spoken before the commentary came was the model's own: none of that wait is Switchboard's."""
+    raws = [
+        *lc.listening(),
+        lc.said("Could you check", 0),  # 0 → 600
+        lc.delegated("D1", 400),
+        lc.finished("D1"),
+        _commentary_placed(1_000),
+        lc.said("It ships Friday.", 1_300, Speaker.AGENT),
+        lc.said("And the other one", 3_000),  # 3,000 → 3,800
+        lc.said("Okay, checking now.", 4_100, Speaker.AGENT),
+        _commentary_placed(4_600),
+        lc.closed("remote_hangup"),
+    ]
+    answered, acknowledged = _agent_turns(_live(raws))
+    assert answered["heard_ms"] == 700
+    assert answered["heard"] == {"switchboard_ms": 400, "provider_ms": 300}
+    assert acknowledged["heard"] == {"switchboard_ms": 0, "provider_ms": 300}
