@@ -15,11 +15,12 @@
 - **The caller's wait is the gateway's.** `input_audio_buffer.speech_stopped` and a response's
   first audio (`response.output_audio.delta` on a plain WebSocket; on a WebRTC or SIP sideband,
   where audio does not come, `output_audio_buffer.started` or its first transcript delta) are
-  never logged: an event a turn would log twice over, for one number. This socket remembers the
-  time of the last speech_stopped not yet answered, and the first audio of the response after
-  it; that response's `response.done` carries both as `heard` (the provider's own `heard` is
-  never trusted), and the wait is counted for the metric then (`Waited`). One time kept, one
-  string compared per audio frame.
+  never logged: that would be two more durable events, two workers' transactions, in every turn
+  for one number. This socket remembers the time of the last speech_stopped not yet answered,
+  and the first audio of the response after it; that response's `response.done`, logged anyway,
+  carries both as `heard` (the provider's own `heard` is never trusted), and the wait is counted
+  for the metric then (`Waited`). On the hot path: a set lookup per frame, and a look through the
+  last few responses' ids per audio frame.
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ _SPEECH_ENDED = "input_audio_buffer.speech_stopped"
 _FIRST_AUDIO = frozenset(
     {"response.output_audio.delta", "output_audio_buffer.started", _ASSISTANT_AUDIO_DELTA}
 )
-# Answers whose response.done has not come yet, each with the wait it answered: one is running,
-# a few more are remembered for a done that comes late (a lost one is forgotten in turn).
+# Answers whose response.done has not come yet, each with the wait it answered, and the responses
+# whose audio has begun: one is running, a few more are remembered for a done or an audio frame
+# that comes late (a lost one is forgotten in turn).
 ANSWERS_AWAITING_DONE = 8
 
 
@@ -72,9 +74,9 @@ class RealtimeSideband:
         # first transcript delta).
         self._playing: tuple[str, str, float] | None = None
         # When the caller last stopped speaking with no answer's audio since (wall time), the
-        # response whose audio came last, and the waits of answers not yet done.
+        # responses whose audio has begun, and the waits of answers not yet done.
         self._speech_ended_at: float | None = None
-        self._sounding: str | None = None
+        self._sounded: deque[str] = deque(maxlen=ANSWERS_AWAITING_DONE)
         self._answered: dict[str, tuple[float, float]] = {}
 
     def receive(self, frame: str | bytes, received_at: float, now: float) -> list[Action]:
@@ -87,7 +89,7 @@ class RealtimeSideband:
         if isinstance(response_id, str) and response_id in self._unspoken:
             return [Submit(event, received_at)] if kind is FrameKind.DURABLE else []
         if event_type in _FIRST_AUDIO:
-            self._sounded(response_id, received_at)
+            self._first_audio(response_id, received_at)
         if kind is FrameKind.STREAMED:
             if event_type == _ASSISTANT_AUDIO_DELTA:
                 self._heard_delta(event["item_id"], str(event.get("response_id", "")), now)
@@ -148,11 +150,11 @@ class RealtimeSideband:
             self._calls_seen.discard(self._calls_seen_order.popleft())
         return True
 
-    def _sounded(self, response_id: object, received_at: float) -> None:
+    def _first_audio(self, response_id: object, received_at: float) -> None:
         """A frame of a response's audio: the first one answers the caller's wait, if any."""
-        if not isinstance(response_id, str) or response_id == self._sounding:
+        if not isinstance(response_id, str) or response_id in self._sounded:
             return
-        self._sounding = response_id
+        self._sounded.append(response_id)
         if self._speech_ended_at is None:
             return  # a greeting, or an answer to typed words: nobody stopped speaking for it
         self._answered[response_id] = (self._speech_ended_at, received_at)

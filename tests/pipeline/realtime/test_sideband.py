@@ -310,3 +310,19 @@ def test_the_provider_cannot_say_how_long_the_caller_waited() -> None:
     forged = {**response_done("resp_1"), "heard": {"speech_ended_at": 0.0, "first_audio_at": 1.0}}
     submitted = SidebandCase().assert_submitted(forged)
     assert "heard" not in submitted
+
+
+def test_a_cut_answer_s_late_audio_does_not_restart_the_next_answer_s_wait() -> None:
+    """The caller stops twice: a late audio frame of the first answer between the second answer's
+    frames is no first audio of anything, and the second answer keeps the wait it answered."""
+    sideband = RealtimeSideband()
+    t = RECEIVED_AT
+    _receive_at(sideband, _speech_stopped("item_u1"), t)
+    _receive_at(sideband, _audio_delta("resp_1"), t + 0.5)
+    _receive_at(sideband, _speech_stopped("item_u2"), t + 1.0)
+    _receive_at(sideband, _audio_delta("resp_2"), t + 1.4)
+    _receive_at(sideband, _audio_delta("resp_1"), t + 1.5)
+    _receive_at(sideband, _speech_stopped("item_u3"), t + 1.6)
+    _receive_at(sideband, _audio_delta("resp_2"), t + 1.7)
+    assert _receive_at(sideband, response_done("resp_1", "cancelled"), t + 1.8)[1] == Waited("realtime", 500)
+    assert _receive_at(sideband, response_done("resp_2"), t + 2.0)[1] == Waited("realtime", 400)
