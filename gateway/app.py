@@ -108,7 +108,7 @@ class Gateway:
         self.sink = EventSink(redis_url, broker, self.gateway_id, settings.broker_namespace)
         self.rpc = WorkerRpc(self.sink, self.gateway_id)
         self.watchers = WatchHub()
-        self._carry_out_actions = ActionCarrier(self.sink, self.watchers)
+        self._carry_out_actions = ActionCarrier(self.sink, self.watchers, self.count_heard)
         self.watch_secret = (
             settings.live_token_secret.encode()
             if settings.live_token_secret
@@ -434,6 +434,10 @@ class Gateway:
     def count_webhook(self, outcome: str) -> None:
         if self.metrics is not None:
             self.metrics.webhooks.labels(outcome).inc()
+
+    def count_heard(self, provider: str, waited_s: float) -> None:
+        if self.metrics is not None:
+            self.metrics.heard.labels(provider).observe(waited_s)
 
     def count_command(self, command: str, status: int) -> None:
         if self.metrics is not None:

@@ -11,11 +11,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import redis
-from prometheus_client import CollectorRegistry, Counter, ProcessCollector
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from pipeline.names import QUEUES
+
+# A caller hears an answer in half a second to a few seconds; past 1.5 s it feels slow.
+HEARD_BUCKETS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
 
 
 class GatewayMetrics:
@@ -36,6 +39,15 @@ class GatewayMetrics:
             "switchboard_webhook_deliveries_total",
             "The provider's webhook deliveries, by what became of them.",
             ["outcome"],
+            registry=self.registry,
+        )
+        # Counted here, where the sideband saw both ends of the wait: once per answer, which no
+        # worker's retry can repeat (docs/operations.md).
+        self.heard = Histogram(
+            "switchboard_turn_heard_latency_seconds",
+            "From the end of the caller's speech to the first audio of the answer, by provider.",
+            ["provider"],
+            buckets=HEARD_BUCKETS,
             registry=self.registry,
         )
         self.registry.register(_Queues(redis_url, namespace))

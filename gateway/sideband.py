@@ -27,7 +27,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from gateway.sink import EventSink
 from gateway.watch import WatchHub
-from pipeline.call.sideband import Action, Delta, Final, Sideband, Submit
+from pipeline.call.sideband import Action, Delta, Final, Sideband, Submit, Waited
 from pipeline.limits import MAXIMUM_SOCKET_MESSAGE_BYTES
 from pipeline.wire import SidebandClosed, SidebandConnected
 
@@ -199,11 +199,15 @@ class SidebandSocket:
 
 class ActionCarrier:
     """Carries out what a socket's `Sideband` answers: durable events numbered and queued, bad
-    frames recorded as incidents, the transcript's words to the people watching the call."""
+    frames recorded as incidents, the transcript's words to the people watching the call, and a
+    caller's wait for an answer to `waited` (the heard-latency metric), in seconds by provider."""
 
-    def __init__(self, sink: EventSink, watchers: WatchHub) -> None:
+    def __init__(
+        self, sink: EventSink, watchers: WatchHub, waited: Callable[[str, float], None] | None = None
+    ) -> None:
         self._sink = sink
         self._watchers = watchers
+        self._waited = waited
 
     def __call__(self, socket: SidebandSocket, actions: Sequence[Action]) -> None:
         for action in actions:
@@ -215,6 +219,9 @@ class ActionCarrier:
                 self._watchers.delta(socket.session_id, action.role, action.item_id, action.text)
             elif isinstance(action, Final):
                 self._watchers.final(socket.session_id, action.role, action.item_id, action.text)
+            elif isinstance(action, Waited):
+                if self._waited is not None:
+                    self._waited(action.provider, action.wait_ms / 1000)
             else:
                 logger.warning("bad frame on %s: %s", socket.session_id, action.summary)
                 self._sink.submit_incident(socket.session_id, action.code, action.summary, action.context)

@@ -16,7 +16,7 @@ from models.db import (
     reopen,
 )
 from models.erasure import erasures
-from pipeline.call_log import CallLogEntry, LoggedInput, ended_by, erased_log, project
+from pipeline.call_log import CallLogEntry, LoggedInput, ended_by, erased_log, heard_latency, project
 from pipeline.desk import activity, cursor_position, direction, outcome, page_cursor
 from pipeline.dialects import capabilities_for
 from pipeline.errors import SessionNotFound
@@ -110,6 +110,9 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
         "tool_steps": _tool_steps(session_id),
         "compactions": compactions.for_session(session_id),
         "events": _disposition_counts(session_id),
+        # What callers waited for the agent's answers (the call log's `turn.agent.heard_ms`): its
+        # projection is folded once more per read, which a read on the reads queue affords.
+        "heard_latency": heard_latency(call_log(session_id)),
     }
     if with_events:
         record["log"] = event_log(session_id)

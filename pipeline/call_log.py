@@ -8,7 +8,8 @@ call.started     the sideband first connected                {call_id, and for a
                                                               medium, caller, dialled, route_id}
 turn.user        the caller's words, spoken or typed          {text, item_id, typed}
 turn.agent       what the agent said, once its response ended {text, item_id, response_id,
-                                                              interrupted, latency_ms}
+                                                              interrupted, latency_ms, heard_ms,
+                                                              heard: {switchboard_ms, provider_ms}}
 tool.call        a function call taken up or refused          {call_id, name, arguments, refused?}
 tool.result      a tool body's outcome                        {call_id, status, error, elapsed_ms}
 prompt.changed   a block of the instructions was set         {name, hash, chars, changed}
@@ -28,6 +29,16 @@ call.ended       last, exactly once (what comes after the end   {reason, ended_b
 
 `seq` numbers the entries from 1 in that order; a follower asks for those after the last it saw.
 
+An agent turn's `latency_ms` is Switchboard's own hop: the caller's final words reaching the
+gateway to the provider's `response.created` for the response they caused. `heard_ms` is what the
+caller waited: the end of their speech to the first audio of the answer (`pipeline.call.heard`),
+split into `heard.switchboard_ms` (that hop) and `heard.provider_ms` (the rest); both null when
+nobody's speech was answered (a greeting, typed words) or its ends were not seen. On Realtime the
+gateway stamps the two moments on the answer's `response.done`; on Live they are the call's own
+timeline, the caller's last words' end to the agent's next words' start; Switchboard's share is the
+wait up to where the commentary it sent took its place on the timeline, when the agent's words
+began there (a turn the model takes itself, an acknowledgement included, is none of its).
+
 A Live call reads the same. Its transcript is written down in pieces (`pipeline.live`), so the
 consecutive pieces of one speaker without a pause between them are one `turn.user` or
 `turn.agent` entry, written when the other speaker (or anything else) comes next; its delegations
@@ -43,7 +54,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from pipeline.call.story import ResponseBegun, ResponseEnded, SpokenPiece, StoryMark
+from pipeline.call.heard import UNHEARD, HeardWait, split, summary, waited_ms
+from pipeline.call.story import AnswerPlaced, ResponseBegun, ResponseEnded, SpokenPiece, StoryMark
 from pipeline.dialects import capabilities_of, dialect_of, parse_inbound
 from pipeline.errors import MalformedFrame, SwitchboardError
 from pipeline.session import apply
@@ -182,6 +194,11 @@ class _Projection:
         # (when it was said, the entry's data).
         self.said: dict[str, list[tuple[float, dict[str, Any]]]] = {}
         self.latency_ms: dict[str, int] = {}
+        # Where the caller's last words ended on the call's timeline, while no agent words have
+        # come since (a provider that writes its transcript down in pieces), and where the last
+        # words Switchboard sent the model to say were placed since.
+        self.caller_ended_ms: int | None = None
+        self.answer_placed_ms: int | None = None
 
     def entries(self, logged: Iterable[LoggedInput]) -> Iterator[CallLogEntry]:
         held: _Piece | None = None
@@ -249,6 +266,8 @@ class _Projection:
                 if phone.asserted_identity:
                     started["asserted_identity"] = phone.asserted_identity
             yield at, "call.started", started
+        if isinstance(mark, AnswerPlaced):
+            self.answer_placed_ms = mark.at_ms
         if isinstance(mark, ResponseBegun) and before.turn is not None:
             heard = self.heard_at.get(before.turn.context.input_item_id)
             if heard is not None:
@@ -256,6 +275,8 @@ class _Projection:
         for effect in step.effects:
             if isinstance(effect, PersistTranscript) and effect.role == "user":
                 self.heard_at.setdefault(effect.item_id, at)
+                self.caller_ended_ms = mark.end_ms if isinstance(mark, SpokenPiece) else None
+                self.answer_placed_ms = None
                 data = {
                     "text": effect.text,
                     "item_id": effect.item_id,
@@ -270,6 +291,7 @@ class _Projection:
                     "response_id": None,
                     "interrupted": False,
                     "latency_ms": None,
+                    **self._answered_on_timeline(mark),
                 }
                 yield at, "turn.agent", data
             elif isinstance(effect, PersistTranscript):
@@ -280,6 +302,7 @@ class _Projection:
                     "response_id": effect.response_id,
                     "interrupted": False,
                     "latency_ms": self.latency_ms.get(response_id),
+                    **UNHEARD,
                 }
                 self.said.setdefault(response_id, []).append((at, data))
             elif isinstance(effect, RequestToolStep | RefuseToolStep):
@@ -304,17 +327,36 @@ class _Projection:
             error = {"code": event.error.code or event.error.type, "message": event.error.message}
             yield at, "error", error
         if isinstance(mark, ResponseEnded):
-            yield from self._release(mark.response_id, mark.interrupted)
+            yield from self._release(mark.response_id, mark.interrupted, mark.heard)
         if after.is_terminal and not before.is_terminal:
             for response_id in list(self.said):
                 yield from self._release(response_id, interrupted=True)
             yield self._ended(after, event, at)
 
-    def _release(self, response_id: str, interrupted: bool) -> Iterator[_Raw]:
+    def _release(self, response_id: str, interrupted: bool, heard: HeardWait | None = None) -> Iterator[_Raw]:
         """The agent's words of a response that ended, in the log at the moment it ended (a
-        follower never sees an entry appear before one it has seen)."""
-        for at, data in self.said.pop(response_id, []):
-            yield at, "turn.agent", {**data, "interrupted": interrupted}
+        follower never sees an entry appear before one it has seen); the first of them carries
+        the caller's wait for it, when it answered their speech."""
+        for index, (at, data) in enumerate(self.said.pop(response_id, [])):
+            released = {**data, "interrupted": interrupted}
+            if index == 0 and heard is not None:
+                waited = split(waited_ms(heard.speech_ended_at, heard.first_audio_at), data["latency_ms"])
+                if waited is not None:
+                    released.update(waited.as_log())
+            yield at, "turn.agent", released
+
+    def _answered_on_timeline(self, mark: StoryMark | None) -> dict[str, Any]:
+        """What the caller waited for agent words written down in pieces: from the end of their
+        last words to the start of these, when these are the first since. Switchboard's share is
+        the wait up to where its answer (a commentary) took its place on the timeline, when these
+        words began there; a turn the model took itself was none of Switchboard's."""
+        ended, self.caller_ended_ms = self.caller_ended_ms, None
+        placed, self.answer_placed_ms = self.answer_placed_ms, None
+        if ended is None or not isinstance(mark, SpokenPiece):
+            return dict(UNHEARD)
+        hop = placed - ended if placed is not None and ended <= placed <= mark.start_ms else 0
+        waited = split(waited_ms(ended, mark.start_ms, per_second=1000), hop)
+        return waited.as_log() if waited is not None else dict(UNHEARD)
 
     def _ended(self, state: SessionState, event: InboundEvent, at: float) -> _Raw:
         duration_s = round(at - self.started_at, 1) if self.started_at is not None else 0.0
@@ -322,3 +364,9 @@ class _Projection:
         if isinstance(event, AdmissionFailed):
             data["detail"] = event.detail
         return at, "call.ended", data
+
+
+def heard_latency(entries: Iterable[CallLogEntry]) -> dict[str, Any]:
+    """A call's heard latency over its agent turns (`turn.agent.heard_ms`): `p50_ms`, `p95_ms`
+    and the number of `turns` measured (the session record's and the end-of-call report's)."""
+    return summary(entry.data.get("heard_ms") for entry in entries if entry.kind == "turn.agent")

@@ -12,6 +12,8 @@ import signal
 from pathlib import Path
 
 from simulator.live_dial import RINGING_LIMIT_MS
+from simulator.live_script import LiveScript, LiveTiming, load_live_script
+from simulator.script import CallScript, Timing, load_script
 from simulator.server import Simulator
 
 
@@ -34,6 +36,14 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         help="the organization may not place outbound Live calls (403 outbound_sip_not_enabled)",
     )
     parser.add_argument(
+        "--first-audio-ms",
+        type=int,
+        help=(
+            "how long the model thinks before each answer's first audio, for the scripts given here "
+            "(Realtime and Live; a script PUT later says its own): a real model takes 300-800 ms"
+        ),
+    )
+    parser.add_argument(
         "--ringing-limit-ms",
         type=int,
         default=RINGING_LIMIT_MS,
@@ -42,13 +52,30 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _scripts(arguments: argparse.Namespace) -> tuple[CallScript | str | None, LiveScript | str | None]:
+    """The scripts named on the command line, with the first-audio delay it gives, if any."""
+    delay_ms = arguments.first_audio_ms
+    if delay_ms is None:
+        return arguments.script, arguments.live_script
+    script = load_script(arguments.script) if arguments.script else CallScript()
+    live_script = load_live_script(arguments.live_script) if arguments.live_script else LiveScript()
+    # Validated as a script's own field is (a negative delay is refused here too).
+    timing = Timing.model_validate({**script.timing.model_dump(), "first_audio_ms": delay_ms})
+    live_timing = LiveTiming.model_validate({**live_script.timing.model_dump(), "first_audio_ms": delay_ms})
+    return (
+        script.model_copy(update={"timing": timing}),
+        live_script.model_copy(update={"timing": live_timing}),
+    )
+
+
 async def _serve(arguments: argparse.Namespace) -> None:
+    script, live_script = _scripts(arguments)
     simulator = Simulator(
-        arguments.script,
+        script,
         recording=arguments.recording,
         speed=arguments.speed,
         strict=not arguments.lenient,
-        live_script=arguments.live_script,
+        live_script=live_script,
         dial_plan=arguments.dial_plan,
         outbound_enabled=not arguments.outbound_disabled,
         ringing_limit_ms=arguments.ringing_limit_ms,

@@ -818,6 +818,18 @@ class SimulatedCall:
             raise Refusal("response_cancel_not_active", "Cancellation failed: no active response found")
         response.cancel("client_cancelled")
 
+    async def _think(self, response: ModelResponse) -> bool:
+        """Wait the script's first-audio delay; answers whether the response was told to stop
+        meanwhile (then it says nothing)."""
+        delay_ms = self.script.timing.first_audio_ms
+        if delay_ms == 0:
+            return response.stop.is_set()
+        try:
+            await asyncio.wait_for(response.stop.wait(), delay_ms / 1000)
+        except TimeoutError:
+            return False
+        return True
+
     async def _pause(self, response: ModelResponse) -> bool:
         """Wait one delta interval; answers whether the response was told to stop meanwhile."""
         if response.stop.is_set():
@@ -887,7 +899,8 @@ class SimulatedCall:
         }
         part_type, key = ("audio", "transcript") if response.is_audio else ("text", "text")
         self._emit({"type": "response.content_part.added", **where, "part": {"type": part_type, key: ""}})
-        if response.is_audio:
+        # A response stopped while the model thinks never starts playing: it says nothing.
+        if response.is_audio and not await self._think(response):
             self._start_playing(response)
         full_text = self._within_token_budget(response, model_text(response.entry))
         delta_type = (

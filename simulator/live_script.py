@@ -37,6 +37,11 @@ class LiveTiming(_Strict):
     """After the caller's last word, the model starts its own answer to a line that does not delegate."""
     answer_wait_ms: int = Field(default=3000, ge=0)
     """How long the caller waits for an answer (or, barging in, for speech) before going on."""
+    first_audio_ms: int = Field(default=0, ge=0, le=60_000)
+    """How long the model takes to begin each thing it says (an answer, an acknowledgement, a
+    commentary) once it has decided to: time on the timeline before its first words, beyond
+    `reply_after_ms`. 0 by default so the tests stay fast; `--first-audio-ms` and the demo set a
+    realistic one."""
 
 
 class LiveSwitches(_Strict):

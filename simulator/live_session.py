@@ -745,6 +745,17 @@ class LiveSession:
             utterance = await self._speech.get()
             self._speaking = utterance
             self._cut.clear()
+            first_audio_ms = self.script.timing.first_audio_ms
+            if first_audio_ms:
+                try:
+                    await asyncio.wait_for(self._cut.wait(), first_audio_ms / 1000)
+                except TimeoutError:
+                    pass
+                else:
+                    # Cut before its first word (the caller spoke): nothing of it is said.
+                    self._speaking = None
+                    self._notify()
+                    continue
             self._utterances_started += 1
             self._notify()
             for position, word in enumerate(utterance.text.split()):

@@ -40,6 +40,11 @@ class Timing(_Strict):
     """Spoken length of assistant audio per word; the audio length that truncation checks."""
     drain_ms: int = Field(default=100, ge=0)
     """After a client cancel, how long buffered audio keeps playing before `.stopped`."""
+    first_audio_ms: int = Field(default=0, ge=0, le=60_000)
+    """How long the model thinks before an audio answer's first audio (`output_audio_buffer.started`
+    and its first deltas): what a caller waits beyond Switchboard's hop. A real model takes some
+    300–800 ms; 0 by default so the test suite's hundreds of answers stay fast (`--first-audio-ms`
+    and the demo set a realistic one)."""
 
 
 class CallerSays(_Strict):

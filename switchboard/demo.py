@@ -29,6 +29,9 @@ INSTRUCTIONS = (
     "confirm order numbers back to the caller."
 )
 CALL_TIMEOUT_S = 60.0
+# The simulated model thinks this long before each answer's first audio, as a real one might: so
+# the heard latency the demo prints means something.
+FIRST_AUDIO_MS = 450
 PHONE_NUMBER = "+18005551212"
 CALLER_NUMBER = "+14155550100"
 
@@ -48,7 +51,14 @@ def run_demo(
 
         applied = migrate(connect(services.database_url))
         say(f"· migrations: {', '.join(applied) or 'up to date'}")
-        simulator_args = ("--script", str(SCRIPT), "--live-script", str(LIVE_SCRIPT))
+        simulator_args = (
+            "--script",
+            str(SCRIPT),
+            "--live-script",
+            str(LIVE_SCRIPT),
+            "--first-audio-ms",
+            str(FIRST_AUDIO_MS),
+        )
         with Stack(services.database_url, services.redis_url, simulator_args=simulator_args) as stack:
             say("· starting simulator, worker and gateway as separate processes …")
             stack.start(workers=1)
@@ -84,6 +94,7 @@ def _place_call(client: Client, say: Any) -> int:
     say(f"usage        {json.dumps(record['usage'])}")
     say(f"events       {json.dumps(record['events'])}  applied_seq={record['applied_seq']}")
     say(f"incidents    {len(record['incidents'])}")
+    say(f"heard        {_heard(record)}")
     say("transcript")
     for item in record["transcript"]:
         say(f"  {item['role']:>9}  {item['text']}")
@@ -96,6 +107,14 @@ def _place_call(client: Client, say: Any) -> int:
     ok = record["status"] == "ended" and len(record["transcript"]) == 6
     say("\n" + ("demo passed: the call completed and every turn is durable" if ok else "demo FAILED"))
     return 0 if ok else 1
+
+
+def _heard(record: dict[str, Any]) -> str:
+    """What the caller waited for the agent's answers, in words."""
+    heard = record["heard_latency"]
+    if not heard["turns"]:
+        return "no answer was measured"
+    return f"p50 {heard['p50_ms']} ms, p95 {heard['p95_ms']} ms over {heard['turns']} answers"
 
 
 def _place_live_call(client: Client, say: Any, spec: dict[str, Any]) -> int:
@@ -116,6 +135,7 @@ def _place_live_call(client: Client, say: Any, spec: dict[str, Any]) -> int:
     say(f"status       {record['status']} ({record['end_reason']})")
     say(f"usage        {record['usage']['seconds']:g} s (active {record['usage']['active_seconds']:g} s)")
     say(f"compaction   by the {record['compaction']['by']}")
+    say(f"heard        {_heard(record)}")
     for step in record["tool_steps"]:
         say(f"delegation   {step['call_id']} → {step['tool']} {step['version']}: {step['status']}")
     ok = (

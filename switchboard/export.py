@@ -247,12 +247,18 @@ def _is_sendable(code: int) -> bool:
     return 1000 <= code <= 1003 or 1007 <= code <= 1014 or 3000 <= code <= 4999
 
 
+# What the gateway adds to a provider's event, by type: its own measurements, which a replaying
+# gateway makes afresh (what was playing at a speech_started; the caller's wait a response.done
+# answered).
+_GATEWAY_FIELDS = {"input_audio_buffer.speech_started": "playback", "response.done": "heard"}
+
+
 def _as_sent(event: dict[str, Any]) -> dict[str, Any]:
-    """The event as the provider sent it. The gateway stores a speech_started with what was
-    playing then (a provider's own `playback` is never trusted); that is the gateway's
-    measurement, and a replaying gateway makes its own."""
-    if event.get("type") == "input_audio_buffer.speech_started" and "playback" in event:
-        return {key: value for key, value in event.items() if key != "playback"}
+    """The event as the provider sent it, without what the gateway added (a provider's own
+    `playback` or `heard` is never trusted, so none was the provider's)."""
+    added = _GATEWAY_FIELDS.get(str(event.get("type")))
+    if added is not None and added in event:
+        return {key: value for key, value in event.items() if key != added}
     return event
 
 

@@ -124,14 +124,19 @@ def replay_summary(record: dict[str, Any], name: str, provider_events: int) -> d
     return {"recording": name, "provider_events": provider_events, **_without_the_clock(kept)}
 
 
+# Durations a replay measures afresh: a tool's run, and what the callers waited for answers
+# (`heard_latency`: its count of turns stays).
+_MEASURED = frozenset({"elapsed_ms", "p50_ms", "p95_ms"})
+
+
 def _without_the_clock(value: Any) -> Any:
-    """`value` without its moments (`at`, `…_at`) and measured durations (`elapsed_ms`), at any
+    """`value` without its moments (`at`, `…_at`) and measured durations (`_MEASURED`), at any
     depth, so the record's shape is taken as it comes and not restated here."""
     if isinstance(value, dict):
         return {
             key: _without_the_clock(item)
             for key, item in value.items()
-            if not (key == "at" or key.endswith("_at") or key == "elapsed_ms")
+            if not (key == "at" or key.endswith("_at") or key in _MEASURED)
         }
     if isinstance(value, list):
         return [_without_the_clock(item) for item in value]

@@ -113,5 +113,6 @@ def report(session_id: str, state: SessionState, prices: ModelPrices | None) -> 
         "tool_steps": record["tool_steps"],
         "usage": usage.model_dump(),
         "cost_usd": cost_usd(usage, prices),
+        "heard_latency": record["heard_latency"],
         "why": record["why"],
     }

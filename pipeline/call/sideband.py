@@ -12,6 +12,8 @@ The actions name no provider:
 - `Incident`: a frame that could not be taken, recorded as the session's incident.
 - `Delta`: words as they arrive, for the people watching the call (never logged).
 - `Final`: a finished line of the transcript, for the people watching the call.
+- `Waited`: how long the caller waited for an answer's first audio, for the metric
+  (`pipeline.call.heard`; the call log reads the same wait from the durable log).
 """
 
 from __future__ import annotations
@@ -60,7 +62,17 @@ class Final:
     text: str
 
 
-Action = Submit | Incident | Delta | Final
+@dataclass(frozen=True, slots=True)
+class Waited:
+    """The caller waited `wait_ms` from the end of their speech to the answer's first audio, on a
+    call of `provider`: counted once, by the gateway that saw both (no worker's retry can count
+    it again)."""
+
+    provider: str
+    wait_ms: int
+
+
+Action = Submit | Incident | Delta | Final | Waited
 
 
 def bad_frame(frame: str | bytes, code: str, summary: str) -> Incident:

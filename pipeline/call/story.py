@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeline.call.heard import HeardWait
+
 
 @dataclass(frozen=True, slots=True)
 class ResponseBegun:
@@ -16,10 +18,12 @@ class ResponseBegun:
 
 @dataclass(frozen=True, slots=True)
 class ResponseEnded:
-    """A response ended: the agent's words said in it are one turn, cut short or not."""
+    """A response ended: the agent's words said in it are one turn, cut short or not; `heard` is
+    what the caller waited for its first audio, when it answered their speech."""
 
     response_id: str
     interrupted: bool
+    heard: HeardWait | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,4 +36,13 @@ class SpokenPiece:
     joins_within_ms: int
 
 
-StoryMark = ResponseBegun | ResponseEnded | SpokenPiece
+@dataclass(frozen=True, slots=True)
+class AnswerPlaced:
+    """Words Switchboard sent the model to say took their place on the call's timeline at
+    `at_ms` (a provider that takes its turns itself): a caller's wait that ends in them was
+    Switchboard's up to there."""
+
+    at_ms: int
+
+
+StoryMark = ResponseBegun | ResponseEnded | SpokenPiece | AnswerPlaced

@@ -10,7 +10,7 @@ from typing import Any
 from pipeline.call.dialect import Refusal, too_long
 from pipeline.call.messages import Playback
 from pipeline.call.progress import Answered, AskedNotToBeCalled, CallProgress, DialFailed, Ringing, Said
-from pipeline.call.story import SpokenPiece, StoryMark
+from pipeline.call.story import AnswerPlaced, SpokenPiece, StoryMark
 from pipeline.live import decisions, delegation, reports
 from pipeline.live.configuration import DO_NOT_CALL, live_configuration, live_update
 from pipeline.live.controls import InputAudio, commentary, instructions
@@ -204,6 +204,8 @@ class LiveDialect:
     def story_mark(self, event: InboundEvent) -> StoryMark | None:
         if isinstance(event, LiveTranscript):
             return SpokenPiece(event.start_ms, event.end_ms, joins_within_ms=COALESCE_GAP_MS)
+        if isinstance(event, Appended) and event.type == "session.commentary.appended":
+            return AnswerPlaced(event.start_ms)
         return None
 
     def outlives_its_sideband(self, state: SessionState, event: InboundEvent) -> bool:

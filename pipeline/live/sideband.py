@@ -10,14 +10,20 @@ submitted (so the words before its offset are logged before it), as soon as the 
 fragment covering a delegation's offset arrives (so its settle window rarely runs out), before
 `session.closed` and when the sideband closes, and after `FLUSH_AFTER_MS` of wall time (checked
 on every frame and on every `tick`, every `FLUSH_CHECK_S`).
+
+The caller's wait for an answer (`Waited`, for the metric) is read off the call's timeline: from
+the end of the caller's last words to the start of the agent's first words after them — the same
+two moments the call log reads from the written-down pieces (`pipeline.call_log`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pipeline.call.sideband import Action, Delta, Final, Role, Submit, bad_frame
+from pipeline.call.heard import waited_ms
+from pipeline.call.sideband import Action, Delta, Final, Role, Submit, Waited, bad_frame
 from pipeline.errors import BadInput
+from pipeline.live.dialect import LIVE
 from pipeline.live.frames import (
     SPEAKER_OF_TYPE,
     TranscriptBuffer,
@@ -56,6 +62,8 @@ class LiveSideband:
         # How far the caller's words have come on the timeline, as this socket saw them.
         self.heard_until_ms = 0
         self.awaiting: list[int] = []
+        # Where the caller's words ended on the timeline, while the agent has said nothing since.
+        self.caller_ended_ms: int | None = None
 
     def receive(self, frame: str | bytes, received_at: float, now: float) -> list[Action]:
         try:
@@ -105,6 +113,7 @@ class LiveSideband:
         item_id = piece.event_id if piece is not None else coalesced.written[-1]["fragments"][0]["event_id"]
         actions: list[Action] = [Delta(_ROLE[fragment.speaker], item_id, fragment.text)]
         actions.extend(_written(coalesced.written, received_at))
+        actions.extend(self._waited(fragment))
         if fragment.speaker is Speaker.CALLER:
             self.heard_until_ms = max(self.heard_until_ms, fragment.end_ms)
             if any(fragment.end_ms > offset for offset in self.awaiting):
@@ -114,6 +123,15 @@ class LiveSideband:
                 return actions
         actions.extend(self.tick(received_at))
         return actions
+
+    def _waited(self, fragment: TranscriptFragment) -> list[Action]:
+        """The agent's first words after the caller's: how long the caller waited for them."""
+        if fragment.speaker is Speaker.CALLER:
+            self.caller_ended_ms = max(self.caller_ended_ms or 0, fragment.end_ms)
+            return []
+        ended, self.caller_ended_ms = self.caller_ended_ms, None
+        wait_ms = waited_ms(ended, fragment.start_ms, per_second=1000) if ended is not None else None
+        return [Waited(LIVE.name, wait_ms)] if wait_ms is not None else []
 
     def _flush(self, at: float) -> list[Action]:
         flushed = flush_transcript(self.buffer)

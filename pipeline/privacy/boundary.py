@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.call.keypad import DIGITS_COLLECTED
-from pipeline.call.sideband import Action, Delta, Final, Incident, Sideband, Submit
+from pipeline.call.sideband import Action, Delta, Final, Incident, Sideband, Submit, Waited
 from pipeline.privacy.detect import (
     MASK,
     MAXIMUM_SEGMENT_CHARS,
@@ -410,6 +410,8 @@ class PrivateSideband:
                     if rest:
                         private.append(Delta(action.role, action.item_id, rest))
                 private.append(Final(action.role, action.item_id, self.redactor.text(action.text)))
+            elif isinstance(action, Waited):
+                private.append(action)  # a duration: nothing a person said
             else:
                 private.append(self._incident(action))
         return private

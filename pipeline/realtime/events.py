@@ -210,10 +210,21 @@ class ResponseSummary(Inbound):
     metadata: dict[str, str] | None = None
 
 
+class HeardStamp(Inbound):
+    """When the caller stopped speaking and this response's first audio came, as the gateway
+    received each (wall seconds): what the caller waited for it."""
+
+    speech_ended_at: float
+    first_audio_at: float
+
+
 class ResponseDone(Inbound):
     type: Literal["response.done"]
     event_id: str
     response: ResponseSummary
+    # Added by the gateway (never taken from the provider): None when the response answered
+    # nobody's speech, or its first audio was not seen.
+    heard: HeardStamp | None = None
 
 
 class ItemTruncated(Inbound):

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from pipeline.call.dialect import Refusal
+from pipeline.call.heard import HeardWait
 from pipeline.call.messages import Playback
 from pipeline.call.progress import CallProgress
 from pipeline.call.story import ResponseBegun, ResponseEnded, StoryMark
@@ -262,7 +263,11 @@ class RealtimeDialect:
         if isinstance(event, ResponseCreated):
             return ResponseBegun(event.response.id)
         if isinstance(event, ResponseDone):
-            return ResponseEnded(event.response.id, interrupted=event.response.status == "cancelled")
+            heard = event.heard
+            waited = HeardWait(heard.speech_ended_at, heard.first_audio_at) if heard is not None else None
+            return ResponseEnded(
+                event.response.id, interrupted=event.response.status == "cancelled", heard=waited
+            )
         return None
 
     def outlives_its_sideband(self, state: SessionState, event: InboundEvent) -> bool:

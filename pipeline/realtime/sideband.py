@@ -12,6 +12,15 @@
 - **A maintenance response is unspoken.** Its `response.created` marks it; its text is a
   compaction summary, so its durable frames are logged and its words are never streamed.
 - **Finals**: a finished transcript line goes to the watchers after its durable event.
+- **The caller's wait is the gateway's.** `input_audio_buffer.speech_stopped` and a response's
+  first audio (`response.output_audio.delta` on a plain WebSocket; on a WebRTC or SIP sideband,
+  where audio does not come, `output_audio_buffer.started` or its first transcript delta) are
+  never logged: that would be two more durable events, two workers' transactions, in every turn
+  for one number. This socket remembers the time of the last speech_stopped not yet answered,
+  and the first audio of the response after it; that response's `response.done`, logged anyway,
+  carries both as `heard` (the provider's own `heard` is never trusted), and the wait is counted
+  for the metric then (`Waited`). On the hot path: a set lookup per frame, and a look through the
+  last few responses' ids per audio frame.
 """
 
 from __future__ import annotations
@@ -19,9 +28,11 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from pipeline.call.sideband import Action, Delta, Final, Role, Submit, bad_frame
+from pipeline.call.heard import waited_ms
+from pipeline.call.sideband import Action, Delta, Final, Role, Submit, Waited, bad_frame
 from pipeline.errors import BadInput
 from pipeline.realtime.compaction import is_maintenance_metadata
+from pipeline.realtime.dialect import REALTIME
 from pipeline.realtime.events import function_call_id
 from pipeline.realtime.frames import classify_frame
 from pipeline.wire import FrameKind
@@ -38,6 +49,15 @@ _USER_TRANSCRIPT_PREFIX = "conversation.item.input_audio_transcription."
 _ASSISTANT_AUDIO_DELTA = "response.output_audio_transcript.delta"
 _USER_FINAL = "conversation.item.input_audio_transcription.completed"
 _ASSISTANT_FINALS = frozenset({"response.output_audio_transcript.done", "response.output_text.done"})
+_SPEECH_ENDED = "input_audio_buffer.speech_stopped"
+# Whichever of these comes first for a response is its first audio at the provider.
+_FIRST_AUDIO = frozenset(
+    {"response.output_audio.delta", "output_audio_buffer.started", _ASSISTANT_AUDIO_DELTA}
+)
+# Answers whose response.done has not come yet, each with the wait it answered, and the responses
+# whose audio has begun: one is running, a few more are remembered for a done or an audio frame
+# that comes late (a lost one is forgotten in turn).
+ANSWERS_AWAITING_DONE = 8
 
 
 class RealtimeSideband:
@@ -53,6 +73,11 @@ class RealtimeSideband:
         # The assistant audio item playing now: (item id, response id, monotonic time of its
         # first transcript delta).
         self._playing: tuple[str, str, float] | None = None
+        # When the caller last stopped speaking with no answer's audio since (wall time), the
+        # responses whose audio has begun, and the waits of answers not yet done.
+        self._speech_ended_at: float | None = None
+        self._sounded: deque[str] = deque(maxlen=ANSWERS_AWAITING_DONE)
+        self._answered: dict[str, tuple[float, float]] = {}
 
     def receive(self, frame: str | bytes, received_at: float, now: float) -> list[Action]:
         try:
@@ -63,12 +88,16 @@ class RealtimeSideband:
         response_id = event.get("response_id")
         if isinstance(response_id, str) and response_id in self._unspoken:
             return [Submit(event, received_at)] if kind is FrameKind.DURABLE else []
+        if event_type in _FIRST_AUDIO:
+            self._first_audio(response_id, received_at)
         if kind is FrameKind.STREAMED:
             if event_type == _ASSISTANT_AUDIO_DELTA:
                 self._heard_delta(event["item_id"], str(event.get("response_id", "")), now)
             role: Role = "user" if event_type.startswith(_USER_TRANSCRIPT_PREFIX) else "assistant"
             return [Delta(role, event["item_id"], event.get("delta", ""))]
         if kind is FrameKind.IGNORED:
+            if event_type == _SPEECH_ENDED:
+                self._speech_ended_at = received_at
             return []
         call_id = function_call_id(event)
         if call_id is not None and not self._first_sight_of_call(call_id):
@@ -83,7 +112,12 @@ class RealtimeSideband:
             (event.get("response") or {}).get("metadata")
         ):
             self._unspoken.append(str(event["response"].get("id")))
+        waited: Waited | None = None
+        if event_type == "response.done":
+            event, waited = self._with_wait(event)
         actions: list[Action] = [Submit(event, received_at)]
+        if waited is not None:
+            actions.append(waited)
         if event_type == _USER_FINAL:
             actions.append(Final("user", event["item_id"], event.get("transcript", "")))
         elif event_type in _ASSISTANT_FINALS:
@@ -115,6 +149,31 @@ class RealtimeSideband:
         if len(self._calls_seen_order) > REMEMBERED_FUNCTION_CALLS:
             self._calls_seen.discard(self._calls_seen_order.popleft())
         return True
+
+    def _first_audio(self, response_id: object, received_at: float) -> None:
+        """A frame of a response's audio: the first one answers the caller's wait, if any."""
+        if not isinstance(response_id, str) or response_id in self._sounded:
+            return
+        self._sounded.append(response_id)
+        if self._speech_ended_at is None:
+            return  # a greeting, or an answer to typed words: nobody stopped speaking for it
+        self._answered[response_id] = (self._speech_ended_at, received_at)
+        self._speech_ended_at = None
+        while len(self._answered) > ANSWERS_AWAITING_DONE:
+            del self._answered[next(iter(self._answered))]
+
+    def _with_wait(self, done: dict[str, Any]) -> tuple[dict[str, Any], Waited | None]:
+        """A response.done with the wait its response answered (`heard`), and that wait."""
+        event = {key: value for key, value in done.items() if key != "heard"}
+        response = done.get("response")
+        response_id = response.get("id") if isinstance(response, dict) else None
+        answered = self._answered.pop(response_id, None) if isinstance(response_id, str) else None
+        if answered is None:
+            return event, None
+        speech_ended_at, first_audio_at = answered
+        event["heard"] = {"speech_ended_at": speech_ended_at, "first_audio_at": first_audio_at}
+        wait_ms = waited_ms(speech_ended_at, first_audio_at)
+        return event, Waited(REALTIME.name, wait_ms) if wait_ms is not None else None
 
     def _heard_delta(self, item_id: str, response_id: str, now: float) -> None:
         # The first delta of an item starts its playback.

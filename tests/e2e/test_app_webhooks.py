@@ -129,6 +129,9 @@ def test_the_app_is_told_of_its_call_with_a_report_and_retried_with_the_same_id(
     assert [step["status"] for step in report["tool_steps"]] == ["failed"]
     assert report["usage"]["output_tokens"] > 0 and report["cost_usd"] > 0
     assert client.session(session["id"])["cost_usd"] == report["cost_usd"]
+    # The caller waited through the tool for the one spoken answer: one turn heard, as recorded.
+    assert report["heard_latency"]["turns"] == 1
+    assert report["heard_latency"] == client.session(session["id"])["heard_latency"]
     # The same prices make the workers' cost metric.
     port = webhook_stack.workers[0].ready["metrics"]
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:

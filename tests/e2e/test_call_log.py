@@ -13,6 +13,10 @@ from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack
 from tests.e2e.conftest import SCRIPTS, set_script
+from tests.support.heard import assert_heard, heard_counted
+
+# How long the simulated model takes to its first audio: a realistic wait, in one test only.
+FIRST_AUDIO_MS = 300
 
 
 def test_a_spoken_call_s_log_reads_in_order_and_the_cli_follows_it_to_the_end(
@@ -22,8 +26,13 @@ def test_a_spoken_call_s_log_reads_in_order_and_the_cli_follows_it_to_the_end(
     (caller_hung_up, by the caller) once and last; the record says who ended it; `?after=N` is
     the tail; the CLI follower, started while the call runs, prints the same entries and stops
     at call.ended; a live listener gets the same entries as `log.entry` messages before the
-    stream closes; an unknown session is 404 and a bad `after` 422."""
-    set_script(stack, SCRIPTS / "spoken_call.json")
+    stream closes; an unknown session is 404 and a bad `after` 422. With the model taking
+    FIRST_AUDIO_MS before each answer's first audio, every agent turn says what the caller heard
+    (heard_ms, Switchboard's hop within it, the provider's share at least that delay), the record
+    sums it up, and the gateway's histogram counted each turn once."""
+    script = json.loads((SCRIPTS / "spoken_call.json").read_text())
+    set_script(stack, {**script, "timing": {**script["timing"], "first_audio_ms": FIRST_AUDIO_MS}})
+    counted_before = heard_counted(client, "realtime")
     session = client.create_session("You are the order desk. Answer briefly.")
     follower = subprocess.Popen(
         [sys.executable, "-m", "switchboard", "sessions", "log", session["id"], "--follow"],
@@ -54,6 +63,11 @@ def test_a_spoken_call_s_log_reads_in_order_and_the_cli_follows_it_to_the_end(
     assert entries[1]["data"]["text"] == "Hi, I'd like to check on an order."
     assert all(e["data"]["latency_ms"] is not None for e in entries if e["kind"] == "turn.agent")
     assert entries[-1]["data"]["reason"] == "caller_hung_up" and entries[-1]["data"]["ended_by"] == "caller"
+    record = client.session(session["id"])
+    waits = assert_heard(entries, record, FIRST_AUDIO_MS)
+    assert len(waits) == 3
+    assert all(e["data"]["heard"]["switchboard_ms"] == e["data"]["latency_ms"] for e in entries[2:7:2])
+    assert heard_counted(client, "realtime") == counted_before + 3
 
     status, tail = client.request("GET", f"/v1/sessions/{session['id']}/log?after=6")
     assert status == 200 and tail["entries"] == entries[6:]

@@ -160,7 +160,8 @@ def _logged(
 def test_the_export_keeps_what_the_provider_sent_and_nothing_else() -> None:
     """Host inputs and lost-seq markers are left out; duplicates and late events stay; an event
     that arrived after its seq was declared lost is exported at its seq; the gateway's playback
-    note is taken off; offsets never go back; a dropped connection closes as 1011."""
+    note and its heard stamp are taken off; offsets never go back; a dropped connection closes as
+    1011."""
     speech = {"type": "input_audio_buffer.speech_started", "event_id": "e2", "item_id": "i1"}
     heard = {
         "type": "conversation.item.input_audio_transcription.completed",
@@ -194,7 +195,7 @@ def test_the_export_keeps_what_the_provider_sent_and_nothing_else() -> None:
             _logged(1, 100.0, {"type": "switchboard.sideband_connected", "call_id": "rtc_1"}),
             _logged(2, 100.25, {**speech, "playback": {"item_id": "i0", "played_ms": 300}}),
             _logged(3, 130.0, {"type": "switchboard.arrived_late", "event": heard}, "late"),
-            _logged(4, 100.5, done),
+            _logged(4, 100.5, {**done, "heard": {"speech_ended_at": 100.2, "first_audio_at": 100.45}}),
             _logged(5, 100.6, done, "duplicate"),
             _logged(6, 120.6, {"type": "switchboard.seq_lost", "seq": 6}, "lost"),
             _logged(None, 120.7, {"type": "switchboard.timer_fired", "name": "x"}),

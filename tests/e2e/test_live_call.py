@@ -11,12 +11,22 @@ from switchboard.client import Client
 from switchboard.export import session_recording
 from switchboard.stack import Stack
 from tests.e2e.conftest import set_script
-from tests.support.live import controls_of, drop_live_sideband, live_session, ring_live, set_live_script
+from tests.support.heard import assert_heard, heard_counted
+from tests.support.live import (
+    QUICK_TIMING,
+    controls_of,
+    drop_live_sideband,
+    live_session,
+    ring_live,
+    set_live_script,
+)
 from tests.support.phone import ring
 from tests.support.waiting import wait_for
 
 ASK = "Could you check where my order 4417 is?"
 ORDER_DESK = "You are Acme's order desk."
+# How long the simulated model takes before it speaks: a realistic wait, in one test only.
+FIRST_AUDIO_MS = 300
 
 
 def _webrtc_call(client: Client, **spec: Any) -> tuple[str, str]:
@@ -28,10 +38,13 @@ def _webrtc_call(client: Client, **spec: Any) -> tuple[str, str]:
 def test_a_webrtc_live_call_delegates_once_and_is_answered_once(stack: Stack, client: Client) -> None:
     """A Live session created through the API: the caller's words are written down, the
     delegation is answered with one commentary from the handler, and the caller's hangup ends
-    the call; the call log reads like a Realtime call's."""
+    the call; the call log reads like a Realtime call's. With the model taking FIRST_AUDIO_MS
+    before it speaks, the agent's answers say what the caller heard, on the call's timeline, and
+    the gateway's histogram counted each of them once."""
     set_live_script(
         stack,
         {
+            "timing": {**QUICK_TIMING, "first_audio_ms": FIRST_AUDIO_MS},
             "caller": [
                 {"say": "Hi there.", "after_ms": 100},
                 {"say": ASK, "after_ms": 100, "delegate": True},
@@ -40,6 +53,7 @@ def test_a_webrtc_live_call_delegates_once_and_is_answered_once(stack: Stack, cl
             "model": [{"say": "Hello! How can I help?"}],
         },
     )
+    counted_before = heard_counted(client, "live")
     session_id, call_id = _webrtc_call(client, live={"delegation": "echo_task"})
     assert call_id.startswith("live_u7_")
     record = client.wait_for_status(session_id, timeout_s=30)
@@ -74,6 +88,11 @@ def test_a_webrtc_live_call_delegates_once_and_is_answered_once(stack: Stack, cl
     assert {"turn.user", "turn.agent", "tool.call", "tool.result"} <= set(kinds)
     said = [entry["data"]["text"] for entry in story if entry["kind"] == "turn.user"]
     assert said == [f"Hi there. {ASK}"] or said == ["Hi there.", ASK]
+    waits = assert_heard(story, record, FIRST_AUDIO_MS)
+    # The model answered the greeting itself: none of that wait was Switchboard's.
+    greeted = next(e["data"] for e in story if e["kind"] == "turn.agent")
+    assert greeted["text"] == "Hello! How can I help?" and greeted["heard"]["switchboard_ms"] == 0
+    assert heard_counted(client, "live") == counted_before + len(waits)
 
     # Exported, the call is a Live recording: its deltas are the ones the provider sent.
     recording, unsaid = session_recording(client.session(session_id, events=True))

@@ -58,6 +58,8 @@ def test_replaying_a_recording_prints_its_golden_controls_and_summary_on_every_r
     assert summary["end_reason"] == "provider_call_ended"
     assert [item["role"] for item in summary["transcript"]] == ["user", "assistant"] * 3
     assert summary["incidents"] == []
+    # The replay measures what the caller waited afresh (so only the count of answers is kept).
+    assert summary["heard_latency"] == {"turns": 3}
     assert summary["tool_steps"] == []
     assert summary["events"] == {"applied": 21}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipeline.call.sideband import Action, Delta, Final, Incident, Submit
+from pipeline.call.sideband import Action, Delta, Final, Incident, Submit, Waited
 from pipeline.live.frames import FLUSH_AFTER_MS, live_transcript
 from pipeline.live.sideband import FLUSH_CHECK_S, LIVE_CLOSE_WAIT_S, LiveSideband
 from pipeline.timeline import Speaker, TranscriptFragment
@@ -98,7 +98,8 @@ def test_a_fragment_delivered_again_calls_for_nothing() -> None:
 
 
 def test_the_other_speaker_writes_down_the_words_before() -> None:
-    """The agent's first words close the caller's: those are submitted, after the new delta."""
+    """The agent's first words close the caller's: those are submitted, after the new delta (and
+    then the caller's wait for them, 200 ms on the timeline)."""
     case = SidebandCase()
     case.hear(CALLER_1)
     case.hear(CALLER_2)
@@ -106,6 +107,7 @@ def test_the_other_speaker_writes_down_the_words_before() -> None:
     assert actions == [
         Delta("assistant", "event_a1", "Let me check."),
         *_written(CALLER_1, CALLER_2, at=T0 + 0.5),
+        Waited("live", 200),
     ]
 
 
@@ -197,3 +199,23 @@ def test_a_live_sideband_ticks_has_no_playback_and_is_closed_by_its_provider() -
     assert sideband.tick_every_s == FLUSH_CHECK_S
     assert sideband.closed_by_provider_within_s == LIVE_CLOSE_WAIT_S
     assert sideband.playback(100.0) is None
+
+
+def test_the_agent_s_first_words_after_the_caller_s_count_the_caller_s_wait_once() -> None:
+    """The caller's words end at 400 ms on the timeline and the agent's start at 600 ms: one
+    `Waited` of 200 ms, with the agent's first word; its next word counts nothing."""
+    case = SidebandCase()
+    case.hear(CALLER_1)
+    case.hear(CALLER_2)
+    first = case.hear(AGENT_1)
+    assert [action for action in first if isinstance(action, Waited)] == [Waited("live", 200)]
+    again = case.hear(_fragment(Speaker.AGENT, "event_a2", 800, " One moment."))
+    assert not any(isinstance(action, Waited) for action in again)
+
+
+def test_agent_words_that_overlap_the_caller_s_are_no_wait() -> None:
+    """Agent words that began before the caller's ended (an overlap) count no wait."""
+    case = SidebandCase()
+    case.hear(CALLER_2)
+    overlapping = case.hear(_fragment(Speaker.AGENT, "event_a0", 300, "Yes"))
+    assert not any(isinstance(action, Waited) for action in overlapping)

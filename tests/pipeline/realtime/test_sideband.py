@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipeline.call.sideband import Action, Delta, Final, Incident, Submit
+from pipeline.call.sideband import Action, Delta, Final, Incident, Submit, Waited
 from pipeline.realtime.sideband import RealtimeSideband
 from tests.pipeline.events import (
     assistant_final,
@@ -228,3 +228,101 @@ def test_ticks_and_close_call_for_nothing() -> None:
     assert sideband.tick_every_s is None and sideband.closed_by_provider_within_s is None
     assert sideband.tick(RECEIVED_AT) == []
     assert sideband.close(RECEIVED_AT) == []
+
+
+# ── the caller's wait (heard latency) ───────────────────────────────────────────
+
+
+def _speech_stopped(item_id: str) -> dict[str, Any]:
+    return {
+        "type": "input_audio_buffer.speech_stopped",
+        "event_id": f"event_stop_{item_id}",
+        "item_id": item_id,
+        "audio_end_ms": 1_800,
+    }
+
+
+def _buffer_started(response_id: str) -> dict[str, Any]:
+    return {
+        "type": "output_audio_buffer.started",
+        "event_id": f"event_ob_{response_id}",
+        "response_id": response_id,
+    }
+
+
+def _audio_delta(response_id: str) -> dict[str, Any]:
+    return {
+        "type": "response.output_audio.delta",
+        "event_id": f"event_audio_{response_id}",
+        "response_id": response_id,
+        "item_id": "item_a1",
+        "output_index": 0,
+        "content_index": 0,
+        "delta": "AAAA",
+    }
+
+
+def _receive_at(sideband: RealtimeSideband, event: dict[str, Any], at: float) -> list[Action]:
+    return sideband.receive(json.dumps(event), at, 0.0)
+
+
+def test_the_answer_s_done_carries_the_caller_s_wait_and_it_is_counted_once() -> None:
+    """speech_stopped at t, the answer's first audio (its audio buffer starting, as on WebRTC) at
+    t + 0.7 s: its response.done is submitted with `heard` holding both, then one `Waited` of
+    700 ms follows it; neither the speech_stopped nor the audio is submitted itself."""
+    sideband = RealtimeSideband()
+    t = RECEIVED_AT
+    assert _receive_at(sideband, _speech_stopped("item_u1"), t) == []
+    _receive_at(sideband, response_created("resp_1"), t + 0.3)
+    assert _receive_at(sideband, _buffer_started("resp_1"), t + 0.7) == []
+    assert [type(a) for a in _receive_at(sideband, _assistant_delta("item_a1", "Hi", "resp_1"), t + 0.8)] == [
+        Delta
+    ]
+    actions = _receive_at(sideband, response_done("resp_1"), t + 2.0)
+    assert [type(action) for action in actions] == [Submit, Waited]
+    submit, waited = actions
+    assert isinstance(submit, Submit) and submit.event["heard"] == {
+        "speech_ended_at": t,
+        "first_audio_at": t + 0.7,
+    }
+    assert waited == Waited("realtime", 700)
+
+
+def test_a_greeting_and_the_same_response_s_later_audio_answer_no_wait() -> None:
+    """A response that no speech_stopped came before waits for nobody; once the caller stops while
+    it still plays (a barge-in), its own later audio is no answer: the next response's is."""
+    sideband = RealtimeSideband()
+    t = RECEIVED_AT
+    _receive_at(sideband, _audio_delta("resp_1"), t)
+    _receive_at(sideband, _speech_stopped("item_u1"), t + 1.0)
+    _receive_at(sideband, _audio_delta("resp_1"), t + 1.1)
+    done = _receive_at(sideband, response_done("resp_1"), t + 1.2)
+    [submitted] = done
+    assert isinstance(submitted, Submit) and "heard" not in submitted.event
+    _receive_at(sideband, _audio_delta("resp_2"), t + 1.5)
+    _receive_at(sideband, _audio_delta("resp_2"), t + 1.6)
+    answered = _receive_at(sideband, response_done("resp_2"), t + 2.0)
+    assert answered[1] == Waited("realtime", 500)
+
+
+def test_the_provider_cannot_say_how_long_the_caller_waited() -> None:
+    """A `heard` the provider puts on its response.done is dropped: only the gateway's stands."""
+    forged = {**response_done("resp_1"), "heard": {"speech_ended_at": 0.0, "first_audio_at": 1.0}}
+    submitted = SidebandCase().assert_submitted(forged)
+    assert "heard" not in submitted
+
+
+def test_a_cut_answer_s_late_audio_does_not_restart_the_next_answer_s_wait() -> None:
+    """The caller stops twice: a late audio frame of the first answer between the second answer's
+    frames is no first audio of anything, and the second answer keeps the wait it answered."""
+    sideband = RealtimeSideband()
+    t = RECEIVED_AT
+    _receive_at(sideband, _speech_stopped("item_u1"), t)
+    _receive_at(sideband, _audio_delta("resp_1"), t + 0.5)
+    _receive_at(sideband, _speech_stopped("item_u2"), t + 1.0)
+    _receive_at(sideband, _audio_delta("resp_2"), t + 1.4)
+    _receive_at(sideband, _audio_delta("resp_1"), t + 1.5)
+    _receive_at(sideband, _speech_stopped("item_u3"), t + 1.6)
+    _receive_at(sideband, _audio_delta("resp_2"), t + 1.7)
+    assert _receive_at(sideband, response_done("resp_1", "cancelled"), t + 1.8)[1] == Waited("realtime", 500)
+    assert _receive_at(sideband, response_done("resp_2"), t + 2.0)[1] == Waited("realtime", 400)
