@@ -24,6 +24,9 @@ class EventEnvelope(BaseModel):
     # Wall-clock seconds at the gateway when the frame arrived: the transitions' `now`.
     received_at: float
     event: dict[str, Any]
+    # The W3C trace context of the gateway's span of this event (only when tracing is on): the
+    # worker's span that applies it is that span's child (pipeline.tracing).
+    traceparent: str | None = None
 
 
 class SendControl(BaseModel):

@@ -82,7 +82,7 @@ from pipeline.wire import (
     SessionCreated,
     ToolFinished,
 )
-from workers import app_webhooks, delegations, erasure, runtime
+from workers import app_webhooks, delegations, erasure, runtime, tracing
 from workers import metrics as worker_metrics
 from workers.dead_letters import DeadLetters
 from workers.liveness import live_gateways, takeover_refusal_now
@@ -113,14 +113,18 @@ def deliver(envelope_messages: list[dict[str, Any]]) -> Applied:
         raise MalformedEnvelope(f"not an event envelope: {exc.errors()[0]['msg']}") from exc
     if not envelopes or len({envelope.session_id for envelope in envelopes}) != 1:
         raise MalformedEnvelope("a message carries the events of exactly one session")
-    with locked_for(envelopes) as session:
-        each = [session.deliver(envelope) for envelope in envelopes]
-        applied = Applied.together(each)
-        # Under the lock, before the writes and the COMMIT go in one round trip: a rollback
-        # re-applies the same events and re-emits the same ids, which the gateway sends once.
-        _publish(session, applied)
-        published_at = time.time()
-    _after_commit(envelopes[0].session_id, applied)
+    with tracing.applying(envelopes) as spans:
+        with locked_for(envelopes) as session:
+            each = [session.deliver(envelope) for envelope in envelopes]
+            applied = Applied.together(each)
+            # Under the lock, before the writes and the COMMIT go in one round trip: a rollback
+            # re-applies the same events and re-emits the same ids, which the gateway sends once.
+            _publish(session, applied)
+            published_at = time.time()
+        if spans:
+            disposition = dict(applied.dispositions)
+            tracing.disposed(spans, [disposition.get(envelope.seq, "") for envelope in envelopes])
+        _after_commit(envelopes[0].session_id, applied)
     for envelope, delivered in zip(envelopes, each, strict=True):
         worker_metrics.delivered(envelope, delivered, published_at)
     return applied
@@ -1029,6 +1033,24 @@ def _run_and_finish(
     """Run the body outside the lock, then record its one outcome and apply it under the lock
     (`waited`: the run waited in a queue, so it may have been cancelled before it starts). A
     Live delegation's handler (never inline: it is no registered tool) runs the same way."""
+    with tracing.tool_run(session_id, call_id, name.removeprefix(DELEGATION_RUN_PREFIX)) as traced:
+        outcome = _outcome_of(session_id, call_id, name, arguments, timeout_ms=timeout_ms, waited=waited)
+        traced.append(outcome)
+    event = ToolFinished(call_id=call_id, outcome=outcome.model_dump(mode="json"))
+    with locked_session(session_id) as session:
+        try:
+            tool_steps.finish_step(session, call_id, outcome)
+        except ToolOutcomeConflict:
+            return  # finished meanwhile with another outcome (interrupted): that one stands
+        applied = session.apply_host(event, time.time())
+        _publish(session, applied)
+    _after_commit(session_id, applied)
+
+
+def _outcome_of(
+    session_id: str, call_id: str, name: str, arguments: str, *, timeout_ms: int, waited: bool
+) -> ToolOutcome:
+    """Run a tool body (or a Live delegation's handler) outside the lock: its one outcome."""
     cancel_key = _cancel_key(session_id, call_id)
     declared = _runtime.registry.get(name)
     if name.startswith(DELEGATION_RUN_PREFIX):
@@ -1059,15 +1081,7 @@ def _run_and_finish(
             open_sealed_value=_opener(session_id),
         )
     worker_metrics.tool_ran(name, outcome)
-    event = ToolFinished(call_id=call_id, outcome=outcome.model_dump(mode="json"))
-    with locked_session(session_id) as session:
-        try:
-            tool_steps.finish_step(session, call_id, outcome)
-        except ToolOutcomeConflict:
-            return  # finished meanwhile with another outcome (interrupted): that one stands
-        applied = session.apply_host(event, time.time())
-        _publish(session, applied)
-    _after_commit(session_id, applied)
+    return outcome
 
 
 def _opener(session_id: str) -> Callable[[str], str]:
