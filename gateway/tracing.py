@@ -14,7 +14,7 @@ event and verb spans.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -177,13 +177,16 @@ def call_opened(session_id: str, generation: int, model: str) -> CallTrace | Non
     return CallTrace(session_id, generation, model, span)
 
 
-@contextmanager
-def verb(session_id: str, command: str) -> Iterator[str | None]:
+def verb(session_id: str, command: str) -> AbstractContextManager[str | None]:
     """The span of one API verb on a call (say, whisper, take over, end, transfer …), from the
     request to the worker's answer; yields the traceparent its event carries (None when off)."""
     if tracer is None:
-        yield None
-        return
+        return nullcontext(None)
+    return _verb(tracer, session_id, command)
+
+
+@contextmanager
+def _verb(tracer: Tracer, session_id: str, command: str) -> Iterator[str | None]:
     from opentelemetry import trace
 
     with tracer.start_as_current_span(

@@ -7,7 +7,7 @@ and the OpenTelemetry API is imported only when one is. The ids are `pipeline.tr
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
 from pipeline import tracing as names
@@ -39,13 +39,17 @@ def _context_of(ids: SpanIds) -> Context:
     return trace.set_span_in_context(trace.NonRecordingSpan(parent))
 
 
-@contextmanager
-def applying(envelopes: Sequence[EventEnvelope]) -> Iterator[list[Span]]:
+def applying(envelopes: Sequence[EventEnvelope]) -> AbstractContextManager[list[Span]]:
     """One span per event of a message, from its arrival to after its transaction committed;
-    each under the span its envelope names (else under the call)."""
+    each under the span its envelope names (else under the call). Off: no spans, and no
+    generator set up on the hot path."""
     if tracer is None:
-        yield []
-        return
+        return nullcontext([])
+    return _applying(tracer, envelopes)
+
+
+@contextmanager
+def _applying(tracer: Tracer, envelopes: Sequence[EventEnvelope]) -> Iterator[list[Span]]:
     from opentelemetry import trace
 
     spans = []
@@ -79,12 +83,15 @@ def disposed(spans: Sequence[Span], dispositions: Sequence[str]) -> None:
         span.set_attribute(names.DISPOSITION, disposition)
 
 
-@contextmanager
-def tool_run(session_id: str, call_id: str, name: str) -> Iterator[list[ToolOutcome]]:
+def tool_run(session_id: str, call_id: str, name: str) -> AbstractContextManager[list[ToolOutcome]]:
     """The span of one tool body's run; the caller appends its outcome to what this yields."""
     if tracer is None:
-        yield []
-        return
+        return nullcontext([])
+    return _tool_run(tracer, session_id, call_id, name)
+
+
+@contextmanager
+def _tool_run(tracer: Tracer, session_id: str, call_id: str, name: str) -> Iterator[list[ToolOutcome]]:
     from opentelemetry import trace
 
     outcomes: list[ToolOutcome] = []
