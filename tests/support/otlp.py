@@ -1,11 +1,14 @@
 """A real OTLP/HTTP trace receiver on 127.0.0.1: it takes `POST /v1/traces`, decodes each
 `ExportTraceServiceRequest` with opentelemetry-proto and keeps the spans, with the service
-that sent them. `python -m tests.support.otlp` runs one alone (for the benchmarks)."""
+that sent them. `python -m tests.support.otlp [PORT]` runs one alone (for the benchmarks), printing
+what it took every 5 s."""
 
 from __future__ import annotations
 
 import gzip
+import sys
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -40,7 +43,7 @@ def _value(value: AnyValue) -> Any:
 class OtlpReceiver:
     """Keeps every span POSTed to it; `endpoint` is what OTEL_EXPORTER_OTLP_ENDPOINT takes."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.spans: list[ReceivedSpan] = []
         self.requests = 0
         self._lock = threading.Lock()
@@ -66,7 +69,7 @@ class OtlpReceiver:
             def log_message(self, format: str, *args: Any) -> None:
                 del format, args
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="otlp-receiver", daemon=True)
         self._thread.start()
 
@@ -108,6 +111,8 @@ class OtlpReceiver:
 
 
 if __name__ == "__main__":
-    running = OtlpReceiver()
+    running = OtlpReceiver(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
     print(running.endpoint, flush=True)
-    threading.Event().wait()
+    while True:
+        time.sleep(5)
+        print(f"{running.requests} requests, {len(running.spans)} spans", flush=True)
