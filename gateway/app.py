@@ -274,8 +274,13 @@ class Gateway:
             elif isinstance(item, SendControl):
                 socket = self.sockets.get(batch.session_id)
                 # A control for another generation belongs to a superseded sideband.
-                if socket is not None and socket.generation == batch.generation:
-                    socket.send(item.id, item.control)
+                sent = (
+                    socket is not None
+                    and socket.generation == batch.generation
+                    and socket.send(item.id, item.control)
+                )
+                if sent and batch.traceparent is not None:
+                    tracing.control_sent(batch.session_id, batch.traceparent, item.control)
             elif isinstance(item, OpenSideband):
                 self._open_sideband(batch.session_id, batch.generation, item)
             elif isinstance(item, CloseCall):

@@ -1,5 +1,6 @@
 """The gateway's spans of a call: the call itself (a sideband's life), each turn and provider
-response as the socket sees them happen, each provider event it numbers, and each API verb.
+response as the socket sees them happen, each provider event it numbers, each API verb, and each
+control it hands to a socket (under the worker span that published it).
 
 Off unless the entry point hands over a tracer (`use`): every hook starts with `tracer is None`
 and the OpenTelemetry API is imported only when one is. What the ids are and why is
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pipeline import tracing as names
-from pipeline.tracing import SpanIds, call_span
+from pipeline.tracing import SpanIds, call_span, parsed_traceparent
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -144,6 +145,23 @@ class CallTrace:
     def host_event(self) -> str:
         """The traceparent of the gateway's own event (connected, closed): the call span's."""
         return _traceparent(self.call)
+
+
+def control_sent(session_id: str, traceparent: str, control: dict[str, Any]) -> None:
+    """A control handed to its socket, under the worker's span that decided it (once per id:
+    a control the socket sent before makes no span)."""
+    if tracer is None:
+        return
+    from opentelemetry import trace
+
+    decided = parsed_traceparent(traceparent)
+    kind = str(control.get("type", ""))
+    tracer.start_span(
+        f"control {kind}",
+        context=_context_of(decided or call_span(session_id)),
+        kind=trace.SpanKind.CONSUMER,
+        attributes=names.call_attributes(session_id) | {names.EVENT_TYPE: kind},
+    ).end()
 
 
 def call_opened(session_id: str, generation: int, model: str) -> CallTrace | None:

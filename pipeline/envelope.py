@@ -160,6 +160,9 @@ class OutboundBatch(BaseModel):
     # The session's applied seq when the batch was published: the gateway stops holding the
     # events up to it for retransmission.
     applied_seq: int | None = None
+    # The W3C trace context of the worker's span that published it (only when tracing is on):
+    # the gateway's spans of its controls are that span's children (pipeline.tracing).
+    traceparent: str | None = None
 
 
 # ── a message as the queues store it ────────────────────────────────────────────────────

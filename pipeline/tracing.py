@@ -8,7 +8,8 @@ first sideband's gateway writes the call span itself with those ids (the call sp
 sideband's life), and a span that has no nearer parent (a timer, a tool run, a reconnected
 sideband) is a child of it. A span that has a nearer parent names it in the `traceparent` its
 message carries: the gateway's span of a provider event is the parent of the worker's span that
-applies it.
+applies it, and the worker span that publishes a batch of controls (or sends a tool run) is
+named in that message in turn.
 
 The names follow the OpenTelemetry GenAI semantic conventions (development status, v1.37+:
 `gen_ai.provider.name` replaced `gen_ai.system`; both are written while tools catch up).

@@ -1,5 +1,6 @@
 """The workers' spans of a call: each event applied (a child of the gateway's span of it, whose
-`traceparent` the envelope carries) and each tool run (`execute_tool`, a child of the call).
+`traceparent` the envelope carries) and each tool run (`execute_tool`, a child of the delivery
+that decided it). What a span publishes or sends carries its `traceparent` on.
 
 Off unless the entry point hands over a tracer (`use`): every hook starts with `tracer is None`
 and the OpenTelemetry API is imported only when one is. The ids are `pipeline.tracing`'s.
@@ -50,7 +51,7 @@ def applying(envelopes: Sequence[EventEnvelope]) -> AbstractContextManager[list[
 
 @contextmanager
 def _applying(tracer: Tracer, envelopes: Sequence[EventEnvelope]) -> Iterator[list[Span]]:
-    from opentelemetry import trace
+    from opentelemetry import context, trace
 
     spans = []
     for envelope in envelopes:
@@ -65,6 +66,9 @@ def _applying(tracer: Tracer, envelopes: Sequence[EventEnvelope]) -> Iterator[li
                 | {names.EVENT_TYPE: kind, names.SEQ: envelope.seq, names.GENERATION: envelope.generation},
             )
         )
+    # The last event's span is current while the delivery runs: what it publishes and the tool
+    # runs it starts (inline, or on tool_runs by their message) are its children.
+    token = context.attach(trace.set_span_in_context(spans[-1])) if spans else None
     try:
         yield spans
     except BaseException as error:
@@ -73,8 +77,23 @@ def _applying(tracer: Tracer, envelopes: Sequence[EventEnvelope]) -> Iterator[li
             span.set_status(trace.StatusCode.ERROR)
         raise
     finally:
+        if token is not None:
+            context.detach(token)
         for span in spans:
             span.end()
+
+
+def current_traceparent() -> str | None:
+    """The traceparent of the span this thread is in (None when off or outside one): what a
+    message it sends carries."""
+    if tracer is None:
+        return None
+    from opentelemetry import trace
+
+    ids = trace.get_current_span().get_span_context()
+    if not ids.is_valid:
+        return None
+    return SpanIds(ids.trace_id, ids.span_id, bool(ids.trace_flags.sampled)).traceparent()
 
 
 def disposed(spans: Sequence[Span], dispositions: Sequence[str]) -> None:
@@ -83,21 +102,35 @@ def disposed(spans: Sequence[Span], dispositions: Sequence[str]) -> None:
         span.set_attribute(names.DISPOSITION, disposition)
 
 
-def tool_run(session_id: str, call_id: str, name: str) -> AbstractContextManager[list[ToolOutcome]]:
-    """The span of one tool body's run; the caller appends its outcome to what this yields."""
+def tool_run(
+    session_id: str, call_id: str, name: str, traceparent: str | None = None
+) -> AbstractContextManager[list[ToolOutcome]]:
+    """The span of one tool body's run, under the delivery that decided it (`traceparent`, or
+    the current span: an inline run), else the call; the caller appends its outcome to what
+    this yields."""
     if tracer is None:
         return nullcontext([])
-    return _tool_run(tracer, session_id, call_id, name)
+    return _tool_run(tracer, session_id, call_id, name, traceparent)
 
 
 @contextmanager
-def _tool_run(tracer: Tracer, session_id: str, call_id: str, name: str) -> Iterator[list[ToolOutcome]]:
+def _tool_run(
+    tracer: Tracer, session_id: str, call_id: str, name: str, traceparent: str | None
+) -> Iterator[list[ToolOutcome]]:
     from opentelemetry import trace
+
+    decided = parsed_traceparent(traceparent)
+    if decided is not None:
+        parent = _context_of(decided)
+    elif trace.get_current_span().get_span_context().is_valid:
+        parent = None  # the current span: the delivery running it inline
+    else:
+        parent = _context_of(call_span(session_id))
 
     outcomes: list[ToolOutcome] = []
     with tracer.start_as_current_span(
         f"{names.EXECUTE_TOOL} {name}",
-        context=_context_of(call_span(session_id)),
+        context=parent,
         kind=trace.SpanKind.INTERNAL,
         attributes=names.call_attributes(session_id)
         | {
