@@ -29,7 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from gateway import console
+from gateway import console, tracing
 from gateway.keys import KeyRing
 from gateway.phone import WebhookRefused
 from gateway.providers.rest import ProviderCallError
@@ -892,8 +892,9 @@ class _Api:
         request_id = uuid.uuid4().hex
         reply = self.rpc.expect(request_id)
         asking = event.model_copy(update={"request_id": request_id, "gateway_id": self.gateway.gateway_id})
-        self._submit(session_id, record, asking)
-        answer = await self.rpc.wait(request_id, reply, timeout_ms)
+        with tracing.verb(session_id, command) as traceparent:
+            self._submit(session_id, record, asking, traceparent)
+            answer = await self.rpc.wait(request_id, reply, timeout_ms)
         if answer is None:
             self.gateway.count_command(command, 202)
             return JSONResponse(still_waiting, status_code=202)
@@ -901,7 +902,9 @@ class _Api:
         self.gateway.count_command(command, status)
         return JSONResponse(answered, status_code=status)
 
-    def _submit(self, session_id: str, record: dict[str, Any], event: HostInput) -> None:
+    def _submit(
+        self, session_id: str, record: dict[str, Any], event: HostInput, traceparent: str | None = None
+    ) -> None:
         """Number an API request's event into the session's log, above the highest seq the
         record shows logged: a gateway that never numbered for this session (its call is held
         elsewhere) must not start at 1 after Redis lost the counter, or the event would be
@@ -912,6 +915,7 @@ class _Api:
             host_event(event),
             time.time(),
             after_seq=int(record["logged_seq"]),
+            traceparent=traceparent,
         )
 
     async def _session(self, session_id: str) -> tuple[dict[str, Any] | None, Response | None]:

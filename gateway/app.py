@@ -25,6 +25,7 @@ import redis
 from starlette.responses import Response
 from starlette.websockets import WebSocket
 
+from gateway import tracing
 from gateway.api import authenticated, build_api
 from gateway.controls import ControlConsumer
 from gateway.keys import KeyRing
@@ -235,7 +236,17 @@ class Gateway:
     def _on_host_event(self, socket: SidebandSocket, event: SidebandConnected | SidebandClosed) -> None:
         if isinstance(event, SidebandClosed) and self.sockets.get(socket.session_id) is socket:
             del self.sockets[socket.session_id]
-        self.sink.submit_event(socket.session_id, socket.generation, host_event(event), time.time())
+        traceparent = None
+        if isinstance(event, SidebandConnected):
+            socket.trace = tracing.call_opened(socket.session_id, socket.generation, socket.model)
+        if socket.trace is not None:
+            traceparent = socket.trace.host_event()
+            if isinstance(event, SidebandClosed):
+                socket.trace.close()
+                socket.trace = None
+        self.sink.submit_event(
+            socket.session_id, socket.generation, host_event(event), time.time(), traceparent=traceparent
+        )
 
     def _on_sent(self, socket: SidebandSocket, control: dict[str, Any]) -> None:
         self.watchers.publish(socket.session_id, {"type": "control", "control": control})
@@ -263,8 +274,13 @@ class Gateway:
             elif isinstance(item, SendControl):
                 socket = self.sockets.get(batch.session_id)
                 # A control for another generation belongs to a superseded sideband.
-                if socket is not None and socket.generation == batch.generation:
-                    socket.send(item.id, item.control)
+                sent = (
+                    socket is not None
+                    and socket.generation == batch.generation
+                    and socket.send(item.id, item.control)
+                )
+                if sent and batch.traceparent is not None:
+                    tracing.control_sent(batch.session_id, batch.traceparent, item.control)
             elif isinstance(item, OpenSideband):
                 self._open_sideband(batch.session_id, batch.generation, item)
             elif isinstance(item, CloseCall):
@@ -375,6 +391,7 @@ class Gateway:
             self._on_host_event,
             self._on_sent,
         )
+        socket.model = self.settings.model_for(directive.provider)
         self.sockets[session_id] = socket
         socket.start()
 

@@ -26,6 +26,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from gateway.sink import EventSink
+from gateway.tracing import CallTrace
 from gateway.watch import WatchHub
 from pipeline.call.sideband import Action, Delta, Final, Sideband, Submit, Waited
 from pipeline.limits import MAXIMUM_SOCKET_MESSAGE_BYTES
@@ -80,6 +81,10 @@ class SidebandSocket:
         self._sent_order: deque[str] = deque()
         self.closing = False
         self.task: asyncio.Task[None] | None = None
+        # Its spans while it is open (None when tracing is off).
+        self.trace: CallTrace | None = None
+        # The model its provider's session talks to (what its spans name).
+        self.model = ""
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"sideband-{self.session_id}")
@@ -213,7 +218,11 @@ class ActionCarrier:
         for action in actions:
             if isinstance(action, Submit):
                 self._sink.submit_event(
-                    socket.session_id, socket.generation, action.event, action.received_at
+                    socket.session_id,
+                    socket.generation,
+                    action.event,
+                    action.received_at,
+                    traceparent=None if socket.trace is None else socket.trace.event(action.event),
                 )
             elif isinstance(action, Delta):
                 self._watchers.delta(socket.session_id, action.role, action.item_id, action.text)

@@ -159,6 +159,8 @@ class _Event:
     after_seq: int = 0
     seq: int | None = None
     message_id: str = field(default_factory=_message_id)
+    # The W3C trace context of the gateway's span of it, when tracing is on.
+    traceparent: str | None = None
     # The id of the message it was first sent in (with the session's other events of its
     # flush); it is sent in that message again if the reply was lost.
     group_id: str | None = None
@@ -269,12 +271,16 @@ class EventSink:
         received_at: float,
         *,
         after_seq: int = 0,
+        traceparent: str | None = None,
     ) -> Future[int]:
         """Number and enqueue one durable event; returns a future of its seq. `after_seq` is
         the highest seq the caller knows the session logged (an API request's session record):
-        the event is numbered above it even if Redis lost the session's counter."""
+        the event is numbered above it even if Redis lost the session's counter. `traceparent`:
+        the span it travels under (pipeline.tracing)."""
         future: Future[int] = Future()
-        self._take(_Event(session_id, generation, event, received_at, future, after_seq))
+        self._take(
+            _Event(session_id, generation, event, received_at, future, after_seq, traceparent=traceparent)
+        )
         return future
 
     def submit_request(
@@ -605,13 +611,16 @@ class EventSink:
     def _envelope(self, item: _Event | _Dropped) -> dict[str, Any]:
         """An event's envelope but its seq."""
         event = item.as_event() if isinstance(item, _Dropped) else item.event
-        return {
+        envelope = {
             "session_id": item.session_id,
             "generation": item.generation,
             "gateway_id": self._gateway_id,
             "received_at": item.received_at,
             "event": event,
         }
+        if isinstance(item, _Event) and item.traceparent is not None:
+            envelope["traceparent"] = item.traceparent
+        return envelope
 
     def _unencodable(self, item: _Event) -> _Dropped:
         tally = _Dropped(item.session_id, item.generation, item.received_at, "unencodable")

@@ -114,6 +114,10 @@ class Settings(BaseModel):
 
     sentry_dsn: str | None = None
     sentry_environment: str = "development"
+    # Traces are on when an OTLP endpoint is set (the standard OTEL_* variables,
+    # switchboard.tracing). With this, a turn's span also carries what was said and answered,
+    # as the session's privacy boundary redacted it; without, no transcript text at all.
+    trace_content: bool = False
 
     max_output_tokens: int | Literal["inf"] = DEFAULT_MAXIMUM_OUTPUT_TOKENS
     max_session_seconds: int = Field(default=MAXIMUM_SESSION_SECONDS, ge=1)

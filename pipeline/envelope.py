@@ -24,6 +24,9 @@ class EventEnvelope(BaseModel):
     # Wall-clock seconds at the gateway when the frame arrived: the transitions' `now`.
     received_at: float
     event: dict[str, Any]
+    # The W3C trace context of the gateway's span of this event (only when tracing is on): the
+    # worker's span that applies it is that span's child (pipeline.tracing).
+    traceparent: str | None = None
 
 
 class SendControl(BaseModel):
@@ -157,6 +160,9 @@ class OutboundBatch(BaseModel):
     # The session's applied seq when the batch was published: the gateway stops holding the
     # events up to it for retransmission.
     applied_seq: int | None = None
+    # The W3C trace context of the worker's span that published it (only when tracing is on):
+    # the gateway's spans of its controls are that span's children (pipeline.tracing).
+    traceparent: str | None = None
 
 
 # ── a message as the queues store it ────────────────────────────────────────────────────

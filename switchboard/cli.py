@@ -716,10 +716,14 @@ def _wait_for_signal() -> None:
 
 def run_worker(settings: Settings, threads: int | None, queues: set[str] | None = None) -> int:
     from switchboard.observability import init_sentry
-    from workers import metrics, runtime
+    from switchboard.tracing import init_tracing
+    from workers import metrics, runtime, tracing
 
     services = _services(settings)
     init_sentry(settings, "worker")
+    traced = init_tracing("worker")
+    if traced is not None:
+        tracing.use(traced.get_tracer("switchboard.worker"))
     _migrate(services)
     if settings.metrics:
         metrics.use_directory(
@@ -754,10 +758,12 @@ def run_worker(settings: Settings, threads: int | None, queues: set[str] | None 
 
 
 def run_gateway(settings: Settings, port: int | None) -> int:
+    from gateway import tracing
     from gateway.app import Gateway
     from gateway.providers.realtime import provider_from
     from pipeline.roles import DEVELOPMENT_TOKEN, is_loopback
     from switchboard.observability import init_sentry
+    from switchboard.tracing import init_tracing
     from workers.broker import make_broker
 
     if settings.api_token == DEVELOPMENT_TOKEN and not is_loopback(settings.gateway_host):
@@ -770,6 +776,9 @@ def run_gateway(settings: Settings, port: int | None) -> int:
         return 2
     services = _services(settings)
     init_sentry(settings, "gateway")
+    traced = init_tracing("gateway")
+    if traced is not None:
+        tracing.use(traced.get_tracer("switchboard.gateway"), with_content=settings.trace_content)
     overrides: dict[str, Any] = {}
     if port is not None:
         overrides["gateway_port"] = port

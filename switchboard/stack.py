@@ -73,6 +73,8 @@ class Stack:
         self.webhook_secret = webhook_secret or "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
         # The workers' shared metrics directory: the stack's own, gone with it.
         self._metrics_dir = tempfile.TemporaryDirectory(prefix="switchboard-metrics-")
+        # This process's environment passes through whole: the standard OTEL_* variables (an
+        # OTLP endpoint turns traces on, switchboard/tracing.py) reach every process of the stack.
         self.env = {
             **os.environ,
             **(extra_env or {}),

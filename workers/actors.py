@@ -83,7 +83,7 @@ from pipeline.wire import (
     SessionCreated,
     ToolFinished,
 )
-from workers import app_webhooks, delegations, erasure, runtime
+from workers import app_webhooks, delegations, erasure, runtime, tracing
 from workers import metrics as worker_metrics
 from workers.dead_letters import DeadLetters
 from workers.liveness import live_gateways, takeover_refusal_now
@@ -114,14 +114,18 @@ def deliver(envelope_messages: list[dict[str, Any]]) -> Applied:
         raise MalformedEnvelope(f"not an event envelope: {exc.errors()[0]['msg']}") from exc
     if not envelopes or len({envelope.session_id for envelope in envelopes}) != 1:
         raise MalformedEnvelope("a message carries the events of exactly one session")
-    with locked_for(envelopes) as session:
-        each = [session.deliver(envelope) for envelope in envelopes]
-        applied = Applied.together(each)
-        # Under the lock, before the writes and the COMMIT go in one round trip: a rollback
-        # re-applies the same events and re-emits the same ids, which the gateway sends once.
-        _publish(session, applied)
-        published_at = time.time()
-    _after_commit(envelopes[0].session_id, applied)
+    with tracing.applying(envelopes) as spans:
+        with locked_for(envelopes) as session:
+            each = [session.deliver(envelope) for envelope in envelopes]
+            applied = Applied.together(each)
+            # Under the lock, before the writes and the COMMIT go in one round trip: a rollback
+            # re-applies the same events and re-emits the same ids, which the gateway sends once.
+            _publish(session, applied)
+            published_at = time.time()
+        if spans:
+            disposition = dict(applied.dispositions)
+            tracing.disposed(spans, [disposition.get(envelope.seq, "") for envelope in envelopes])
+        _after_commit(envelopes[0].session_id, applied)
     for envelope, delivered in zip(envelopes, each, strict=True):
         worker_metrics.delivered(envelope, delivered, published_at)
     return applied
@@ -1029,7 +1033,9 @@ TOOL_CANCEL_TTL_S = 120
     max_backoff=1_000,
     time_limit=MAXIMUM_TOOL_MS + 30_000,
 )
-def run_tool(session_id: str, call_id: str, name: str, arguments: str) -> None:
+def run_tool(
+    session_id: str, call_id: str, name: str, arguments: str, traceparent: str | None = None
+) -> None:
     """Run one tool body (bounded in time, cooperatively cancellable) and bring its outcome
     back as an input applied under the row lock. A step that already finished (a redelivered
     message, or the backup of an inline run that went through) is not run again."""
@@ -1040,7 +1046,13 @@ def run_tool(session_id: str, call_id: str, name: str, arguments: str) -> None:
     if step is None or step.is_terminal:
         return
     _run_and_finish(
-        session_id, call_id, name, arguments, timeout_ms=_runtime.settings.tool_timeout_ms, waited=True
+        session_id,
+        call_id,
+        name,
+        arguments,
+        timeout_ms=_runtime.settings.tool_timeout_ms,
+        waited=True,
+        traceparent=traceparent,
     )
 
 
@@ -1058,11 +1070,40 @@ def _run_inline(session_id: str, run: RunTool) -> None:
 
 
 def _run_and_finish(
-    session_id: str, call_id: str, name: str, arguments: str, *, timeout_ms: int, waited: bool
+    session_id: str,
+    call_id: str,
+    name: str,
+    arguments: str,
+    *,
+    timeout_ms: int,
+    waited: bool,
+    traceparent: str | None = None,
 ) -> None:
     """Run the body outside the lock, then record its one outcome and apply it under the lock
     (`waited`: the run waited in a queue, so it may have been cancelled before it starts). A
     Live delegation's handler (never inline: it is no registered tool) runs the same way."""
+    # The span covers the outcome's recording too: the controls it publishes (the output, the
+    # answer's response.create) are its children.
+    with tracing.tool_run(
+        session_id, call_id, name.removeprefix(DELEGATION_RUN_PREFIX), traceparent
+    ) as traced:
+        outcome = _outcome_of(session_id, call_id, name, arguments, timeout_ms=timeout_ms, waited=waited)
+        traced.append(outcome)
+        event = ToolFinished(call_id=call_id, outcome=outcome.model_dump(mode="json"))
+        with locked_session(session_id) as session:
+            try:
+                tool_steps.finish_step(session, call_id, outcome)
+            except ToolOutcomeConflict:
+                return  # finished meanwhile with another outcome (interrupted): that one stands
+            applied = session.apply_host(event, time.time())
+            _publish(session, applied)
+        _after_commit(session_id, applied)
+
+
+def _outcome_of(
+    session_id: str, call_id: str, name: str, arguments: str, *, timeout_ms: int, waited: bool
+) -> ToolOutcome:
+    """Run a tool body (or a Live delegation's handler) outside the lock: its one outcome."""
     cancel_key = _cancel_key(session_id, call_id)
     declared = _runtime.registry.get(name)
     if name.startswith(DELEGATION_RUN_PREFIX):
@@ -1093,15 +1134,7 @@ def _run_and_finish(
             open_sealed_value=_opener(session_id),
         )
     worker_metrics.tool_ran(name, outcome)
-    event = ToolFinished(call_id=call_id, outcome=outcome.model_dump(mode="json"))
-    with locked_session(session_id) as session:
-        try:
-            tool_steps.finish_step(session, call_id, outcome)
-        except ToolOutcomeConflict:
-            return  # finished meanwhile with another outcome (interrupted): that one stands
-        applied = session.apply_host(event, time.time())
-        _publish(session, applied)
-    _after_commit(session_id, applied)
+    return outcome
 
 
 def _opener(session_id: str) -> Callable[[str], str]:
@@ -1126,7 +1159,12 @@ def _cancel_key(session_id: str, call_id: str) -> str:
 
 def _publish(session: LockedSession, applied: Applied) -> None:
     _runtime.publisher.publish(
-        session.owning_gateway, session.id, session.state.generation, applied.outbound, session.applied_seq
+        session.owning_gateway,
+        session.id,
+        session.state.generation,
+        applied.outbound,
+        session.applied_seq,
+        traceparent=tracing.current_traceparent(),
     )
     for gateway_id, reply in applied.replies:
         # The gateway that took the API request waits for it; it need not own the session.
@@ -1158,15 +1196,17 @@ def _after_commit(session_id: str, applied: Applied) -> None:
             _cancel_key(session_id, cancel.call_id), cancel.reason, ex=TOOL_CANCEL_TTL_S
         )
     inline: list[RunTool] = []
+    traceparent = tracing.current_traceparent()
     for run in applied.tool_runs:
-        message = run_tool.message_with_options(
-            kwargs={
-                "session_id": session_id,
-                "call_id": run.call_id,
-                "name": run.name,
-                "arguments": run.arguments,
-            }
-        )
+        kwargs = {
+            "session_id": session_id,
+            "call_id": run.call_id,
+            "name": run.name,
+            "arguments": run.arguments,
+        }
+        if traceparent is not None:
+            kwargs["traceparent"] = traceparent
+        message = run_tool.message_with_options(kwargs=kwargs)
         declared = _runtime.registry.get(run.name)
         if declared is not None and declared.runs_inline:
             sends.append((message, INLINE_TOOL_BACKUP_MS))

@@ -19,6 +19,8 @@ import redis
 from pipeline.envelope import Outbound, OutboundBatch
 from pipeline.names import control_queue
 
+_UNTRACED = {"traceparent"}
+
 
 class ControlPublisher:
     """Publishes outbound batches to gateways' control lists, on a connection per thread (each of
@@ -36,15 +38,23 @@ class ControlPublisher:
         generation: int,
         items: Sequence[Outbound],
         applied_seq: int | None = None,
+        *,
+        traceparent: str | None = None,
     ) -> None:
         if not items:
             return
         batch = OutboundBatch(
-            session_id=session_id, generation=generation, items=tuple(items), applied_seq=applied_seq
+            session_id=session_id,
+            generation=generation,
+            items=tuple(items),
+            applied_seq=applied_seq,
+            traceparent=traceparent,
         )
         # A publish that fails raises, and the transaction it belongs to rolls back and is
         # retried: a batch published twice is harmless (the gateway sends each control id once).
-        self._client().rpush(control_queue(self._namespace, gateway_id), batch.model_dump_json())
+        # A batch without a trace context carries no null for one.
+        body = batch.model_dump_json(exclude=_UNTRACED if traceparent is None else None)
+        self._client().rpush(control_queue(self._namespace, gateway_id), body)
 
     def warm(self) -> None:
         """Open this thread's connection now rather than on its first publish."""

@@ -1,0 +1,194 @@
+"""Traces end to end (issue 27): a stack exporting OTLP/HTTP to a real receiver in the test.
+One call's gateway and worker spans share one trace, under its call span, each worker span the
+child of the gateway span of the event it applied; the GenAI conventions' attributes are there;
+no transcript text by default, and only redacted text where content tracing is on."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pipeline.privacy.detect import is_luhn_valid
+from pipeline.tracing import call_span
+from switchboard.client import Client
+from switchboard.services import Services
+from switchboard.stack import Stack
+from tests.e2e.conftest import set_script
+from tests.support.otlp import OtlpReceiver, ReceivedSpan
+from tests.support.waiting import wait_for
+
+
+def _card() -> str:
+    """A Luhn-valid card number, new for each run (so an earlier run's spans cannot match)."""
+    body = "4" + "".join(str(secrets.randbelow(10)) for _ in range(14))
+    return body + next(str(d) for d in range(10) if is_luhn_valid(tuple(int(c) for c in body + str(d))))
+
+
+CARD_DIGITS = _card()
+CARD = " ".join(CARD_DIGITS[i : i + 4] for i in range(0, 16, 4))
+CARD_MASK = f"•••• •••• •••• {CARD_DIGITS[-4:]}"
+SAID = f"My card is {CARD}, what do I owe?"
+ANSWERED = "You owe nothing today."
+
+SCRIPT: dict[str, Any] = {
+    "name": "traced",
+    "timing": {"delta_interval_ms": 10, "chars_per_delta": 20, "speech_ms": 150, "response_wait_ms": 20000},
+    "caller": [{"say": SAID, "after_ms": 100}],
+    "model": [
+        {"function_call": {"name": "echo", "arguments": {"text": "balance"}}},
+        {"say": ANSWERED},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[OtlpReceiver]:
+    running = OtlpReceiver()
+    yield running
+    running.close()
+
+
+@pytest.fixture(scope="module")
+def traced_stack(services: Services, namespace: str, receiver: OtlpReceiver) -> Iterator[Stack]:
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "50"}
+    with Stack(
+        services.database_url, services.redis_url, namespace=f"{namespace}-traces", extra_env=env
+    ) as running:
+        running.start(workers=1)
+        yield running
+
+
+def _call(client: Client, stack: Stack, receiver: OtlpReceiver) -> tuple[str, list[ReceivedSpan]]:
+    """One traced call: the caller speaks, the model runs a tool and answers, the API ends it."""
+    set_script(stack, SCRIPT)
+    session_id = client.create_session("You are the billing desk.", tools=["echo"])["id"]
+    client.connect(session_id)
+    wait_for(
+        lambda: any(entry["text"] == ANSWERED for entry in client.session(session_id)["transcript"]),
+        "the answer after the tool",
+        timeout_s=30,
+    )
+    client.end(session_id)
+    assert client.wait_for_status(session_id, timeout_s=30)["status"] == "ended"
+    # The call span ends when the sideband closes; the worker's spans of the close come after.
+    wait_for(
+        lambda: {"call", "process switchboard.sideband_closed"} <= {s.name for s in receiver.of(session_id)},
+        "the call's spans exported",
+        timeout_s=20,
+    )
+    return session_id, receiver.of(session_id)
+
+
+def _one(spans: list[ReceivedSpan], name: str) -> ReceivedSpan:
+    found = [span for span in spans if span.name == name]
+    assert len(found) == 1, (name, [span.name for span in spans])
+    return found[0]
+
+
+def test_a_calls_gateway_and_worker_spans_make_one_trace_with_genai_attributes(
+    traced_stack: Stack, receiver: OtlpReceiver
+) -> None:
+    """Every span of the call is in the trace its session id names, the turn holds both
+    responses, each worker span is the child of the gateway span of its event, each control the
+    child of the worker span that published it, and the tool run, the end verb and the token
+    usage are there, named by the GenAI conventions."""
+    client = Client(traced_stack.api_url, traced_stack.api_token, traced_stack.live_url)
+    session_id, spans = _call(client, traced_stack, receiver)
+    by_id = {span.span_id: span for span in spans}
+    ids = call_span(session_id)
+
+    assert {span.trace_id for span in spans} == {f"{ids.trace_id:032x}"}
+    call = _one(spans, "call")
+    assert (call.span_id, call.parent_span_id, call.service) == (
+        f"{ids.span_id:016x}",
+        "",
+        "switchboard-gateway",
+    )
+    assert call.attributes["gen_ai.provider.name"] == "openai"
+
+    turn = _one(spans, "invoke_agent switchboard")
+    assert turn.parent_span_id == call.span_id
+    assert turn.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert turn.attributes["gen_ai.request.model"] == "gpt-realtime"
+    responses = [span for span in spans if span.name == "chat gpt-realtime"]
+    assert len(responses) == 2
+    for response in responses:
+        assert response.parent_span_id == turn.span_id
+        assert response.attributes["gen_ai.operation.name"] == "chat"
+        assert response.attributes["gen_ai.usage.input_tokens"] > 0
+        assert response.attributes["gen_ai.usage.output_tokens"] > 0
+        assert response.attributes["gen_ai.response.id"].startswith("resp")
+
+    # Each response's done, as numbered by the gateway and as applied by the worker.
+    gateway_dones = [span for span in spans if span.name == "sideband response.done"]
+    assert sorted(span.parent_span_id for span in gateway_dones) == sorted(r.span_id for r in responses)
+    worker_dones = [span for span in spans if span.name == "process response.done"]
+    assert len(worker_dones) == 2
+    for done in worker_dones:
+        assert done.service == "switchboard-worker"
+        assert by_id[done.parent_span_id] in gateway_dones
+        # Events of one call ride several queues: one may arrive early and wait in the log.
+        assert done.attributes["switchboard.disposition"] in {"applied", "pending"}
+    transcribed = _one(spans, "process conversation.item.input_audio_transcription.completed")
+    assert by_id[by_id[transcribed.parent_span_id].parent_span_id] == turn
+
+    # The tool runs under the worker's delivery that decided it: the function call's, or the
+    # response.done's when that delivery filled the gap the call waited in.
+    tool = _one(spans, "execute_tool echo")
+    assert tool.service == "switchboard-worker"
+    assert by_id[tool.parent_span_id].name in {
+        "process response.function_call_arguments.done",
+        "process response.done",
+    }
+    assert tool.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert tool.attributes["gen_ai.tool.name"] == "echo"
+    assert tool.attributes["gen_ai.tool.call.id"].startswith("call")
+
+    # The controls go back under the worker's span that published them: a delivery's, or the
+    # tool run's for what its outcome caused (its output and the answer's response.create).
+    asked = [span for span in spans if span.name == "control response.create"]
+    assert len(asked) == 2
+    configured = _one(spans, "control session.update")
+    for control in [*asked, configured]:
+        assert control.service == "switchboard-gateway"
+        assert by_id[control.parent_span_id].service == "switchboard-worker"
+    assert by_id[configured.parent_span_id].name.startswith("process ")
+    assert sorted(by_id[span.parent_span_id].name.split()[0] for span in asked) == ["execute_tool", "process"]
+    assert by_id[_one(spans, "control conversation.item.create").parent_span_id] == tool
+
+    verb = _one(spans, "verb end_requested")
+    assert (verb.service, verb.parent_span_id) == ("switchboard-gateway", call.span_id)
+    assert _one(spans, "process switchboard.end_requested").parent_span_id == verb.span_id
+
+    # No words of the call anywhere, by default.
+    values = repr([span.attributes for span in spans])
+    assert "gen_ai.input.messages" not in values
+    for words in ("My card is", CARD_DIGITS[-4:], "You owe nothing"):
+        assert words not in values
+
+
+def test_content_tracing_puts_the_redacted_words_on_the_turn(
+    traced_stack: Stack, receiver: OtlpReceiver
+) -> None:
+    """A gateway with SWITCHBOARD_TRACE_CONTENT=1 writes what was said and answered on the
+    turn's span, as the session's privacy boundary masked it: the card's digits never."""
+    traced_stack.env["SWITCHBOARD_TRACE_CONTENT"] = "1"
+    try:
+        gateway = traced_stack.add_gateway()
+    finally:
+        del traced_stack.env["SWITCHBOARD_TRACE_CONTENT"]
+    base = f"http://127.0.0.1:{gateway.ready['http']}"
+    client = Client(base, traced_stack.api_token, base.replace("http", "ws"))
+    _, spans = _call(client, traced_stack, receiver)
+
+    turn = _one(spans, "invoke_agent switchboard")
+    said = turn.attributes["gen_ai.input.messages"]
+    assert CARD_MASK in said
+    assert "My card is" in said
+    assert ANSWERED in turn.attributes["gen_ai.output.messages"]
+    everything = repr([span.attributes for span in spans])
+    assert CARD_DIGITS not in everything.replace(" ", "")
+    assert CARD not in everything
