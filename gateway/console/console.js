@@ -208,8 +208,8 @@ function viewQueue() {
     const heldRows = q.held.map((entry) => el("tr", { "data-session": entry.session_id },
       el("td", {}, caller(entry)), el("td", {}, stateBadge(entry.activity)), el("td", {}, duration(entry.in_call_s))));
     const strugglingRows = q.struggling.map((entry) => el("tr", { "data-session": entry.session_id },
-      el("td", {}, caller(entry)), el("td", { class: "bad" }, words(entry.last_trouble)),
-      el("td", {}, `${entry.troubles} in 5 min`), el("td", {}, stateBadge(entry.activity))));
+      el("td", {}, caller(entry)), el("td", { class: "bad" }, entry.why.join("; ")),
+      el("td", {}, entry.troubles ? `${entry.troubles} in 5 min` : "—"), el("td", {}, stateBadge(entry.activity))));
     waiting.replaceChildren(el("h2", {}, "Waiting for a person ", el("span", { class: "count" }, String(q.waiting.length))),
       table("waiting-rows", ["caller", "why", "waiting", "in call", ""], waitingRows, "Nobody is waiting for a person."));
     held.replaceChildren(el("h2", {}, "On hold ", el("span", { class: "count" }, String(q.held.length))),
@@ -355,8 +355,9 @@ function latencyChart(turns) {
   });
   chart.append(svg("line", { x1: 0, x2: width, y1: height, y2: height, class: "axis" }));
   const ms = measured.map((t) => t.heard_ms).sort((a, b) => a - b);
-  const p = (q) => ms[Math.min(ms.length - 1, Math.floor(q * ms.length))];
-  return el("div", { id: "latency" }, chart, el("div", { class: "muted" }, `Heard latency: median ${p(0.5)} ms, slowest ${ms[ms.length - 1]} ms over ${ms.length} turn${ms.length === 1 ? "" : "s"}`));
+  // The nearest-rank percentile, as the session record's heard_latency counts it: a measured value.
+  const p = (q) => ms[Math.max(Math.ceil(q * ms.length), 1) - 1];
+  return el("div", { id: "latency" }, chart, el("div", { class: "muted", id: "latency-summary" }, `Heard latency: p50 ${p(0.5)} ms · p95 ${p(0.95)} ms over ${ms.length} turn${ms.length === 1 ? "" : "s"}`));
 }
 
 function viewCall(sessionId) {
