@@ -7,11 +7,16 @@ import time
 from typing import Any
 
 from models.db import database
-from pipeline.desk import STRUGGLE_WINDOW_S, QueuedCall, call_queue
+from pipeline.desk import SLOW_ANSWER_MS, SLOW_TURNS_READ, STRUGGLE_WINDOW_S, QueuedCall, call_queue
 from pipeline.state import IN_CALL
 
-# Only calls in progress, and of those only the ones whose line is asked for, held or taken, or
-# that had an incident or a failed tool lately: a quiet call costs the read nothing but its row.
+# Only calls in progress, and of those only the ones whose line is asked for, held or taken, that
+# had an incident or a failed tool lately, or whose latest answers kept a caller waiting: a quiet
+# call costs the read its row and a walk back through its log to its last few answers.
+# A turn's wait is read off the heard stamp the gateway puts on a logged response.done (when the
+# caller stopped speaking, when the answer's first audio came), not by replaying the call log; a
+# provider whose sideband stamps no logged event (Live, whose waits are the call log's own
+# timeline) is never read as slow here.
 # An attention request's time is its logged input's: the app's request, or a key press the call's
 # route maps to a person (the latest of them).
 QUEUE = """
@@ -30,6 +35,19 @@ WITH live AS (
              AND t.status IN ('failed', 'timed_out', 'unavailable')
              AND t.requested_at > now() - make_interval(secs => %(window_s)s)) found
    GROUP BY session_id
+), waits AS (
+  SELECT l.id AS session_id, array_agg(w.ms ORDER BY w.applied_order) AS ms, max(w.ms) AS longest
+    FROM live l
+    CROSS JOIN LATERAL (
+      SELECT e.applied_order,
+             round(((e.payload -> 'heard' ->> 'first_audio_at')::float8
+                    - (e.payload -> 'heard' ->> 'speech_ended_at')::float8) * 1000)::int AS ms
+        FROM session_events e
+       WHERE e.session_id = l.id AND e.disposition IN ('applied', 'late') AND e.payload ? 'heard'
+       ORDER BY e.applied_order DESC
+       LIMIT %(turns)s) w
+   WHERE w.ms >= 0
+   GROUP BY l.id
 )
 SELECT l.id, l.status, l.state, extract(epoch FROM l.created_at), p.caller, p.route_id,
        (SELECT max(e.received_at) FROM session_events e
@@ -37,21 +55,28 @@ SELECT l.id, l.status, l.state, extract(epoch FROM l.created_at), p.caller, p.ro
            AND (e.kind = 'switchboard.attention'
                 OR (e.kind = 'input_audio_buffer.dtmf_event_received'
                     AND l.state -> 'phone' -> 'keys' ->> (e.payload ->> 'event') = 'attention'))),
-       coalesce(tr.n, 0), tr.last_code
+       coalesce(tr.n, 0), tr.last_code, wt.ms
   FROM live l
   LEFT JOIN phone_calls p ON p.session_id = l.id
   LEFT JOIN troubles tr ON tr.session_id = l.id
+  LEFT JOIN waits wt ON wt.session_id = l.id
  WHERE l.state -> 'attention' <> 'null'::jsonb OR (l.state ->> 'held')::boolean
-    OR l.state -> 'taken_by' <> 'null'::jsonb OR tr.n IS NOT NULL
+    OR l.state -> 'taken_by' <> 'null'::jsonb OR tr.n IS NOT NULL OR wt.longest > %(slow_ms)s
 """
 
 
 def queue(namespace: str) -> dict[str, list[dict[str, Any]]]:
     """The deployment's callers waiting for a person (longest first), callers on hold, and calls
-    in trouble."""
+    in trouble or slow to answer."""
     rows = database.execute_sql(
         QUEUE,
-        {"namespace": namespace, "in_call": [str(phase) for phase in IN_CALL], "window_s": STRUGGLE_WINDOW_S},
+        {
+            "namespace": namespace,
+            "in_call": [str(phase) for phase in IN_CALL],
+            "window_s": STRUGGLE_WINDOW_S,
+            "turns": SLOW_TURNS_READ,
+            "slow_ms": SLOW_ANSWER_MS,
+        },
     ).fetchall()
     calls = [
         QueuedCall(
@@ -64,8 +89,9 @@ def queue(namespace: str) -> dict[str, list[dict[str, Any]]]:
             attention_since=float(since) if since is not None else None,
             troubles=int(troubles),
             last_trouble=last,
+            recent_heard_ms=tuple(waits or ()),
         )
-        for session_id, status, state, created, caller, route_id, since, troubles, last in rows
+        for session_id, status, state, created, caller, route_id, since, troubles, last, waits in rows
     ]
     return call_queue(calls, time.time())
 

@@ -5,8 +5,10 @@ of a page of calls.
 The rules:
 - A caller waits for a person while an attention request is open and nobody holds the line; the
   one who has waited longest is first.
-- A call "struggles" when something went wrong in it lately (an incident, a failed tool): the
-  most troubled first.
+- A call "struggles" when something went wrong in it lately (an incident, a failed tool), or when
+  its callers wait too long for its answers (the median heard latency of its last three measured
+  turns is over 1.5 s, the alert's threshold in docs/operations.md): the most troubled first, then
+  the slowest.
 - A session that never reached a provider (nobody connected it in time) did not connect; it is not
   an outage, and reads "not connected".
 """
@@ -16,11 +18,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pipeline.call.heard import percentile
 from pipeline.errors import MalformedRequest
 from pipeline.state import IN_CALL, Phase
 
@@ -29,6 +32,12 @@ from pipeline.state import IN_CALL, Phase
 _NEVER_CONNECTED = frozenset({"admission_timeout", "tool_catalog_changed"})
 # How far back an incident or a failed tool counts against a call in progress.
 STRUGGLE_WINDOW_S = 300.0
+# A caller who waits longer than this for an answer hears a slow agent (the heard-latency alert's
+# threshold, docs/operations.md).
+SLOW_ANSWER_MS = 1_500
+# How many of a call's latest measured turns tell whether it is slow now: the median of three, so
+# one slow answer among quick ones does not make a call struggle, and two of the last three do.
+SLOW_TURNS_READ = 3
 # The longest search text: words said, a number or an id.
 MAXIMUM_SEARCH_CHARS = 200
 
@@ -97,11 +106,32 @@ class QueuedCall:
     attention_since: float | None
     troubles: int
     last_trouble: str | None
+    # The heard latency of its latest measured turns, oldest first (at most SLOW_TURNS_READ).
+    recent_heard_ms: tuple[int, ...] = ()
+
+
+def slow_answers_ms(recent_heard_ms: Sequence[int]) -> int | None:
+    """How long a call's callers wait for its answers now, when that is too long: the median of its
+    latest measured turns, if over SLOW_ANSWER_MS (None: quick enough, or nothing measured)."""
+    latest = sorted(recent_heard_ms[-SLOW_TURNS_READ:])
+    if not latest:
+        return None
+    median = percentile(latest, 0.50)
+    return median if median > SLOW_ANSWER_MS else None
+
+
+def _why_struggling(call: QueuedCall, slow_ms: int | None) -> list[str]:
+    """What went wrong in a struggling call, in a supervisor's words: how slow its answers are, and
+    its latest trouble (an incident's code or a failed tool, its underscores read as spaces)."""
+    why = [f"slow answers: {slow_ms / 1000:.1f} s"] if slow_ms is not None else []
+    if call.troubles and call.last_trouble is not None:
+        why.append(call.last_trouble.replace("_", " "))
+    return why
 
 
 def call_queue(calls: Iterable[QueuedCall], now: float) -> dict[str, list[dict[str, Any]]]:
     """The desk's queue: callers waiting for a person (longest wait first), callers on hold or
-    held by a person, and calls in trouble (most troubles first)."""
+    held by a person, and calls in trouble or slow to answer (most troubles first, then slowest)."""
     waiting: list[dict[str, Any]] = []
     held: list[dict[str, Any]] = []
     struggling: list[dict[str, Any]] = []
@@ -132,11 +162,22 @@ def call_queue(calls: Iterable[QueuedCall], now: float) -> dict[str, list[dict[s
             )
         elif state.get("held") or state.get("taken_by") is not None:
             held.append(base)
-        if call.troubles:
-            struggling.append({**base, "troubles": call.troubles, "last_trouble": call.last_trouble})
+        slow_ms = slow_answers_ms(call.recent_heard_ms)
+        if call.troubles or slow_ms is not None:
+            struggling.append(
+                {
+                    **base,
+                    "troubles": call.troubles,
+                    "last_trouble": call.last_trouble,
+                    "slow_answers_ms": slow_ms,
+                    "why": _why_struggling(call, slow_ms),
+                }
+            )
     waiting.sort(key=lambda entry: -entry["waited_s"])
     held.sort(key=lambda entry: -entry["in_call_s"])
-    struggling.sort(key=lambda entry: (-entry["troubles"], -entry["in_call_s"]))
+    struggling.sort(
+        key=lambda entry: (-entry["troubles"], -(entry["slow_answers_ms"] or 0), -entry["in_call_s"])
+    )
     return {"waiting": waiting, "held": held, "struggling": struggling}
 
 

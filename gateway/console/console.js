@@ -208,8 +208,8 @@ function viewQueue() {
     const heldRows = q.held.map((entry) => el("tr", { "data-session": entry.session_id },
       el("td", {}, caller(entry)), el("td", {}, stateBadge(entry.activity)), el("td", {}, duration(entry.in_call_s))));
     const strugglingRows = q.struggling.map((entry) => el("tr", { "data-session": entry.session_id },
-      el("td", {}, caller(entry)), el("td", { class: "bad" }, words(entry.last_trouble)),
-      el("td", {}, `${entry.troubles} in 5 min`), el("td", {}, stateBadge(entry.activity))));
+      el("td", {}, caller(entry)), el("td", { class: "bad" }, entry.why.join("; ")),
+      el("td", {}, entry.troubles ? `${entry.troubles} in 5 min` : "—"), el("td", {}, stateBadge(entry.activity))));
     waiting.replaceChildren(el("h2", {}, "Waiting for a person ", el("span", { class: "count" }, String(q.waiting.length))),
       table("waiting-rows", ["caller", "why", "waiting", "in call", ""], waitingRows, "Nobody is waiting for a person."));
     held.replaceChildren(el("h2", {}, "On hold ", el("span", { class: "count" }, String(q.held.length))),
@@ -338,25 +338,34 @@ function story(entry) {
   }
 }
 
+// A caller who waits longer than this for an answer hears a slow agent (pipeline/desk.py's
+// SLOW_ANSWER_MS: the queue's "slow answers" and the heard-latency alert).
+const SLOW_ANSWER_MS = 1500;
+
 function latencyChart(turns) {
   // Each agent turn's heard latency (end of the caller's speech to the answer's first audio),
   // when the call log has it; a turn without a measure draws no bar.
   const measured = turns.filter((t) => typeof t.heard_ms === "number");
   if (measured.length === 0) return el("p", { class: "muted", id: "latency-none" }, "Heard latency: — (no turn measured yet)");
-  const top = Math.max(1500, ...measured.map((t) => t.heard_ms));
-  const width = 300, height = 64, gap = 2;
-  const bar = Math.max(3, Math.min(24, (width - gap * turns.length) / turns.length));
-  const chart = svg("svg", { viewBox: `0 0 ${width} ${height + 12}`, class: "latency", role: "img", "aria-label": "heard latency per turn" });
+  // The scale leaves room above the slow line (1.5 s, the alert's and the queue's threshold).
+  const top = Math.max(SLOW_ANSWER_MS * 1.25, ...measured.map((t) => t.heard_ms));
+  const width = 300, height = 64, gap = 2, label = 34;
+  const bar = Math.max(3, Math.min(24, (width - label - gap * turns.length) / turns.length));
+  const chart = svg("svg", { viewBox: `0 0 ${width} ${height + 12}`, preserveAspectRatio: "xMinYMid meet", class: "latency", role: "img", "aria-label": "heard latency per turn" });
+  const slowY = height - (SLOW_ANSWER_MS / top) * height;
+  chart.append(svg("line", { x1: 0, x2: width - label, y1: slowY, y2: slowY, class: "slow-line" }),
+    svg("text", { x: width - label + 3, y: slowY + 3, class: "slow-label" }, `${SLOW_ANSWER_MS / 1000} s`));
   turns.forEach((t, i) => {
     if (typeof t.heard_ms !== "number") return;
     const h = Math.max(2, (t.heard_ms / top) * height);
-    const tone = t.heard_ms > 1500 ? "slow" : t.heard_ms > 800 ? "fair" : "fast";
+    const tone = t.heard_ms > SLOW_ANSWER_MS ? "slow" : t.heard_ms > 800 ? "fair" : "fast";
     chart.append(svg("rect", { x: i * (bar + gap), y: height - h, width: bar, height: h, class: tone, "data-ms": t.heard_ms }, svg("title", {}, `turn ${i + 1}: ${t.heard_ms} ms`)));
   });
-  chart.append(svg("line", { x1: 0, x2: width, y1: height, y2: height, class: "axis" }));
+  chart.append(svg("line", { x1: 0, x2: width - label, y1: height, y2: height, class: "axis" }));
   const ms = measured.map((t) => t.heard_ms).sort((a, b) => a - b);
-  const p = (q) => ms[Math.min(ms.length - 1, Math.floor(q * ms.length))];
-  return el("div", { id: "latency" }, chart, el("div", { class: "muted" }, `Heard latency: median ${p(0.5)} ms, slowest ${ms[ms.length - 1]} ms over ${ms.length} turn${ms.length === 1 ? "" : "s"}`));
+  // The nearest-rank percentile, as the session record's heard_latency counts it: a measured value.
+  const p = (q) => ms[Math.max(Math.ceil(q * ms.length), 1) - 1];
+  return el("div", { id: "latency" }, chart, el("div", { class: "muted", id: "latency-summary" }, `Heard latency: p50 ${p(0.5)} ms · p95 ${p(0.95)} ms over ${ms.length} turn${ms.length === 1 ? "" : "s"}`));
 }
 
 function viewCall(sessionId) {

@@ -23,7 +23,7 @@ from switchboard.services import Services
 from switchboard.stack import Stack
 from tests.e2e.conftest import set_script
 from tests.support.browser import Browser
-from tests.support.live import set_live_script
+from tests.support.live import QUICK_TIMING, set_live_script
 from tests.support.phone import ring
 from tests.support.waiting import wait_for
 
@@ -33,6 +33,17 @@ MARKUP = '<img src=x onerror="window.__injected = 1">'
 DANA_SAYS = "This is Dana from billing: I'll sort the refund out now."
 DANA_SAID = f"Dana said: “{DANA_SAYS}”"
 ACTING = "#actions button:not(#confirm-yes):not(#confirm-no)"
+# A caller whose every answer takes the model 2.2 s to begin: slower than the desk lets pass.
+SLOW_SCRIPT = {
+    "name": "slow",
+    "caller": [
+        {"say": "Hello, I'm calling about my bill.", "after_ms": 300},
+        {"say": "It's twice what it was last month.", "after_ms": 300},
+        {"hangup": True, "after_ms": 60_000},
+    ],
+    "model": [{"say": "Let me look at your bill."}, {"say": "I see the charge; one moment."}],
+    "timing": {"first_audio_ms": 2_200},
+}
 
 
 @pytest.fixture
@@ -96,12 +107,12 @@ def _turns(client: Client, session_id: str, kind: str) -> list[dict[str, Any]]:
 
 
 def _join_late_take_the_line_and_end(
-    browser: Browser, sid: str, first_words: str, *, live: bool = False, shot: str = ""
+    browser: Browser, client: Client, sid: str, first_words: str, *, live: bool = False, shot: str = ""
 ) -> None:
     """The steps both providers share: the queue shows the waiting caller; the line is taken from
     there (a Live call, whose line a person cannot take over, is opened from there); the call
-    page shows what was said before it opened; End asks first, then the ended call's buttons are
-    all disabled."""
+    page shows what was said before it opened, and each answer's heard latency in its chart; End
+    asks first, then the ended call's buttons are all disabled."""
     row = f"#waiting-rows tr[data-session={json.dumps(sid)}]"
     browser.wait_for(f"!!document.querySelector('{row}')")
     assert "wants a refund" in _text(browser, row) and "of 2:00" in _text(browser, row), _text(browser, row)
@@ -130,6 +141,7 @@ def _join_late_take_the_line_and_end(
         browser.wait_for(f"document.getElementById('timeline').textContent.includes({json.dumps(DANA_SAID)})")
         browser.wait_for("document.getElementById('verb-answer').textContent.startsWith('The agent says')")
     assert browser.eval("document.getElementById('engineer').open") is False
+    _chart_shows_each_measured_turn(browser, client, sid)
     if shot:
         _shot(browser, shot)
 
@@ -142,6 +154,27 @@ def _join_late_take_the_line_and_end(
     assert browser.eval(f"document.querySelectorAll('{ACTING}').length") == 8
     browser.wait_for("!!document.querySelector('#timeline li[data-kind=\"call.ended\"]')")
     assert "Dana ended the call" in _text(browser, "#timeline")
+    _chart_shows_each_measured_turn(browser, client, sid)
+
+
+def _chart_shows_each_measured_turn(browser: Browser, client: Client, sid: str) -> None:
+    """The heard-latency chart draws one bar per turn the call log measured, each its turn's
+    wait, and its header's p50 and p95 are the record's."""
+    waits = [
+        t["data"]["heard_ms"] for t in _turns(client, sid, "turn.agent") if t["data"]["heard_ms"] is not None
+    ]
+    heard = client.session(sid)["heard_latency"]
+    assert waits and heard["turns"] == len(waits), (waits, heard)
+    # The simulator's model thinks 450 ms before its first audio: no wait can be shorter.
+    assert min(waits) >= 450, waits
+    summary = f"p50 {heard['p50_ms']} ms · p95 {heard['p95_ms']} ms over {len(waits)} turn"
+    browser.wait_for(f"document.getElementById('latency-chart').textContent.includes({json.dumps(summary)})")
+    bars = browser.eval(
+        "[...document.querySelectorAll('#latency-chart rect')].map((r) => Number(r.dataset.ms))"
+    )
+    assert bars == waits, (bars, waits)
+    facts = f"p50 {heard['p50_ms']} ms · p95 {heard['p95_ms']} ms"
+    assert facts in _text(browser, "#call-facts"), _text(browser, "#call-facts")
 
 
 def _answered(client: Client, call_id: str) -> str:
@@ -171,15 +204,21 @@ def test_a_supervisor_joins_late_takes_the_line_from_the_queue_and_reads_every_c
                 {"say": "Order 4417 shipped yesterday. Let me find someone for the refund."},
                 {"say": "I see."},
             ],
+            # A realistic model: it thinks 450 ms before each answer's first audio.
+            "timing": {"first_audio_ms": 450},
         },
     )
     client.add_route("+18005551212", {"instructions": "You are Acme's order desk."}, max_calls=10)
     sid = _answered(client, ring(stack, "+18005551212", **{"from": "+14155550100"}))
     held = _answered(client, ring(stack, "+18005551212", **{"from": "+13125550199"}))
     done = _answered(client, ring(stack, "+18005551212", **{"from": "+12065550123"}))
+    # A call whose model takes 2.2 s to begin each answer: a caller who waits too long for them.
+    set_script(stack, SLOW_SCRIPT)
+    slow = _answered(client, ring(stack, "+18005551212", **{"from": "+16175550142"}))
     never = client.create_session("You are the order desk.")  # never connected
     wait_for(lambda: len(_turns(client, sid, "turn.agent")) >= 2, "two answers before anyone looks")
     wait_for(lambda: len(_turns(client, done, "turn.agent")) >= 2, "the other call's answers")
+    wait_for(lambda: len(_turns(client, slow, "turn.agent")) >= 2, "the slow call's two answers")
     client.caller_text(done, MARKUP)
     wait_for(
         lambda: any(MARKUP in t["data"]["text"] for t in _turns(client, done, "turn.user")), "typed text"
@@ -195,7 +234,17 @@ def test_a_supervisor_joins_late_takes_the_line_from_the_queue_and_reads_every_c
     browser.wait_for(f"!!document.querySelector('#held-rows tr[data-session={json.dumps(held)}]')")
     browser.wait_for(f"!!document.querySelector('#waiting-rows tr[data-session={json.dumps(sid)}]')")
     assert "+14155550100" in _text(browser, f"#waiting-rows tr[data-session={json.dumps(sid)}]")
+    # The slow call struggles, and the desk says how long its callers wait for its answers.
+    struggling = client.request("GET", "/v1/queue")[1]["struggling"]
+    assert [(s["session_id"], s["why"]) for s in struggling] == [
+        (slow, [f"slow answers: {struggling[0]['slow_answers_ms'] / 1000:.1f} s"])
+    ], struggling
+    assert struggling[0]["slow_answers_ms"] >= 2_200
+    slow_row = f"#struggling-rows tr[data-session={json.dumps(slow)}]"
+    browser.wait_for(f"!!document.querySelector('{slow_row}')")
+    assert struggling[0]["why"][0] in _text(browser, slow_row) and "+16175550142" in _text(browser, slow_row)
     _shot(browser, "console-queue.png")
+    client.end(slow, "the caller was helped")
     # The latency chart draws a bar for each turn the call log measured, none for one it did not.
     chart = "latencyChart([{heard_ms: 640}, {}, {heard_ms: 1720}])"
     assert browser.eval(f"{chart}.querySelectorAll('rect').length") == 2
@@ -208,7 +257,9 @@ def test_a_supervisor_joins_late_takes_the_line_from_the_queue_and_reads_every_c
     assert browser.eval("window.__injected === undefined") is True
     browser.eval("location.hash = '#/queue'; true")
 
-    _join_late_take_the_line_and_end(browser, sid, "I'd like to check on an order.", shot="console-call.png")
+    _join_late_take_the_line_and_end(
+        browser, client, sid, "I'd like to check on an order.", shot="console-call.png"
+    )
     assert browser.eval("document.querySelectorAll('main img').length") == 0
     browser.eval("document.querySelector('#engineer summary').click(); true")
     browser.wait_for("document.querySelectorAll('#events tr').length > 5")
@@ -222,7 +273,7 @@ def test_a_supervisor_joins_late_takes_the_line_from_the_queue_and_reads_every_c
     assert "not connected" in _text(browser, f"#calls tr[data-session={json.dumps(never['id'])}]")
     # Counted apart from the calls that are over: a session no call reached is not an outage.
     assert _text(browser, "#count-not-connected") == "1 not connected"
-    assert _text(browser, "#count-over") == "2 over"
+    assert _text(browser, "#count-over") == "3 over"
     _shot(browser, "console-calls.png")
     _search(browser, "onerror")
     browser.wait_for(
@@ -271,6 +322,8 @@ def test_a_live_call_reads_the_same_from_the_queue_to_its_end(
                 {"hangup": True, "after_ms": 60_000},
             ],
             "model": [{"say": "Hello! You're through to the order desk."}],
+            # A realistic model: 450 ms on the timeline before each thing it says.
+            "timing": {**QUICK_TIMING, "first_audio_ms": 450},
         },
     )
     sid = client.create_session("You are the order desk.", provider="live")["id"]
@@ -280,7 +333,9 @@ def test_a_live_call_reads_the_same_from_the_queue_to_its_end(
     client.attention(sid, "wants a refund", 120)
 
     _sign_in(browser, stack, stack.api_token)
-    _join_late_take_the_line_and_end(browser, sid, "Hello, is anyone there?", live=True)
+    _join_late_take_the_line_and_end(
+        browser, client, sid, "Hello, is anyone there?", live=True, shot="console-call-live.png"
+    )
     assert browser.errors == []
 
 

@@ -85,3 +85,33 @@ def test_a_wait_counts_from_the_request_or_from_the_key_the_route_maps_to_a_pers
     assert [w["session_id"] for w in waiting] == [pressed, asked]
     # Both waits are measured against the same moment: they differ by exactly the 30 s between.
     assert waiting[1]["waited_s"] >= 10 and abs(waiting[0]["waited_s"] - waiting[1]["waited_s"] - 30) <= 0.2
+
+
+def _answered(session_id: str, seq: int, waited_ms: int, at: float) -> None:
+    """A logged response.done with the gateway's heard stamp: the caller waited `waited_ms`."""
+    heard = {"speech_ended_at": at - waited_ms / 1000 - 1, "first_audio_at": at - 1}
+    done = {"type": "response.done", "response": {"id": f"resp_{seq}", "status": "completed"}, "heard": heard}
+    _logged(session_id, seq, "response.done", done, at)
+    database.execute_sql(
+        "UPDATE session_events SET applied_order = %s WHERE session_id = %s AND seq = %s",
+        (seq, session_id, seq),
+    )
+
+
+def test_a_call_whose_latest_answers_kept_its_caller_waiting_is_read_as_struggling(database: Any) -> None:
+    """The waits stamped on its last three answers are read, an older slow one is not: a call
+    slow now struggles ("slow answers"), one that was slow before and is quick now does not."""
+    namespace = f"desk-{uuid.uuid4().hex[:8]}"
+    now = time.time()
+    slow = _call(namespace, "listening")
+    recovered = _call(namespace, "listening")
+    for seq, waited in enumerate((450, 2_160, 2_400), start=1):
+        _answered(slow, seq, waited, now - 10 + seq)
+    for seq, waited in enumerate((3_000, 3_000, 480, 520, 610), start=1):
+        _answered(recovered, seq, waited, now - 10 + seq)
+
+    struggling = desk.queue(namespace)["struggling"]
+
+    assert [(s["session_id"], s["slow_answers_ms"], s["why"]) for s in struggling] == [
+        (slow, 2_160, ["slow answers: 2.2 s"])
+    ]

@@ -3,12 +3,22 @@ what a line is doing, and what a call that never connected reads as."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from pipeline.desk import QueuedCall, activity, call_queue, cursor_position, instant, outcome, page_cursor
+from pipeline.desk import (
+    QueuedCall,
+    activity,
+    call_queue,
+    cursor_position,
+    instant,
+    outcome,
+    page_cursor,
+    slow_answers_ms,
+)
 from pipeline.errors import MalformedRequest
 
 
@@ -90,3 +100,34 @@ def test_a_cursor_comes_back_as_the_position_it_was_made_from_and_a_forged_one_i
     with pytest.raises(MalformedRequest):
         instant("yesterday", "created_after")
     assert instant("2026-12-04T20:00:00", "created_after").tzinfo is UTC
+
+
+def test_a_call_whose_callers_wait_too_long_for_its_answers_struggles_and_says_how_long() -> None:
+    """The median of the last three measured turns over 1.5 s makes a call struggle, slowest
+    first after the troubled; one slow answer among quick ones does not, nor do old slow ones."""
+
+    def measured(session_id: str, *waits: int, troubles: int = 0) -> QueuedCall:
+        return replace(_call(session_id, {}, troubles=troubles), recent_heard_ms=waits)
+
+    queue = call_queue(
+        [
+            measured("sess_slow", 450, 2_100, 2_300),
+            measured("sess_slower", 3_200, 2_900, 400),
+            measured("sess_one_slow", 450, 5_000, 500),
+            measured("sess_recovered", 4_000, 4_000, 600, 500, 450),
+            measured("sess_quick", 450, 470, 520),
+            measured("sess_troubled", 450, troubles=1),
+        ],
+        now=1_100.0,
+    )
+    struggling = {s["session_id"]: s for s in queue["struggling"]}
+    assert [s["session_id"] for s in queue["struggling"]] == ["sess_troubled", "sess_slower", "sess_slow"]
+    assert (struggling["sess_slow"]["slow_answers_ms"], struggling["sess_slow"]["why"]) == (
+        2_100,
+        ["slow answers: 2.1 s"],
+    )
+    assert struggling["sess_troubled"]["why"] == ["response lost"]
+    assert struggling["sess_troubled"]["slow_answers_ms"] is None
+    assert (
+        slow_answers_ms([]) is None and slow_answers_ms([1_500]) is None and slow_answers_ms([1_501]) == 1_501
+    )
