@@ -185,19 +185,24 @@ def test_a_calls_gateway_and_worker_spans_make_one_trace_with_genai_attributes(
         assert words not in values
 
 
-def test_content_tracing_puts_the_redacted_words_on_the_turn(
-    traced_stack: Stack, receiver: OtlpReceiver
-) -> None:
-    """A gateway with SWITCHBOARD_TRACE_CONTENT=1 writes what was said and answered on the
-    turn's span, as the session's privacy boundary masked it: the card's digits never."""
+@pytest.fixture(scope="module")
+def content_client(traced_stack: Stack) -> Client:
+    """A client of a second gateway of the stack, one with SWITCHBOARD_TRACE_CONTENT=1."""
     traced_stack.env["SWITCHBOARD_TRACE_CONTENT"] = "1"
     try:
         gateway = traced_stack.add_gateway()
     finally:
         del traced_stack.env["SWITCHBOARD_TRACE_CONTENT"]
     base = f"http://127.0.0.1:{gateway.ready['http']}"
-    client = Client(base, traced_stack.api_token, base.replace("http", "ws"))
-    _, spans = _call(client, traced_stack, receiver)
+    return Client(base, traced_stack.api_token, base.replace("http", "ws"))
+
+
+def test_content_tracing_puts_the_redacted_words_on_the_turn(
+    traced_stack: Stack, receiver: OtlpReceiver, content_client: Client
+) -> None:
+    """A gateway with SWITCHBOARD_TRACE_CONTENT=1 writes what was said and answered on the
+    turn's span, as the session's privacy boundary masked it: the card's digits never."""
+    _, spans = _call(content_client, traced_stack, receiver)
 
     turn = _one(spans, "invoke_agent switchboard")
     said = turn.attributes["gen_ai.input.messages"]
@@ -220,6 +225,25 @@ def _descendants(spans: list[ReceivedSpan], root: ReceivedSpan) -> list[Received
         parents = {span.span_id for span in found}
 
 
+def _live_call(
+    client: Client, stack: Stack, receiver: OtlpReceiver, script: dict[str, Any]
+) -> tuple[str, list[ReceivedSpan]]:
+    """One traced Live call, to the caller's hangup."""
+    set_live_script(stack, script)
+    session = client.create_session(
+        "You are the order desk.", provider="live", live={"delegation": "echo_task"}
+    )
+    session_id = session["id"]
+    client.connect(session_id)
+    assert client.wait_for_status(session_id, timeout_s=30)["status"] == "ended"
+    wait_for(
+        lambda: {"call", "process switchboard.sideband_closed"} <= {s.name for s in receiver.of(session_id)},
+        "the Live call's spans exported",
+        timeout_s=20,
+    )
+    return session_id, receiver.of(session_id)
+
+
 def test_a_live_calls_turns_hold_their_gateway_and_worker_spans(
     traced_stack: Stack, receiver: OtlpReceiver
 ) -> None:
@@ -228,20 +252,7 @@ def test_a_live_calls_turns_hold_their_gateway_and_worker_spans(
     written-down words and the worker's spans that applied them, the delegation and its tool
     run in the second; no `chat` spans (Live reports no tokens) and no words by default."""
     client = Client(traced_stack.api_url, traced_stack.api_token, traced_stack.live_url)
-    set_live_script(traced_stack, LIVE_SCRIPT)
-    session = client.create_session(
-        "You are the order desk.", provider="live", live={"delegation": "echo_task"}
-    )
-    session_id = session["id"]
-    client.connect(session_id)
-    record = client.wait_for_status(session_id, timeout_s=30)
-    assert record["status"] == "ended"
-    wait_for(
-        lambda: {"call", "process switchboard.sideband_closed"} <= {s.name for s in receiver.of(session_id)},
-        "the Live call's spans exported",
-        timeout_s=20,
-    )
-    spans = receiver.of(session_id)
+    session_id, spans = _live_call(client, traced_stack, receiver, LIVE_SCRIPT)
     by_id = {span.span_id: span for span in spans}
     assert {span.trace_id for span in spans} == {f"{call_span(session_id).trace_id:032x}"}
     call = _one(spans, "call")
@@ -281,3 +292,23 @@ def test_a_live_calls_turns_hold_their_gateway_and_worker_spans(
     assert "gen_ai.input.messages" not in values
     for words_said in ("Hi there", "4417", "Hello! How"):
         assert words_said not in values
+
+
+def test_content_tracing_puts_a_live_turns_redacted_words_on_it(
+    traced_stack: Stack, receiver: OtlpReceiver, content_client: Client
+) -> None:
+    """On Live too, a content gateway's turn span carries the turn's written-down words as the
+    privacy boundary masked them: the card's last four, never its digits."""
+    said = f"My card is {CARD}."
+    script = {
+        "caller": [{"say": said, "after_ms": 100}, {"hangup": True, "after_ms": 1_500}],
+        "model": [{"say": ANSWERED}],
+    }
+    _, spans = _live_call(content_client, traced_stack, receiver, script)
+
+    turn = _one(spans, "invoke_agent switchboard")
+    assert CARD_MASK in turn.attributes["gen_ai.input.messages"]
+    assert ANSWERED in turn.attributes["gen_ai.output.messages"]
+    everything = repr([span.attributes for span in spans])
+    assert CARD_DIGITS not in everything.replace(" ", "")
+    assert CARD not in everything
