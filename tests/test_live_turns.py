@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.live.frames import live_transcript
-from pipeline.live.turns import LiveTurns, TurnStep, spoken_by
+from pipeline.live.turns import LiveTurns, spoken_by
 from pipeline.timeline import Speaker, TranscriptFragment
 
 
@@ -21,33 +21,36 @@ DELEGATED = {"type": "session.delegation.created", "event_id": "event_d", "offse
 
 
 def test_a_turn_is_the_callers_words_then_the_agents_answer_up_to_the_callers_next_words() -> None:
+    """A turn opens with the caller's words, keeps their further words and everything up to the
+    caller's next words after the agent answered; a greeting before it opens none."""
     turns = LiveTurns()
-    steps = [
-        turns.step(event)
-        for event in (
-            _words(Speaker.AGENT, 0),  # a greeting: no turn
-            _words(Speaker.CALLER, 500),  # opens the first turn
-            _words(Speaker.CALLER, 800),  # more of the caller's words: the same turn
-            DELEGATED,
-            _words(Speaker.AGENT, 1_200),  # the answer
-            _words(Speaker.AGENT, 2_000),  # more of it
-            _words(Speaker.CALLER, 3_000),  # ends the first turn, opens the second
-        )
-    ]
+    steps = []
+    for event in (
+        _words(Speaker.AGENT, 0),
+        _words(Speaker.CALLER, 500),
+        _words(Speaker.CALLER, 800),
+        DELEGATED,
+        _words(Speaker.AGENT, 1_200),
+        _words(Speaker.AGENT, 2_000),
+        _words(Speaker.CALLER, 3_000),
+    ):
+        step = turns.step(event)
+        steps.append((step.ends, step.opens))
+        turns = step.turns
     assert steps == [
-        TurnStep(),
-        TurnStep(opens=True),
-        TurnStep(),
-        TurnStep(),
-        TurnStep(),
-        TurnStep(),
-        TurnStep(ends=True, opens=True),
+        (False, False),  # a greeting: no turn
+        (False, True),  # the caller's words open the first turn
+        (False, False),  # more of them before the answer: the same turn
+        (False, False),
+        (False, False),  # the answer
+        (False, False),  # more of it
+        (True, True),  # the caller again: the first turn ends, the second opens
     ]
-    assert turns.close() is True
-    assert turns.close() is False
+    assert turns == LiveTurns(is_open=True)
 
 
 def test_only_written_down_words_have_a_speaker() -> None:
+    """`spoken_by` names the speaker of a durable transcript piece and of nothing else."""
     assert spoken_by(_words(Speaker.CALLER, 0)) is Speaker.CALLER
     assert spoken_by(_words(Speaker.AGENT, 0)) is Speaker.AGENT
     assert spoken_by(DELEGATED) is None

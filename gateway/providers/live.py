@@ -144,6 +144,7 @@ class LiveCallTrace(CallTrace):
 
     def _before(self, kind: str, event: dict[str, Any]) -> None:
         step = self.turns.step(event)
+        self.turns = step.turns
         if step.ends and self.turn is not None:
             self._end_turn(self.last_at)
         if step.opens:
@@ -159,6 +160,7 @@ class LiveCallTrace(CallTrace):
             self.last_at = time.time_ns()
 
     def close(self) -> None:
-        if self.turns.close() and self.turn is not None:
+        if self.turn is not None:
             self._end_turn(self.last_at)
+        self.turns = LiveTurns()
         super().close()

@@ -28,34 +28,30 @@ def spoken_by(event: dict[str, Any]) -> Speaker | None:
 
 
 @dataclass(frozen=True, slots=True)
-class TurnStep:
-    """What one durable event does to the turns: the open turn ends before it, a turn opens
-    with it, or neither."""
-
-    ends: bool = False
-    opens: bool = False
-
-
-@dataclass(slots=True)
 class LiveTurns:
-    """A Live sideband's turn as its durable events go by, in the order they are numbered."""
+    """Where a Live sideband is among its turns, as its durable events go by in the order they
+    are numbered: a turn open or not, and answered by the agent yet or not."""
 
-    open: bool = False
-    answered: bool = False
+    is_open: bool = False
+    is_answered: bool = False
 
     def step(self, event: dict[str, Any]) -> TurnStep:
+        """What one durable event does to the turns."""
         speaker = spoken_by(event)
-        if speaker is Speaker.CALLER:
-            if self.open and not self.answered:
-                return TurnStep()  # more of the caller's words before the answer
-            ends = self.open
-            self.open, self.answered = True, False
-            return TurnStep(ends=ends, opens=True)
-        if speaker is Speaker.AGENT and self.open:
-            self.answered = True
-        return TurnStep()
+        if speaker is Speaker.CALLER and not (self.is_open and not self.is_answered):
+            # The caller's words after the answer (or the call's first): a new turn.
+            return TurnStep(LiveTurns(is_open=True), ends=self.is_open, opens=True)
+        if speaker is Speaker.AGENT and self.is_open:
+            return TurnStep(LiveTurns(is_open=True, is_answered=True))
+        # More of the caller's words before the answer, a greeting, or any other event.
+        return TurnStep(self)
 
-    def close(self) -> bool:
-        """The sideband closed: whether a turn was open (it ends with it)."""
-        was_open, self.open, self.answered = self.open, False, False
-        return was_open
+
+@dataclass(frozen=True, slots=True)
+class TurnStep:
+    """The turns after one durable event, and whether the open turn ends before it and a turn
+    opens with it."""
+
+    turns: LiveTurns
+    ends: bool = False
+    opens: bool = False
