@@ -32,11 +32,12 @@ from gateway.keys import KeyRing
 from gateway.liveness import Heartbeat
 from gateway.metrics import GatewayMetrics
 from gateway.phone import PhoneDoor, answer_call
-from gateway.providers.live import OpenAILive, live_provider_from
+from gateway.providers.live import LiveCallTrace, OpenAILive, live_provider_from
 from gateway.providers.rest import ProviderCallError, ProviderRest
 from gateway.rpc import WorkerRpc
 from gateway.sideband import ActionCarrier, SidebandSocket
 from gateway.sink import EventSink, NumberingBroker
+from gateway.tracing import CallTrace
 from gateway.watch import WatchHub
 from gateway.web import HttpLimits, RunningServer, start_server
 from pipeline import watch_tokens
@@ -87,6 +88,8 @@ class _Wing:
     new_sideband: Callable[[], Sideband]
     # The type of the wing's keypad presses, whose digits the privacy boundary masks.
     key_press_type: str
+    # How its sidebands' spans read turns and responses off its events.
+    call_trace: type[CallTrace]
 
 
 class Gateway:
@@ -230,15 +233,17 @@ class Gateway:
     def _wing(self, provider: str) -> _Wing:
         """The wing of a session's provider: the gateway's one choice of which provider it serves."""
         if Provider(provider) is Provider.LIVE:
-            return _Wing(self.live_provider, LiveSideband, LIVE_KEY_PRESS)
-        return _Wing(self.provider, RealtimeSideband, REALTIME_KEY_PRESS)
+            return _Wing(self.live_provider, LiveSideband, LIVE_KEY_PRESS, LiveCallTrace)
+        return _Wing(self.provider, RealtimeSideband, REALTIME_KEY_PRESS, CallTrace)
 
     def _on_host_event(self, socket: SidebandSocket, event: SidebandConnected | SidebandClosed) -> None:
         if isinstance(event, SidebandClosed) and self.sockets.get(socket.session_id) is socket:
             del self.sockets[socket.session_id]
         traceparent = None
         if isinstance(event, SidebandConnected):
-            socket.trace = tracing.call_opened(socket.session_id, socket.generation, socket.model)
+            socket.trace = tracing.call_opened(
+                socket.session_id, socket.generation, socket.model, socket.trace_kind
+            )
         if socket.trace is not None:
             traceparent = socket.trace.host_event()
             if isinstance(event, SidebandClosed):
@@ -392,6 +397,7 @@ class Gateway:
             self._on_sent,
         )
         socket.model = self.settings.model_for(directive.provider)
+        socket.trace_kind = wing.call_trace
         self.sockets[session_id] = socket
         socket.start()
 

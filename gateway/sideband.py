@@ -83,6 +83,8 @@ class SidebandSocket:
         self.task: asyncio.Task[None] | None = None
         # Its spans while it is open (None when tracing is off).
         self.trace: CallTrace | None = None
+        # How its wing's spans read turns off its events (the composition root chooses).
+        self.trace_kind: type[CallTrace] = CallTrace
         # The model its provider's session talks to (what its spans name).
         self.model = ""
 

@@ -9,8 +9,9 @@ and the OpenTelemetry API is imported only when one is. What the ids are and why
 Turns and responses are the gateway's because the gateway is where they happen in time: a turn
 opens with the caller's final transcript and closes with the `response.done` that asks for no
 function call (its tool's answers are responses of the same turn); a provider response spans
-`response.created` → `response.done`. Both are Realtime's frames; a Live call has its call,
-event and verb spans.
+`response.created` → `response.done`. Both are Realtime's frames, read by `CallTrace`; a Live
+call's turns are read off its written-down transcript by `gateway.providers.live.LiveCallTrace`
+(Live has no responses and reports no tokens).
 """
 
 from __future__ import annotations
@@ -90,16 +91,7 @@ class CallTrace:
         from opentelemetry import trace
 
         if kind == "conversation.item.input_audio_transcription.completed" and self.turn is None:
-            self.turn = tracer.start_span(
-                f"{names.INVOKE_AGENT} {names.AGENT}",
-                context=trace.set_span_in_context(self.call),
-                attributes=names.call_attributes(self.session_id)
-                | {
-                    names.OPERATION: names.INVOKE_AGENT,
-                    names.AGENT_NAME: names.AGENT,
-                    names.REQUEST_MODEL: self.model,
-                },
-            )
+            self._open_turn()
         elif kind == "response.created" and self.response is None:
             self.response = tracer.start_span(
                 f"{names.CHAT} {self.model}",
@@ -115,6 +107,21 @@ class CallTrace:
         elif kind in ("response.output_audio_transcript.done", "response.output_text.done"):
             self.answered.append(str(event.get("transcript", event.get("text", ""))))
 
+    def _open_turn(self) -> None:
+        assert tracer is not None
+        from opentelemetry import trace
+
+        self.turn = tracer.start_span(
+            f"{names.INVOKE_AGENT} {names.AGENT}",
+            context=trace.set_span_in_context(self.call),
+            attributes=names.call_attributes(self.session_id)
+            | {
+                names.OPERATION: names.INVOKE_AGENT,
+                names.AGENT_NAME: names.AGENT,
+                names.REQUEST_MODEL: self.model,
+            },
+        )
+
     def _after(self, kind: str, event: dict[str, Any]) -> None:
         if kind != "response.done":
             return
@@ -125,12 +132,13 @@ class CallTrace:
         if self.turn is not None and not names.calls_a_function(event):
             self._end_turn()
 
-    def _end_turn(self) -> None:
+    def _end_turn(self, end_time: int | None = None) -> None:
+        """End the open turn (at `end_time`, ns since the epoch, when it ended before now)."""
         assert self.turn is not None
         if content:
             self.turn.set_attribute(names.INPUT_MESSAGES, names.messages("user", self.said))
             self.turn.set_attribute(names.OUTPUT_MESSAGES, names.messages("assistant", self.answered))
-        self.turn.end()
+        self.turn.end(end_time=end_time)
         self.turn, self.said, self.answered = None, [], []
 
     def close(self) -> None:
@@ -164,9 +172,13 @@ def control_sent(session_id: str, traceparent: str, control: dict[str, Any]) -> 
     ).end()
 
 
-def call_opened(session_id: str, generation: int, model: str) -> CallTrace | None:
+def call_opened(
+    session_id: str, generation: int, model: str, kind: type[CallTrace] = CallTrace
+) -> CallTrace | None:
     """Start the span of a sideband: the first one's is the call span itself, with the ids the
-    session derives; a later generation's (a reconnect, a takeover) is its child."""
+    session derives; a later generation's (a reconnect, a takeover) is its child. `kind`: the
+    wing's reading of turns and responses (`CallTrace` reads Realtime's frames; the gateway's
+    Live glue has its own, `gateway.providers.live.LiveCallTrace`)."""
     if tracer is None:
         return None
     from opentelemetry import context, trace
@@ -192,7 +204,7 @@ def call_opened(session_id: str, generation: int, model: str) -> CallTrace | Non
         span = tracer.start_span(
             "sideband", context=_context_of(ids), kind=trace.SpanKind.SERVER, attributes=attributes
         )
-    return CallTrace(session_id, generation, model, span)
+    return kind(session_id, generation, model, span)
 
 
 def verb(session_id: str, command: str) -> AbstractContextManager[str | None]:

@@ -1,15 +1,19 @@
 """The Live API (GPT-Live) at the gateway: its call control through the `openai` package, and
 the address of its sideband. What the gateway does with the sideband's frames is the Live
-wing's sans-I/O sideband (`pipeline.live.sideband`), driven by `gateway.sideband`.
+wing's sans-I/O sideband (`pipeline.live.sideband`), driven by `gateway.sideband`; the turns
+of a Live call's trace are `LiveCallTrace`'s.
 """
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 import openai
 
+from gateway import tracing
 from gateway.providers.rest import (
     PROVIDER_HTTP_TIMEOUT_S,
     PROVIDER_RETRIES,
@@ -17,8 +21,11 @@ from gateway.providers.rest import (
     ProviderCallError,
     provider_errors,
 )
+from gateway.tracing import CallTrace
 from pipeline.config import Settings
 from pipeline.envelope import Trunk
+from pipeline.live.turns import LiveTurns, spoken_by
+from pipeline.timeline import Speaker
 
 
 class OpenAILive:
@@ -121,3 +128,39 @@ def live_provider_from(settings: Settings) -> OpenAILive:
     return OpenAILive(
         settings.provider_base_url, settings.provider_ws_url, settings.provider_key, settings.live_model
     )
+
+
+@dataclass
+class LiveCallTrace(CallTrace):
+    """A Live sideband's spans: Live has no response and no turn boundary, so its turns are
+    read off the transcript it writes down, as heard latency reads them (`pipeline.live.turns`):
+    a turn opens with the caller's words and holds every event up to the caller's next words
+    after the agent's answer, and ends with the last of them. No `chat` spans: Live reports
+    usage in seconds of the session only, never tokens (LIVE_PROTOCOL.md §4)."""
+
+    turns: LiveTurns = field(default_factory=LiveTurns)
+    # When the last event under the open turn was numbered (ns since the epoch): where it ends.
+    last_at: int | None = None
+
+    def _before(self, kind: str, event: dict[str, Any]) -> None:
+        step = self.turns.step(event)
+        self.turns = step.turns
+        if step.ends and self.turn is not None:
+            self._end_turn(self.last_at)
+        if step.opens:
+            self._open_turn()
+        speaker = spoken_by(event) if tracing.content and self.turn is not None else None
+        if speaker is Speaker.CALLER:
+            self.said.append(str(event.get("text", "")))
+        elif speaker is Speaker.AGENT:
+            self.answered.append(str(event.get("text", "")))
+
+    def _after(self, kind: str, event: dict[str, Any]) -> None:
+        if self.turn is not None:
+            self.last_at = time.time_ns()
+
+    def close(self) -> None:
+        if self.turn is not None:
+            self._end_turn(self.last_at)
+        self.turns = LiveTurns()
+        super().close()

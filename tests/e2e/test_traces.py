@@ -5,6 +5,7 @@ no transcript text by default, and only redacted text where content tracing is o
 
 from __future__ import annotations
 
+import itertools
 import secrets
 from collections.abc import Iterator
 from typing import Any
@@ -17,6 +18,7 @@ from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack
 from tests.e2e.conftest import set_script
+from tests.support.live import set_live_script
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
 from tests.support.waiting import wait_for
 
@@ -41,6 +43,19 @@ SCRIPT: dict[str, Any] = {
         {"function_call": {"name": "echo", "arguments": {"text": "balance"}}},
         {"say": ANSWERED},
     ],
+}
+
+
+# A Live call of two turns: a greeting the model answers itself, then a question it delegates
+# (the worker's echo_task answers it with a commentary), then the caller hangs up.
+LIVE_ASK = "Could you check where my order 4417 is?"
+LIVE_SCRIPT: dict[str, Any] = {
+    "caller": [
+        {"say": "Hi there.", "after_ms": 100},
+        {"say": LIVE_ASK, "after_ms": 1_500, "delegate": True},
+        {"hangup": True, "after_ms": 2_000},
+    ],
+    "model": [{"say": "Hello! How can I help?"}],
 }
 
 
@@ -170,24 +185,129 @@ def test_a_calls_gateway_and_worker_spans_make_one_trace_with_genai_attributes(
         assert words not in values
 
 
-def test_content_tracing_puts_the_redacted_words_on_the_turn(
-    traced_stack: Stack, receiver: OtlpReceiver
-) -> None:
-    """A gateway with SWITCHBOARD_TRACE_CONTENT=1 writes what was said and answered on the
-    turn's span, as the session's privacy boundary masked it: the card's digits never."""
+@pytest.fixture(scope="module")
+def content_client(traced_stack: Stack) -> Client:
+    """A client of a second gateway of the stack, one with SWITCHBOARD_TRACE_CONTENT=1."""
     traced_stack.env["SWITCHBOARD_TRACE_CONTENT"] = "1"
     try:
         gateway = traced_stack.add_gateway()
     finally:
         del traced_stack.env["SWITCHBOARD_TRACE_CONTENT"]
     base = f"http://127.0.0.1:{gateway.ready['http']}"
-    client = Client(base, traced_stack.api_token, base.replace("http", "ws"))
-    _, spans = _call(client, traced_stack, receiver)
+    return Client(base, traced_stack.api_token, base.replace("http", "ws"))
+
+
+def test_content_tracing_puts_the_redacted_words_on_the_turn(
+    traced_stack: Stack, receiver: OtlpReceiver, content_client: Client
+) -> None:
+    """A gateway with SWITCHBOARD_TRACE_CONTENT=1 writes what was said and answered on the
+    turn's span, as the session's privacy boundary masked it: the card's digits never."""
+    _, spans = _call(content_client, traced_stack, receiver)
 
     turn = _one(spans, "invoke_agent switchboard")
     said = turn.attributes["gen_ai.input.messages"]
     assert CARD_MASK in said
     assert "My card is" in said
+    assert ANSWERED in turn.attributes["gen_ai.output.messages"]
+    everything = repr([span.attributes for span in spans])
+    assert CARD_DIGITS not in everything.replace(" ", "")
+    assert CARD not in everything
+
+
+def _descendants(spans: list[ReceivedSpan], root: ReceivedSpan) -> list[ReceivedSpan]:
+    below: list[ReceivedSpan] = []
+    parents = {root.span_id}
+    while True:
+        found = [span for span in spans if span.parent_span_id in parents and span not in below]
+        if not found:
+            return below
+        below.extend(found)
+        parents = {span.span_id for span in found}
+
+
+def _live_call(
+    client: Client, stack: Stack, receiver: OtlpReceiver, script: dict[str, Any]
+) -> tuple[str, list[ReceivedSpan]]:
+    """One traced Live call, to the caller's hangup."""
+    set_live_script(stack, script)
+    session = client.create_session(
+        "You are the order desk.", provider="live", live={"delegation": "echo_task"}
+    )
+    session_id = session["id"]
+    client.connect(session_id)
+    assert client.wait_for_status(session_id, timeout_s=30)["status"] == "ended"
+    wait_for(
+        lambda: {"call", "process switchboard.sideband_closed"} <= {s.name for s in receiver.of(session_id)},
+        "the Live call's spans exported",
+        timeout_s=20,
+    )
+    return session_id, receiver.of(session_id)
+
+
+def test_a_live_calls_turns_hold_their_gateway_and_worker_spans(
+    traced_stack: Stack, receiver: OtlpReceiver
+) -> None:
+    """Live sends no turn boundary: each turn (the caller's words, then the agent's answer, as
+    heard latency reads them) is a turn span under the call, holding the gateway's spans of its
+    written-down words and the worker's spans that applied them, the delegation and its tool
+    run in the second; no `chat` spans (Live reports no tokens) and no words by default."""
+    client = Client(traced_stack.api_url, traced_stack.api_token, traced_stack.live_url)
+    session_id, spans = _live_call(client, traced_stack, receiver, LIVE_SCRIPT)
+    by_id = {span.span_id: span for span in spans}
+    assert {span.trace_id for span in spans} == {f"{call_span(session_id).trace_id:032x}"}
+    call = _one(spans, "call")
+
+    # The turns as the call log has them: each agent turn answering the caller's words.
+    story = client.call_log(session_id)["entries"]
+    kinds = [entry["kind"] for entry in story if entry["kind"] in ("turn.user", "turn.agent")]
+    answered = sum(1 for pair in itertools.pairwise(kinds) if pair == ("turn.user", "turn.agent"))
+    assert answered == 2, kinds
+    turns = sorted(
+        (span for span in spans if span.name == "invoke_agent switchboard"), key=lambda span: span.start_ns
+    )
+    assert len(turns) == answered
+    for turn in turns:
+        assert turn.parent_span_id == call.span_id
+        assert turn.service == "switchboard-gateway"
+        assert turn.attributes["gen_ai.operation.name"] == "invoke_agent"
+        assert turn.attributes["gen_ai.conversation.id"] == session_id
+        below = _descendants(spans, turn)
+        words = [span for span in below if span.name == "sideband switchboard.live_transcript"]
+        assert words and all(by_id[span.parent_span_id] == turn for span in words)
+        applied = [span for span in below if span.name == "process switchboard.live_transcript"]
+        assert applied and all(span.service == "switchboard-worker" for span in applied)
+        assert {span.parent_span_id for span in applied} <= {span.span_id for span in words}
+    assert turns[0].end_ns <= turns[1].start_ns
+
+    # The delegation, as numbered and as applied, and its handler's run are the second turn's.
+    second = {span.name for span in _descendants(spans, turns[1])}
+    assert {
+        "sideband session.delegation.created",
+        "process session.delegation.created",
+        "execute_tool echo_task",
+    } <= second
+    assert not [span for span in spans if span.name.startswith("chat ")]
+
+    values = repr([span.attributes for span in spans])
+    assert "gen_ai.input.messages" not in values
+    for words_said in ("Hi there", "4417", "Hello! How"):
+        assert words_said not in values
+
+
+def test_content_tracing_puts_a_live_turns_redacted_words_on_it(
+    traced_stack: Stack, receiver: OtlpReceiver, content_client: Client
+) -> None:
+    """On Live too, a content gateway's turn span carries the turn's written-down words as the
+    privacy boundary masked them: the card's last four, never its digits."""
+    said = f"My card is {CARD}."
+    script = {
+        "caller": [{"say": said, "after_ms": 100}, {"hangup": True, "after_ms": 1_500}],
+        "model": [{"say": ANSWERED}],
+    }
+    _, spans = _live_call(content_client, traced_stack, receiver, script)
+
+    turn = _one(spans, "invoke_agent switchboard")
+    assert CARD_MASK in turn.attributes["gen_ai.input.messages"]
     assert ANSWERED in turn.attributes["gen_ai.output.messages"]
     everything = repr([span.attributes for span in spans])
     assert CARD_DIGITS not in everything.replace(" ", "")

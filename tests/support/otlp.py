@@ -31,6 +31,9 @@ class ReceivedSpan:
     parent_span_id: str
     kind: int
     attributes: dict[str, Any]
+    # When it started and ended, ns since the epoch.
+    start_ns: int = 0
+    end_ns: int = 0
 
 
 def _value(value: AnyValue) -> Any:
@@ -92,6 +95,8 @@ class OtlpReceiver:
                             parent_span_id=span.parent_span_id.hex(),
                             kind=span.kind,
                             attributes={a.key: _value(a.value) for a in span.attributes},
+                            start_ns=span.start_time_unix_nano,
+                            end_ns=span.end_time_unix_nano,
                         )
                     )
         with self._lock:
