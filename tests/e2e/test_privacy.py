@@ -171,6 +171,8 @@ def _console_text(stack: Stack, session_id: str) -> str:
             "document.getElementById('me').value = 'Dana';"
             "document.getElementById('key-form').requestSubmit(); true"
         )
+        # The console opens on the queue; the calls list is its own page.
+        browser.eval("location.hash = '#/calls'; true")
         browser.wait_for(f"!!document.querySelector('tr[data-session={json.dumps(session_id)}]')")
         listed = str(browser.eval("document.body.innerText"))
         browser.eval(f"location.hash = '#/call/{session_id}'; true")
