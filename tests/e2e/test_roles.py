@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg2
 
+from pipeline.idempotency import STALE_CLAIM_S, fingerprint
 from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack
@@ -171,3 +172,34 @@ def test_a_verb_sent_twice_with_its_key_acts_once(stack: Stack, client: Client) 
     assert _post(stack, stack.api_token, f"/v1/sessions/{sid}/end", body, None)[0] == 409
     ended = [e for e in client.call_log(sid)["entries"] if e["kind"] == "call.ended"]
     assert len(ended) == 1
+
+
+def test_a_claim_left_running_by_a_dead_gateway_is_taken_over_once_stale(
+    stack: Stack, services: Services
+) -> None:
+    """A claim still running (its gateway died half-way) is 409 while it could still answer,
+    and taken over, acting once, when it is older than any request can run."""
+    instructions = f"You are the night desk {uuid.uuid4().hex}."
+    body = json.dumps({"instructions": instructions}).encode()
+    key = f"orphan-{uuid.uuid4().hex}"
+    print_ = fingerprint("POST", "/v1/sessions", body)
+
+    def claimed_ago(seconds: float) -> None:
+        with psycopg2.connect(services.database_url) as connection, connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO idempotency_keys (namespace, owner, key, fingerprint, claim, state, created_at)"
+                " VALUES (%s, 'token', %s, %s, 'dead-gateway', 'running', now() - %s * interval '1 second')"
+                " ON CONFLICT (namespace, owner, key) DO UPDATE SET created_at = excluded.created_at",
+                (stack.namespace, key, print_, seconds),
+            )
+
+    claimed_ago(5)
+    status, answer, _ = _post(stack, stack.api_token, "/v1/sessions", body, key)
+    assert (status, answer["error"]["code"]) == (409, "request_in_progress")
+    assert _sessions_told(services, instructions) == 0
+    claimed_ago(STALE_CLAIM_S + 5)
+    status, answer, _ = _post(stack, stack.api_token, "/v1/sessions", body, key)
+    assert status == 201
+    replayed = _post(stack, stack.api_token, "/v1/sessions", body, key)
+    assert (replayed[0], replayed[1]["id"]) == (201, answer["id"])
+    assert _sessions_told(services, instructions) == 1
