@@ -26,8 +26,9 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from gateway import tracing
-from gateway.api import authenticated, build_api
+from gateway.api import WEBHOOK_PATH, authenticated, build_api
 from gateway.controls import ControlConsumer
+from gateway.idempotency import idempotent
 from gateway.keys import KeyRing
 from gateway.liveness import Heartbeat
 from gateway.metrics import GatewayMetrics
@@ -145,7 +146,9 @@ class Gateway:
 
     async def start(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
-        app = authenticated(build_api(self), self.keyring)
+        # Keys are checked before routing, idempotency after: a key's requests own its keys.
+        routes = idempotent(build_api(self), self.rpc, excluded=frozenset({WEBHOOK_PATH}))
+        app = authenticated(routes, self.keyring)
         self._http = await start_server(
             app, self.settings.gateway_host, self.settings.gateway_port, self._http_limits
         )

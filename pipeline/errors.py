@@ -33,7 +33,8 @@ SwitchboardError
 │   ├── TooManyContacts      a campaign past its 100,000 contacts
 │   ├── UnknownTool          a session asks for a tool nobody registered
 │   ├── UnknownDelegationHandler  a Live session names a handler nobody registered
-│   └── MalformedEnvelope    a queue message that is not a Switchboard envelope
+│   ├── MalformedEnvelope    a queue message that is not a Switchboard envelope
+│   └── MalformedIdempotencyKey  an Idempotency-Key that is not 1 to 255 printable ASCII characters
 └── Fault                    something outside the request failed; may be retried
     ├── ProviderUnavailable
     └── ReplyTimeout
@@ -195,6 +196,10 @@ class UnknownDelegationHandler(BadInput):
 
 class MalformedEnvelope(BadInput):
     code = "malformed_envelope"
+
+
+class MalformedIdempotencyKey(BadInput):
+    code = "malformed_idempotency_key"
 
 
 class Fault(SwitchboardError):

@@ -8,6 +8,7 @@ timers and report incidents.
 
 from __future__ import annotations
 
+import base64
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -20,6 +21,7 @@ from pydantic import ValidationError
 
 from models import campaigns as campaign_store
 from models import data_keys, desk, dialer, incidents, phone, timers, tool_steps
+from models import idempotency as idempotency_keys
 from models import keys as api_keys
 from models import outbound as outgoing
 from models.records import call_log, session_record
@@ -752,6 +754,56 @@ def key_identity(request_id: str, gateway_id: str, key_id: str) -> None:
     _answer(request_id, gateway_id, look_up)
 
 
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="claim_idempotency_key", **_REQUEST_POLICY)
+def claim_idempotency_key(
+    request_id: str, gateway_id: str, owner: str, key: str, fingerprint: str, claim_id: str, now: float
+) -> None:
+    """Claim an Idempotency-Key for a request about to act, or say why it must not act (and
+    the stored answer, base64, when it is a replay): see `pipeline.idempotency`."""
+
+    def claim() -> tuple[int, dict[str, Any]]:
+        namespace = _runtime.settings.broker_namespace
+        claimed = idempotency_keys.claim(namespace, owner, key, fingerprint, claim_id, now)
+        answer = claimed.answer
+        stored = None
+        if answer is not None:
+            stored = {
+                "status": answer.status,
+                "headers": answer.headers,
+                "body": base64.b64encode(answer.body).decode(),
+            }
+        return 200, {"verdict": str(claimed.verdict), "answer": stored}
+
+    _answer(request_id, gateway_id, claim)
+
+
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="finish_idempotency_key", **_REQUEST_POLICY)
+def finish_idempotency_key(
+    request_id: str,
+    gateway_id: str,
+    owner: str,
+    key: str,
+    claim_id: str,
+    answer: dict[str, Any] | None = None,
+) -> None:
+    """Store the answer of the request holding a key's claim (`answer`: status, headers, body
+    in base64), or, without one, let the claim go (the request did nothing)."""
+
+    def finish() -> tuple[int, dict[str, Any]]:
+        namespace = _runtime.settings.broker_namespace
+        if answer is None:
+            idempotency_keys.release(namespace, owner, key, claim_id)
+            return 200, {"kept": False}
+        kept = idempotency_keys.StoredAnswer(
+            status=int(answer["status"]),
+            headers=[(str(name), str(value)) for name, value in answer["headers"]],
+            body=base64.b64decode(answer["body"]),
+        )
+        return 200, {"kept": idempotency_keys.finish(namespace, owner, key, claim_id, kept)}
+
+    _answer(request_id, gateway_id, finish)
+
+
 @dramatiq.actor(queue_name=READS_QUEUE, actor_name="resolve_tools", **_REQUEST_POLICY)
 def resolve_tools(request_id: str, gateway_id: str, names: list[str]) -> None:
     """The registered tools of these names as a session is offered them (422 for an unknown
@@ -984,8 +1036,10 @@ def erase_caller(request_id: str, gateway_id: str, number: str, by: str) -> None
 
 
 def sweep_retention() -> int:
-    """Erase the ended sessions whose retention is over; answers how many."""
+    """Erase the ended sessions whose retention is over; answers how many. The idempotency
+    keys past their day go in the same sweep."""
     settings = _runtime.settings
+    idempotency_keys.sweep_expired(time.time())
     return erasure.sweep_retention(_runtime.broker.client, settings.broker_namespace, settings.retention_days)
 
 

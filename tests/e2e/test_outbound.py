@@ -250,7 +250,7 @@ def test_calls_are_refused_with_typed_errors(dialing: Stack, services: Services)
     assert app.request("DELETE", f"/v1/suppressions/{to}")[0] == 403
     assert client.request("GET", "/v1/calls/call_nope")[0] == 404
     # The same call asked twice at once: two calls, each dialled once (an app that wants one
-    # dial for a retried request waits for idempotency keys on the API).
+    # dial for a retried request sends an Idempotency-Key: below).
     again = _number()
     _plan(dialing, {again: {"outcome": "busy", "after_ms": 100}})
     twice = {**body, "to": again}
@@ -262,6 +262,26 @@ def test_calls_are_refused_with_typed_errors(dialing: Stack, services: Services)
         client.wait_for_status(answer["session"]["id"], timeout_s=60)
     dials = [d for d in _dials(dialing)["dials"] if d["destination"] == again]
     assert sorted(d["idempotency_key"] for d in dials) == sorted(ids)
+
+
+def test_a_call_retried_with_its_idempotency_key_is_dialled_once(dialing: Stack) -> None:
+    """Two POST /v1/calls with one Idempotency-Key at once, then a retry: one call, one dial
+    under the call's id, and the retry answered the first answer (the same call id)."""
+    client = Client(dialing.api_url, dialing.api_token)
+    to = _number()
+    _plan(dialing, {to: {"outcome": "busy", "after_ms": 100}})
+    body = {"to": to, "session": SESSION, "vars": {"name": "Dana"}}
+    key = {"Idempotency-Key": f"dial-{uuid.uuid4().hex}"}
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda _: client.request("POST", "/v1/calls", body, headers=key), range(2)))
+    placed = [answer for status, answer in answers if status == 201]
+    assert placed and all(status in (201, 409) for status, _ in answers), answers
+    assert len({answer["call"]["id"] for answer in placed}) == 1
+    retried = client.request("POST", "/v1/calls", body, headers=key)
+    assert retried == (201, placed[0])
+    client.wait_for_status(placed[0]["session"]["id"], timeout_s=60)
+    dials = [d for d in _dials(dialing)["dials"] if d["destination"] == to]
+    assert [(d["idempotency_key"], d["repeats"]) for d in dials] == [(placed[0]["call"]["id"], 0)]
 
 
 def test_a_campaign_with_every_outcome_completes_as_its_policy_says(
