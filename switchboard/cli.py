@@ -19,7 +19,7 @@ from pipeline.config import ConfigError, Settings, settings_from
 from pipeline.privacy.sealing import DeploymentKey, SealedValueUnreadable
 from switchboard.data_key import PREVIOUS, DataKeyError, deployment_keys
 from switchboard.logs import redact_logs
-from switchboard.services import Services, resolve_services
+from switchboard.services import Services, check_reachable, resolve_services
 
 if TYPE_CHECKING:
     from switchboard.client import Client
@@ -244,6 +244,16 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if arguments.command == "data-keys":
             return _rotate_data_keys(settings, in_effect, every_namespace=arguments.every_namespace)
+    try:
+        return _run(settings, arguments)
+    except ConfigError as error:
+        # A URL that names nothing reachable, found by the first connection (`_services`).
+        print(f"switchboard: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(settings: Settings, arguments: argparse.Namespace) -> int:
+    """Run the command parsed from the command line with the settings (checked by now)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     redact_logs()  # a caller's card number, SSN, e-mail, phone or IBAN never in the clear
     # pgserver narrates initdb and every start at INFO; Switchboard says what it started itself.
@@ -695,9 +705,13 @@ def _verb(words: list[str]) -> dict[str, Any]:
     return {"type": kind, field: rest} if field and rest else {"type": kind}
 
 
-def _services(settings: Settings, *, quiet: bool = False) -> Services:
+def _services(settings: Settings, *, quiet: bool = False, database: bool = True) -> Services:
+    """Find or start the services, then reach them once: one that does not answer is a
+    `ConfigError` naming its variable (exit 2) before anything else starts."""
     log = (lambda _message: None) if quiet else (lambda message: print(f"switchboard: {message}", flush=True))
-    return resolve_services(settings.database_url, settings.redis_url, settings.data_dir, log=log)
+    services = resolve_services(settings.database_url, settings.redis_url, settings.data_dir, log=log)
+    check_reachable(services, database=database)
+    return services
 
 
 def _migrate(services: Services) -> list[str]:
@@ -718,6 +732,7 @@ def run_worker(settings: Settings, threads: int | None, queues: set[str] | None 
     from switchboard.observability import init_sentry
     from switchboard.tracing import init_tracing
     from workers import metrics, runtime, tracing
+    from workers.redis_watch import ConsumerRetries, RedisWatch
 
     services = _services(settings)
     init_sentry(settings, "worker")
@@ -743,6 +758,11 @@ def run_worker(settings: Settings, threads: int | None, queues: set[str] | None 
         )
         return 2
     worker = runtime.start_worker(rt.broker, queues=queues, threads=threads or settings.worker_threads)
+    # Redis going away is said once, and its return once, instead of Dramatiq's line per retry.
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(ConsumerRetries())
+    watch = RedisWatch(services.redis_url)
+    watch.start()
     served = ""
     if settings.metrics:
         port = metrics.serve(settings.worker_metrics_host, settings.worker_metrics_port)
@@ -750,6 +770,7 @@ def run_worker(settings: Settings, threads: int | None, queues: set[str] | None 
         served = f" metrics={port}" if port is not None else " metrics=elsewhere"
     print(f"worker ready pid={os.getpid()} queues={','.join(sorted(queues or declared))}{served}", flush=True)
     _wait_for_signal()
+    watch.stop()
     worker.stop()
     if settings.metrics:
         metrics.process_exited()
@@ -774,7 +795,8 @@ def run_gateway(settings: Settings, port: int | None) -> int:
             file=sys.stderr,
         )
         return 2
-    services = _services(settings)
+    # The gateway talks to Redis only; the workers hold the database.
+    services = _services(settings, database=False)
     init_sentry(settings, "gateway")
     traced = init_tracing("gateway")
     if traced is not None:
