@@ -23,6 +23,9 @@ from pipeline.limits import (
 )
 
 PREFIX = "SWITCHBOARD_"
+# The schemes the two stores' URLs may have (psycopg2's libpq and redis-py's `from_url`).
+DATABASE_SCHEMES = ("postgresql://", "postgres://")
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 class ConfigError(BadInput):
@@ -101,6 +104,20 @@ class Settings(BaseModel):
     app_webhook_max_backoff_ms: int = Field(default=300_000, ge=10)
     prices: dict[str, ModelPrices] = Field(default_factory=dict)
 
+    @field_validator("database_url")
+    @classmethod
+    def _a_postgresql_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(DATABASE_SCHEMES):
+            raise ValueError("must be a PostgreSQL URL, postgresql://USER@HOST:PORT/DATABASE")
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _a_redis_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(REDIS_SCHEMES):
+            raise ValueError("must be a Redis URL, redis://HOST:PORT/DB or unix:///PATH")
+        return value
+
     @field_validator("prices", mode="before")
     @classmethod
     def _prices_as_json(cls, value: object) -> object:
@@ -165,7 +182,10 @@ def settings_from(environ: Mapping[str, str]) -> Settings:
     try:
         return Settings.model_validate(values)
     except ValidationError as exc:
+        # pydantic prefixes a validator's own message with "Value error, "; the message is enough.
         problems = "; ".join(
-            f"{PREFIX}{'.'.join(map(str, e['loc'])).upper() or 'SETTINGS'}: {e['msg']}" for e in exc.errors()
+            f"{PREFIX}{'.'.join(map(str, e['loc'])).upper() or 'SETTINGS'}: "
+            + e["msg"].removeprefix("Value error, ")
+            for e in exc.errors()
         )
         raise ConfigError(problems) from exc

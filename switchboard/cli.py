@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ from pipeline.config import ConfigError, Settings, settings_from
 from pipeline.privacy.sealing import DeploymentKey, SealedValueUnreadable
 from switchboard.data_key import PREVIOUS, DataKeyError, deployment_keys
 from switchboard.logs import redact_logs
-from switchboard.services import Services, resolve_services
+from switchboard.services import Services, check_reachable, resolve_services
 
 if TYPE_CHECKING:
     from switchboard.client import Client
@@ -31,10 +32,19 @@ ROOT = Path(__file__).resolve().parent.parent
 STARTS_PROCESSES = {"worker", "demo", "replay", "bench"}
 
 
-def main(argv: list[str] | None = None) -> int:
+# Said in each command's help: where the command's answers come from.
+THROUGH_GATEWAY = "through a gateway's API"
+IN_DATABASE = "in the database"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: every command, verb and flag with its help (a test walks it)."""
     parser = argparse.ArgumentParser(prog="switchboard", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="place a scripted three-turn call through every process")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version('switchboard')}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to run")
+    demo = commands.add_parser(
+        "demo", help="place a scripted three-turn call through every process (starts its own)"
+    )
     demo.add_argument(
         "--phone",
         action="store_true",
@@ -51,22 +61,40 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="a small campaign instead, on the Live API: every outcome, and its table",
     )
-    gateway = commands.add_parser("gateway", help="run a gateway process")
-    gateway.add_argument("--port", type=int)
-    worker = commands.add_parser("worker", help="run a worker process (all queues)")
-    worker.add_argument("--threads", type=int)
+    gateway = commands.add_parser(
+        "gateway", help="run a gateway process: the API and the calls' sockets (Redis, not the database)"
+    )
+    gateway.add_argument(
+        "--port", type=int, help="the API's port (default SWITCHBOARD_GATEWAY_PORT; 0: any free port)"
+    )
+    worker = commands.add_parser(
+        "worker", help="run a worker process (all queues): the calls' decisions, in the database and Redis"
+    )
+    worker.add_argument(
+        "--threads", type=int, help="messages handled at once (default SWITCHBOARD_WORKER_THREADS)"
+    )
     worker.add_argument("--queues", help="comma-separated queues to consume (default: all)")
-    commands.add_parser("migrate", help="apply database migrations")
-    replay = commands.add_parser("replay", help="push a recorded call through the real pipeline")
-    replay.add_argument("file", type=Path)
+    commands.add_parser("migrate", help=f"apply the schema's migrations {IN_DATABASE}")
+    replay = commands.add_parser(
+        "replay", help="push a recorded call through the real pipeline (starts its own)"
+    )
+    replay.add_argument("file", type=Path, help="the recording, JSON lines (from `sessions export`)")
     replay.add_argument("--json", action="store_true", help="print controls and a summary as JSON lines")
     replay.add_argument("--speed", type=float, default=1.0, help="playback speed (1 = recorded timing)")
     replay.add_argument(
         "--provider-log", type=Path, help="also write the simulator's log of the call (events, controls)"
     )
-    bench = commands.add_parser("bench", help="benchmarks: latency and capacity in one run, or either")
-    bench.add_argument("which", nargs="?", choices=["all", "latency", "capacity"], default="all")
-    bench.add_argument("--json", action="store_true")
+    bench = commands.add_parser(
+        "bench", help="benchmarks: latency and capacity in one run, or either (starts its own)"
+    )
+    bench.add_argument(
+        "which",
+        nargs="?",
+        choices=["all", "latency", "capacity"],
+        default="all",
+        help="which benchmark (default: all)",
+    )
+    bench.add_argument("--json", action="store_true", help="print the figures as JSON")
     bench.add_argument("--save", type=Path, help="all: also write the figures as JSON to this file")
     bench.add_argument("--calls", type=int, default=50, help="latency: concurrent calls under load")
     bench.add_argument(
@@ -82,59 +110,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="latency: only the floor, idle event → control, idle tool turnaround and the peer",
     )
-    sessions = commands.add_parser(
-        "sessions",
-        help="a session's durable record (show) or its recording for replay (export), or act on "
-        "its live call through the gateway: end, interrupt, say --text, compact; erase an ended "
-        "session's content (admin)",
-    )
-    sessions.add_argument(
-        "action",
-        choices=[
-            "show",
-            "log",
-            "export",
-            "end",
-            "interrupt",
-            "caller-text",
-            "agent-say",
-            "agent-reply",
-            "compact",
-            "hold",
-            "unhold",
-            "attention",
-            "supervise",
-            "prompt",
-            "tools",
-            "erase",
-        ],
-    )
-    sessions.add_argument("session_id")
-    sessions.add_argument(
-        "words",
-        nargs="*",
-        help="supervise: the verb (say, whisper, take_over, release, end, transfer) and its text, "
-        "reason or target; prompt: the block's name; tools: the tools' names",
-    )
-    sessions.add_argument("--by", help="supervise: the supervisor's id")
-    sessions.add_argument("--name", default="", help="supervise: the supervisor's name")
-    sessions.add_argument("--wait", type=float, default=60.0, help="attention: seconds to wait for a person")
-    sessions.add_argument(
-        "--text",
-        help="caller-text: typed as the caller; agent-say: the agent's words; agent-reply: what "
-        "steers it; prompt: the block's text; attention: the reason",
-    )
-    sessions.add_argument(
-        "--follow", action="store_true", help="for log: keep printing entries until the call ends"
-    )
-    sessions.add_argument("--reason", default="ended_by_api", help="for end: the reason recorded")
-    sessions.add_argument(
-        "--api", help="the gateway's API (default: http://SWITCHBOARD_GATEWAY_HOST:SWITCHBOARD_GATEWAY_PORT)"
-    )
+    _add_sessions(commands)
     routes = commands.add_parser(
-        "routes", help="phone numbers and the agents that answer them: add, list or remove a route"
+        "routes",
+        help=f"phone numbers and the agents that answer them: add, list or remove a route, {THROUGH_GATEWAY}",
     )
-    routes.add_argument("action", choices=["add", "list", "remove"])
+    routes.add_argument("action", choices=["add", "list", "remove"], help="what to do")
     routes.add_argument(
         "target", nargs="?", help="add: the number (or a prefix ending in *); remove: the route id"
     )
@@ -150,15 +131,16 @@ def main(argv: list[str] | None = None) -> int:
     routes.add_argument("--silences", type=int, help="add: idle timeouts before the agent hangs up")
     routes.add_argument("--api", help="the gateway's API (default: from the settings)")
     callers = commands.add_parser(
-        "callers", help="erase every ended session of a caller's (or callee's) phone number (admin)"
+        "callers",
+        help=f"erase every ended session of a caller's (or callee's) phone number (admin), {THROUGH_GATEWAY}",
     )
-    callers.add_argument("action", choices=["erase"])
+    callers.add_argument("action", choices=["erase"], help="what to do")
     callers.add_argument("number", help="the number, E.164: +14155550123")
     callers.add_argument("--api", help="the gateway's API (default: from the settings)")
     trunks = commands.add_parser(
-        "trunks", help="SIP trunks calls go out through: add, list or remove one (admin)"
+        "trunks", help=f"SIP trunks calls go out through: add, list or remove one (admin), {THROUGH_GATEWAY}"
     )
-    trunks.add_argument("action", choices=["add", "list", "remove"])
+    trunks.add_argument("action", choices=["add", "list", "remove"], help="what to do")
     trunks.add_argument("name", nargs="?", help="add, remove: the trunk's name")
     trunks.add_argument("--url", help="add: the trunk's SIP address, sips:host[:port]")
     trunks.add_argument("--username", help="add: the digest username")
@@ -167,9 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     trunks.add_argument("--api", help="the gateway's API (default: from the settings)")
     campaigns = commands.add_parser(
         "campaigns",
-        help="calls going out to a list: create (from a CSV of contacts), list, show, pause, resume, cancel",
+        help="calls going out to a list: create (from a CSV of contacts), list, show, pause, resume, "
+        f"cancel, {THROUGH_GATEWAY}",
     )
-    campaigns.add_argument("action", choices=["create", "list", "show", "pause", "resume", "cancel"])
+    campaigns.add_argument(
+        "action", choices=["create", "list", "show", "pause", "resume", "cancel"], help="what to do"
+    )
     campaigns.add_argument("campaign", nargs="?", help="show, pause, resume, cancel: the campaign's id")
     campaigns.add_argument("--name", help="create: the campaign's name")
     campaigns.add_argument("--contacts", type=Path, help="create: a CSV with a `to` column (others are vars)")
@@ -186,15 +171,18 @@ def main(argv: list[str] | None = None) -> int:
     campaigns.add_argument("--voicemail-message", help="create: leave this on a machine (else hang up)")
     campaigns.add_argument("--api", help="the gateway's API (default: from the settings)")
     suppressions = commands.add_parser(
-        "suppressions", help="numbers never to dial: add, list or remove one (remove: admin)"
+        "suppressions",
+        help=f"numbers never to dial: add, list or remove one (remove: admin), {THROUGH_GATEWAY}",
     )
-    suppressions.add_argument("action", choices=["add", "list", "remove"])
+    suppressions.add_argument("action", choices=["add", "list", "remove"], help="what to do")
     suppressions.add_argument("number", nargs="?", help="add, remove: the number, E.164")
     suppressions.add_argument("--reason", default="", help="add: why (kept with the number)")
     suppressions.add_argument("--after", default="", help="list: the numbers after this one")
     suppressions.add_argument("--api", help="the gateway's API (default: from the settings)")
-    keys = commands.add_parser("keys", help="API keys with roles: add (the key is shown once), list, revoke")
-    keys.add_argument("action", choices=["add", "list", "revoke"])
+    keys = commands.add_parser(
+        "keys", help=f"API keys with roles: add (the key is shown once), list, revoke, {IN_DATABASE}"
+    )
+    keys.add_argument("action", choices=["add", "list", "revoke"], help="what to do")
     keys.add_argument("target", nargs="?", help="add: the key's name (a person, an app); revoke: the key id")
     keys.add_argument(
         "--role", choices=["app", "supervisor", "viewer", "admin"], help="add: what the key may do"
@@ -203,20 +191,95 @@ def main(argv: list[str] | None = None) -> int:
         "data-keys",
         help="the deployment key: rotate (re-wrap every session's key under SWITCHBOARD_DATA_KEY, "
         "opening them with SWITCHBOARD_DATA_KEY_PREVIOUS), check (the ids of the keys a process "
-        "starting here would use) or new (print a fresh key)",
+        f"starting here would use) or new (print a fresh key); rotate works {IN_DATABASE}",
     )
-    data_keys.add_argument("action", choices=["rotate", "check", "new"])
+    data_keys.add_argument("action", choices=["rotate", "check", "new"], help="what to do")
     data_keys.add_argument(
         "--every-namespace",
         action="store_true",
         help="rotate: every session in the database, not only this deployment's namespace",
     )
-    dlq = commands.add_parser("dlq", help="dead letters: list, show, replay or purge them")
-    dlq.add_argument("action", choices=["list", "show", "replay", "purge"])
+    dlq = commands.add_parser("dlq", help=f"dead letters: list, show, replay or purge them, {IN_DATABASE}")
+    dlq.add_argument("action", choices=["list", "show", "replay", "purge"], help="what to do")
     dlq.add_argument("ids", nargs="*", help="message ids (a unique prefix is enough)")
     dlq.add_argument("--all", action="store_true", help="replay or purge every dead letter")
-    dlq.add_argument("--json", action="store_true")
-    arguments = parser.parse_args(argv)
+    dlq.add_argument("--json", action="store_true", help="print as JSON")
+    return parser
+
+
+def _add_sessions(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`sessions VERB`: one parser per verb, each with only its own arguments."""
+    sessions = commands.add_parser(
+        "sessions",
+        help="list sessions or act on a live call through a gateway's API (end, agent-say, …); a "
+        "session's record, call log or recording (show, log, export) from the database",
+    )
+    verbs = sessions.add_subparsers(dest="action", required=True, metavar="VERB", help="what to do")
+
+    def verb(name: str, summary: str, *, through_gateway: bool = True) -> argparse.ArgumentParser:
+        where = THROUGH_GATEWAY if through_gateway else IN_DATABASE
+        parser = verbs.add_parser(name, help=f"{summary}, {where}", description=f"{summary}, {where}.")
+        if name != "list":
+            parser.add_argument("session_id", help="the session's id")
+        if through_gateway:
+            parser.add_argument(
+                "--api",
+                help="the gateway's API (default: http://SWITCHBOARD_GATEWAY_HOST:SWITCHBOARD_GATEWAY_PORT)",
+            )
+        return parser
+
+    listing = verb("list", "the deployment's sessions, newest first, a page at a time")
+    listing.add_argument("--status", default="", help="only sessions in this status (or live, not_connected)")
+    listing.add_argument(
+        "--limit", type=int, default=100, help="sessions on the page, 1 to 500 (default 100)"
+    )
+    listing.add_argument("--cursor", default="", help="the page after the one whose answer said this `next`")
+    verb("show", "a session's durable record", through_gateway=False)
+    verb("log", "a session's call log as JSON lines", through_gateway=False).add_argument(
+        "--follow", action="store_true", help="keep printing entries until the call ends"
+    )
+    verb("export", "a session's recording, for `switchboard replay`", through_gateway=False)
+    verb("end", "end the live call").add_argument(
+        "--reason", default="ended_by_api", help="the reason recorded (default ended_by_api)"
+    )
+    for name, summary in (
+        ("interrupt", "cut the agent off mid-answer"),
+        ("compact", "compact the conversation now (exit 1 when nothing was compacted)"),
+        ("hold", "put the caller on hold"),
+        ("unhold", "take the caller off hold"),
+        ("erase", "erase an ended session's content (admin)"),
+    ):
+        verb(name, summary)
+    for name, summary, text in (
+        ("caller-text", "type into the call as the caller", "the caller's words"),
+        ("agent-say", "make the agent say these words", "the agent's words"),
+        ("agent-reply", "make the agent answer, steered by this", "what steers the answer"),
+    ):
+        verb(name, summary).add_argument("--text", required=True, help=text)
+    attention = verb("attention", "ask for a person to join the call")
+    attention.add_argument("--text", required=True, help="the reason")
+    attention.add_argument(
+        "--wait", type=float, default=60.0, help="seconds to wait for a person (default 60)"
+    )
+    supervise = verb("supervise", "a supervisor's verb on the call")
+    supervise.add_argument(
+        "words",
+        nargs="+",
+        metavar="WORD",
+        help="the verb (say, whisper, take_over, release, end, transfer) and its text, reason or target",
+    )
+    supervise.add_argument("--by", required=True, help="the supervisor's id")
+    supervise.add_argument("--name", default="", help="the supervisor's name")
+    prompt = verb("prompt", "set (or with an empty --text remove) a block of the agent's prompt")
+    prompt.add_argument("words", nargs=1, metavar="NAME", help="the block's name")
+    prompt.add_argument("--text", required=True, help="the block's text")
+    verb("tools", "change the tools the agent may call").add_argument(
+        "words", nargs="*", metavar="TOOL", help="the tools' names (none: no tools)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = build_parser().parse_args(argv)
 
     try:
         settings = settings_from(os.environ)
@@ -244,6 +307,16 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if arguments.command == "data-keys":
             return _rotate_data_keys(settings, in_effect, every_namespace=arguments.every_namespace)
+    try:
+        return _run(settings, arguments)
+    except ConfigError as error:
+        # A URL that names nothing reachable, found by the first connection (`_services`).
+        print(f"switchboard: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(settings: Settings, arguments: argparse.Namespace) -> int:
+    """Run the command parsed from the command line with the settings (checked by now)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     redact_logs()  # a caller's card number, SSN, e-mail, phone or IBAN never in the clear
     # pgserver narrates initdb and every start at INFO; Switchboard says what it started itself.
@@ -313,6 +386,14 @@ def main(argv: list[str] | None = None) -> int:
         services = _services(settings, quiet=True)
         return run_dlq(
             settings, services, arguments.action, arguments.ids, every=arguments.all, as_json=arguments.json
+        )
+    if arguments.command == "sessions" and arguments.action == "list":
+        return _through_api(
+            settings,
+            arguments.api,
+            lambda client: client.list_sessions(
+                status=arguments.status, limit=arguments.limit, cursor=arguments.cursor
+            ),
         )
     if arguments.command == "sessions" and arguments.action == "log":
         return _print_call_log(_services(settings, quiet=True), arguments.session_id, follow=arguments.follow)
@@ -695,9 +776,13 @@ def _verb(words: list[str]) -> dict[str, Any]:
     return {"type": kind, field: rest} if field and rest else {"type": kind}
 
 
-def _services(settings: Settings, *, quiet: bool = False) -> Services:
+def _services(settings: Settings, *, quiet: bool = False, database: bool = True) -> Services:
+    """Find or start the services, then reach them once: one that does not answer is a
+    `ConfigError` naming its variable (exit 2) before anything else starts."""
     log = (lambda _message: None) if quiet else (lambda message: print(f"switchboard: {message}", flush=True))
-    return resolve_services(settings.database_url, settings.redis_url, settings.data_dir, log=log)
+    services = resolve_services(settings.database_url, settings.redis_url, settings.data_dir, log=log)
+    check_reachable(services, database=database)
+    return services
 
 
 def _migrate(services: Services) -> list[str]:
@@ -718,6 +803,7 @@ def run_worker(settings: Settings, threads: int | None, queues: set[str] | None 
     from switchboard.observability import init_sentry
     from switchboard.tracing import init_tracing
     from workers import metrics, runtime, tracing
+    from workers.redis_watch import ConsumerRetries, RedisWatch
 
     services = _services(settings)
     init_sentry(settings, "worker")
@@ -743,6 +829,11 @@ def run_worker(settings: Settings, threads: int | None, queues: set[str] | None 
         )
         return 2
     worker = runtime.start_worker(rt.broker, queues=queues, threads=threads or settings.worker_threads)
+    # Redis going away is said once, and its return once, instead of Dramatiq's line per retry.
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(ConsumerRetries())
+    watch = RedisWatch(services.redis_url)
+    watch.start()
     served = ""
     if settings.metrics:
         port = metrics.serve(settings.worker_metrics_host, settings.worker_metrics_port)
@@ -750,6 +841,7 @@ def run_worker(settings: Settings, threads: int | None, queues: set[str] | None 
         served = f" metrics={port}" if port is not None else " metrics=elsewhere"
     print(f"worker ready pid={os.getpid()} queues={','.join(sorted(queues or declared))}{served}", flush=True)
     _wait_for_signal()
+    watch.stop()
     worker.stop()
     if settings.metrics:
         metrics.process_exited()
@@ -774,7 +866,8 @@ def run_gateway(settings: Settings, port: int | None) -> int:
             file=sys.stderr,
         )
         return 2
-    services = _services(settings)
+    # The gateway talks to Redis only; the workers hold the database.
+    services = _services(settings, database=False)
     init_sentry(settings, "gateway")
     traced = init_tracing("gateway")
     if traced is not None:

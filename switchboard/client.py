@@ -154,6 +154,11 @@ class Client:
     def remove_trunk(self, name: str) -> dict[str, Any]:
         return dict(self._ok("DELETE", f"/v1/trunks/{quote(name, safe='')}"))
 
+    def list_sessions(self, *, status: str = "", limit: int = 100, cursor: str = "") -> dict[str, Any]:
+        """A page of sessions, newest first; its `next` is the cursor of the page after."""
+        query = urlencode({name: value for name, value in (("status", status), ("cursor", cursor)) if value})
+        return dict(self._ok("GET", f"/v1/sessions?limit={limit}" + (f"&{query}" if query else "")))
+
     def suppressions(self, after: str = "", limit: int = 100) -> dict[str, Any]:
         query = urlencode({"after": after, "limit": limit})
         return dict(self._ok("GET", f"/v1/suppressions?{query}"))

@@ -42,6 +42,8 @@ import psycopg2.extensions
 import redis
 from psycopg2 import sql
 
+from pipeline.config import ConfigError
+
 DEFAULT_DATABASE_NAME = "switchboard"
 LOCAL_POSTGRES = ("127.0.0.1", 5432)
 LOCAL_REDIS = ("127.0.0.1", 6379)
@@ -152,6 +154,31 @@ def find_or_start_redis(
 
 
 # ── probing ──
+
+
+def check_reachable(services: Services, *, database: bool = True) -> None:
+    """Connect once to Redis and (unless not asked for) the database; a `ConfigError` naming the
+    variable and what is wrong (refused, missing database, bad password) when one does not answer."""
+    if database:
+        try:
+            psycopg2.connect(services.database_url, connect_timeout=PROBE_CONNECT_TIMEOUT_S).close()
+        except psycopg2.Error as error:
+            raise ConfigError(f"SWITCHBOARD_DATABASE_URL: no database there: {_first_line(error)}") from error
+    client = redis.Redis.from_url(
+        services.redis_url, socket_timeout=PROBE_TIMEOUT_S, socket_connect_timeout=PROBE_TIMEOUT_S, retry=None
+    )
+    try:
+        client.ping()
+    except (redis.RedisError, OSError) as error:
+        raise ConfigError(f"SWITCHBOARD_REDIS_URL: no Redis there: {_first_line(error)}") from error
+    finally:
+        client.close()
+
+
+def _first_line(error: BaseException) -> str:
+    """libpq's message is several lines (the reason, then a hint); the reason is the first."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
 
 
 def is_port_open(host: str, port: int) -> bool:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from typing import Any
 
 import dramatiq
@@ -142,3 +145,33 @@ def test_the_live_stream_of_an_unknown_or_ended_session_closes_with_a_code(
     assert _close_code(f"{stack.live_url}/v1/sessions/{session['id']}/live", headers) == 4410
     status, answer = client.request("POST", f"/v1/sessions/{session['id']}/live-token")
     assert (status, answer["error"]["code"]) == (409, "session_ended")
+
+
+def _sessions_list(stack: Stack, *flags: str) -> dict[str, Any]:
+    """`switchboard sessions list FLAGS` against the stack's gateway: its JSON answer."""
+    finished = subprocess.run(
+        [sys.executable, "-m", "switchboard", "sessions", "list", "--api", stack.api_url, *flags],
+        env={**os.environ, "SWITCHBOARD_API_TOKEN": stack.api_token},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stderr
+    return dict(json.loads(finished.stdout))
+
+
+def test_sessions_list_pages_through_the_gateway_with_a_cursor(stack: Stack, client: Client) -> None:
+    """`sessions list --limit 2` answers the newest two and a `next`; `--cursor NEXT` the two
+    after them; `--status` keeps only that status."""
+    created = [client.create_session("Be brief.")["id"] for _ in range(3)]
+    status = client.session(created[0])["status"]
+
+    first = _sessions_list(stack, "--limit", "2")
+    second = _sessions_list(stack, "--limit", "2", "--cursor", first["next"])
+    filtered = _sessions_list(stack, "--status", status, "--limit", "500")
+
+    assert [session["id"] for session in first["sessions"]] == created[:0:-1]
+    assert second["sessions"][0]["id"] == created[0]
+    assert {session["status"] for session in filtered["sessions"]} == {status}
+    assert set(created) <= {session["id"] for session in filtered["sessions"]}
