@@ -119,7 +119,9 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
         "heard_latency": heard_latency(call_log(session_id)),
     }
     if with_events:
-        record["log"] = event_log(session_id)
+        # The log as it may be shown: a creation's events URL masked (folds read `event_log`).
+        logged = event_log(session_id)
+        record["log"] = [{**event, "payload": _shown_payload(event["payload"])} for event in logged]
     return record
 
 
@@ -225,6 +227,13 @@ def call_log(session_id: str, after: int = 0) -> list[CallLogEntry]:
         for received_at, disposition, generation, payload in rows
     )
     return project(logged, after)
+
+
+def _shown_payload(payload: Any) -> Any:
+    """A logged input as the record shows it: a session's creation with its events URL masked."""
+    if isinstance(payload, dict) and isinstance(payload.get("event_stream"), dict):
+        return {**payload, "event_stream": shown(payload["event_stream"])}
+    return payload
 
 
 def event_log(session_id: str) -> list[dict[str, Any]]:

@@ -296,6 +296,8 @@ def test_a_call_is_streamed_to_the_apps_broker_in_seq_order_with_stable_ids(webh
         report = messages[-1][2]["report"]
         assert (report["end_reason"], report["ended_by"]) == ("provider_call_ended", "caller")
         assert [t["role"] for t in report["transcript"]] == ["user", "assistant"]
+        # Nor in the record with its event log (the creation's payload holds the URL).
+        assert "guest:guest" not in json.dumps(client.session(session["id"], events=True))
         stream = client.session(session["id"])["event_stream"]
         assert (stream["published_seq"], stream["report_published"]) == (messages[-2][2]["seq"], True)
     finally:
