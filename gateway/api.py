@@ -38,6 +38,7 @@ from gateway.web import EXCEPTION_HANDLERS, ASGIApp, Receive, Scope, Send, error
 from pipeline import watch_tokens
 from pipeline.api import (
     BLOCK_NAME,
+    EVENTS_URL_UNSUPPORTED,
     AgentReply,
     AgentSay,
     AttentionSpec,
@@ -961,10 +962,16 @@ def _queued(session_id: str) -> dict[str, Any]:
     return {"session_id": session_id, "status": "queued"}
 
 
+# Validation errors that answer with their own code rather than malformed_request.
+TYPED_VALIDATION_CODES = frozenset({EVENTS_URL_UNSUPPORTED})
+
+
 def _invalid(error: Exception) -> Response:
     if isinstance(error, ValidationError):
         problems = [f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in error.errors()]
-        return error_response(422, "malformed_request", "; ".join(problems))
+        # A refusal with a code of its own answers with it (an events URL no broker's).
+        typed = [e["type"] for e in error.errors() if e["type"] in TYPED_VALIDATION_CODES]
+        return error_response(422, typed[0] if typed else "malformed_request", "; ".join(problems))
     return error_response(422, getattr(error, "code", "malformed_request"), str(error))
 
 

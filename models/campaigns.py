@@ -29,6 +29,7 @@ from typing import Any
 from models import outbound
 from models.db import database
 from pipeline.errors import CampaignNotFound, CampaignOver, TooManyContacts
+from pipeline.event_streams import shown_spec
 from pipeline.outbound.contacts import MAXIMUM_CONTACTS, Contact
 from pipeline.outbound.numbers import timezone_of
 from pipeline.outbound.outcomes import Outcome
@@ -483,6 +484,7 @@ def _campaign_json(row: Any, counts: dict[str, dict[str, int]]) -> dict[str, Any
     webhook = session.get("webhook")
     if isinstance(webhook, dict):
         session["webhook"] = {"url": webhook.get("url")}  # never its secret
+    session = shown_spec(session)  # nor its events URL's password
     return {
         "id": campaign_id,
         "name": name,

@@ -20,6 +20,7 @@ from models.db import database
 from models.sessions import Applied, LockedSession, locked_session, new_session
 from pipeline.api import RouteSpec, RouteTerms
 from pipeline.errors import PhoneCallNotFound, RouteNotFound, SessionNotFound
+from pipeline.event_streams import shown_spec
 from pipeline.phone import ALL_FULL, GONE_BEFORE_ANSWER, ROUTE_FULL, UNKNOWN_NUMBER, PhoneLine, route_matches
 from pipeline.privacy.sealing import DeploymentKey
 from pipeline.state import TERMINAL_PHASES, SessionState
@@ -42,7 +43,7 @@ class Route:
         return {
             "id": self.id,
             "number": self.number,
-            "session": self.spec,
+            "session": shown_spec(self.spec),
             **self.terms.model_dump(mode="json"),
         }
 

@@ -16,10 +16,12 @@ from models.db import (
     reopen,
 )
 from models.erasure import erasures
+from models.event_streams import cursor_of
 from pipeline.call_log import CallLogEntry, LoggedInput, ended_by, erased_log, heard_latency, project
 from pipeline.desk import activity, cursor_position, direction, outcome, page_cursor
 from pipeline.dialects import capabilities_for
 from pipeline.errors import SessionNotFound
+from pipeline.event_streams import shown
 from pipeline.privacy.policy import PrivacyPolicy
 from pipeline.state import IN_CALL, Phase
 
@@ -95,6 +97,8 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
         "storage": (row.state or {}).get("storage", "full"),
         "compaction": _compaction(row.state or {}),
         "outbound": _outbound(row.state or {}),
+        # Where the call's events are streamed (the URL's password masked), and how far it got.
+        "event_stream": _event_stream(session_id, row.state or {}),
         "applied_seq": row.applied_seq,
         "logged_seq": row.logged_seq,
         "created_at": row.created_at.isoformat(),
@@ -115,8 +119,22 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
         "heard_latency": heard_latency(call_log(session_id)),
     }
     if with_events:
-        record["log"] = event_log(session_id)
+        # The log as it may be shown: a creation's events URL masked (folds read `event_log`).
+        logged = event_log(session_id)
+        record["log"] = [{**event, "payload": _shown_payload(event["payload"])} for event in logged]
     return record
+
+
+def _event_stream(session_id: str, state: dict[str, Any]) -> dict[str, Any] | None:
+    where = shown(state.get("event_stream"))
+    if where is None:
+        return None
+    cursor = cursor_of(session_id)
+    return {
+        **where,
+        "published_seq": cursor.published_seq if cursor else 0,
+        "report_published": cursor.report_published if cursor else False,
+    }
 
 
 def _outbound(state: dict[str, Any]) -> dict[str, Any] | None:
@@ -209,6 +227,13 @@ def call_log(session_id: str, after: int = 0) -> list[CallLogEntry]:
         for received_at, disposition, generation, payload in rows
     )
     return project(logged, after)
+
+
+def _shown_payload(payload: Any) -> Any:
+    """A logged input as the record shows it: a session's creation with its events URL masked."""
+    if isinstance(payload, dict) and isinstance(payload.get("event_stream"), dict):
+        return {**payload, "event_stream": shown(payload["event_stream"])}
+    return payload
 
 
 def event_log(session_id: str) -> list[dict[str, Any]]:

@@ -277,6 +277,9 @@ class Applied:
     usage_after: Usage | None = None
     # The session's provider (its usage is priced by that provider's model).
     provider: str = "realtime"
+    # The session streams its call log to the app's broker, and this applied an input of it
+    # (its call log may have grown): its stream is swept once this commits.
+    streams_events: bool = False
 
     @classmethod
     def together(cls, parts: list[Applied]) -> Applied:
@@ -303,6 +306,7 @@ class Applied:
                 merged.usage_before = part.usage_before
             merged.usage_after = part.usage_after or merged.usage_after
             merged.provider = part.provider
+            merged.streams_events = merged.streams_events or part.streams_events
         return merged
 
 
@@ -961,6 +965,7 @@ class LockedSession:
             applied.usage_before = self.state.usage
         applied.usage_after = step.state.usage
         applied.provider = str(step.state.provider)
+        applied.streams_events = applied.streams_events or step.state.event_stream is not None
         if step.state.is_terminal and not self.state.is_terminal:
             # Every timer checks a finished session and does nothing: they go with the call, so
             # none outlives it in the table (or is swept, fired and re-claimed for ever).

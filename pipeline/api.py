@@ -7,6 +7,7 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from pipeline.call.built_in import END_CALL
 from pipeline.call.dialect import Ability, refusal
@@ -19,6 +20,7 @@ from pipeline.call.keypad import (
 )
 from pipeline.consent import DECLINE_RECORDING
 from pipeline.dialects import capabilities_for
+from pipeline.event_streams import DEFAULT_EXCHANGE, SCHEMES, is_supported
 from pipeline.limits import (
     MAXIMUM_ATTENTION_WAIT_S,
     MAXIMUM_INSTRUCTIONS_BYTES,
@@ -90,6 +92,10 @@ class GreetingSpec(BaseModel):
         return self
 
 
+# The error code of a session (or route) whose `events.url` is not a broker's.
+EVENTS_URL_UNSUPPORTED = "events_url_unsupported"
+
+
 class AppWebhookSpec(BaseModel):
     """Where the app is told of the session's call (signed webhooks), and the secret."""
 
@@ -110,6 +116,28 @@ class AppWebhookSpec(BaseModel):
     def _standard(cls, value: str) -> str:
         if not is_secret(value):
             raise ValueError("secret must be whsec_ and at least 24 bytes in base64 (Standard Webhooks)")
+        return value
+
+
+class EventsSpec(BaseModel):
+    """The app's own broker that the call's log entries and end-of-call report are published to
+    (`docs/events.md`): an `amqp://`, `sqs://` or `redis://` URL (kombu's), and the exchange."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str = Field(max_length=2_000)
+    exchange: str = Field(default=DEFAULT_EXCHANGE, pattern=r"^[A-Za-z0-9_.:-]{1,200}$")
+
+    @field_validator("url")
+    @classmethod
+    def _a_broker(cls, value: str) -> str:
+        if not is_supported(value):
+            offered = ", ".join(f"{scheme}://" for scheme in sorted(SCHEMES))
+            # Its own code, not malformed_request: the body is well formed, the broker is not one
+            # Switchboard publishes to. The URL is not echoed: it may hold a password.
+            raise PydanticCustomError(
+                EVENTS_URL_UNSUPPORTED, "events.url must name a broker: {offered}", {"offered": offered}
+            )
         return value
 
 
@@ -158,6 +186,7 @@ class SessionSpec(BaseModel):
     greeting: GreetingSpec | None = None
     hangup: HangupSpec | None = None
     webhook: AppWebhookSpec | None = None
+    events: EventsSpec | None = None
     # What is redacted of what the caller says, before Switchboard keeps any of it.
     privacy: PrivacyPolicy = PrivacyPolicy()
     # What is kept once the call is over: all of it (masked), or only its metadata.

@@ -102,6 +102,12 @@ class Settings(BaseModel):
     app_webhook_retries: int = Field(default=8, ge=0, le=30)
     app_webhook_min_backoff_ms: int = Field(default=1_000, ge=10)
     app_webhook_max_backoff_ms: int = Field(default=300_000, ge=10)
+    # Event streams to the app's broker (a session's `events`): how often a sweep that the broker
+    # did not take is tried again, and the backoff between tries, before it is a dead letter
+    # (`switchboard dlq replay` sweeps again from the first message not confirmed).
+    event_stream_retries: int = Field(default=8, ge=0, le=30)
+    event_stream_min_backoff_ms: int = Field(default=1_000, ge=10)
+    event_stream_max_backoff_ms: int = Field(default=300_000, ge=10)
     prices: dict[str, ModelPrices] = Field(default_factory=dict)
 
     @field_validator("database_url")

@@ -13,6 +13,9 @@ COMPACTION_QUEUE = "compaction"
 READS_QUEUE = "reads"
 # Webhooks to the apps that own calls: an endpoint that is slow or down never holds up a call.
 APP_WEBHOOKS_QUEUE = "app_webhooks"
+# Event streams to the apps' own brokers (docs/events.md): a broker down never holds up a call,
+# nor the webhooks.
+EVENT_STREAMS_QUEUE = "event_streams"
 # Every queue a deployment has (its dead letters, depths and lags are per queue).
 QUEUES = (
     ADMISSION_QUEUE,
@@ -22,6 +25,7 @@ QUEUES = (
     TOOL_RUNS_QUEUE,
     COMPACTION_QUEUE,
     APP_WEBHOOKS_QUEUE,
+    EVENT_STREAMS_QUEUE,
 )
 
 # Each durable event goes to the queue of the concern it belongs to; whichever worker takes

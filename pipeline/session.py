@@ -147,6 +147,7 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
                     hangup_when=event.hangup_when,
                     phone=event.phone,
                     app_webhook=event.app_webhook,
+                    event_stream=event.event_stream,
                     tools=event.tools,
                     catalog_digest=event.catalog_digest,
                     tool_versions=event.tool_versions,

@@ -234,6 +234,15 @@ class AppWebhook(_Frozen):
     secret: str
 
 
+class EventStream(_Frozen):
+    """The app's own broker that the call's log entries and end-of-call report are published to
+    through kombu (`docs/events.md`): its URL (a secret, as a webhook's is: it may hold a
+    password) and the exchange."""
+
+    url: str
+    exchange: str
+
+
 class Greeting(_Frozen):
     """What the agent does when the call connects: say these words, or reply as told."""
 
@@ -416,6 +425,7 @@ class SessionState(_Frozen):
     # The model's transfer_call under way (its call id gets the outcome if the transfer fails).
     transfer_call_id: str | None = None
     app_webhook: AppWebhook | None = None
+    event_stream: EventStream | None = None
     # The connect request that began the admission (its own retry is answered, not refused).
     admitted_by: str | None = None
     provider: Provider = Provider.REALTIME

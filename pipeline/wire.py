@@ -24,7 +24,7 @@ from pipeline.errors import MalformedFrame, OversizedFrame
 from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH, MAXIMUM_PROVIDER_FRAME_BYTES
 from pipeline.phone import PhoneLine
 from pipeline.privacy.policy import PrivacyPolicy
-from pipeline.state import AppWebhook, Greeting, LiveSetup, OutboundCall, Person
+from pipeline.state import AppWebhook, EventStream, Greeting, LiveSetup, OutboundCall, Person
 
 # What an incident quotes is cut at this depth, and the rest shown as a preview of this length.
 MAXIMUM_STORED_CONTEXT_DEPTH = 16
@@ -113,6 +113,7 @@ class SessionCreated(Inbound):
     hangup_when: str | None = None
     phone: PhoneLine | None = None
     app_webhook: AppWebhook | None = None
+    event_stream: EventStream | None = None
     tools: tuple[dict[str, Any], ...] = ()
     catalog_digest: str = ""
     tool_versions: dict[str, str] = Field(default_factory=dict)

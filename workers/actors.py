@@ -64,6 +64,7 @@ from pipeline.names import (
     ADMISSION_QUEUE,
     APP_WEBHOOKS_QUEUE,
     COMPACTION_QUEUE,
+    EVENT_STREAMS_QUEUE,
     READS_QUEUE,
     TOOL_QUEUE,
     TOOL_RUNS_QUEUE,
@@ -75,7 +76,7 @@ from pipeline.outbound.vars import MissingVars, fill
 from pipeline.phone import PhoneLine, kept_headers, line_of
 from pipeline.privacy.sealing import open_sealed
 from pipeline.realtime.configuration import offered_tools
-from pipeline.state import AppWebhook, Greeting, LiveSetup, OutboundCall, Usage
+from pipeline.state import AppWebhook, EventStream, Greeting, LiveSetup, OutboundCall, Usage
 from pipeline.step import RecordIncident, RunTool
 from pipeline.wire import (
     AdmissionBegun,
@@ -85,7 +86,7 @@ from pipeline.wire import (
     SessionCreated,
     ToolFinished,
 )
-from workers import app_webhooks, delegations, erasure, runtime, tracing
+from workers import app_webhooks, delegations, erasure, event_streams, runtime, tracing
 from workers import metrics as worker_metrics
 from workers.dead_letters import DeadLetters
 from workers.liveness import live_gateways, takeover_refusal_now
@@ -672,6 +673,15 @@ def notify_app(session_id: str, delivery_id: str, kind: str, data: dict[str, Any
     app_webhooks.deliver(session_id, delivery_id, kind, data, settings.prices, settings.model_for)
 
 
+@dramatiq.actor(queue_name=EVENT_STREAMS_QUEUE, actor_name="stream_events", max_retries=8)
+def stream_events(session_id: str) -> None:
+    """Publish the session's call-log entries past its stream's cursor (and its report once the
+    call ended) to the app's broker; raises at the first it did not take, so Dramatiq tries
+    again with backoff, then dead-letters it (a replay sweeps again from there)."""
+    settings = _runtime.settings
+    event_streams.publish_pending(session_id, settings.prices, settings.model_for)
+
+
 @dramatiq.actor(queue_name=READS_QUEUE, actor_name="list_sessions", **_REQUEST_POLICY)
 def list_sessions(
     request_id: str,
@@ -1245,6 +1255,16 @@ def _after_commit(session_id: str, applied: Applied) -> None:
             max_backoff=settings.app_webhook_max_backoff_ms,
         )
         sends.append((message, None))
+    if applied.streams_events:
+        # A sweep per commit that applied something: each publishes whatever the cursor has not
+        # (so a lost or failed one is made good by the next), under the session's publisher lock.
+        message = stream_events.message_with_options(
+            kwargs={"session_id": session_id},
+            max_retries=settings.event_stream_retries,
+            min_backoff=settings.event_stream_min_backoff_ms,
+            max_backoff=settings.event_stream_max_backoff_ms,
+        )
+        sends.append((message, None))
     for cancel in applied.tool_cancels:
         _runtime.broker.client.set(
             _cancel_key(session_id, cancel.call_id), cancel.reason, ex=TOOL_CANCEL_TTL_S
@@ -1325,6 +1345,7 @@ def session_created(checked: SessionSpec) -> SessionCreated:
         greeting=Greeting.model_validate(checked.greeting.model_dump()) if checked.greeting else None,
         hangup_when=checked.hangup.when if checked.hangup else None,
         app_webhook=AppWebhook.model_validate(checked.webhook.model_dump()) if checked.webhook else None,
+        event_stream=EventStream.model_validate(checked.events.model_dump()) if checked.events else None,
         provider=checked.provider,
         live=_live_setup(checked),
         privacy=checked.privacy,

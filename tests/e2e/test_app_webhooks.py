@@ -1,24 +1,36 @@
-"""Webhooks to the app, end to end: a session that names a URL is told of its call —
+"""Deliveries to the app, end to end. Webhooks: a session that names a URL is told of its call —
 call.started, tool.failed, call.ended with the end-of-call report (transcript, tool steps, who
 ended it, usage, cost) — signed as Standard Webhooks (checked here with the `standardwebhooks`
 package), retried with the same id until the app takes it, and replayed from the dead letters
-with the same id."""
+with the same id. Event streams (docs/events.md): a session that names a broker has its call log
+and report published to the RabbitMQ on this machine, read back by a consumer written with kombu;
+a broker that refuses is retried, dead-lettered, and replayed once it takes messages. The deliveries
+share one stack."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import secrets
+import shutil
+import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from kombu.connection import Connection
+from kombu.entity import Exchange, Queue
+from kombu.message import Message
+from kombu.messaging import Consumer
 from standardwebhooks.webhooks import Webhook
 
 from switchboard.client import Client
@@ -86,6 +98,9 @@ def webhook_stack(services: Services, namespace: str) -> Iterator[Stack]:
         "SWITCHBOARD_APP_WEBHOOK_RETRIES": "2",
         "SWITCHBOARD_APP_WEBHOOK_MIN_BACKOFF_MS": "50",
         "SWITCHBOARD_APP_WEBHOOK_MAX_BACKOFF_MS": "200",
+        "SWITCHBOARD_EVENT_STREAM_RETRIES": "2",
+        "SWITCHBOARD_EVENT_STREAM_MIN_BACKOFF_MS": "50",
+        "SWITCHBOARD_EVENT_STREAM_MAX_BACKOFF_MS": "200",
     }
     with Stack(
         services.database_url, services.redis_url, namespace=f"{namespace}-apphooks", extra_env=extra
@@ -140,6 +155,22 @@ def test_the_app_is_told_of_its_call_with_a_report_and_retried_with_the_same_id(
     assert float(cost.split()[1]) > 0
 
 
+def _dlq(stack: Stack, services: Services, *arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "switchboard", "dlq", *arguments],
+        env={
+            **os.environ,
+            "SWITCHBOARD_DATABASE_URL": services.database_url,
+            "SWITCHBOARD_REDIS_URL": services.redis_url,
+            "SWITCHBOARD_BROKER_NAMESPACE": stack.namespace,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def test_a_delivery_the_app_never_takes_is_a_dead_letter_and_replays_with_its_id(
     webhook_stack: Stack, services: Services
 ) -> None:
@@ -153,19 +184,7 @@ def test_a_delivery_the_app_never_takes_is_a_dead_letter_and_replays_with_its_id
     )
 
     def dlq(*arguments: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "switchboard", "dlq", *arguments],
-            env={
-                **os.environ,
-                "SWITCHBOARD_DATABASE_URL": services.database_url,
-                "SWITCHBOARD_REDIS_URL": services.redis_url,
-                "SWITCHBOARD_BROKER_NAMESPACE": webhook_stack.namespace,
-            },
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        return _dlq(webhook_stack, services, *arguments)
 
     listed = wait_for(lambda: "notify_app" in dlq("list").stdout, "the dead letter")
     assert listed
@@ -175,3 +194,152 @@ def test_a_delivery_the_app_never_takes_is_a_dead_letter_and_replays_with_its_id
     [taken] = wait_for(lambda: receiver.taken("call.ended"), "the replayed delivery")
     refused_ids = {d["id"] for d in receiver.deliveries if d.get("type") == "call.ended" and d["refused"]}
     assert refused_ids == {taken["id"]}
+
+
+# ── event streams ──────────────────────────────────────────────────────────────────────────
+
+RABBITMQ = "amqp://guest:guest@127.0.0.1:5672/"
+# A consumer that has every message it will get within this has them all.
+STREAM_TIMEOUT_S = 30.0
+
+
+class AppBus:
+    """The app's side of its broker: a queue bound to the stream's exchange (every kind), and
+    the messages taken from it in the order the broker gave them."""
+
+    def __init__(self, url: str, exchange: str) -> None:
+        self.connection = Connection(url, connect_timeout=5)
+        try:
+            self.connection.ensure_connection(max_retries=1, timeout=5)
+        except Exception as error:  # noqa: BLE001 (any of kombu's transports' errors says the same)
+            pytest.fail(f"RabbitMQ is not reachable at {url} ({error!r}); .ci/run starts it when installed")
+        self.queue = Queue(
+            f"app-{uuid.uuid4().hex[:8]}",
+            Exchange(exchange, type="topic", durable=True),
+            routing_key="session.#",
+            exclusive=True,
+        )
+        self.queue(self.connection.default_channel).declare()
+        self.messages: list[tuple[str, str, dict[str, Any]]] = []
+
+    def take_until_report(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """Messages as (message id, routing key, body), up to and with the report."""
+
+        def taken(body: dict[str, Any], message: Message) -> None:
+            self.messages.append(
+                (message.properties["message_id"], message.delivery_info["routing_key"], body)
+            )
+            message.ack()
+
+        with Consumer(self.connection, queues=[self.queue], callbacks=[taken], accept=["json"]):
+            deadline = time.monotonic() + STREAM_TIMEOUT_S
+            while not any(body.get("kind") == "call.report" for _, _, body in self.messages):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"no report within {STREAM_TIMEOUT_S} s: {self.messages}")
+                with contextlib.suppress(TimeoutError, socket.timeout):
+                    self.connection.drain_events(timeout=1)
+        return self.messages
+
+    def close(self) -> None:
+        self.connection.release()
+
+
+def _streamed_as_logged(
+    client: Client, session_id: str, messages: list[tuple[str, str, dict[str, Any]]]
+) -> None:
+    """The messages are the call log's entries, in seq order, each once and as the API answers
+    it, with its stable id and its kind's routing key; then the report."""
+    log = client.call_log(session_id)
+    assert log["ended"]
+    *entries, (report_id, report_key, report) = messages
+    assert [body for _, _, body in entries] == [{"session_id": session_id, **e} for e in log["entries"]]
+    assert [(i, key) for i, key, _ in entries] == [
+        (f"{session_id}:{e['seq']}", f"session.{e['kind']}") for e in log["entries"]
+    ]
+    assert (report_id, report_key) == (f"{session_id}:report", "session.call.report")
+    assert report["after_seq"] == log["entries"][-1]["seq"] and log["entries"][-1]["kind"] == "call.ended"
+
+
+def test_a_call_is_streamed_to_the_apps_broker_in_seq_order_with_stable_ids(webhook_stack: Stack) -> None:
+    """Every call-log entry, then the report, reach a kombu consumer of the app's RabbitMQ."""
+    exchange = f"test.events.{uuid.uuid4().hex[:8]}"
+    bus = AppBus(RABBITMQ, exchange)
+    try:
+        client = Client(webhook_stack.api_url, webhook_stack.api_token, webhook_stack.live_url)
+        set_script(
+            webhook_stack,
+            {
+                "name": "streamed",
+                "caller": [
+                    {"say": "Is the shop open today?", "after_ms": 100},
+                    {"hangup": True, "after_ms": 300},
+                ],
+                "model": [{"say": "Yes, until six."}],
+            },
+        )
+        refused = {"instructions": "x", "events": {"url": "https://app:s3cret@example.com/hook"}}
+        status, answer = client.request("POST", "/v1/sessions", refused)
+        assert (status, answer["error"]["code"]) == (422, "events_url_unsupported")
+        assert "s3cret" not in json.dumps(answer)
+        events = {"url": RABBITMQ, "exchange": exchange}
+        session = client.create_session("You are the shop's line.", events=events)
+        # The URL is a secret as a webhook's is: its password is never shown back.
+        assert "guest:guest" not in json.dumps(session)
+        assert session["event_stream"]["url"] == "amqp://guest:***@127.0.0.1:5672/"
+        client.connect(session["id"])
+        client.wait_for_status(session["id"], timeout_s=30)
+
+        messages = bus.take_until_report()
+        _streamed_as_logged(client, session["id"], messages)
+        kinds = [body["kind"] for _, _, body in messages]
+        assert kinds[0] == "call.started" and "turn.user" in kinds and "turn.agent" in kinds
+        report = messages[-1][2]["report"]
+        assert (report["end_reason"], report["ended_by"]) == ("provider_call_ended", "caller")
+        assert [t["role"] for t in report["transcript"]] == ["user", "assistant"]
+        # Nor in the record with its event log (the creation's payload holds the URL).
+        assert "guest:guest" not in json.dumps(client.session(session["id"], events=True))
+        stream = client.session(session["id"])["event_stream"]
+        assert (stream["published_seq"], stream["report_published"]) == (messages[-2][2]["seq"], True)
+    finally:
+        bus.close()
+
+
+def test_a_broker_that_refuses_is_retried_dead_lettered_and_replayed_once_it_takes(
+    webhook_stack: Stack, services: Services
+) -> None:
+    """A stream to a vhost that does not exist yet fails each try and dead-letters; once the
+    vhost exists, `dlq replay` publishes the whole log and the report, in order, once."""
+    vhost = f"sb-test-{uuid.uuid4().hex[:8]}"
+    url = f"amqp://guest:guest@127.0.0.1:5672/{vhost}"
+    client = Client(webhook_stack.api_url, webhook_stack.api_token, webhook_stack.live_url)
+    session = client.create_session("Be brief.", events={"url": url})
+    client.end(session["id"])
+
+    def dead_letters() -> str:
+        listed = _dlq(webhook_stack, services, "list").stdout
+        return listed if "stream_events" in listed else ""
+
+    listed = wait_for(dead_letters, "the stream's dead letter")
+    assert "guest:guest" not in listed  # a dead letter names the session, never the URL
+    assert client.session(session["id"])["event_stream"]["published_seq"] == 0
+    _rabbitmqctl("add_vhost", vhost)
+    try:
+        _rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+        bus = AppBus(url, "switchboard.events")  # the default exchange
+        try:
+            replayed = _dlq(webhook_stack, services, "replay", "--all")
+            assert replayed.returncode == 0, replayed.stderr
+            _streamed_as_logged(client, session["id"], bus.take_until_report())
+        finally:
+            bus.close()
+    finally:
+        _rabbitmqctl("delete_vhost", vhost)
+
+
+def _rabbitmqctl(*arguments: str) -> None:
+    if shutil.which("rabbitmqctl") is None:
+        pytest.fail("rabbitmqctl is not installed: the event-stream tests need the machine's RabbitMQ")
+    done = subprocess.run(
+        ["rabbitmqctl", *arguments], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, f"rabbitmqctl {' '.join(arguments)}: {done.stderr}"
