@@ -21,7 +21,7 @@ import pytest
 from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack
-from tests.e2e.conftest import set_script
+from tests.e2e.conftest import SCRIPTS, set_script
 from tests.support.browser import Browser
 from tests.support.live import QUICK_TIMING, set_live_script
 from tests.support.phone import ring
@@ -44,6 +44,21 @@ SLOW_SCRIPT = {
     "model": [{"say": "Let me look at your bill."}, {"say": "I see the charge; one moment."}],
     "timing": {"first_audio_ms": 2_200},
 }
+
+
+@pytest.fixture(scope="module")
+def stack(services: Services, namespace: str) -> Iterator[Stack]:
+    """The e2e stack, in a deployment of this module's own: the calls list counts every session
+    of its namespace, so another module's sessions (one never connected, one whose admission
+    timer this worker fires) must not be counted here."""
+    with Stack(
+        services.database_url,
+        services.redis_url,
+        namespace=f"{namespace}-console",
+        simulator_args=("--script", str(SCRIPTS / "spoken_call.json")),
+    ) as running:
+        running.start(workers=1)
+        yield running
 
 
 @pytest.fixture
