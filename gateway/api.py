@@ -29,7 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from gateway import console, tracing
+from gateway import console, openapi, tracing
 from gateway.keys import KeyRing
 from gateway.phone import WebhookRefused
 from gateway.providers.rest import ProviderCallError
@@ -167,6 +167,8 @@ def build_api(gateway: ApiPort) -> Starlette:
         Route("/v1/dead-letters", api.dead_letters, methods=["GET"]),
         Route("/v1/dead-letters/{letter_id}", api.dead_letter, methods=["GET", "DELETE"]),
         Route("/v1/dead-letters/{letter_id}/replay", api.replay_dead_letter, methods=["POST"]),
+        Route("/openapi.json", openapi_document, methods=["GET"]),
+        Route("/docs", console.docs_page, methods=["GET"]),
         Route("/console", console.page, methods=["GET"]),
         Route("/console/{asset}", console.asset, methods=["GET"]),
         *(
@@ -209,10 +211,17 @@ def authenticated(app: ASGIApp, keyring: KeyRing) -> ASGIApp:
 
 
 def _is_open(path: str) -> bool:
-    """Routes without a bearer token: the health check, the provider's webhooks (signed), and
-    the console's page and scripts (they hold no data: the page asks for a key, and every call
-    it makes carries it)."""
-    return path in ("/healthz", WEBHOOK_PATH, "/console") or path.startswith("/console/")
+    """Routes without a bearer token: the health check, the provider's webhooks (signed), the
+    API's description and its page, and the console's page and scripts (they hold no data: the
+    page asks for a key, and every call it makes carries it)."""
+    return path in ("/healthz", WEBHOOK_PATH, "/console", "/openapi.json", "/docs") or path.startswith(
+        "/console/"
+    )
+
+
+async def openapi_document(_request: Request) -> Response:
+    """This API as OpenAPI 3.1 (gateway/openapi.py)."""
+    return JSONResponse(openapi.document())
 
 
 def _header(scope: Scope, name: bytes) -> bytes:
