@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from pipeline.api import (
+    SDP_OFFER,
     AgentReply,
     AgentSay,
     AttentionSpec,
@@ -65,8 +66,8 @@ class Operation:
     errors: dict[int, tuple[str, ...]] = field(default_factory=dict)
     query: tuple[Query, ...] = ()
     security: Security = "key"
-    # The success answer's schema (a component's name); an object of any shape otherwise.
-    answer: str | None = None
+    # The success answer's schema (a component's name, or one by status); any object otherwise.
+    answer: str | dict[int, str] | None = None
     # A verb that takes no body at all (`{}` or nothing).
     empty_body: bool = False
 
@@ -115,30 +116,37 @@ _ANSWERS: dict[str, dict[str, Any]] = {
     "Session": {
         "type": "object",
         "description": "A session's durable record (README: `GET /v1/sessions/{id}`).",
-        "required": ["session_id", "status"],
-        "properties": {"session_id": {"type": "string"}, "status": {"type": "string"}},
+        "required": ["id", "status", "created_at"],
+        "properties": {
+            "id": {"type": "string"},
+            "status": {"type": "string"},
+            "created_at": {"type": "string"},
+        },
     },
     "SessionCreated": {
         "type": "object",
-        "required": ["session_id", "status", "live"],
+        "required": ["id", "status", "live"],
         "properties": {
-            "session_id": {"type": "string"},
+            "id": {"type": "string"},
             "status": {"type": "string"},
             "live": {"$ref": "#/components/schemas/LiveCredentials"},
         },
     },
     "SessionPage": {
         "type": "object",
-        "required": ["sessions", "next"],
+        "required": ["sessions", "counts", "calls", "next"],
         "properties": {
-            "sessions": {"type": "array", "items": {"type": "object"}},
+            "sessions": {"type": "array", "items": {"$ref": "#/components/schemas/Session"}},
+            "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "calls": {"type": "object", "additionalProperties": {"type": "integer"}},
             "next": {"type": ["string", "null"], "description": "the cursor of the next page"},
         },
     },
     "CallLog": {
         "type": "object",
-        "required": ["entries", "ended"],
+        "required": ["session_id", "entries", "ended"],
         "properties": {
+            "session_id": {"type": "string"},
             "entries": {
                 "type": "array",
                 "items": {
@@ -153,8 +161,22 @@ _ANSWERS: dict[str, dict[str, Any]] = {
     "Queued": {
         "type": "object",
         "description": "A verb's answer: what the worker that applied it said, or that it is queued.",
-        "required": ["session_id", "status"],
+        "required": ["status"],
         "properties": {"session_id": {"type": "string"}, "status": {"type": "string"}},
+    },
+    "Compaction": {
+        "type": "object",
+        "description": "A compaction cycle's outcome (`compacted: false` with the guard's reason).",
+        "required": ["session_id", "compacted", "reason"],
+        "properties": {
+            "session_id": {"type": "string"},
+            "compacted": {"type": "boolean"},
+            "reason": {"type": ["string", "null"]},
+            "items_before": {"type": "integer"},
+            "items_deleted": {"type": "integer"},
+            "items_after": {"type": "integer"},
+            "summary_length": {"type": "integer"},
+        },
     },
     "Me": {
         "type": "object",
@@ -208,6 +230,7 @@ def _verb(
     method: str = "POST",
     success: dict[int, str] | None = None,
     empty_body: bool = False,
+    answer: str | dict[int, str] = "Queued",
 ) -> Operation:
     more = dict(_VERB_ERRORS)
     for status, codes in errors:
@@ -220,7 +243,7 @@ def _verb(
         success or {202: "asked for (or queued, if the worker takes longer than the wait)"},
         body=body,
         errors=more,
-        answer="Queued",
+        answer=answer,
         empty_body=empty_body,
     )
 
@@ -319,7 +342,8 @@ OPERATIONS: tuple[Operation, ...] = (
         body=ConnectRequest,
         errors={
             404: ("session_not_found", "not_found"),
-            409: ("session_not_created",),
+            # A session that failed answers its end reason as the code (issue 28, part 3).
+            409: ("admission_refused", "session_ended", "tool_catalog_changed", "admission_timeout"),
             422: ("malformed_request",),
             502: ("provider_rejected_call", "provider_unavailable"),
         },
@@ -407,6 +431,7 @@ OPERATIONS: tuple[Operation, ...] = (
         None,
         success={200: "the compaction's outcome", 202: "still running"},
         empty_body=True,
+        answer={200: "Compaction", 202: "Queued"},
     ),
     Operation("GET", "/v1/queue", "The desk's queue", "sessions", {200: "the queue"}, answer="Queue"),
     # phone
@@ -683,7 +708,7 @@ def _request_body(operation: Operation) -> dict[str, Any] | None:
         "application/json": {"schema": {"$ref": REF.format(model=operation.body.__name__)}}
     }
     if operation.body is ConnectRequest:
-        content["application/sdp"] = {"schema": {"type": "string", "minLength": 1}}
+        content["application/sdp"] = {"schema": {"type": "string", "pattern": SDP_OFFER}}
     if operation.body is ContactsPage:
         content["text/csv"] = {"schema": {"type": "string"}}
     return {"required": operation.body is not EndRequest, "content": content}
@@ -703,7 +728,8 @@ def _success_content(operation: Operation, status: int) -> dict[str, Any] | None
             "application/sdp": {"schema": {"type": "string"}},
             "application/json": {"schema": {"$ref": REF.format(model="Connected")}},
         }
-    schema = {"$ref": REF.format(model=operation.answer)} if operation.answer else _OBJECT
+    name = operation.answer.get(status) if isinstance(operation.answer, dict) else operation.answer
+    schema = {"$ref": REF.format(model=name)} if name else _OBJECT
     return {"application/json": {"schema": schema}}
 
 
