@@ -68,6 +68,8 @@ def test_generated_requests_get_no_server_error_and_answers_match_the_spec(
             "--report-json-path",
             str(report),
         ],
+        # Its cache (.schemathesis/) goes to the test's own directory, not the checkout.
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=240,
