@@ -210,6 +210,21 @@ def authenticated(app: ASGIApp, keyring: KeyRing) -> ASGIApp:
     return guard
 
 
+def storable_addresses(app: ASGIApp) -> ASGIApp:
+    """Refuse (422) an HTTP request whose path or query holds U+0000: its parameters reach
+    the workers' queries, and PostgreSQL refuses the character, so such a request used to be
+    answered 503 `reply_timeout` after the whole reply wait (Schemathesis found it)."""
+
+    async def guard(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and ("\x00" in scope["path"] or b"%00" in scope["query_string"]):
+            message = "the path or query holds U+0000, which cannot be stored"
+            await error_response(422, "malformed_request", message)(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return guard
+
+
 def _is_open(path: str) -> bool:
     """Routes without a bearer token: the health check, the provider's webhooks (signed), the
     API's description and its page, and the console's page and scripts (they hold no data: the
@@ -1011,4 +1026,4 @@ async def _sdp_offer(request: Request) -> str:
     return ConnectRequest.model_validate(_parse_json(body)).sdp
 
 
-__all__ = ["authenticated", "build_api", "error_body"]
+__all__ = ["authenticated", "build_api", "error_body", "storable_addresses"]

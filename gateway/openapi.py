@@ -663,6 +663,9 @@ def error_codes(operation: Operation) -> dict[int, tuple[str, ...]]:
     if _path_names(operation.path):
         # A parameter holding a "/" (%2F) leaves the path no route matches: Starlette's 404.
         layers.append({404: ("not_found",)})
+    if _path_names(operation.path) or operation.query:
+        # A parameter holding U+0000 (gateway.api.storable_addresses).
+        layers.append({422: ("malformed_request",)})
     for layer in layers:
         for status, codes in layer.items():
             merged.setdefault(status, [])

@@ -11,7 +11,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.testclient import TestClient
 
 from gateway import openapi
-from gateway.api import authenticated, build_api
+from gateway.api import authenticated, build_api, storable_addresses
 from gateway.keys import KeyRing
 from gateway.ports import ApiPort
 
@@ -97,3 +97,13 @@ def test_the_document_and_its_page_need_no_key() -> None:
         refused = client.get("/v1/me")
         assert refused.status_code == 401
         assert refused.json()["error"]["code"] == "unauthorized"
+
+
+def test_a_path_or_query_holding_nul_is_refused_before_a_worker_is_asked() -> None:
+    """U+0000 in a path parameter or a query value is 422 at once (it used to wait out the
+    reply timeout: PostgreSQL refused it in the worker)."""
+    gateway = cast(ApiPort, SimpleNamespace(gateway_id="gw", rpc=None, sink=None, watch_secret=b"s"))
+    with TestClient(cast(Any, storable_addresses(build_api(gateway)))) as client:
+        for method, path in (("GET", "/v1/suppressions?after=%00"), ("DELETE", "/v1/routes/x%00")):
+            answer = client.request(method, path)
+            assert (answer.status_code, answer.json()["error"]["code"]) == (422, "malformed_request")
