@@ -29,7 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from gateway import console, tracing
+from gateway import console, openapi, tracing
 from gateway.keys import KeyRing
 from gateway.phone import WebhookRefused
 from gateway.providers.rest import ProviderCallError
@@ -167,6 +167,8 @@ def build_api(gateway: ApiPort) -> Starlette:
         Route("/v1/dead-letters", api.dead_letters, methods=["GET"]),
         Route("/v1/dead-letters/{letter_id}", api.dead_letter, methods=["GET", "DELETE"]),
         Route("/v1/dead-letters/{letter_id}/replay", api.replay_dead_letter, methods=["POST"]),
+        Route("/openapi.json", openapi_document, methods=["GET"]),
+        Route("/docs", console.docs_page, methods=["GET"]),
         Route("/console", console.page, methods=["GET"]),
         Route("/console/{asset}", console.asset, methods=["GET"]),
         *(
@@ -208,11 +210,33 @@ def authenticated(app: ASGIApp, keyring: KeyRing) -> ASGIApp:
     return guard
 
 
+def storable_addresses(app: ASGIApp) -> ASGIApp:
+    """Refuse (422) an HTTP request whose path or query holds U+0000: its parameters reach
+    the workers' queries, and PostgreSQL refuses the character, so such a request used to be
+    answered 503 `reply_timeout` after the whole reply wait (Schemathesis found it)."""
+
+    async def guard(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and ("\x00" in scope["path"] or b"%00" in scope["query_string"]):
+            message = "the path or query holds U+0000, which cannot be stored"
+            await error_response(422, "malformed_request", message)(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return guard
+
+
 def _is_open(path: str) -> bool:
-    """Routes without a bearer token: the health check, the provider's webhooks (signed), and
-    the console's page and scripts (they hold no data: the page asks for a key, and every call
-    it makes carries it)."""
-    return path in ("/healthz", WEBHOOK_PATH, "/console") or path.startswith("/console/")
+    """Routes without a bearer token: the health check, the provider's webhooks (signed), the
+    API's description and its page, and the console's page and scripts (they hold no data: the
+    page asks for a key, and every call it makes carries it)."""
+    return path in ("/healthz", WEBHOOK_PATH, "/console", "/openapi.json", "/docs") or path.startswith(
+        "/console/"
+    )
+
+
+async def openapi_document(_request: Request) -> Response:
+    """This API as OpenAPI 3.1 (gateway/openapi.py)."""
+    return JSONResponse(openapi.document())
 
 
 def _header(scope: Scope, name: bytes) -> bytes:
@@ -1002,4 +1026,4 @@ async def _sdp_offer(request: Request) -> str:
     return ConnectRequest.model_validate(_parse_json(body)).sdp
 
 
-__all__ = ["authenticated", "build_api", "error_body"]
+__all__ = ["authenticated", "build_api", "error_body", "storable_addresses"]

@@ -228,12 +228,18 @@ class SessionSpec(BaseModel):
         return value
 
 
+SDP_OFFER = r"^\s*v=0"
+
+
 class ConnectRequest(BaseModel):
     """`POST /v1/sessions/{id}/connect` with a JSON body (a raw SDP body works too)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    sdp: str = Field(min_length=1, max_length=200_000)
+    # An SDP description starts with its version line (RFC 8866, 5.1): anything else is the
+    # client's mistake, refused here (422) rather than sent on, when the provider's refusal
+    # would fail the session and answer 502 as if the provider were at fault.
+    sdp: str = Field(min_length=1, max_length=200_000, pattern=SDP_OFFER)
 
 
 class EndRequest(BaseModel):

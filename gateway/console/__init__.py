@@ -15,7 +15,12 @@ from starlette.responses import FileResponse, Response
 from gateway.web import error_response
 
 ASSETS = Path(__file__).resolve().parent
-_SERVED = {"console.js": "text/javascript", "console.css": "text/css"}
+_SERVED = {
+    "console.js": "text/javascript",
+    "console.css": "text/css",
+    "docs.js": "text/javascript",
+    "docs.css": "text/css",
+}
 # The page may run only its own script and talk only to this gateway.
 _POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -25,6 +30,11 @@ _POLICY = (
 
 async def page(_request: Request) -> Response:
     return FileResponse(ASSETS / "console.html", media_type="text/html", headers=_headers())
+
+
+async def docs_page(_request: Request) -> Response:
+    """The API's description (`/openapi.json`) as a page, drawn by docs.js."""
+    return FileResponse(ASSETS / "docs.html", media_type="text/html", headers=_headers())
 
 
 async def asset(request: Request) -> Response:

@@ -60,6 +60,19 @@ def test_malformed_api_requests_get_typed_4xx_answers(stack: Stack, client: Clie
     assert (got, _code(answer)) == (413, "body_too_large")
 
 
+def test_an_offer_that_is_not_sdp_is_refused_before_the_provider_and_the_session_stays(
+    stack: Stack, client: Client
+) -> None:
+    """An offer not starting `v=0` is 422 and the session stays `created` (it used to fail it, 502)."""
+    session = client.create_session("Be brief.")
+    path = f"/v1/sessions/{session['id']}/connect"
+    auth = {"Authorization": f"Bearer {stack.api_token}"}
+    for body, content_type in ((b'{"sdp": "0"}', "application/json"), (b"hello", "application/sdp")):
+        got, answer = _raw(stack, "POST", path, body, {**auth, "Content-Type": content_type})
+        assert (got, _code(answer)) == (422, "malformed_request"), content_type
+    assert client.session(session["id"])["status"] == "created"
+
+
 def test_connecting_twice_and_ending_twice_are_refused(stack: Stack, client: Client) -> None:
     """A second connect is 409 admission_refused; ending an ended session is 409 session_ended."""
     set_script(stack, {"name": "silent", "caller": [], "model": []})
