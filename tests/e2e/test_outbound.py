@@ -462,13 +462,13 @@ def _due_now(database_url: str, campaign_id: str) -> None:
 
 def _all_contacts(client: Client, campaign_id: str) -> list[dict[str, Any]]:
     contacts: list[dict[str, Any]] = []
-    after = -1
+    cursor = ""
     while True:
-        page = client.campaign_contacts(campaign_id, after=after, limit=10)
+        page = client.campaign_contacts(campaign_id, cursor=cursor, limit=10)
         contacts += page["contacts"]
         if page["next"] is None:
             return contacts
-        after = page["next"]
+        cursor = page["next"]
 
 
 def _check_campaign(
