@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from openai.types.webhooks import LiveTransportIncomingWebhookEvent, RealtimeCallIncomingWebhookEvent
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -53,7 +54,7 @@ from pipeline.api import (
     TypedText,
 )
 from pipeline.call.messages import Playback
-from pipeline.desk import MAXIMUM_SEARCH_CHARS, cursor_position, instant
+from pipeline.desk import MAXIMUM_SEARCH_CHARS
 from pipeline.erasure import checked_number
 from pipeline.errors import BadInput, MalformedRequest, ProviderUnavailable
 from pipeline.limits import (
@@ -64,6 +65,7 @@ from pipeline.limits import (
     TYPED_MESSAGES_PER_MINUTE,
 )
 from pipeline.outbound.specs import CallSpec, CampaignSpec, ContactsPage, SuppressionSpec, TrunkSpec
+from pipeline.pages import requested
 from pipeline.privacy.boundary import Redactor
 from pipeline.privacy.policy import ALWAYS_REDACTED, Kind
 from pipeline.roles import Identity, Permission, Role, permission_for
@@ -225,6 +227,47 @@ def storable_addresses(app: ASGIApp) -> ASGIApp:
     return guard
 
 
+# A JSON body's media types: application/json and any application/*+json (RFC 6839).
+_JSON = "application/json"
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def json_bodies(app: ASGIApp) -> ASGIApp:
+    """Refuse (415 `unsupported_media_type`) a request whose body's Content-Type is not one its
+    operation takes (gateway/openapi.py): JSON (`application/json` or `application/*+json`, in
+    UTF-8 if it names a charset) everywhere, an SDP offer or a CSV where the operation says so.
+    Checked before an idempotency key is claimed or a worker asked, so a refused body changes
+    nothing; a request without a body is let through (a verb may take none)."""
+
+    async def guard(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] in _BODY_METHODS and _has_body(scope):
+            accepted = openapi.accepted_bodies(scope["method"], scope["path"])
+            sent = _header(scope, b"content-type").decode("latin-1")
+            if accepted is not None and not _is_accepted(sent, accepted):
+                message = f"the body's Content-Type must be {' or '.join(accepted)}, not {sent[:80]!r}"
+                await error_response(415, "unsupported_media_type", message)(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return guard
+
+
+def _has_body(scope: Scope) -> bool:
+    length = _header(scope, b"content-length").strip()
+    return bool(_header(scope, b"transfer-encoding")) or (bool(length) and length != b"0")
+
+
+def _is_accepted(content_type: str, accepted: tuple[str, ...]) -> bool:
+    kind, *parameters = (part.strip().lower() for part in content_type.split(";"))
+    if _JSON in accepted and (kind == _JSON or (kind.startswith("application/") and kind.endswith("+json"))):
+        charsets = [
+            value.strip('"') for name, _, value in (p.partition("=") for p in parameters) if name == "charset"
+        ]
+        # JSON is UTF-8 (RFC 8259); a body said to be in another charset would be misread.
+        return all(charset in ("utf-8", "utf8") for charset in charsets)
+    return kind in accepted
+
+
 def _is_open(path: str) -> bool:
     """Routes without a bearer token: the health check, the provider's webhooks (signed), the
     API's description and its page, and the console's page and scripts (they hold no data: the
@@ -287,7 +330,7 @@ class _Api:
         )
         if status == 201:
             body = {**body, "live": self._live_credentials(session_id)}
-        return JSONResponse(body, status_code=status)
+        return _created(body, status, f"/v1/sessions/{session_id}")
 
     async def list_sessions(self, request: Request) -> Response:
         """Sessions, newest first: `?status=` (or `live`, `not_connected`), `?route=`,
@@ -295,31 +338,23 @@ class _Api:
         `?created_after=` / `?created_before=` (ISO 8601), `?limit=` (≤ 500) and `?cursor=`
         (the `next` of the page before); and the counts."""
         query = request.query_params
-        limit = query.get("limit", "100")
-        if not limit.isdigit() or not 1 <= int(limit) <= 500:
-            return error_response(422, "malformed_request", "limit must be 1 to 500")
         search = query.get("q", "").strip()
         if len(search) > MAXIMUM_SEARCH_CHARS:
             return error_response(422, "malformed_request", f"q is at most {MAXIMUM_SEARCH_CHARS} characters")
         try:
-            bounds = {name: query.get(name, "") for name in ("created_after", "created_before")}
-            for name, text in bounds.items():
-                if text:
-                    instant(text, name)
-            if query.get("cursor"):
-                cursor_position(query["cursor"])
+            page = requested("sessions", query).as_query()
         except BadInput as error:
             return _invalid(error)
         status, body = await self.rpc.call(
             "list_sessions",
-            limit=int(limit),
+            limit=page["limit"],
             status=query.get("status", "")[:128],
             route=query.get("route", "")[:128],
             end_reason=query.get("end_reason", "")[:128],
             q=search,
-            created_after=bounds["created_after"] or None,
-            created_before=bounds["created_before"] or None,
-            cursor=query.get("cursor", ""),
+            created_after=page["created_after"] or None,
+            created_before=page["created_before"] or None,
+            cursor=page["cursor"],
         )
         return JSONResponse(body, status_code=status)
 
@@ -336,9 +371,9 @@ class _Api:
         status, body = await self.rpc.call("call_queue")
         return JSONResponse(body, status_code=status)
 
-    async def dead_letters(self, _request: Request) -> Response:
-        status, body = await self.rpc.call("dead_letters", verb="list")
-        return JSONResponse(body, status_code=status)
+    async def dead_letters(self, request: Request) -> Response:
+        """A page of the dead letters, oldest first (by when each was dead-lettered)."""
+        return await self._page(request, "dead_letters", "dead_letters", verb="list")
 
     async def dead_letter(self, request: Request) -> Response:
         """A dead letter (with what a replay would do), or, with DELETE, purge it."""
@@ -403,15 +438,16 @@ class _Api:
         )
         if status != 200:
             return JSONResponse(body, status_code=status)
+        # The call is the session's: its record is where the call is seen.
+        location = f"/v1/sessions/{session_id}"
         if "application/json" in request.headers.get("accept", ""):
-            return JSONResponse(
-                {"session_id": session_id, "call_id": call.call_id, "sdp": call.sdp_answer}, status_code=201
-            )
+            answer = {"session_id": session_id, "call_id": call.call_id, "sdp": call.sdp_answer}
+            return _created(answer, 201, location)
         return Response(
             call.sdp_answer.encode(),
             status_code=201,
             media_type="application/sdp",
-            headers={"X-Switchboard-Call-Id": call.call_id},
+            headers={"X-Switchboard-Call-Id": call.call_id, "Location": location},
         )
 
     async def end(self, request: Request, session_id: str) -> Response:
@@ -579,7 +615,10 @@ class _Api:
         if record is None:
             assert refusal is not None
             return refusal
-        return JSONResponse({"session_id": session_id, **self._live_credentials(session_id)}, status_code=201)
+        # Location names the stream the token opens; the token is in the body only, since
+        # proxies log headers and URLs more readily than bodies.
+        answer = {"session_id": session_id, **self._live_credentials(session_id)}
+        return _created(answer, 201, f"/v1/sessions/{session_id}/live")
 
     # ── phone calls ───────────────────────────────────────────────────────────────────
 
@@ -605,8 +644,13 @@ class _Api:
             return JSONResponse({"received": event.type, "acted": False})
         return await self.gateway.answer_phone_call(webhook_id, event.data.call_id, event.data.sip_headers)
 
-    async def list_routes(self, _request: Request) -> Response:
-        status, body = await self.rpc.call("routes", verb="list")
+    async def list_routes(self, request: Request) -> Response:
+        """A page of the routes in number order, with the calls refused counted by why."""
+        try:
+            page = requested("routes", request.query_params).as_query()
+        except BadInput as error:
+            return _invalid(error)
+        status, body = await self.rpc.call("routes", verb="list", page=page)
         if status == 200:
             body = {**body, "refused": {**body["refused"], **await self.gateway.refused_webhooks()}}
         return JSONResponse(body, status_code=status)
@@ -618,7 +662,8 @@ class _Api:
         except (ValidationError, BadInput) as error:
             return _invalid(error)
         status, body = await self.rpc.call("routes", verb="add", route=route.model_dump(mode="json"))
-        return JSONResponse(body, status_code=status)
+        location = f"/v1/routes/{_segment(body['route']['id'])}" if status == 201 else None
+        return _created(body, status, location)
 
     async def phone_call(self, request: Request) -> Response:
         """What became of a phone call (by the provider's call id): its session, or why not."""
@@ -650,7 +695,7 @@ class _Api:
         )
         if status == 201:
             body = {**body, "live": self._live_credentials(session_id)}
-        return JSONResponse(body, status_code=status)
+        return _created(body, status, f"/v1/calls/{call_id}")
 
     async def create_campaign(self, request: Request) -> Response:
         """A campaign: 201 with its counts (it dials as its window and `max_concurrent` allow;
@@ -668,11 +713,11 @@ class _Api:
             spec=spec.model_dump(mode="json"),
             now=time.time(),
         )
-        return JSONResponse(body, status_code=status)
+        return _created(body, status, f"/v1/campaigns/{campaign_id}")
 
     async def list_campaigns(self, request: Request) -> Response:
-        status, body = await self.rpc.call("campaigns", verb="list")
-        return JSONResponse(body, status_code=status)
+        """A page of the campaigns, newest first."""
+        return await self._page(request, "campaigns", "campaigns", verb="list")
 
     async def campaign(self, request: Request) -> Response:
         campaign_id = request.path_params["campaign_id"]
@@ -680,21 +725,9 @@ class _Api:
         return JSONResponse(body, status_code=status)
 
     async def campaign_contacts(self, request: Request) -> Response:
-        """A page of a campaign's contacts, in their order: `?after=` a position, `?limit=` (≤ 1,000)."""
-        query = request.query_params
-        limit, after = query.get("limit", "100"), query.get("after", "-1")
-        if not limit.isdigit() or not 1 <= int(limit) <= 1_000:
-            return error_response(422, "malformed_request", "limit must be 1 to 1000")
-        if not after.lstrip("-").isdigit() or len(after) > 12:
-            return error_response(422, "malformed_request", "after must be a contact's position")
-        status, body = await self.rpc.call(
-            "campaigns",
-            verb="contacts",
-            campaign_id=request.path_params["campaign_id"],
-            after=int(after),
-            limit=int(limit),
-        )
-        return JSONResponse(body, status_code=status)
+        """A page of a campaign's contacts, in their order (`?limit=` ≤ 1,000)."""
+        campaign_id = request.path_params["campaign_id"]
+        return await self._page(request, "contacts", "campaigns", verb="contacts", campaign_id=campaign_id)
 
     async def add_campaign_contacts(self, request: Request) -> Response:
         """More contacts for a campaign not over: `{"contacts": [...]}` (≤ 1,000) or a CSV body
@@ -744,9 +777,9 @@ class _Api:
         status, body = await self.rpc.call("outbound_call", call_id=request.path_params["call_id"])
         return JSONResponse(body, status_code=status)
 
-    async def list_trunks(self, _request: Request) -> Response:
-        status, body = await self.rpc.call("trunks", verb="list")
-        return JSONResponse(body, status_code=status)
+    async def list_trunks(self, request: Request) -> Response:
+        """A page of the trunks in name order."""
+        return await self._page(request, "trunks", "trunks", verb="list")
 
     async def add_trunk(self, request: Request) -> Response:
         """Add a SIP trunk (or replace the one of that name): 201 (200 replaced), its password
@@ -759,21 +792,15 @@ class _Api:
         # never retried into a dead letter: a failure is answered, and the request made again).
         body_out = {**trunk.model_dump(mode="json"), "password": trunk.password.get_secret_value()}
         status, body = await self.rpc.call("trunks", verb="add", trunk=body_out)
-        return JSONResponse(body, status_code=status)
+        return _created(body, status, f"/v1/trunks/{_segment(trunk.name)}")
 
     async def remove_trunk(self, request: Request) -> Response:
         status, body = await self.rpc.call("trunks", verb="remove", name=request.path_params["name"])
         return JSONResponse(body, status_code=status)
 
     async def list_suppressions(self, request: Request) -> Response:
-        """The numbers never dialled, in number order: `?after=` a number, `?limit=` (≤ 1,000)."""
-        query = request.query_params
-        limit = query.get("limit", "100")
-        if not limit.isdigit() or not 1 <= int(limit) <= 1_000:
-            return error_response(422, "malformed_request", "limit must be 1 to 1000")
-        after = query.get("after", "")[:16]
-        status, body = await self.rpc.call("suppressions", verb="list", after=after, limit=int(limit))
-        return JSONResponse(body, status_code=status)
+        """A page of the numbers never dialled, in number order (`?limit=` ≤ 1,000)."""
+        return await self._page(request, "suppressions", "suppressions", verb="list")
 
     async def add_suppression(self, request: Request) -> Response:
         """Never dial this number again: 201 (200 if it was already), 422 for a bad number."""
@@ -786,7 +813,7 @@ class _Api:
         status, body = await self.rpc.call(
             "suppressions", verb="add", suppression=spec.model_dump(mode="json"), by=by
         )
-        return JSONResponse(body, status_code=status)
+        return _created(body, status, f"/v1/suppressions/{_segment(spec.number)}")
 
     async def remove_suppression(self, request: Request) -> Response:
         number = request.path_params["number"]
@@ -867,6 +894,16 @@ class _Api:
         }
 
     # ── shared ────────────────────────────────────────────────────────────────────────
+
+    async def _page(self, request: Request, listing: str, actor: str, **asked: Any) -> Response:
+        """A page of a list (`pipeline.pages`): its query checked here (422 at once for a bad
+        limit, cursor or time), read by a worker."""
+        try:
+            page = requested(listing, request.query_params).as_query()
+        except BadInput as error:
+            return _invalid(error)
+        status, body = await self.rpc.call(actor, page=page, **asked)
+        return JSONResponse(body, status_code=status)
 
     def _playback(self, session_id: str) -> Playback | None:
         """What the caller hears now, if this gateway holds the call (only it knows)."""
@@ -982,6 +1019,18 @@ def _who(request: Request) -> str:
     return f"{identity.role}:{identity.key_id}" if identity is not None else "unknown"
 
 
+def _created(body: Any, status: int, location: str | None) -> Response:
+    """An answer that, when it is 201, says where the created resource is (`Location`). The
+    idempotency wrapper stores the header with the answer, so a replay carries it too."""
+    headers = {"Location": location} if status == 201 and location is not None else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _segment(value: str) -> str:
+    """A name as one path segment (a "/" or a space in a trunk's name stays inside it)."""
+    return quote(value, safe="+")
+
+
 def _queued(session_id: str) -> dict[str, Any]:
     return {"session_id": session_id, "status": "queued"}
 
@@ -1026,4 +1075,4 @@ async def _sdp_offer(request: Request) -> str:
     return ConnectRequest.model_validate(_parse_json(body)).sdp
 
 
-__all__ = ["authenticated", "build_api", "error_body", "storable_addresses"]
+__all__ = ["authenticated", "build_api", "error_body", "json_bodies", "storable_addresses"]

@@ -26,7 +26,7 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from gateway import tracing
-from gateway.api import WEBHOOK_PATH, authenticated, build_api, storable_addresses
+from gateway.api import WEBHOOK_PATH, authenticated, build_api, json_bodies, storable_addresses
 from gateway.controls import ControlConsumer
 from gateway.idempotency import idempotent
 from gateway.keys import KeyRing
@@ -148,8 +148,9 @@ class Gateway:
         loop = self._loop = asyncio.get_running_loop()
         # Keys are checked before routing, idempotency after: a key's requests own its keys.
         routes = idempotent(build_api(self), self.rpc, excluded=frozenset({WEBHOOK_PATH}))
-        # A path or query PostgreSQL cannot hold is refused before an idempotency key stores it.
-        app = authenticated(storable_addresses(routes), self.keyring)
+        # A path or query PostgreSQL cannot hold, and a body of a media type its route does not
+        # take, are refused before an idempotency key stores them.
+        app = authenticated(storable_addresses(json_bodies(routes)), self.keyring)
         self._http = await start_server(
             app, self.settings.gateway_host, self.settings.gateway_port, self._http_limits
         )

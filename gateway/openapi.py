@@ -12,6 +12,7 @@ Answers are described by their main success shape and by the error shape every r
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
@@ -35,6 +36,7 @@ from pipeline.api import (
     TypedText,
 )
 from pipeline.outbound.specs import CallSpec, CampaignSpec, ContactsPage, SuppressionSpec, TrunkSpec
+from pipeline.pages import DEFAULT_LIMIT, MAXIMUM_LIMIT, MAXIMUM_LIMIT_OF
 
 VERSION = "0.1.0"
 REF = "#/components/schemas/{model}"
@@ -70,6 +72,8 @@ class Operation:
     answer: str | dict[int, str] | None = None
     # A verb that takes no body at all (`{}` or nothing).
     empty_body: bool = False
+    # Where a 201 says the created resource is (its `Location` header).
+    location: str | None = None
 
 
 # ── the answers' shapes ────────────────────────────────────────────────────────────────
@@ -207,6 +211,31 @@ _ANSWERS: dict[str, dict[str, Any]] = {
     },
 }
 
+_NEXT = {"type": ["string", "null"], "description": "the cursor of the next page (null: the last page)"}
+
+
+def _list_page(field_name: str, description: str, *more: str) -> dict[str, Any]:
+    """A page of a list: its items under the list's own name, beside `next`."""
+    return {
+        "type": "object",
+        "description": description,
+        "required": [field_name, *more, "next"],
+        "properties": {field_name: {"type": "array", "items": _OBJECT}, "next": _NEXT},
+    }
+
+
+_ANSWERS.update(
+    {
+        "RoutePage": _list_page("routes", "A page of routes, and refused calls counted by why.", "refused"),
+        "CampaignPage": _list_page("campaigns", "A page of campaigns."),
+        "ContactPage": _list_page("contacts", "A page of a campaign's contacts."),
+        "TrunkPage": _list_page("trunks", "A page of trunks."),
+        "SuppressionPage": _list_page("suppressions", "A page of suppressed numbers."),
+        "DeadLetterPage": _list_page("dead_letters", "A page of dead letters."),
+    }
+)
+_ANSWERS["SessionPage"]["properties"]["next"] = _NEXT
+
 # ── the operations ─────────────────────────────────────────────────────────────────────
 
 S = "/v1/sessions/{session_id}"
@@ -216,10 +245,24 @@ _VERB_ERRORS: dict[int, tuple[str, ...]] = {
     404: ("session_not_found", "not_found"),
     409: ("session_ended", "session_not_live", "not_supported_on_live"),
 }
-_LIMIT_AFTER = (
-    Query("after", "the position (or number) after which the page starts"),
-    Query("limit", "at most this many (1 to 1,000; 100)", {"type": "integer", "minimum": 1, "maximum": 1000}),
-)
+
+
+def _page(order: str, *, maximum: int = MAXIMUM_LIMIT, dated: bool = True) -> tuple[Query, ...]:
+    """A list's paging parameters (`pipeline.pages`); `order` says what its pages follow."""
+    limit = Query(
+        "limit",
+        f"at most this many (1 to {maximum:,}; {DEFAULT_LIMIT})",
+        {"type": "integer", "minimum": 1, "maximum": maximum},
+    )
+    cursor = Query("cursor", f"the `next` of the page before (pages follow {order})")
+    if not dated:
+        return (limit, cursor)
+    return (
+        limit,
+        cursor,
+        Query("created_after", "created at or after this time: ISO 8601 (UTC when it names no zone)"),
+        Query("created_before", "created before this time: ISO 8601 (UTC when it names no zone)"),
+    )
 
 
 def _verb(
@@ -285,6 +328,7 @@ OPERATIONS: tuple[Operation, ...] = (
         body=SessionSpec,
         errors={422: ("malformed_request", "unknown_tool", "events_url_unsupported")},
         answer="SessionCreated",
+        location="/v1/sessions/{session_id}",
     ),
     Operation(
         "GET",
@@ -298,10 +342,7 @@ OPERATIONS: tuple[Operation, ...] = (
             Query("route", "a route's id"),
             Query("end_reason", "an end reason"),
             Query("q", "a search of the id, the numbers and the words said (≤ 200 characters)"),
-            Query("created_after", "ISO 8601 (UTC when it names no zone)"),
-            Query("created_before", "ISO 8601 (UTC when it names no zone)"),
-            Query("limit", "1 to 500 (100)", {"type": "integer", "minimum": 1, "maximum": 500}),
-            Query("cursor", "the `next` of the page before"),
+            *_page("the creation time and the id, newest first"),
         ),
         answer="SessionPage",
     ),
@@ -340,6 +381,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "sessions",
         {201: "the SDP answer (JSON with `Accept: application/json`)"},
         body=ConnectRequest,
+        location="/v1/sessions/{session_id}",
         errors={
             404: ("session_not_found", "not_found"),
             # A session that failed answers its end reason as the code (issue 28, part 3).
@@ -357,6 +399,8 @@ OPERATIONS: tuple[Operation, ...] = (
         errors={404: ("session_not_found", "not_found"), 409: ("session_ended",)},
         answer="LiveToken",
         empty_body=True,
+        # The stream the token opens; the token itself is only in the body.
+        location="/v1/sessions/{session_id}/live",
     ),
     Operation(
         "GET",
@@ -445,7 +489,13 @@ OPERATIONS: tuple[Operation, ...] = (
         security="webhook",
     ),
     Operation(
-        "GET", "/v1/routes", "Phone routes, with refused webhooks counted", "phone", {200: "the routes"}
+        "GET",
+        "/v1/routes",
+        "Phone routes in number order, with refused webhooks counted",
+        "phone",
+        {200: "a page of routes"},
+        query=_page("the number"),
+        answer="RoutePage",
     ),
     Operation(
         "POST",
@@ -455,6 +505,7 @@ OPERATIONS: tuple[Operation, ...] = (
         {201: "the route"},
         body=RouteSpec,
         errors={422: ("malformed_request", "unknown_tool", "events_url_unsupported")},
+        location="/v1/routes/{route_id}",
     ),
     Operation(
         "DELETE",
@@ -480,6 +531,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "outbound",
         {201: "the session and the call, dialing"},
         body=CallSpec,
+        location="/v1/calls/{call_id}",
         errors={
             404: ("trunk_not_found",),
             409: ("not_supported_on_realtime", "suppressed", "no_room"),
@@ -494,7 +546,15 @@ OPERATIONS: tuple[Operation, ...] = (
         {200: "the call"},
         errors={404: ("call_not_found",)},
     ),
-    Operation("GET", "/v1/campaigns", "Campaigns", "outbound", {200: "the campaigns"}),
+    Operation(
+        "GET",
+        "/v1/campaigns",
+        "Campaigns, newest first",
+        "outbound",
+        {200: "a page of campaigns"},
+        query=_page("the creation time and the id, newest first"),
+        answer="CampaignPage",
+    ),
     Operation(
         "POST",
         "/v1/campaigns",
@@ -503,6 +563,7 @@ OPERATIONS: tuple[Operation, ...] = (
         {201: "the campaign and its counts"},
         body=CampaignSpec,
         errors={409: ("not_supported_on_realtime",), 422: ("malformed_request",)},
+        location="/v1/campaigns/{campaign_id}",
     ),
     Operation(
         "GET",
@@ -515,11 +576,13 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET",
         "/v1/campaigns/{campaign_id}/contacts",
-        "A page of a campaign's contacts",
+        "A page of a campaign's contacts, in the campaign's order",
         "outbound",
-        {200: "the contacts"},
+        {200: "a page of contacts"},
         errors={404: ("campaign_not_found", "not_found"), 422: ("malformed_request",)},
-        query=_LIMIT_AFTER,
+        # A contact keeps no time it was added: no created_after / created_before.
+        query=_page("the contact's position", maximum=MAXIMUM_LIMIT_OF["contacts"], dated=False),
+        answer="ContactPage",
     ),
     Operation(
         "POST",
@@ -544,7 +607,15 @@ OPERATIONS: tuple[Operation, ...] = (
         errors={404: ("campaign_not_found", "not_found"), 409: ("campaign_over",)},
         empty_body=True,
     ),
-    Operation("GET", "/v1/trunks", "SIP trunks (never their passwords)", "outbound", {200: "the trunks"}),
+    Operation(
+        "GET",
+        "/v1/trunks",
+        "SIP trunks in name order (never their passwords)",
+        "outbound",
+        {200: "a page of trunks"},
+        query=_page("the name"),
+        answer="TrunkPage",
+    ),
     Operation(
         "POST",
         "/v1/trunks",
@@ -553,6 +624,7 @@ OPERATIONS: tuple[Operation, ...] = (
         {200: "replaced", 201: "added"},
         body=TrunkSpec,
         errors={422: ("malformed_request",)},
+        location="/v1/trunks/{name}",
     ),
     Operation(
         "DELETE",
@@ -569,7 +641,8 @@ OPERATIONS: tuple[Operation, ...] = (
         "outbound",
         {200: "a page of numbers"},
         errors={422: ("malformed_request",)},
-        query=_LIMIT_AFTER,
+        query=_page("the number", maximum=MAXIMUM_LIMIT_OF["suppressions"]),
+        answer="SuppressionPage",
     ),
     Operation(
         "POST",
@@ -579,6 +652,7 @@ OPERATIONS: tuple[Operation, ...] = (
         {200: "it was already", 201: "added"},
         body=SuppressionSpec,
         errors={422: ("malformed_request", "malformed_number")},
+        location="/v1/suppressions/{number}",
     ),
     Operation(
         "DELETE",
@@ -597,7 +671,17 @@ OPERATIONS: tuple[Operation, ...] = (
         {200: "what was erased"},
         errors={422: ("malformed_number",)},
     ),
-    Operation("GET", "/v1/dead-letters", "Dead letters", "admin", {200: "the dead letters"}),
+    Operation(
+        "GET",
+        "/v1/dead-letters",
+        # They are kept in Redis, not with a creation time: their time is when each was
+        # dead-lettered, which created_after / created_before filter on.
+        "Dead letters, oldest first (their time is when each was dead-lettered)",
+        "admin",
+        {200: "a page of dead letters"},
+        query=_page("the time each was dead-lettered and the id, oldest first"),
+        answer="DeadLetterPage",
+    ),
     Operation(
         "GET",
         "/v1/dead-letters/{letter_id}",
@@ -638,6 +722,8 @@ _BODY_ERRORS: dict[int, tuple[str, ...]] = {
     413: ("body_too_large",),
     422: ("malformed_request",),
 }
+# And any operation whose body has a media type (gateway.api.json_bodies).
+_TYPED_BODY_ERRORS: dict[int, tuple[str, ...]] = {415: ("unsupported_media_type",)}
 _POST_ERRORS: dict[int, tuple[str, ...]] = {
     409: ("request_in_progress",),
     422: ("malformed_idempotency_key", "idempotency_key_reused"),
@@ -658,6 +744,8 @@ def error_codes(operation: Operation) -> dict[int, tuple[str, ...]]:
         layers.append(_KEYED_ERRORS)
     if operation.method in ("POST", "PUT"):
         layers.append(_BODY_ERRORS)
+    if body_types(operation):
+        layers.append(_TYPED_BODY_ERRORS)
     if operation.method == "POST" and operation.security == "key":
         layers.append(_POST_ERRORS)
     if _path_names(operation.path):
@@ -720,6 +808,35 @@ def _request_body(operation: Operation) -> dict[str, Any] | None:
     return {"required": operation.body is not EndRequest, "content": content}
 
 
+def body_types(operation: Operation) -> tuple[str, ...]:
+    """The media types the operation's body may have (none: it takes no body)."""
+    described = _request_body(operation)
+    return tuple(described["content"]) if described is not None else ()
+
+
+@cache
+def _templates() -> tuple[tuple[re.Pattern[str], Operation], ...]:
+    templates = []
+    for operation in OPERATIONS:
+        pattern = re.sub(r"\\\{\w+\\\}", "[^/]+", re.escape(operation.path))
+        templates.append((re.compile(pattern), operation))
+    return tuple(templates)
+
+
+def accepted_bodies(method: str, path: str) -> tuple[str, ...] | None:
+    """The media types a request's body may have on this method and path: those of the
+    operations that match it (a literal path and a template may both); None when no operation
+    describes a body there (a path no route serves, or the provider's webhook, whose body is
+    what the provider signs)."""
+    found = [
+        kind
+        for pattern, operation in _templates()
+        if operation.method == method and pattern.fullmatch(path)
+        for kind in body_types(operation)
+    ]
+    return tuple(dict.fromkeys(found)) or None
+
+
 def _success_content(operation: Operation, status: int) -> dict[str, Any] | None:
     if status == 101:
         return None
@@ -746,6 +863,14 @@ def _responses(operation: Operation) -> dict[str, Any]:
         content = _success_content(operation, status)
         if content is not None:
             answer["content"] = content
+        if status == 201 and operation.location is not None:
+            answer["headers"] = {
+                "Location": {
+                    "description": f"where the created resource is: `{operation.location}`",
+                    "required": True,
+                    "schema": {"type": "string"},
+                }
+            }
         responses[str(status)] = answer
     error = {"$ref": REF.format(model="Error")}
     for status, codes in error_codes(operation).items():

@@ -28,6 +28,7 @@ from typing import Any
 
 from models import outbound
 from models.db import database
+from models.pages import keyset
 from pipeline.errors import CampaignNotFound, CampaignOver, TooManyContacts
 from pipeline.event_streams import shown_spec
 from pipeline.outbound.contacts import MAXIMUM_CONTACTS, Contact
@@ -36,6 +37,7 @@ from pipeline.outbound.outcomes import Outcome
 from pipeline.outbound.retry import Final, Retry, after_attempt
 from pipeline.outbound.specs import CampaignSettings
 from pipeline.outbound.window import is_open, next_open
+from pipeline.pages import PageRequest, next_cursor
 
 # Contacts are written in pages of this many rows, so a campaign of 100,000 is never held whole.
 CONTACT_PAGE = 1_000
@@ -361,18 +363,21 @@ def campaign(namespace: str, campaign_id: str) -> dict[str, Any]:
     return _campaign_json(row, _counts(campaign_id))
 
 
-def campaigns(namespace: str, limit: int = 100) -> list[dict[str, Any]]:
+def campaigns(namespace: str, page: PageRequest) -> tuple[list[dict[str, Any]], str | None]:
+    """A page of the deployment's campaigns, newest first, and the next page's cursor."""
+    window = keyset(page, ("created_at", "id"), created="created_at", descending=True)
     rows = database.execute_sql(
         "SELECT id, name, spec, status, contacts, created_at, updated_at, completed_at FROM campaigns"
-        " WHERE namespace = %s ORDER BY created_at DESC, id LIMIT %s",
-        (namespace, limit),
+        f" WHERE namespace = %(namespace)s {window.where} {window.order}",
+        {"namespace": namespace, **window.parameters},
     ).fetchall()
-    return [_campaign_json(row, _counts(str(row[0]))) for row in rows]
+    listed = [_campaign_json(row, _counts(str(row[0]))) for row in rows[: page.limit]]
+    return listed, next_cursor(page, rows, lambda row: (row[5], row[0]))
 
 
-def contacts(namespace: str, campaign_id: str, after: int = -1, limit: int = 100) -> dict[str, Any]:
-    """A page of a campaign's contacts in their order (those after position `after`), each with
-    its outcome and its attempts; `next` is the position to ask after for the next page."""
+def contacts(namespace: str, campaign_id: str, page: PageRequest) -> dict[str, Any]:
+    """A page of a campaign's contacts in their order, each with its outcome and its attempts;
+    `next` is the next page's cursor. Contacts have no creation time: the page is by position."""
     if (
         database.execute_sql(
             "SELECT 1 FROM campaigns WHERE namespace = %s AND id = %s", (namespace, campaign_id)
@@ -380,12 +385,14 @@ def contacts(namespace: str, campaign_id: str, after: int = -1, limit: int = 100
         is None
     ):
         raise CampaignNotFound(f"no campaign {campaign_id!r}")
+    window = keyset(page, ("position",))
     rows = database.execute_sql(
         "SELECT id, position, number, state, outcome, attempts FROM campaign_contacts"
-        " WHERE campaign_id = %s AND position > %s ORDER BY position LIMIT %s",
-        (campaign_id, after, limit),
+        f" WHERE campaign_id = %(campaign_id)s {window.where} {window.order}",
+        {"campaign_id": campaign_id, **window.parameters},
     ).fetchall()
-    ids = [row[0] for row in rows]
+    shown = rows[: page.limit]
+    ids = [row[0] for row in shown]
     attempts: dict[int, list[dict[str, Any]]] = {contact_id: [] for contact_id in ids}
     if ids:
         for contact_id, session_id, outcome, started, ended in database.execute_sql(
@@ -409,10 +416,9 @@ def contacts(namespace: str, campaign_id: str, after: int = -1, limit: int = 100
             "outcome": outcome,
             "attempts": attempts[contact_id],
         }
-        for contact_id, position, number, state, outcome, _ in rows
+        for contact_id, position, number, state, outcome, _ in shown
     ]
-    following = rows[-1][1] if len(rows) == limit else None
-    return {"contacts": listed, "next": following}
+    return {"contacts": listed, "next": next_cursor(page, rows, lambda row: (row[1],))}
 
 
 # ── helpers ─────────────────────────────────────────────────────────────────────────────

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from models.db import database
+from models.pages import keyset
 from pipeline.envelope import Trunk
 from pipeline.errors import CallNotFound, SuppressionNotFound, TrunkNotFound, TrunkRequired
+from pipeline.pages import PageRequest, next_cursor
 from pipeline.privacy.sealing import (
     DeploymentKey,
     SealedValueUnreadable,
@@ -83,16 +85,32 @@ def add_trunk(namespace: str, name: str, url: str, username: str, password: str,
     return bool(row[0])
 
 
-def trunks(namespace: str) -> list[TrunkRow]:
+def trunks(namespace: str, page: PageRequest) -> tuple[list[TrunkRow], str | None]:
+    """A page of the deployment's trunks in name order, and the next page's cursor."""
+    window = keyset(page, ("name",), created="created_at")
     rows = database.execute_sql(
         "SELECT name, url, username, caller_number, created_at FROM trunks"
-        " WHERE namespace = %s ORDER BY name",
-        (namespace,),
+        f" WHERE namespace = %(namespace)s {window.where} {window.order}",
+        {"namespace": namespace, **window.parameters},
     ).fetchall()
-    return [
+    listed = [
         TrunkRow(name, url, username, caller, created.isoformat())
-        for name, url, username, caller, created in rows
+        for name, url, username, caller, created in rows[: page.limit]
     ]
+    return listed, next_cursor(page, rows, lambda row: (row[0],))
+
+
+def trunk_row(namespace: str, name: str) -> TrunkRow:
+    """One trunk as the API shows it (TrunkNotFound if there is none)."""
+    row = database.execute_sql(
+        "SELECT name, url, username, caller_number, created_at FROM trunks"
+        " WHERE namespace = %s AND name = %s",
+        (namespace, name),
+    ).fetchone()
+    if row is None:
+        raise TrunkNotFound(f"no trunk {name!r}")
+    found, url, username, caller, created = row
+    return TrunkRow(found, url, username, caller, created.isoformat())
 
 
 def remove_trunk(namespace: str, name: str) -> None:
@@ -205,14 +223,15 @@ def suppress_for_session(execute: Any, session_id: str, number: str, source: str
     )
 
 
-def suppressions(namespace: str, after: str = "", limit: int = 100) -> list[dict[str, Any]]:
-    """The suppressed numbers in number order, those after `after`."""
+def suppressions(namespace: str, page: PageRequest) -> tuple[list[dict[str, Any]], str | None]:
+    """A page of the suppressed numbers in number order, and the next page's cursor."""
+    window = keyset(page, ("number",), created="created_at")
     rows = database.execute_sql(
         "SELECT number, reason, source, added_by, session_id, created_at FROM suppressions"
-        " WHERE namespace = %s AND number > %s ORDER BY number LIMIT %s",
-        (namespace, after, limit),
+        f" WHERE namespace = %(namespace)s {window.where} {window.order}",
+        {"namespace": namespace, **window.parameters},
     ).fetchall()
-    return [
+    listed = [
         {
             "number": number,
             "reason": reason,
@@ -221,8 +240,9 @@ def suppressions(namespace: str, after: str = "", limit: int = 100) -> list[dict
             "session_id": session_id,
             "created_at": created.isoformat(),
         }
-        for number, reason, source, by, session_id, created in rows
+        for number, reason, source, by, session_id, created in rows[: page.limit]
     ]
+    return listed, next_cursor(page, rows, lambda row: (row[0],))
 
 
 def unsuppress(namespace: str, number: str) -> None:

@@ -17,10 +17,12 @@ from typing import Any, Literal
 import psycopg2.errors
 
 from models.db import database
+from models.pages import keyset
 from models.sessions import Applied, LockedSession, locked_session, new_session
 from pipeline.api import RouteSpec, RouteTerms
 from pipeline.errors import PhoneCallNotFound, RouteNotFound, SessionNotFound
 from pipeline.event_streams import shown_spec
+from pipeline.pages import PageRequest, next_cursor
 from pipeline.phone import ALL_FULL, GONE_BEFORE_ANSWER, ROUTE_FULL, UNKNOWN_NUMBER, PhoneLine, route_matches
 from pipeline.privacy.sealing import DeploymentKey
 from pipeline.state import TERMINAL_PHASES, SessionState
@@ -87,11 +89,15 @@ def add_route(namespace: str, route: RouteSpec) -> Route:
     return _route(row)
 
 
-def routes(namespace: str) -> list[dict[str, Any]]:
-    """Every route of a deployment, with how many calls it answered, has live, and refused."""
+def routes(namespace: str, page: PageRequest) -> tuple[list[dict[str, Any]], str | None]:
+    """A page of a deployment's routes in number order, each with how many calls it answered,
+    has live, and refused; and the next page's cursor."""
+    window = keyset(page, ("number",), created="created_at")
     rows = database.execute_sql(
-        f"SELECT {_ROUTE_COLUMNS} FROM routes WHERE namespace = %s ORDER BY number", (namespace,)
+        f"SELECT {_ROUTE_COLUMNS} FROM routes WHERE namespace = %(namespace)s {window.where} {window.order}",
+        {"namespace": namespace, **window.parameters},
     ).fetchall()
+    shown = [_route(row) for row in rows[: page.limit]]
     counts = {
         row[0]: row[1:]
         for row in database.execute_sql(
@@ -99,16 +105,15 @@ def routes(namespace: str) -> list[dict[str, Any]]:
             " count(*) FILTER (WHERE p.action = 'accept' AND s.status NOT IN ('ended', 'failed')),"
             " count(*) FILTER (WHERE p.action = 'reject')"
             " FROM phone_calls p LEFT JOIN sessions s ON s.id = p.session_id"
-            " WHERE p.namespace = %s GROUP BY p.route_id",
-            (namespace,),
+            " WHERE p.namespace = %s AND p.route_id = ANY(%s) GROUP BY p.route_id",
+            (namespace, [route.id for route in shown]),
         ).fetchall()
     }
     listed = []
-    for row in rows:
-        route = _route(row)
+    for route in shown:
         answered, live, refused = counts.get(route.id, (0, 0, 0))
         listed.append({**route.as_json(), "calls": {"answered": answered, "live": live, "refused": refused}})
-    return listed
+    return listed, next_cursor(page, rows, lambda row: (row[1],))
 
 
 def refusals(namespace: str) -> dict[str, int]:

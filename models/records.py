@@ -18,10 +18,11 @@ from models.db import (
 from models.erasure import erasures
 from models.event_streams import cursor_of
 from pipeline.call_log import CallLogEntry, LoggedInput, ended_by, erased_log, heard_latency, project
-from pipeline.desk import activity, cursor_position, direction, outcome, page_cursor
+from pipeline.desk import activity, direction, outcome
 from pipeline.dialects import capabilities_for
 from pipeline.errors import SessionNotFound
 from pipeline.event_streams import shown
+from pipeline.pages import cursor_position, page_cursor
 from pipeline.privacy.policy import PrivacyPolicy
 from pipeline.state import IN_CALL, Phase
 
@@ -342,7 +343,7 @@ def sessions(
     they were created and a search of their id, numbers and words said), a page at a time
     (`next`: the cursor of the next page, None on the last), how many there are in each status,
     and how many are live, over, or were never connected (`calls`)."""
-    cursor_at, cursor_id = cursor_position(cursor) if cursor else (None, "")
+    cursor_at, cursor_id = cursor_position("sessions", cursor) if cursor else (None, "")
     rows = database.execute_sql(
         LIST_SESSIONS,
         {
@@ -377,7 +378,7 @@ def sessions(
         "calls": sorted_counts,
         "sessions": listed,
         "counts": counts,
-        "next": page_cursor(last[3], last[0]) if last is not None else None,
+        "next": page_cursor("sessions", last[3], last[0]) if last is not None else None,
     }
 
 

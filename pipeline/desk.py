@@ -1,6 +1,6 @@
 """What a supervisor's desk shows of calls, decided from their stored rows: who is doing what on a
-line, what a call came to, which callers wait for a person (longest first), and the opaque cursor
-of a page of calls.
+line, what a call came to, and which callers wait for a person (longest first). Its list of calls
+is paged as every list is (`pipeline.pages`).
 
 The rules:
 - A caller waits for a person while an attention request is open and nobody holds the line; the
@@ -15,16 +15,11 @@ The rules:
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from pipeline.call.heard import percentile
-from pipeline.errors import MalformedRequest
 from pipeline.state import IN_CALL, Phase
 
 # The failures of a session that never had a call: nobody connected it, or it was refused before
@@ -179,28 +174,3 @@ def call_queue(calls: Iterable[QueuedCall], now: float) -> dict[str, list[dict[s
         key=lambda entry: (-entry["troubles"], -(entry["slow_answers_ms"] or 0), -entry["in_call_s"])
     )
     return {"waiting": waiting, "held": held, "struggling": struggling}
-
-
-def page_cursor(created_at: datetime, session_id: str) -> str:
-    """The opaque cursor of the page after the session created at `created_at`."""
-    raw = json.dumps([created_at.isoformat(), session_id], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def cursor_position(cursor: str) -> tuple[datetime, str]:
-    """Where a cursor says the next page starts (MalformedRequest for one this never made)."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created, session_id = json.loads(raw)
-        return datetime.fromisoformat(created), str(session_id)
-    except (ValueError, TypeError, binascii.Error) as error:
-        raise MalformedRequest(f"cursor {cursor[:40]!r} is not one this API gave") from error
-
-
-def instant(text: str, name: str) -> datetime:
-    """An ISO 8601 time from a query (UTC when it names no zone)."""
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError as error:
-        raise MalformedRequest(f"{name} must be an ISO 8601 time, not {text[:40]!r}") from error
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)

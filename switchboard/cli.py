@@ -177,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     suppressions.add_argument("action", choices=["add", "list", "remove"], help="what to do")
     suppressions.add_argument("number", nargs="?", help="add, remove: the number, E.164")
     suppressions.add_argument("--reason", default="", help="add: why (kept with the number)")
-    suppressions.add_argument("--after", default="", help="list: the numbers after this one")
+    suppressions.add_argument("--cursor", default="", help="list: the `next` of the page before")
     suppressions.add_argument("--api", help="the gateway's API (default: from the settings)")
     keys = commands.add_parser(
         "keys", help=f"API keys with roles: add (the key is shown once), list, revoke, {IN_DATABASE}"
@@ -616,7 +616,7 @@ def _suppressions(settings: Settings, arguments: argparse.Namespace) -> int:
     """Add, list or remove numbers never to dial through a gateway's API."""
     if arguments.action == "list":
         return _through_api(
-            settings, arguments.api, lambda client: client.suppressions(after=arguments.after)
+            settings, arguments.api, lambda client: client.suppressions(cursor=arguments.cursor)
         )
     if not arguments.number:
         print(f"switchboard: suppressions {arguments.action} needs the number", file=sys.stderr)

@@ -129,8 +129,9 @@ class Client:
         """Route calls to `number` (or a prefix ending in `*`) to an agent with this session."""
         return dict(self._ok("POST", "/v1/routes", {"number": number, "session": session, **terms})["route"])
 
-    def routes(self) -> dict[str, Any]:
-        return dict(self._ok("GET", "/v1/routes"))
+    def routes(self, cursor: str = "", limit: int = 100) -> dict[str, Any]:
+        """A page of routes in number order; its `next` is the cursor of the page after."""
+        return dict(self._ok("GET", _paged("/v1/routes", cursor, limit)))
 
     def remove_route(self, route_id: str) -> dict[str, Any]:
         return dict(self._ok("DELETE", f"/v1/routes/{quote(route_id, safe='')}"))
@@ -145,8 +146,9 @@ class Client:
     def outbound_call(self, call_id: str) -> dict[str, Any]:
         return dict(self._ok("GET", f"/v1/calls/{quote(call_id, safe='')}"))
 
-    def trunks(self) -> dict[str, Any]:
-        return dict(self._ok("GET", "/v1/trunks"))
+    def trunks(self, cursor: str = "", limit: int = 100) -> dict[str, Any]:
+        """A page of trunks in name order; its `next` is the cursor of the page after."""
+        return dict(self._ok("GET", _paged("/v1/trunks", cursor, limit)))
 
     def add_trunk(self, trunk: dict[str, Any]) -> dict[str, Any]:
         return dict(self._ok("POST", "/v1/trunks", trunk))
@@ -159,9 +161,9 @@ class Client:
         query = urlencode({name: value for name, value in (("status", status), ("cursor", cursor)) if value})
         return dict(self._ok("GET", f"/v1/sessions?limit={limit}" + (f"&{query}" if query else "")))
 
-    def suppressions(self, after: str = "", limit: int = 100) -> dict[str, Any]:
-        query = urlencode({"after": after, "limit": limit})
-        return dict(self._ok("GET", f"/v1/suppressions?{query}"))
+    def suppressions(self, cursor: str = "", limit: int = 100) -> dict[str, Any]:
+        """A page of suppressed numbers in number order; its `next` is the cursor of the page after."""
+        return dict(self._ok("GET", _paged("/v1/suppressions", cursor, limit)))
 
     def suppress(self, number: str, reason: str = "") -> dict[str, Any]:
         return dict(self._ok("POST", "/v1/suppressions", {"number": number, "reason": reason}))
@@ -172,15 +174,17 @@ class Client:
     def create_campaign(self, spec: dict[str, Any]) -> dict[str, Any]:
         return dict(self._ok("POST", "/v1/campaigns", spec))
 
-    def campaigns(self) -> dict[str, Any]:
-        return dict(self._ok("GET", "/v1/campaigns"))
+    def campaigns(self, cursor: str = "", limit: int = 100) -> dict[str, Any]:
+        """A page of campaigns, newest first; its `next` is the cursor of the page after."""
+        return dict(self._ok("GET", _paged("/v1/campaigns", cursor, limit)))
 
     def campaign(self, campaign_id: str) -> dict[str, Any]:
         return dict(self._ok("GET", f"/v1/campaigns/{quote(campaign_id, safe='')}"))
 
-    def campaign_contacts(self, campaign_id: str, after: int = -1, limit: int = 100) -> dict[str, Any]:
-        query = urlencode({"after": after, "limit": limit})
-        return dict(self._ok("GET", f"/v1/campaigns/{quote(campaign_id, safe='')}/contacts?{query}"))
+    def campaign_contacts(self, campaign_id: str, cursor: str = "", limit: int = 100) -> dict[str, Any]:
+        """A page of a campaign's contacts in its order; its `next` is the cursor of the page after."""
+        path = f"/v1/campaigns/{quote(campaign_id, safe='')}/contacts"
+        return dict(self._ok("GET", _paged(path, cursor, limit)))
 
     def add_campaign_contacts_csv(self, campaign_id: str, csv: str, first_line: int = 2) -> dict[str, Any]:
         """More contacts as a CSV page (with its header); refused rows are numbered from
@@ -260,3 +264,9 @@ def _decode(body: bytes, content_type: str) -> Any:
     if "json" in content_type:
         return json.loads(body or b"null")
     return body.decode(errors="replace")
+
+
+def _paged(path: str, cursor: str, limit: int) -> str:
+    """A list's path asking for one page: `limit` items after `cursor` (the `next` of the page
+    before; none for the first)."""
+    return f"{path}?{urlencode({'limit': limit, **({'cursor': cursor} if cursor else {})})}"

@@ -12,6 +12,7 @@ import base64
 import logging
 import time
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import dramatiq
@@ -40,7 +41,6 @@ from pipeline.api import RouteSpec, SessionSpec
 from pipeline.call.dialect import Ability, refusal
 from pipeline.catalog import ToolCatalog, ToolError, ToolOutcome
 from pipeline.cost import cost_usd
-from pipeline.desk import instant
 from pipeline.dialects import capabilities_for, dialect_for
 from pipeline.envelope import EventEnvelope, Reply
 from pipeline.errors import (
@@ -73,6 +73,7 @@ from pipeline.names import (
 from pipeline.outbound.contacts import Contact, RefusedRow, iter_contacts, zone_refusal
 from pipeline.outbound.specs import CallSpec, CampaignSpec, SuppressionSpec, TrunkSpec, campaign_refusal
 from pipeline.outbound.vars import MissingVars, fill
+from pipeline.pages import in_memory, instant, requested
 from pipeline.phone import PhoneLine, kept_headers, line_of
 from pipeline.privacy.sealing import open_sealed
 from pipeline.realtime.configuration import offered_tools
@@ -297,9 +298,14 @@ def phone_call_answered(
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="routes", **_REQUEST_POLICY)
 def routes(
-    request_id: str, gateway_id: str, verb: str, route: dict[str, Any] | None = None, route_id: str = ""
+    request_id: str,
+    gateway_id: str,
+    verb: str,
+    route: dict[str, Any] | None = None,
+    route_id: str = "",
+    page: dict[str, Any] | None = None,
 ) -> None:
-    """Add (or replace), list or remove the routes of this deployment."""
+    """Add (or replace), list (a page) or remove the routes of this deployment."""
     namespace = _runtime.settings.broker_namespace
 
     def act() -> tuple[int, dict[str, Any]]:
@@ -312,7 +318,8 @@ def routes(
             return 200, {"removed": route_id}
         if verb == "call":
             return 200, phone.phone_call(namespace, route_id)
-        return 200, {"routes": phone.routes(namespace), "refused": phone.refusals(namespace)}
+        listed, following = phone.routes(namespace, requested("routes", page))
+        return 200, {"routes": listed, "refused": phone.refusals(namespace), "next": following}
 
     _answer(request_id, gateway_id, act)
 
@@ -324,9 +331,15 @@ def routes(
 # (which `switchboard dlq show` prints), a failure is answered instead and the request is made again.
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="trunks", max_retries=0, time_limit=30_000)
 def trunks(
-    request_id: str, gateway_id: str, verb: str, trunk: dict[str, Any] | None = None, name: str = ""
+    request_id: str,
+    gateway_id: str,
+    verb: str,
+    trunk: dict[str, Any] | None = None,
+    name: str = "",
+    page: dict[str, Any] | None = None,
 ) -> None:
-    """Add (or replace), list or remove the deployment's SIP trunks; a password is never answered."""
+    """Add (or replace), list (a page) or remove the deployment's SIP trunks; a password is never
+    answered."""
     namespace = _runtime.settings.broker_namespace
 
     def act() -> tuple[int, dict[str, Any]]:
@@ -340,12 +353,12 @@ def trunks(
                 spec.password.get_secret_value(),
                 spec.caller_number,
             )
-            added = next(row for row in outgoing.trunks(namespace) if row.name == spec.name)
-            return (201 if created else 200), {"trunk": added.as_json()}
+            return (201 if created else 200), {"trunk": outgoing.trunk_row(namespace, spec.name).as_json()}
         if verb == "remove":
             outgoing.remove_trunk(namespace, name)
             return 200, {"removed": name}
-        return 200, {"trunks": [row.as_json() for row in outgoing.trunks(namespace)]}
+        listed, following = outgoing.trunks(namespace, requested("trunks", page))
+        return 200, {"trunks": [row.as_json() for row in listed], "next": following}
 
     try:
         _answer(request_id, gateway_id, act)
@@ -366,11 +379,10 @@ def suppressions(
     verb: str,
     suppression: dict[str, Any] | None = None,
     number: str = "",
-    after: str = "",
-    limit: int = 100,
+    page: dict[str, Any] | None = None,
     by: str = "",
 ) -> None:
-    """Add, list (in number order, after a number) or remove the numbers never to dial."""
+    """Add, list (a page, in number order) or remove the numbers never to dial."""
     namespace = _runtime.settings.broker_namespace
 
     def act() -> tuple[int, dict[str, Any]]:
@@ -381,8 +393,7 @@ def suppressions(
         if verb == "remove":
             outgoing.unsuppress(namespace, number)
             return 200, {"number": number, "suppressed": False}
-        listed = outgoing.suppressions(namespace, after=after, limit=limit)
-        following = listed[-1]["number"] if len(listed) == limit else None
+        listed, following = outgoing.suppressions(namespace, requested("suppressions", page))
         return 200, {"suppressions": listed, "next": following}
 
     _answer(request_id, gateway_id, act)
@@ -445,8 +456,7 @@ def campaigns_api(
     verb: str,
     campaign_id: str = "",
     spec: dict[str, Any] | None = None,
-    after: int = -1,
-    limit: int = 100,
+    page: dict[str, Any] | None = None,
     now: float = 0.0,
     contacts: list[dict[str, Any]] | None = None,
     csv: str | None = None,
@@ -468,7 +478,7 @@ def campaigns_api(
         if verb == "show":
             return 200, campaign_store.campaign(namespace, campaign_id)
         if verb == "contacts":
-            return 200, campaign_store.contacts(namespace, campaign_id, after=after, limit=limit)
+            return 200, campaign_store.contacts(namespace, campaign_id, requested("contacts", page))
         if verb == "add_contacts":
             settings = campaign_store.spec_of(campaign_id)
             if settings is None:
@@ -500,7 +510,8 @@ def campaigns_api(
             if verb == "resume":
                 campaign_tick.send(campaign_id=campaign_id)
             return 200, shown
-        return 200, {"campaigns": campaign_store.campaigns(namespace, limit=limit)}
+        listed, following = campaign_store.campaigns(namespace, requested("campaigns", page))
+        return 200, {"campaigns": listed, "next": following}
 
     _answer(request_id, gateway_id, act)
 
@@ -729,15 +740,25 @@ def call_queue(request_id: str, gateway_id: str) -> None:
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="dead_letters", **_REQUEST_POLICY)
-def dead_letters(request_id: str, gateway_id: str, verb: str, letter_id: str = "") -> None:
-    """The dead letters, as `switchboard dlq` shows and acts on them: list, show (with what a
-    replay would do), replay, purge."""
+def dead_letters(
+    request_id: str, gateway_id: str, verb: str, letter_id: str = "", page: dict[str, Any] | None = None
+) -> None:
+    """The dead letters, as `switchboard dlq` shows and acts on them: list (a page, oldest first),
+    show (with what a replay would do), replay, purge."""
 
     def act() -> tuple[int, dict[str, Any]]:
         letters = DeadLetters(_runtime.broker)
         now_ms = int(time.time() * 1000)
         if verb == "list":
-            return 200, {"dead_letters": [letter.summary(now_ms) for letter in letters.list()]}
+            # They live in Redis, not in PostgreSQL, and expire after a week: read whole, then paged
+            # on when each was dead-lettered (their creation time here) and its id.
+            shown, following = in_memory(
+                requested("dead_letters", page),
+                letters.list(),
+                key=lambda letter: (letter.dead_since_ms, letter.id),
+                created=lambda letter: datetime.fromtimestamp(letter.dead_since_ms / 1000, UTC),
+            )
+            return 200, {"dead_letters": [letter.summary(now_ms) for letter in shown], "next": following}
         letter = letters.find(letter_id)
         if letter is None:
             raise DeadLetterNotFound(f"no dead letter {letter_id!r} (replayed or purged already?)")

@@ -15,15 +15,17 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
+from pipeline.pages import page_cursor
 from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack
 from tests.e2e.test_app_webhooks import SECRET, Receiver
 from tests.e2e.test_console import SCREENSHOTS
-from tests.e2e.test_roles import _key
+from tests.e2e.test_roles import _key, _post
 from tests.support.browser import Browser
 from tests.support.live import _sim, live_session
 from tests.support.waiting import wait_for
@@ -277,11 +279,103 @@ def test_a_call_retried_with_its_idempotency_key_is_dialled_once(dialing: Stack)
     placed = [answer for status, answer in answers if status == 201]
     assert placed and all(status in (201, 409) for status, _ in answers), answers
     assert len({answer["call"]["id"] for answer in placed}) == 1
-    retried = client.request("POST", "/v1/calls", body, headers=key)
-    assert retried == (201, placed[0])
+    retried = _post(
+        dialing, dialing.api_token, "/v1/calls", json.dumps(body).encode(), key["Idempotency-Key"]
+    )
+    assert retried[:2] == (201, placed[0]) and retried[2]["idempotent-replayed"] == "true"
+    assert retried[2]["location"] == f"/v1/calls/{placed[0]['call']['id']}"
     client.wait_for_status(placed[0]["session"]["id"], timeout_s=60)
     dials = [d for d in _dials(dialing)["dials"] if d["destination"] == to]
     assert [(d["idempotency_key"], d["repeats"]) for d in dials] == [(placed[0]["call"]["id"], 0)]
+
+
+def test_a_list_paged_while_numbers_are_added_yields_each_once_in_order(dialing: Stack) -> None:
+    """The do-not-call list, three at a time, while numbers are added before and after the page
+    being read: every number there from the start comes once, in number order; a page range by
+    creation time; a cursor this list never gave, a limit out of bounds and a time range on
+    contacts (they keep no creation time) are 422."""
+    client = Client(dialing.api_url, dialing.api_token)
+    run = random.randrange(100, 1_000)
+    mine = [f"+1646{run}{index:04d}" for index in range(0, 7_000, 1_000)]
+    for number in mine:
+        client.suppress(number, "paged")
+    seen: list[str] = []
+    behind: list[str] = []
+    ahead: list[str] = []
+    page = client.suppressions(limit=3)
+    while True:
+        seen += [entry["number"] for entry in page["suppressions"]]
+        if page["next"] is None:
+            break
+        # One number before the end of the page just read (behind the cursor: never seen) and
+        # one after it (seen, in its place).
+        last = int(seen[-1][1:])
+        if client.suppress(f"+{last - 1}", "added while paging")["new"]:
+            behind.append(f"+{last - 1}")
+        ahead.append(f"+{last + 1}")
+        client.suppress(ahead[-1], "added while paging")
+        page = client.suppressions(cursor=page["next"], limit=3)
+    assert seen == sorted(set(seen)), "each number once, in number order"
+    assert [number for number in seen if number in mine] == mine
+    assert set(ahead) <= set(seen) and not set(behind) & set(seen)
+    created = sorted(
+        entry["created_at"]
+        for entry in client.suppressions(limit=1_000)["suppressions"]
+        if entry["number"] in mine
+    )
+    after = {
+        e["number"] for e in _listed(client, f"/v1/suppressions?limit=1000&created_after={_q(created[0])}")
+    }
+    before = {
+        e["number"] for e in _listed(client, f"/v1/suppressions?limit=1000&created_before={_q(created[0])}")
+    }
+    assert set(mine) <= after and not set(mine) & before
+    campaign = client.campaigns(limit=1)
+    assert set(campaign) == {"campaigns", "next"}
+    for path in (
+        "/v1/suppressions?cursor=not-a-cursor",
+        f"/v1/routes?cursor={page_cursor('suppressions', mine[0])}",
+        "/v1/trunks?limit=501",
+        "/v1/dead-letters?created_after=yesterday",
+        "/v1/campaigns/camp_x/contacts?created_after=2026-01-01T00:00:00Z",
+    ):
+        status, answer = client.request("GET", path)
+        assert (status, answer["error"]["code"]) == (422, "malformed_request"), path
+
+
+def test_each_creation_says_where_it_is_and_a_body_not_json_creates_nothing(dialing: Stack) -> None:
+    """201s carry the created resource's Location, a replay under the same Idempotency-Key the
+    same; a 200 (the number was suppressed already) carries none; a text/plain body is 415."""
+    token = dialing.api_token
+    number = _number()
+    body = json.dumps({"number": number, "reason": "asked"}).encode()
+    refused = _post(dialing, token, "/v1/suppressions", body, None, "text/plain")
+    assert (refused[0], refused[1]["error"]["code"]) == (415, "unsupported_media_type")
+    assert number not in {
+        e["number"] for e in Client(dialing.api_url, token).suppressions(limit=1_000)["suppressions"]
+    }
+    key = f"suppress-{uuid.uuid4().hex}"
+    first = _post(dialing, token, "/v1/suppressions", body, key)
+    replayed = _post(dialing, token, "/v1/suppressions", body, key)
+    assert first[0] == replayed[0] == 201 and replayed[2]["idempotent-replayed"] == "true"
+    assert first[2]["location"] == replayed[2]["location"] == f"/v1/suppressions/{number}"
+    again = _post(dialing, token, "/v1/suppressions", body, None)
+    assert again[0] == 200 and "location" not in again[2]
+    trunk = json.dumps({**TRUNK, "name": f"spare-{uuid.uuid4().hex[:8]}"}).encode()
+    added = _post(dialing, token, "/v1/trunks", trunk, None)
+    assert added[0] == 201
+    assert added[2]["location"] == f"/v1/trunks/{quote(added[1]['trunk']['name'])}"
+    assert Client(dialing.api_url, token).request("DELETE", added[2]["location"])[0] == 200
+
+
+def _listed(client: Client, path: str) -> list[dict[str, Any]]:
+    status, answer = client.request("GET", path)
+    assert status == 200, answer
+    return list(answer["suppressions"])
+
+
+def _q(text: str) -> str:
+    return quote(text, safe="")
 
 
 def test_a_campaign_with_every_outcome_completes_as_its_policy_says(
@@ -462,13 +556,13 @@ def _due_now(database_url: str, campaign_id: str) -> None:
 
 def _all_contacts(client: Client, campaign_id: str) -> list[dict[str, Any]]:
     contacts: list[dict[str, Any]] = []
-    after = -1
+    cursor = ""
     while True:
-        page = client.campaign_contacts(campaign_id, after=after, limit=10)
+        page = client.campaign_contacts(campaign_id, cursor=cursor, limit=10)
         contacts += page["contacts"]
         if page["next"] is None:
             return contacts
-        after = page["next"]
+        cursor = page["next"]
 
 
 def _check_campaign(

@@ -98,11 +98,11 @@ def test_each_role_may_do_its_own_and_nothing_else(stack: Stack, client: Client,
 
 
 def _post(
-    stack: Stack, token: str, path: str, body: bytes, key: str | None
+    stack: Stack, token: str, path: str, body: bytes, key: str | None, content_type: str = "application/json"
 ) -> tuple[int, Any, dict[str, str]]:
     """A POST with its answer's status, JSON body and headers, names lowercased (the client
     keeps no headers)."""
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": content_type}
     if key is not None:
         headers["Idempotency-Key"] = key
     request = urllib.request.Request(f"{stack.api_url}{path}", data=body, method="POST", headers=headers)
@@ -139,12 +139,16 @@ def test_twenty_identical_creates_at_once_make_one_session(stack: Stack, service
     refused = [answer["error"]["code"] for status, answer, _ in answers if status != 201]
     assert created and set(refused) <= {"request_in_progress"}
     assert len({answer["id"] for answer in created}) == 1
+    # Each 201, replayed or not, says where the session is.
+    locations = {headers.get("location") for status, _, headers in answers if status == 201}
+    assert locations == {f"/v1/sessions/{created[0]['id']}"}
     assert sum(1 for status, _, headers in answers if headers.get("idempotent-replayed") == "true") == (
         len(created) - 1
     )
     # Asked again once all have answered: the first answer, replayed, and still one session.
     status, again, headers = _post(stack, app, "/v1/sessions", body, key)
     assert (status, again, headers.get("idempotent-replayed")) == (201, created[0], "true")
+    assert headers["location"] == f"/v1/sessions/{created[0]['id']}"
     reused = _post(stack, app, "/v1/sessions", json.dumps({"instructions": "Other."}).encode(), key)
     assert (reused[0], reused[1]["error"]["code"]) == (422, "idempotency_key_reused")
     other_app = _key(stack, services, "other-app", "app")["key"]
@@ -155,6 +159,18 @@ def test_twenty_identical_creates_at_once_make_one_session(stack: Stack, service
     for malformed in ("x" * 256, "tab\tin"):
         status, answer, _ = _post(stack, app, "/v1/sessions", body, malformed)
         assert (status, answer["error"]["code"]) == (422, "malformed_idempotency_key")
+    # A body that does not say it is JSON is refused before anything happens: no session, and
+    # its Idempotency-Key is not taken (the same key then creates the session).
+    plain = f"You are the plain desk {uuid.uuid4().hex}."
+    plain_body = json.dumps({"instructions": plain}).encode()
+    plain_key = f"plain-{uuid.uuid4().hex}"
+    for content_type in ("text/plain", "application/x-www-form-urlencoded"):
+        status, answer, _ = _post(stack, app, "/v1/sessions", plain_body, plain_key, content_type)
+        assert (status, answer["error"]["code"]) == (415, "unsupported_media_type")
+    assert _sessions_told(services, plain) == 0
+    status, answer, headers = _post(stack, app, "/v1/sessions", plain_body, plain_key)
+    assert status == 201 and "idempotent-replayed" not in headers
+    assert _sessions_told(services, plain) == 1
 
 
 def test_a_verb_sent_twice_with_its_key_acts_once(stack: Stack, client: Client) -> None:

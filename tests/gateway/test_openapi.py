@@ -7,11 +7,12 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from openapi_spec_validator import validate
+from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.testclient import TestClient
 
 from gateway import openapi
-from gateway.api import authenticated, build_api, storable_addresses
+from gateway.api import authenticated, build_api, json_bodies, storable_addresses
 from gateway.keys import KeyRing
 from gateway.ports import ApiPort
 
@@ -104,6 +105,62 @@ def test_a_path_or_query_holding_nul_is_refused_before_a_worker_is_asked() -> No
     reply timeout: PostgreSQL refused it in the worker)."""
     gateway = cast(ApiPort, SimpleNamespace(gateway_id="gw", rpc=None, sink=None, watch_secret=b"s"))
     with TestClient(cast(Any, storable_addresses(build_api(gateway)))) as client:
-        for method, path in (("GET", "/v1/suppressions?after=%00"), ("DELETE", "/v1/routes/x%00")):
+        for method, path in (("GET", "/v1/suppressions?cursor=%00"), ("DELETE", "/v1/routes/x%00")):
             answer = client.request(method, path)
             assert (answer.status_code, answer.json()["error"]["code"]) == (422, "malformed_request")
+
+
+def test_a_body_is_taken_only_in_a_media_type_its_operation_declares() -> None:
+    """JSON (`application/json`, `application/*+json`, UTF-8 if a charset is named) everywhere;
+    an SDP offer on connect and a CSV of contacts where the table says so; the provider's
+    webhook whatever it sends. Anything else is 415 before the routes (so before an
+    idempotency key is claimed or a worker asked); a verb sent without a body is let through."""
+    reached: list[str] = []
+
+    async def routes(scope: Any, receive: Any, send: Any) -> None:
+        reached.append(scope["path"])
+        await JSONResponse({}, status_code=204)(scope, receive, send)
+
+    cases = [
+        ("POST", "/v1/sessions", "application/json", b"{}", 204),
+        ("POST", "/v1/sessions", "Application/JSON; charset=UTF-8", b"{}", 204),
+        ("POST", "/v1/sessions", "application/vnd.switchboard+json", b"{}", 204),
+        ("PUT", "/v1/sessions/s/prompt/rules", "application/json", b"{}", 204),
+        ("POST", "/v1/sessions/s/connect", "application/sdp", b"v=0", 204),
+        ("POST", "/v1/campaigns/c/contacts", "text/csv; charset=utf-8", b"to\n", 204),
+        ("POST", "/v1/webhooks/openai", "text/plain", b"signed", 204),
+        ("POST", "/v1/sessions/s/hold", None, b"", 204),
+        ("POST", "/v1/sessions", "text/plain", b"{}", 415),
+        ("POST", "/v1/sessions", None, b"{}", 415),
+        ("POST", "/v1/sessions", "application/x-www-form-urlencoded", b"a=1", 415),
+        ("POST", "/v1/sessions", "application/json; charset=latin-1", b"{}", 415),
+        ("POST", "/v1/sessions", "text/csv", b"to\n", 415),
+        ("PUT", "/v1/sessions/s/tools", "text/plain", b"{}", 415),
+        ("POST", "/v1/campaigns/c/contacts", "text/plain", b"to\n", 415),
+        ("POST", "/v1/campaigns/c/pause", "application/sdp", b"v=0", 415),
+        ("POST", "/v1/sessions/s/hold", "text/plain", b"x", 415),
+    ]
+    # Not entered as a context: these routes have no lifespan to run.
+    client = TestClient(cast(Any, json_bodies(routes)))
+    for method, path, content_type, body, status in cases:
+        reached.clear()
+        headers = {"content-type": content_type} if content_type else {}
+        answer = client.request(method, path, content=body, headers=headers)
+        assert answer.status_code == status, (method, path, content_type)
+        if status == 415:
+            assert answer.json()["error"]["code"] == "unsupported_media_type"
+            assert reached == [], (method, path, content_type)
+        else:
+            assert reached == [path]
+
+
+def test_every_201_declares_its_location_and_every_body_its_415() -> None:
+    for path, methods in openapi.document()["paths"].items():
+        for method, operation in methods.items():
+            created = operation["responses"].get("201")
+            if created is not None:
+                assert created["headers"]["Location"]["required"] is True, (method, path)
+            if "requestBody" in operation:
+                assert operation["x-error-codes"]["415"] == ["unsupported_media_type"], (method, path)
+            else:
+                assert "415" not in operation["responses"], (method, path)

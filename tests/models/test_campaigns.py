@@ -18,6 +18,7 @@ from models.sessions import locked_session
 from pipeline.errors import CampaignOver, TooManyContacts
 from pipeline.outbound.contacts import Contact
 from pipeline.outbound.specs import CampaignSettings
+from pipeline.pages import PageRequest, cursor_position
 from pipeline.privacy.sealing import DeploymentKey
 from pipeline.step import OutboundEnded
 
@@ -136,7 +137,8 @@ def test_a_contact_outside_its_window_waits_for_it(database: Any) -> None:
     tick = campaigns.claim_dials(campaign_id, NOON, capacity=ROOMY)
     assert tick.claimed == ()
     # New York's next Monday 09:00, a week on, is when they are looked at again.
-    contacts = campaigns.contacts(campaigns.namespace_of(campaign_id), campaign_id)["contacts"]
+    namespace = campaigns.namespace_of(campaign_id)
+    contacts = campaigns.contacts(namespace, campaign_id, PageRequest("contacts"))["contacts"]
     assert [c["state"] for c in contacts] == ["waiting", "waiting"]
     later = campaigns.claim_dials(campaign_id, NOON + timedelta(days=7) - timedelta(hours=3), capacity=ROOMY)
     assert len(later.claimed) == 2
@@ -162,7 +164,7 @@ def test_a_call_s_end_retries_as_the_policy_says_then_is_done(database: Any) -> 
     assert _outcomes(campaign_id) == {"no_answer": 1}
     last = campaigns.claim_dials(campaign_id, NOON + timedelta(minutes=30), capacity=ROOMY)
     assert last.completed and campaigns.campaign(namespace, campaign_id)["status"] == "completed"
-    [contact] = campaigns.contacts(namespace, campaign_id)["contacts"]
+    [contact] = campaigns.contacts(namespace, campaign_id, PageRequest("contacts"))["contacts"]
     assert [a["outcome"] for a in contact["attempts"]] == ["no_answer", "no_answer"]
 
 
@@ -198,10 +200,12 @@ def test_contacts_are_paged_in_and_out_and_bounded(database: Any) -> None:
     namespace, campaign_id = _campaign(1)
     more = [Contact(to=f"+1212557{index:04d}") for index in range(2_500)]
     assert campaigns.add_contacts(namespace, campaign_id, iter(more)) == 2_501
-    page = campaigns.contacts(namespace, campaign_id, limit=1_000)
-    assert len(page["contacts"]) == 1_000 and page["next"] == 999
-    rest = campaigns.contacts(namespace, campaign_id, after=page["next"], limit=2_000)
+    page = campaigns.contacts(namespace, campaign_id, PageRequest("contacts", limit=1_000))
+    assert len(page["contacts"]) == 1_000 and page["next"] is not None
+    after = PageRequest("contacts", 2_000, cursor_position("contacts", page["next"]))
+    rest = campaigns.contacts(namespace, campaign_id, after)
     assert len(rest["contacts"]) == 1_501 and rest["next"] is None
+    assert rest["contacts"][0]["position"] == page["contacts"][-1]["position"] + 1
     monkey = iter(Contact(to=f"+1213{index:07d}") for index in range(100_000))
     with pytest.raises(TooManyContacts):
         campaigns.add_contacts(namespace, campaign_id, monkey)

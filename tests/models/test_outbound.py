@@ -15,6 +15,7 @@ from models import dialer, outbound
 from models.sessions import Applied, LockedSession, locked_session
 from pipeline.envelope import PlaceCall
 from pipeline.errors import NumberSuppressed, OutboundCapacity, TrunkNotFound, TrunkRequired
+from pipeline.pages import PageRequest
 from pipeline.privacy.sealing import DeploymentKey
 from pipeline.state import OutboundCall, Phase
 from pipeline.wire import SessionCreated
@@ -67,7 +68,7 @@ def test_a_trunk_s_password_is_stored_encrypted_and_opened_only_to_dial(database
         "SELECT password FROM trunks WHERE namespace = %s", (namespace,)
     ).fetchone()[0]
     assert PASSWORD not in stored and stored.startswith("secret:v1:")
-    listed = [row.as_json() for row in outbound.trunks(namespace)]
+    listed = [row.as_json() for row in outbound.trunks(namespace, PageRequest("trunks"))[0]]
     assert "password" not in json.dumps(listed) and PASSWORD not in json.dumps(listed)
 
     placed, published = _place(namespace)
@@ -131,7 +132,7 @@ def test_a_suppressed_number_is_never_placed(database: Any) -> None:
     assert not outbound.suppress(namespace, "+15550100002", reason="again")  # once
     with pytest.raises(NumberSuppressed):
         _place(namespace, to="+15550100002")
-    [listed] = outbound.suppressions(namespace)
+    [listed], _ = outbound.suppressions(namespace, PageRequest("suppressions"))
     assert (listed["number"], listed["reason"], listed["source"]) == ("+15550100002", "asked", "api")
     outbound.unsuppress(namespace, "+15550100002")
     placed, _ = _place(namespace, to="+15550100002")
@@ -219,7 +220,7 @@ def test_erasing_a_number_erases_the_calls_placed_to_it_and_forgets_it_as_a_cont
     assert [done.session_id for done in erased.erased] == [placed.session_id]
     call = outbound.outbound_call(namespace, placed.state.outbound.id)
     assert call["to"] == "" and call["outcome"] == "cancelled"
-    [contact] = campaigns.contacts(namespace, campaign_id)["contacts"]
+    [contact] = campaigns.contacts(namespace, campaign_id, PageRequest("contacts"))["contacts"]
     assert (contact["to"], contact["state"], contact["outcome"]) == ("", "done", "cancelled")
     # The do-not-call list keeps the number: that is what keeps it from being dialled.
     assert outbound.is_suppressed(namespace, to)
