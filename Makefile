@@ -5,13 +5,16 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean browser promtool
+.PHONY: venv demo test lint bench clean browser promtool
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(INSTALLED)
+
+# The virtualenv alone, for running the processes by hand (README, "Running it"; the Procfile).
+venv: $(INSTALLED)
 
 demo: $(INSTALLED)
 	$(PY) -m switchboard demo

@@ -30,7 +30,7 @@ from gateway.api import WEBHOOK_PATH, authenticated, build_api, json_bodies, sto
 from gateway.controls import ControlConsumer
 from gateway.idempotency import idempotent
 from gateway.keys import KeyRing
-from gateway.liveness import Heartbeat
+from gateway.liveness import Heartbeat, takeover_warning
 from gateway.metrics import GatewayMetrics
 from gateway.phone import PhoneDoor, answer_call
 from gateway.providers.live import LiveCallTrace, OpenAILive, live_provider_from
@@ -212,8 +212,11 @@ class Gateway:
             logger.warning("takeover of %s's sessions failed: %s %s", dead_gateway, status, body)
             return
         sessions = body["sessions"]
-        if sessions or dead_gateway != self.gateway_id:
-            logger.warning("taking over %d sessions of gateway %s", len(sessions), dead_gateway)
+        note = takeover_warning(dead_gateway, len(sessions))
+        if note is not None:
+            logger.warning(note)
+        else:
+            logger.debug("no sessions of gateway %s to take over", dead_gateway)
         if not sessions and dead_gateway != self.gateway_id:
             # Nothing of it is left to move; while something is, its claim lapses and the
             # next heartbeat looks again.

@@ -31,6 +31,16 @@ logger = logging.getLogger(__name__)
 TAKEOVER_CLAIM_MS = 10_000
 
 
+def takeover_warning(dead_gateway: str, sessions: int) -> str | None:
+    """What a takeover is worth a warning for: calls that changed hands. Every gateway takes
+    back its own id's sessions as it starts, and a dead peer may have held none; warning about
+    0 sessions greeted every clean start with a false alarm."""
+    if sessions == 0:
+        return None
+    noun = "session" if sessions == 1 else "sessions"
+    return f"taking over {sessions} {noun} of gateway {dead_gateway}"
+
+
 class Heartbeat:
     """Renews this gateway's liveness key and reports dead peers it claimed."""
 

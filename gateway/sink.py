@@ -255,6 +255,9 @@ class EventSink:
         self._marker = uuid.uuid4().hex
         self._marker_refresh_due = 0.0
         self._marker_failing = False
+        # Until the first check, a marker found is a previous process's of this gateway id (it
+        # lives a minute after its gateway stopped), not a sign that Redis lost anything.
+        self._marker_checked = False
         self.retransmitted = 0
         self.dropped = 0
         self.abandoned = 0
@@ -803,5 +806,6 @@ class EventSink:
         # check re-sends again (a copy is applied once).
         self._redis.set(self._marker_key, self._marker, ex=ttl)
         self.retransmitted += len(resend)
-        if resend or found is not None:
+        first, self._marker_checked = not self._marker_checked, True
+        if resend or (found is not None and not first):
             logger.warning("Redis lost its data (restarted empty): retransmitted %d held events", len(resend))

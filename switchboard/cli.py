@@ -32,6 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 STARTS_PROCESSES = {"worker", "demo", "replay", "bench"}
 
 
+# What the agent of `switchboard call` is told, unless --instructions says otherwise.
+CALL_INSTRUCTIONS = "You are the order desk. Answer briefly."
+
 # Said in each command's help: where the command's answers come from.
 THROUGH_GATEWAY = "through a gateway's API"
 IN_DATABASE = "in the database"
@@ -110,6 +113,24 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="latency: only the floor, idle event → control, idle tool turnaround and the peer",
     )
+    call_summary = (
+        "place a call and print its live transcript until it ends (Ctrl-C ends it), "
+        f"{THROUGH_GATEWAY}: a session, connected with an SDP offer made up here (the simulator "
+        "answers any) or --sdp FILE"
+    )
+    call = commands.add_parser("call", help=call_summary, description=f"{call_summary}.")
+    call.add_argument(
+        "--instructions",
+        default=CALL_INSTRUCTIONS,
+        help=f"the agent's instructions (default: {CALL_INSTRUCTIONS!r})",
+    )
+    call.add_argument(
+        "--sdp",
+        type=Path,
+        metavar="FILE",
+        help="the SDP offer to connect with, a file (default: a placeholder)",
+    )
+    call.add_argument("--api", help="the gateway's API (default: from the settings)")
     _add_sessions(commands)
     routes = commands.add_parser(
         "routes",
@@ -368,6 +389,8 @@ def _run(settings: Settings, arguments: argparse.Namespace) -> int:
         return run_latency_bench(
             settings, as_json=arguments.json, load_calls=arguments.calls, quick=arguments.quick
         )
+    if arguments.command == "call":
+        return _call(settings, arguments)
     if arguments.command == "routes":
         return _routes(settings, arguments)
     if arguments.command == "keys":
@@ -584,6 +607,36 @@ def _through_api(settings: Settings, api_url: str | None, work: Callable[[Client
         return 1
     print(json.dumps(result, indent=2))
     return 0
+
+
+def _call(settings: Settings, arguments: argparse.Namespace) -> int:
+    """Place a call through a gateway's API and follow it to its end; exit 1 on a refusal (its
+    body printed), when no gateway answers, or when the call failed; 130 on a second Ctrl-C."""
+    from switchboard.call import place_call
+    from switchboard.client import DEMO_SDP_OFFER, ApiError, Client
+
+    api = arguments.api or f"http://{settings.gateway_host}:{settings.gateway_port}"
+    try:
+        sdp = arguments.sdp.read_text() if arguments.sdp else DEMO_SDP_OFFER
+    except (OSError, UnicodeDecodeError) as error:
+        print(f"switchboard call: --sdp {arguments.sdp}: {error}", file=sys.stderr)
+        return 2
+    try:
+        return place_call(
+            Client(api, settings.api_token),
+            arguments.instructions,
+            sdp=sdp,
+            say=lambda line: print(line, flush=True),
+        )
+    except ApiError as error:
+        print(json.dumps(error.body, indent=2), file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"switchboard: no gateway answered at {api}: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        # A second Ctrl-C while the first one's end was on its way: stop waiting.
+        return 130
 
 
 def _trunks(settings: Settings, arguments: argparse.Namespace) -> int:

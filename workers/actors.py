@@ -91,12 +91,15 @@ from workers import app_webhooks, delegations, erasure, event_streams, runtime, 
 from workers import metrics as worker_metrics
 from workers.dead_letters import DeadLetters
 from workers.liveness import live_gateways, takeover_refusal_now
-from workers.middleware import TimerSweeper
+from workers.middleware import Sweeps
 from workers.tools.runner import run_tool as execute_tool
 
 logger = logging.getLogger(__name__)
 
 _runtime = runtime.current()
+# The worker's periodic sweeps (timers, campaigns, retention), added where each is defined.
+_sweeps = Sweeps()
+_runtime.broker.add_middleware(_sweeps)
 
 # Retry fast, and long enough to ride out a PostgreSQL or Redis restart (a few seconds): an
 # event that reaches the dead-letter queue leaves a gap its session waits on.
@@ -625,8 +628,12 @@ def sweep_campaigns() -> int:
 CAMPAIGN_LEASE_S = 10.0
 CAMPAIGN_SWEEP_INTERVAL_S = 1.0
 
-_runtime.broker.add_middleware(
-    TimerSweeper(sweep_campaigns, CAMPAIGN_SWEEP_INTERVAL_S, name="campaign-sweeper")
+_sweeps.add(
+    sweep_campaigns,
+    CAMPAIGN_SWEEP_INTERVAL_S,
+    name="campaign-sweeper",
+    # Routine: a running campaign is due at every retry, window and free line.
+    report=None,
 )
 
 
@@ -1074,13 +1081,11 @@ def sweep_retention() -> int:
     return erasure.sweep_retention(_runtime.broker.client, settings.broker_namespace, settings.retention_days)
 
 
-_runtime.broker.add_middleware(
-    TimerSweeper(
-        sweep_retention,
-        erasure.RETENTION_SWEEP_INTERVAL_S,
-        name="retention-sweeper",
-        report="erased %d sessions whose retention was over",
-    )
+_sweeps.add(
+    sweep_retention,
+    erasure.RETENTION_SWEEP_INTERVAL_S,
+    name="retention-sweeper",
+    report="erased %d sessions whose retention was over",
 )
 
 
@@ -1099,7 +1104,12 @@ def sweep_timers() -> int:
     return len(overdue)
 
 
-_runtime.broker.add_middleware(TimerSweeper(sweep_timers, TIMER_SWEEP_INTERVAL_S))
+_sweeps.add(
+    sweep_timers,
+    TIMER_SWEEP_INTERVAL_S,
+    name="timer-sweeper",
+    report="fired %d timers whose delayed message was lost",
+)
 
 
 # ── tool bodies: run on tool_runs, outside the row lock ────────────────────────────────

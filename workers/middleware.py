@@ -56,45 +56,52 @@ class ReconnectAfterDatabaseLoss(dramatiq.Middleware):
             self._close()
 
 
-class TimerSweeper(dramatiq.Middleware):
-    """A thread per worker process that periodically fires timers whose delayed message was
-    lost. Several processes may sweep at once: each claims its timers with SKIP LOCKED.
+class Sweeps(dramatiq.Middleware):
+    """The periodic sweeps of a worker process, each on a thread of its own, started when the
+    worker boots: the timer sweep fires timers whose delayed message was lost, and others (the
+    retention sweep erases the sessions whose retention is over). Several processes may sweep
+    at once: each claims its rows with SKIP LOCKED.
 
-    The same thread runs any periodic sweep (`name`, and `report` says what a sweep that did
-    something did): the retention sweep erases the sessions whose retention is over."""
+    One middleware for every sweep: Dramatiq warns, at every start, about a middleware type
+    added twice, and a sweep each made three warnings greet a clean start."""
 
-    def __init__(
+    def __init__(self) -> None:
+        self._sweeps: list[tuple[Callable[[], int], float, str, str | None]] = []
+        self._stopping = threading.Event()
+
+    def add(
         self,
         sweep: Callable[[], int],
         interval_s: float,
         *,
-        name: str = "timer-sweeper",
-        report: str = "fired %d timers whose delayed message was lost",
+        name: str,
+        report: str | None,
     ) -> None:
-        self._sweep = sweep
-        self._interval_s = interval_s
-        self._name = name
-        self._report = report
-        self._stopping = threading.Event()
+        """Run `sweep` every `interval_s` on a thread called `name`; `report` warns what a sweep
+        that did something did (its count the one placeholder), None when that is routine."""
+        self._sweeps.append((sweep, interval_s, name, report))
 
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self._stopping.clear()
-        threading.Thread(target=self._run, name=self._name, daemon=True).start()
+        for sweep, interval_s, name, report in self._sweeps:
+            threading.Thread(
+                target=self._run, args=(sweep, interval_s, name, report), name=name, daemon=True
+            ).start()
 
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self._stopping.set()
 
-    def _run(self) -> None:
-        while not self._stopping.wait(self._interval_s):
+    def _run(self, sweep: Callable[[], int], interval_s: float, name: str, report: str | None) -> None:
+        while not self._stopping.wait(interval_s):
             try:
-                fired = self._sweep()
+                done = sweep()
             except Exception as error:  # a database or Redis outage: the next sweep retries
-                logger.exception("%s: a sweep failed; the next sweep retries", self._name)
+                logger.exception("%s: a sweep failed; the next sweep retries", name)
                 if is_connection_lost(error):
                     database.close()
                 continue
-            if fired:
-                logger.warning(self._report, fired)
+            if done and report is not None:
+                logger.warning(report, done)
 
 
 class ReportDeadLetters(dramatiq.Middleware):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import dramatiq
@@ -175,3 +177,73 @@ def test_sessions_list_pages_through_the_gateway_with_a_cursor(stack: Stack, cli
     assert second["sessions"][0]["id"] == created[0]
     assert {session["status"] for session in filtered["sessions"]} == {status}
     assert set(created) <= {session["id"] for session in filtered["sessions"]}
+
+
+def _switchboard_call(stack: Stack, *flags: str) -> subprocess.Popen[str]:
+    """`switchboard call FLAGS` against the stack's gateway, its output read line by line."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "switchboard", "call", "--api", stack.api_url, *flags],
+        env={**os.environ, "SWITCHBOARD_API_TOKEN": stack.api_token},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _session_id(line: str) -> str:
+    """The id in `session sess_… created` (or `… ended (reason)`)."""
+    return line.split()[1]
+
+
+def test_switchboard_call_prints_the_transcript_until_the_caller_hangs_up(
+    stack: Stack, client: Client, tmp_path: Path
+) -> None:
+    """`switchboard call` connects with the offer in `--sdp FILE`, prints each turn as it is
+    spoken and returns 0 once the caller has hung up."""
+    set_script(stack, SCRIPTS / "spoken_call.json")
+    offer = tmp_path / "offer.sdp"
+    offer.write_text("v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n")
+    call = _switchboard_call(stack, "--sdp", str(offer))
+    output, _ = call.communicate(timeout=120)
+    lines = output.splitlines()
+    assert call.returncode == 0, output
+    session_id = _session_id(lines[0])
+    assert lines[0] == f"session {session_id} created"
+    spoken = [line.strip() for line in lines if "▸" in line]
+    assert spoken[0] == "caller ▸ Hi, I'd like to check on an order."
+    assert spoken[-1] == "agent ▸ You're welcome. Have a great day!"
+    assert len(spoken) == 6
+    record = client.session(session_id)
+    assert (record["status"], record["ended_by"]) == ("ended", "caller")
+    assert lines[-1] == f"session {session_id} ended ({record['end_reason']})"
+
+
+def test_switchboard_call_stays_up_until_ctrl_c_ends_it(stack: Stack, client: Client) -> None:
+    """With no SDP in hand (`switchboard call` makes the offer up) and on the script that never
+    hangs up (the README's), the call is up after the caller's last words until Ctrl-C, which
+    ends it through the API and returns 0."""
+    set_script(stack, SCRIPTS / "stays_on_line.json")
+    call = _switchboard_call(stack)
+    assert call.stdout is not None
+    try:
+        lines: list[str] = []
+        for line in call.stdout:
+            lines.append(line.rstrip("\n"))
+            if "agent ▸ Thanks. Order 4417 shipped" in line:
+                break
+        session_id = _session_id(lines[0])
+        # The caller has said all it will; the call is still up.
+        assert client.session(session_id)["status"] in ("listening", "responding", "connected")
+        call.send_signal(signal.SIGINT)
+        rest, _ = call.communicate(timeout=60)
+    finally:
+        call.kill()
+    lines += rest.splitlines()
+    assert call.returncode == 0, "\n".join(lines)
+    record = client.session(session_id)
+    assert (record["status"], record["end_reason"]) == ("ended", "ended_by_api")
+    assert lines[-3:] == [
+        "ending the call …",
+        "closed: ended_by_api",
+        f"session {session_id} ended (ended_by_api)",
+    ]

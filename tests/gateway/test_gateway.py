@@ -22,6 +22,7 @@ from websockets.asyncio.server import ServerConnection, serve
 
 from gateway.app import Gateway
 from gateway.controls import BATCHES_PER_TAKE
+from gateway.liveness import takeover_warning
 from gateway.providers.realtime import SimulatedRealtime
 from gateway.sideband import SidebandSocket
 from gateway.sink import EventSink
@@ -499,3 +500,11 @@ async def _refer_once(services: Services) -> None:
         assert submitted == [{"type": "switchboard.transfer_finished", "to": "tel:+14155550123", "ok": True}]
         assert simulator.calls[call_id].referred_to == "tel:+14155550123"
         gateway.sink.close()
+
+
+def test_a_takeover_warns_only_when_calls_change_hands() -> None:
+    """A gateway starting clean takes back its own id's sessions and finds none, as may a
+    peer's takeover: nothing to warn about. Sessions that move are."""
+    assert takeover_warning("gw1", 0) is None
+    assert takeover_warning("gw2", 1) == "taking over 1 session of gateway gw2"
+    assert takeover_warning("gw2", 3) == "taking over 3 sessions of gateway gw2"

@@ -3,6 +3,8 @@ when they fire, and fired by the sweeper when their delayed message was lost."""
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
 from typing import Any
 
@@ -75,3 +77,34 @@ def test_a_session_that_ends_takes_its_timers_with_it(worker_runtime: Any, contr
     with locked_session(session_id) as session:
         session.apply_host(parse_inbound(ev.end_requested()), time.time())
     assert _timers(session_id) == []
+
+
+def test_the_worker_s_sweeps_share_one_middleware(worker_runtime: Any) -> None:
+    """Dramatiq warns at every worker start about a middleware type added twice: a middleware
+    per sweep greeted each clean start with three warnings."""
+    kinds = [type(middleware).__name__ for middleware in worker_runtime.broker.middleware]
+    assert "Sweeps" in kinds and len(kinds) == len(set(kinds))
+
+
+def test_every_sweep_runs_on_its_own_thread_from_boot_to_shutdown() -> None:
+    """Each added sweep runs (two at once, neither waits on the other) once the worker boots."""
+    from workers.middleware import Sweeps
+
+    sweeps = Sweeps()
+    ran = {name: threading.Event() for name in ("first", "second")}
+    both = threading.Barrier(2, timeout=30)
+
+    def sweep(name: str) -> int:
+        if not ran[name].is_set():
+            # Both sweeps are inside at once, or the barrier breaks: one thread each.
+            both.wait()
+            ran[name].set()
+        return 0
+
+    for name in ran:
+        sweeps.add(functools.partial(sweep, name), 0.01, name=f"sweep-{name}", report=None)
+    sweeps.after_worker_boot(None, None)  # type: ignore[arg-type]
+    try:
+        assert all(event.wait(30) for event in ran.values())
+    finally:
+        sweeps.before_worker_shutdown(None, None)  # type: ignore[arg-type]
