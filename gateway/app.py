@@ -130,7 +130,6 @@ class Gateway:
         self._log_pokes: dict[str, asyncio.Event] = {}
         self._log_reads: dict[str, asyncio.Lock] = {}
         self.phone_door = PhoneDoor(settings.webhook_secret)
-        self._routes: dict[str, str] = {}
         self.metrics = (
             GatewayMetrics(
                 self.gateway_id, self._calls_in_progress_by_route, redis_url, settings.broker_namespace
@@ -401,6 +400,7 @@ class Gateway:
             self._on_sent,
         )
         socket.model = self.settings.model_for(directive.provider)
+        socket.route_id = directive.route_id
         socket.trace_kind = wing.call_trace
         self.sockets[session_id] = socket
         socket.start()
@@ -444,18 +444,14 @@ class Gateway:
         self.sink.increment(f"webhooks_refused:{code}")
         self.count_webhook(code)
 
-    def note_route(self, session_id: str, route_id: str) -> None:
-        """A phone call this gateway answered came in on this route (for the metrics)."""
-        self._routes[session_id] = route_id
-
     def _calls_in_progress_by_route(self) -> dict[str, int]:
+        """The calls whose sideband this gateway holds, by route. The route travels with the
+        sideband's directive and lives on its socket, so it goes when the socket goes (however
+        the call ended, or moved to a peer) and a peer that takes a call over counts it under
+        its route too."""
         counted: dict[str, int] = {}
-        for session_id in list(self.sockets):
-            route = self._routes.get(session_id, "")
-            counted[route] = counted.get(route, 0) + 1
-        # Routes of calls no longer held are forgotten here, where they are read.
-        for session_id in [known for known in self._routes if known not in self.sockets]:
-            self._routes.pop(session_id, None)
+        for socket in list(self.sockets.values()):
+            counted[socket.route_id] = counted.get(socket.route_id, 0) + 1
         return counted
 
     def count_webhook(self, outcome: str) -> None:
