@@ -150,7 +150,11 @@ class Gateway:
         # A path or query PostgreSQL cannot hold is refused before an idempotency key stores it.
         app = authenticated(storable_addresses(routes), self.keyring)
         self._http = await start_server(
-            app, self.settings.gateway_host, self.settings.gateway_port, self._http_limits
+            app,
+            self.settings.gateway_host,
+            self.settings.gateway_port,
+            self._http_limits,
+            on_handshake_refused=self.refused_handshake,
         )
         self.http_port = self._http.port
         self._consumer = ControlConsumer(
@@ -453,6 +457,14 @@ class Gateway:
         for socket in list(self.sockets.values()):
             counted[socket.route_id] = counted.get(socket.route_id, 0) + 1
         return counted
+
+    def refused_handshake(self, reason: str, path: str, client: str) -> None:
+        """A live-stream handshake refused (by the server for its size, or by the API for its
+        credentials): counted, and logged once at INFO — anyone can send one, so it is never an
+        error. The path is logged without its query, which may hold a token."""
+        logger.info("live stream handshake refused (%s): %s from %s", reason, path, client)
+        if self.metrics is not None:
+            self.metrics.refused_handshakes.labels(reason).inc()
 
     def count_webhook(self, outcome: str) -> None:
         if self.metrics is not None:
