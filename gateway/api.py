@@ -850,6 +850,8 @@ class _Api:
         session is closed with 4404, an ended one with 4410."""
         session_id = websocket.path_params["session_id"]
         if not await self._may_listen(websocket, session_id):
+            client = f"{websocket.client.host}:{websocket.client.port}" if websocket.client else ""
+            self.gateway.refused_handshake("unauthorized", websocket.url.path[:200], client)
             await websocket.send_denial_response(
                 error_response(
                     401,

@@ -130,7 +130,6 @@ class Gateway:
         self._log_pokes: dict[str, asyncio.Event] = {}
         self._log_reads: dict[str, asyncio.Lock] = {}
         self.phone_door = PhoneDoor(settings.webhook_secret)
-        self._routes: dict[str, str] = {}
         self.metrics = (
             GatewayMetrics(
                 self.gateway_id, self._calls_in_progress_by_route, redis_url, settings.broker_namespace
@@ -152,7 +151,11 @@ class Gateway:
         # take, are refused before an idempotency key stores them.
         app = authenticated(storable_addresses(json_bodies(routes)), self.keyring)
         self._http = await start_server(
-            app, self.settings.gateway_host, self.settings.gateway_port, self._http_limits
+            app,
+            self.settings.gateway_host,
+            self.settings.gateway_port,
+            self._http_limits,
+            on_handshake_refused=self.refused_handshake,
         )
         self.http_port = self._http.port
         self._consumer = ControlConsumer(
@@ -405,6 +408,7 @@ class Gateway:
             self._on_sent,
         )
         socket.model = self.settings.model_for(directive.provider)
+        socket.route_id = directive.route_id
         socket.trace_kind = wing.call_trace
         self.sockets[session_id] = socket
         socket.start()
@@ -448,19 +452,23 @@ class Gateway:
         self.sink.increment(f"webhooks_refused:{code}")
         self.count_webhook(code)
 
-    def note_route(self, session_id: str, route_id: str) -> None:
-        """A phone call this gateway answered came in on this route (for the metrics)."""
-        self._routes[session_id] = route_id
-
     def _calls_in_progress_by_route(self) -> dict[str, int]:
+        """The calls whose sideband this gateway holds, by route. The route travels with the
+        sideband's directive and lives on its socket, so it goes when the socket goes (however
+        the call ended, or moved to a peer) and a peer that takes a call over counts it under
+        its route too."""
         counted: dict[str, int] = {}
-        for session_id in list(self.sockets):
-            route = self._routes.get(session_id, "")
-            counted[route] = counted.get(route, 0) + 1
-        # Routes of calls no longer held are forgotten here, where they are read.
-        for session_id in [known for known in self._routes if known not in self.sockets]:
-            self._routes.pop(session_id, None)
+        for socket in list(self.sockets.values()):
+            counted[socket.route_id] = counted.get(socket.route_id, 0) + 1
         return counted
+
+    def refused_handshake(self, reason: str, path: str, client: str) -> None:
+        """A live-stream handshake refused (by the server for its size, or by the API for its
+        credentials): counted, and logged once at INFO — anyone can send one, so it is never an
+        error. The path is logged without its query, which may hold a token."""
+        logger.info("live stream handshake refused (%s): %s from %s", reason, path, client)
+        if self.metrics is not None:
+            self.metrics.refused_handshakes.labels(reason).inc()
 
     def count_webhook(self, outcome: str) -> None:
         if self.metrics is not None:

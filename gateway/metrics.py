@@ -41,6 +41,13 @@ class GatewayMetrics:
             ["outcome"],
             registry=self.registry,
         )
+        # Anyone can open the live stream's handshake: a refusal is counted, not an error.
+        self.refused_handshakes = Counter(
+            "switchboard_live_handshakes_refused_total",
+            "Live-stream (watchers') WebSocket handshakes refused, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
         # Counted here, where the sideband saw both ends of the wait: once per answer, which no
         # worker's retry can repeat (docs/operations.md).
         self.heard = Histogram(

@@ -134,7 +134,6 @@ async def answer_call(
         if action == "accept":
             await answering.accept(call_id, decision["session"])
             outcome, detail = "accepted", ""
-            gateway.note_route(str(decision["session_id"]), str(decision.get("route_id") or ""))
         else:
             await answering.reject(call_id, int(decision["status_code"]))
             outcome, detail = "rejected", ""

@@ -87,6 +87,8 @@ class SidebandSocket:
         self.trace_kind: type[CallTrace] = CallTrace
         # The model its provider's session talks to (what its spans name).
         self.model = ""
+        # The route its phone call came in on ("" for any other call), for the metrics.
+        self.route_id = ""
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"sideband-{self.session_id}")

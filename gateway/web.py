@@ -15,7 +15,14 @@ module adds what neither bounds by itself:
 - connections beyond `maximum_connections` are closed as they open, and requests beyond
   `maximum_requests_in_flight` answered 503;
 - every error is the API's JSON shape, `{"error": {"code", "message"}}` — a 500, uvicorn's
-  own 400 for a request h11 cannot parse, and the 503 included.
+  own 400 for a request h11 cannot parse, and the 503 included;
+- a WebSocket handshake that the `websockets` parser would refuse for its size (a request line
+  or a header line over its 8 KiB, more than its 128 headers) is answered 414 or 431 here,
+  before it is handed over, and the connection closed: uvicorn 0.54 left websockets' own answer
+  unsent and held the connection, and 0.55 sends it as plain text;
+- a refused WebSocket handshake is reported once, to `on_handshake_refused` (the gateway counts
+  and logs it); uvicorn's and websockets' own INFO lines about each handshake are not logged
+  (they repeated every refusal, and an accepted listener's line held its live token).
 
 The server runs inside the gateway's own event loop (`start_server` / `RunningServer.stop`),
 not through `uvicorn.run`, which would take over the process's signals and loop.
@@ -39,13 +46,23 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.http11 import MAX_LINE_LENGTH, MAX_NUM_HEADERS
 
 logger = logging.getLogger(__name__)
 
 # A refused body is still read (and dropped) up to this much, so its client reads the answer.
 MAXIMUM_DISCARD_BYTES = 16 * 1024 * 1024
 
+# What a WebSocket connection's protocol logs: warnings and errors only. Each handshake's
+# outcome is the gateway's to log (once, at INFO, without the URL's token).
+_websocket_logger = logging.getLogger("gateway.web.websocket")
+_websocket_logger.setLevel(logging.WARNING)
+
 Scope = MutableMapping[str, Any]
+# A refused WebSocket handshake: its reason (an error code), its path (no query: it may hold a
+# token) and its client's address.
+HandshakeRefused = Callable[[str, str, str], None]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
@@ -232,12 +249,67 @@ async def _refuse(send: Send, status: int, code: str, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def _websocket_head_refusal(
+    target: bytes, headers: list[tuple[bytes, bytes]], maximum_head_bytes: int
+) -> tuple[int, str, str] | None:
+    """Why this handshake's head is refused (status, code, message), or None: past the head
+    limit the HTTP path holds (BoundedBody, which a WebSocket does not pass through), or past
+    what the `websockets` parser reads, measured as uvicorn hands the head over (one line per
+    header, CRLF included)."""
+    if len(b"GET  HTTP/1.1\r\n") + len(target) > MAX_LINE_LENGTH:
+        return 414, "uri_too_long", f"the request line exceeds {MAX_LINE_LENGTH} bytes"
+    lines = [len(name) + len(value) + 4 for name, value in headers]
+    if len(target) + sum(lines) > maximum_head_bytes:
+        return 431, "headers_too_large", f"the request head exceeds {maximum_head_bytes} bytes"
+    if len(headers) > MAX_NUM_HEADERS:
+        return 431, "headers_too_large", f"a WebSocket handshake has at most {MAX_NUM_HEADERS} headers"
+    if any(line > MAX_LINE_LENGTH for line in lines):
+        return 431, "headers_too_large", f"a header line exceeds {MAX_LINE_LENGTH} bytes"
+    return None
+
+
+def _refusal_bytes(status: int, code: str, message: str) -> bytes:
+    body = _error_bytes(code, message)
+    head = (
+        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
+        f"content-type: application/json\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+class _QuietWebSockets(WebSocketsSansIOProtocol):
+    """uvicorn's WebSocket protocol (on websockets' sans-I/O one), logging only its warnings
+    and errors: the INFO line it and websockets write for every handshake repeated each
+    refusal (which the gateway logs once) and held an accepted listener's live token."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.logger = _websocket_logger
+        self.conn.logger = _websocket_logger
+
+
 class _BoundedH11(H11Protocol):
     """uvicorn's h11 protocol, closing a connection beyond the cap as it opens and one whose
-    request head does not arrive in time, and answering an unparsable request in JSON."""
+    request head does not arrive in time, answering an unparsable request in JSON, and refusing
+    a WebSocket handshake too large for the `websockets` parser before handing it over."""
 
     head_timeout_s = HttpLimits.head_timeout_s
     maximum_connections = HttpLimits.maximum_connections
+    maximum_head_bytes = HttpLimits.maximum_head_bytes
+    on_handshake_refused: HandshakeRefused | None = None
+
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        refusal = _websocket_head_refusal(event.target, list(event.headers), self.maximum_head_bytes)
+        if refusal is None:
+            super().handle_websocket_upgrade(event)
+            return
+        status, code, message = refusal
+        self.transport.write(_refusal_bytes(status, code, message))
+        self.transport.close()
+        if self.on_handshake_refused is not None:
+            path = event.target.partition(b"?")[0].decode("latin-1")[:200]
+            client = f"{self.client[0]}:{self.client[1]}" if self.client else ""
+            self.on_handshake_refused(code, path, client)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -312,19 +384,31 @@ class RunningServer:
         await self.server.shutdown()
 
 
-async def start_server(app: ASGIApp, host: str, port: int, limits: HttpLimits | None = None) -> RunningServer:
+async def start_server(
+    app: ASGIApp,
+    host: str,
+    port: int,
+    limits: HttpLimits | None = None,
+    on_handshake_refused: HandshakeRefused | None = None,
+) -> RunningServer:
     """Serve `app` on host:port (0 picks a free port) in the running loop; raises OSError when
-    the address cannot be bound."""
+    the address cannot be bound. `on_handshake_refused` hears of each WebSocket handshake the
+    server itself refuses (the app reports its own)."""
     limits = limits or HttpLimits()
     protocol = type(
         "BoundedH11",
         (_BoundedH11,),
-        {"head_timeout_s": limits.head_timeout_s, "maximum_connections": limits.maximum_connections},
+        {
+            "head_timeout_s": limits.head_timeout_s,
+            "maximum_connections": limits.maximum_connections,
+            "maximum_head_bytes": limits.maximum_head_bytes,
+            "on_handshake_refused": staticmethod(on_handshake_refused) if on_handshake_refused else None,
+        },
     )
     config = uvicorn.Config(
         BoundedRequests(BoundedBody(app, limits), limits),
         http=protocol,
-        ws="websockets-sansio",
+        ws=_QuietWebSockets,
         lifespan="off",
         log_config=None,
         access_log=False,

@@ -830,6 +830,7 @@ class LockedSession:
                         keys=_meaningful_keys(step.state),
                         sealed=step.state.tool_sensitive,
                         sealing_key=self._sealing_key() if step.state.tool_sensitive else None,
+                        route_id=step.state.phone.route_id if step.state.phone is not None else "",
                     )
                 )
             elif isinstance(effect, TransferCallEffect) and step.state.call_id is not None:

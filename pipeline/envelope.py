@@ -58,6 +58,9 @@ class OpenSideband(BaseModel):
     # (urlsafe base64; None when the session has no key pair: they are then masked whole).
     sealed: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     sealing_key: str | None = None
+    # The route a phone call came in on ("" for any other call): the gateway's live-call gauge
+    # counts the call under it for as long as it holds the sideband, and no longer.
+    route_id: str = ""
 
 
 class CloseCall(BaseModel):

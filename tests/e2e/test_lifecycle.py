@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import dramatiq
+from prometheus_client.parser import text_string_to_metric_families
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
@@ -18,7 +20,7 @@ from pipeline.admission import ADMISSION_TIMER
 from pipeline.names import ADMISSION_QUEUE
 from switchboard.client import Client
 from switchboard.services import Services
-from switchboard.stack import Stack
+from switchboard.stack import Stack, wait_until
 from tests.e2e.conftest import SCRIPTS, set_script
 from workers.broker import make_broker
 
@@ -247,3 +249,66 @@ def test_switchboard_call_stays_up_until_ctrl_c_ends_it(stack: Stack, client: Cl
         "closed: ended_by_api",
         f"session {session_id} ended (ended_by_api)",
     ]
+
+
+def _refused_handshakes(client: Client) -> dict[str, float]:
+    """The gateway's count of refused live-stream handshakes, by reason."""
+    status, body = client.request("GET", "/metrics")
+    assert status == 200
+    text = body if isinstance(body, str) else body.decode()
+    return {
+        sample.labels["reason"]: sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "switchboard_live_handshakes_refused"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    }
+
+
+def test_a_refused_live_handshake_is_counted_and_logged_once_never_as_an_error(
+    stack: Stack, client: Client
+) -> None:
+    """Two handshakes without a valid credential (401) and one with a 9 KiB header (431): the
+    gateway's log gets one INFO line for each, naming the reason and the path (not the token),
+    and no ERROR; the counter goes up by reason. (Every 401 logged a uvicorn ERROR: anyone
+    could fill the error log.)"""
+    before = _refused_handshakes(client)
+    start = len(stack.gateway.lines)
+    base = f"{stack.live_url}/v1/sessions/sess_refused/live"
+    for url in (base, f"{base}?token=forged-token"):
+        try:
+            connect(url)
+        except InvalidStatus as refusal:
+            assert refusal.response.status_code == 401, url
+        else:
+            raise AssertionError(f"{url} was accepted")
+    port = int(stack.gateway.ready["http"])
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        raw.sendall(
+            b"GET /v1/sessions/sess_refused/live HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            b"Sec-WebSocket-Version: 13\r\nX-Big: " + b"y" * 9 * 1024 + b"\r\n\r\n"
+        )
+        answer = b""
+        while chunk := raw.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:100]
+
+    def logged() -> list[str]:
+        return [line for line in stack.gateway.lines[start:] if "sess_refused" in line]
+
+    assert wait_until(lambda: len(logged()) >= 3, timeout_s=10), logged()
+    new = stack.gateway.lines[start:]
+    assert [line for line in new if " ERROR " in line] == []
+    refusals = logged()
+    assert len(refusals) == 3, refusals
+    assert all(" INFO live stream handshake refused (" in line for line in refusals), refusals
+    assert sorted(line.split("refused (")[1].split(")")[0] for line in refusals) == [
+        "headers_too_large",
+        "unauthorized",
+        "unauthorized",
+    ]
+    assert not any("forged-token" in line for line in new)
+    after = _refused_handshakes(client)
+    gained = {reason: after[reason] - before.get(reason, 0.0) for reason in after}
+    assert gained == {"unauthorized": 2.0, "headers_too_large": 1.0}

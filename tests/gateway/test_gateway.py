@@ -10,7 +10,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from gateway.sideband import SidebandSocket
 from gateway.sink import EventSink
 from gateway.watch import WatchHub
 from pipeline.config import Settings
-from pipeline.envelope import OutboundBatch, Reply, SendControl, TransferCall
+from pipeline.envelope import CloseCall, OpenSideband, OutboundBatch, Reply, SendControl, TransferCall
 from pipeline.limits import MAXIMUM_WATCH_TRANSCRIPT_BYTES
 from pipeline.names import control_queue
 from pipeline.realtime.sideband import RealtimeSideband
@@ -46,10 +46,18 @@ class Provider:
     def __init__(self) -> None:
         self.received: list[dict[str, Any]] = []
         self.url = ""
+        # Its open sidebands, by the call id they were opened for (so a test can drop one).
+        self.open: dict[str, ServerConnection] = {}
 
     async def handler(self, connection: ServerConnection) -> None:
-        async for frame in connection:
-            self.received.append(json.loads(frame))
+        path = connection.request.path if connection.request is not None else ""
+        call_id = path.partition("call_id=")[2]
+        self.open[call_id] = connection
+        try:
+            async for frame in connection:
+                self.received.append(json.loads(frame))
+        finally:
+            self.open.pop(call_id, None)
 
 
 @asynccontextmanager
@@ -136,6 +144,73 @@ async def _stale_generation(services: Services) -> None:
         await asyncio.sleep(0.05)
         assert provider.received == [{"type": "response.cancel"}]
         gateway.sink.close()
+
+
+async def _until(predicate: Callable[[], bool], bound_s: float = 10.0) -> None:
+    """Wait for `predicate` (the bound only turns a hang into a failure)."""
+    deadline = time.monotonic() + bound_s
+    while not predicate():
+        assert time.monotonic() < deadline, "not reached within the bound"
+        await asyncio.sleep(0.01)
+
+
+def _holding(gateway: Gateway, session_ids: set[str]) -> dict[str, list[str]]:
+    """Which of the gateway's (and its watch hub's) own collections still name one of these
+    sessions: a dict or set keyed by session id, or by a tuple that starts with one. The hub's
+    recent ends are left out: a late listener hears the end from them, and they are bounded
+    by a count (REMEMBERED_ENDS), not by the calls alive."""
+    found: dict[str, list[str]] = {}
+    for owner, attributes in (("gateway", vars(gateway)), ("watchers", vars(gateway.watchers))):
+        for name, value in attributes.items():
+            if not isinstance(value, dict | set) or (owner, name) == ("watchers", "_ended"):
+                continue
+            keys = [key[0] if isinstance(key, tuple) and key else key for key in value]
+            named = sorted(str(key) for key in keys if key in session_ids)
+            if named:
+                found[f"{owner}.{name}"] = named
+    return found
+
+
+def test_a_gateway_keeps_nothing_of_its_calls_once_they_end(services: Services, namespace: str) -> None:
+    """Twenty phone calls on two routes: while their sidebands are held, the live-call gauge
+    counts them by route; once they end — ten closed by the workers' CloseCall (a hang-up, a
+    failure, an admission that timed out), ten dropped by the provider (the call moved to a
+    peer, or the provider ended it) — nothing of them is left in the gateway, with /metrics
+    never scraped. (The route was kept per session from the answer until a scrape: 20 ended
+    calls left 20 entries, and with metrics off or nobody scraping they stayed for good.)"""
+    asyncio.run(_calls_that_end(services, namespace))
+
+
+async def _calls_that_end(services: Services, namespace: str) -> None:
+    async with running_provider() as provider:
+        settings = Settings(
+            gateway_id="gw-routes-test", gateway_port=0, broker_namespace=f"{namespace}-routes"
+        )
+        broker = make_broker(services.redis_url, namespace=settings.broker_namespace)
+        base = provider.url.removesuffix("/v1")
+        gateway = Gateway(
+            settings, services.redis_url, broker, SimulatedRealtime(base, provider.url, "sk", "m")
+        )
+        sessions = [f"sess_route_{n}" for n in range(20)]
+        try:
+            for n, session_id in enumerate(sessions):
+                route = "route_a" if n % 2 else "route_b"
+                opened = OpenSideband(id=f"open_{n}", call_id=f"rtc_{n}", route_id=route)
+                gateway.carry_out(OutboundBatch(session_id=session_id, generation=1, items=(opened,)))
+            await _until(lambda: len(provider.open) == 20)
+            assert gateway._calls_in_progress_by_route() == {"route_a": 10, "route_b": 10}
+            for n, session_id in enumerate(sessions[:10]):
+                closing = CloseCall(id=f"close_{n}", call_id=f"rtc_{n}", reason="ended_by_api", hangup=False)
+                gateway.carry_out(OutboundBatch(session_id=session_id, generation=1, items=(closing,)))
+            for n in range(10, 20):
+                await provider.open[f"rtc_{n}"].close()
+            await _until(lambda: not gateway.sockets and not provider.open and not gateway._tasks)
+            # Looked at before the gauge is read again: reading it must not be what cleans up.
+            assert _holding(gateway, set(sessions)) == {}
+            assert gateway._calls_in_progress_by_route() == {}
+        finally:
+            gateway.sink.close()
+            await gateway.provider.close()
 
 
 def test_live_transcripts_stop_growing_at_the_bound() -> None:

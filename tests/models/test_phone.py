@@ -10,6 +10,7 @@ from typing import Any
 from models import phone
 from models.sessions import locked_session
 from pipeline.api import RouteSpec
+from pipeline.envelope import OpenSideband
 from pipeline.phone import PhoneLine
 from pipeline.state import Phase
 from pipeline.wire import AdmissionBegun, CallAttached, HostInput, SessionCreated
@@ -79,22 +80,29 @@ def test_an_unknown_number_is_rejected_once_and_counted(database: Any) -> None:
 
 
 def test_the_answer_and_the_attach_commit_together_and_only_once(database: Any) -> None:
+    """The answer's record and the attach commit together, once; the attach's sideband
+    directive names the call's route, which the gateway holding the sideband counts the call
+    under (and keeps no longer than the sideband)."""
     namespace = _namespace()
     call_id = f"rtc_{uuid.uuid4().hex}"
     decision = phone.ring(_ringing(call_id, namespace, "req_a"), _session_for, 0.0)
     assert decision.session_id is not None
 
     attached = 0
+    opened: list[OpenSideband] = []
     for claim in ("req_a", "req_a", "req_b"):
         session_id = phone.claimed_session(call_id, claim)
         if session_id is None:
             continue
         with locked_session(session_id) as session:
             if phone.mark_answered(session, call_id, claim, "accepted"):
-                session.apply_host(CallAttached(call_id=call_id, medium="sip"), 0.0)
+                applied = session.apply_host(CallAttached(call_id=call_id, medium="sip"), 0.0)
+                opened += [item for item in applied.outbound if isinstance(item, OpenSideband)]
                 attached += 1
 
     assert attached == 1
+    route_id = phone.phone_call(namespace, call_id)["route_id"]
+    assert route_id.startswith("route_") and [item.route_id for item in opened] == [route_id]
     record = phone.phone_call(namespace, call_id)
     assert (record["outcome"], record["session_id"]) == ("accepted", decision.session_id)
     assert phone.ring(_ringing(call_id, namespace, "req_c"), _session_for, 0.0).action == "answered"
