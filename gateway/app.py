@@ -302,7 +302,7 @@ class Gateway:
                     self._transfer(batch.session_id, batch.generation, item), f"refer-{batch.session_id}"
                 )
             elif isinstance(item, PlaceCall):
-                self._spawn(self._dial(batch.session_id, item), f"dial-{batch.session_id}")
+                self._spawn(self._dial(batch.session_id, batch.generation, item), f"dial-{batch.session_id}")
 
     def _collect(self, session_id: str, generation: int, directive: CollectDigits) -> None:
         """Start or stop keeping the caller's key presses in the call's privacy boundary. A
@@ -337,11 +337,11 @@ class Gateway:
             finished = TransferFinished(to=directive.to, ok=False, error=str(error)[:300])
         self.sink.submit_event(session_id, generation, host_event(finished), time.time())
 
-    async def _dial(self, session_id: str, directive: PlaceCall) -> None:
+    async def _dial(self, session_id: str, generation: int, directive: PlaceCall) -> None:
         """Place the call, once: claimed by its id before the provider is asked (a batch published
-        again dials nothing), and with that id as the provider's idempotency key. What the
-        provider answers goes to the workers: the call's id to attach its sideband to, or why
-        it was not placed."""
+        again dials nothing), and with that id as the provider's idempotency key. The call's
+        sideband is opened from here as soon as the provider answers (it replays nothing to a
+        late one); the workers are told the call's id, or why it was not placed."""
         try:
             if not await asyncio.wrap_future(self.sink.first_time(session_id, f"dial:{directive.call}")):
                 return
@@ -362,6 +362,11 @@ class Gateway:
             logger.warning("dial of %s for %s failed: %s", directive.call, session_id, error)
             await self._dial_failed(session_id, code, str(error))
             return
+        if directive.sideband is not None:
+            # The attach's own directive, when a worker applies it, finds this sideband open.
+            self._open_sideband(
+                session_id, generation, directive.sideband.model_copy(update={"call_id": call_id})
+            )
         # A request not answered in time is still queued, and applied when a worker takes it.
         status, _ = await self.rpc.call(
             "attach_call", session_id=session_id, call_id=call_id, now=time.time(), medium="sip"

@@ -838,6 +838,17 @@ class LockedSession:
         public = session_public_key(self.id, execute=self.execute)
         return None if public is None else base64.urlsafe_b64encode(public).decode()
 
+    def _open_sideband(self, state: SessionState, directive_id: str, call_id: str) -> OpenSideband:
+        return OpenSideband(
+            id=directive_id,
+            call_id=call_id,
+            provider=state.provider.value,
+            redact=tuple(sorted(state.privacy.kinds)),
+            keys=_meaningful_keys(state),
+            sealed=state.tool_sensitive,
+            sealing_key=self._sealing_key() if state.tool_sensitive else None,
+        )
+
     def _outbound(self, step: Step, prefix: str) -> list[Outbound]:
         items: list[Outbound] = []
         for index, control in enumerate(step.controls):
@@ -847,17 +858,7 @@ class LockedSession:
         provider = step.state.provider.value
         for index, effect in enumerate(step.effects):
             if isinstance(effect, OpenSidebandEffect):
-                items.append(
-                    OpenSideband(
-                        id=f"{prefix}_d{index}",
-                        call_id=effect.call_id,
-                        provider=provider,
-                        redact=tuple(sorted(step.state.privacy.kinds)),
-                        keys=_meaningful_keys(step.state),
-                        sealed=step.state.tool_sensitive,
-                        sealing_key=self._sealing_key() if step.state.tool_sensitive else None,
-                    )
-                )
+                items.append(self._open_sideband(step.state, f"{prefix}_d{index}", effect.call_id))
             elif isinstance(effect, TransferCallEffect) and step.state.call_id is not None:
                 items.append(
                     TransferCall(
@@ -885,6 +886,8 @@ class LockedSession:
                         trunk=outgoing.trunk_for_dial(self.id, call.trunk, self.execute),
                         session=dialect_of(step.state).creation_configuration(step.state) or {},
                         provider=provider,
+                        # The call's id is the provider's to give: the gateway fills it in.
+                        sideband=self._open_sideband(step.state, f"{prefix}_d{index}_sideband", ""),
                     )
                 )
             elif isinstance(effect, CloseCallEffect):
