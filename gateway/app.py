@@ -55,6 +55,7 @@ from pipeline.envelope import (
     TransferCall,
 )
 from pipeline.errors import ProviderUnavailable
+from pipeline.limits import ADMISSION_TIMEOUT_MS
 from pipeline.live.sideband import KEY_PRESS_TYPE as LIVE_KEY_PRESS
 from pipeline.live.sideband import LiveSideband
 from pipeline.names import control_queue
@@ -342,6 +343,8 @@ class Gateway:
         again dials nothing), and with that id as the provider's idempotency key. The call's
         sideband is opened from here as soon as the provider answers (it replays nothing to a
         late one); the workers are told the call's id, or why it was not placed."""
+        if not await self._dial_committed(session_id, directive.call):
+            return
         try:
             if not await asyncio.wrap_future(self.sink.first_time(session_id, f"dial:{directive.call}")):
                 return
@@ -373,6 +376,21 @@ class Gateway:
         )
         if status != 200:
             logger.warning("attach of dialled call %s for %s answered %s", call_id, session_id, status)
+
+    async def _dial_committed(self, session_id: str, call: str) -> bool:
+        """Whether the decision to dial `call` was committed and still stands. A worker publishes
+        the dial before its transaction commits; one killed in between leaves a directive no
+        session stands behind, and the decision is made again under the same ids: that one
+        dials. Asked again while no worker answers (a worker killed holding the question), for
+        as long as the session could still connect: waiting costs a delay, never a call."""
+        give_up_at = time.monotonic() + ADMISSION_TIMEOUT_MS / 1000
+        while True:
+            status, body = await self.rpc.call("dial_committed", session_id=session_id, call_id=call)
+            if status == 200:
+                return True
+            if status != 503 or time.monotonic() >= give_up_at:
+                logger.info("dial of %s for %s not carried out: %s %s", call, session_id, status, body)
+                return False
 
     async def _dial_failed(self, session_id: str, code: str, detail: str) -> None:
         status, _ = await self.rpc.call(
