@@ -55,6 +55,7 @@ from pipeline.envelope import (
     TransferCall,
 )
 from pipeline.errors import ProviderUnavailable
+from pipeline.limits import ADMISSION_TIMEOUT_MS
 from pipeline.live.sideband import KEY_PRESS_TYPE as LIVE_KEY_PRESS
 from pipeline.live.sideband import LiveSideband
 from pipeline.names import control_queue
@@ -309,7 +310,7 @@ class Gateway:
                     self._transfer(batch.session_id, batch.generation, item), f"refer-{batch.session_id}"
                 )
             elif isinstance(item, PlaceCall):
-                self._spawn(self._dial(batch.session_id, item), f"dial-{batch.session_id}")
+                self._spawn(self._dial(batch.session_id, batch.generation, item), f"dial-{batch.session_id}")
 
     def _collect(self, session_id: str, generation: int, directive: CollectDigits) -> None:
         """Start or stop keeping the caller's key presses in the call's privacy boundary. A
@@ -344,11 +345,13 @@ class Gateway:
             finished = TransferFinished(to=directive.to, ok=False, error=str(error)[:300])
         self.sink.submit_event(session_id, generation, host_event(finished), time.time())
 
-    async def _dial(self, session_id: str, directive: PlaceCall) -> None:
+    async def _dial(self, session_id: str, generation: int, directive: PlaceCall) -> None:
         """Place the call, once: claimed by its id before the provider is asked (a batch published
-        again dials nothing), and with that id as the provider's idempotency key. What the
-        provider answers goes to the workers: the call's id to attach its sideband to, or why
-        it was not placed."""
+        again dials nothing), and with that id as the provider's idempotency key. The call's
+        sideband is opened from here as soon as the provider answers (it replays nothing to a
+        late one); the workers are told the call's id, or why it was not placed."""
+        if not await self._dial_committed(session_id, directive.call):
+            return
         try:
             if not await asyncio.wrap_future(self.sink.first_time(session_id, f"dial:{directive.call}")):
                 return
@@ -369,12 +372,32 @@ class Gateway:
             logger.warning("dial of %s for %s failed: %s", directive.call, session_id, error)
             await self._dial_failed(session_id, code, str(error))
             return
+        if directive.sideband is not None:
+            # The attach's own directive, when a worker applies it, finds this sideband open.
+            self._open_sideband(
+                session_id, generation, directive.sideband.model_copy(update={"call_id": call_id})
+            )
         # A request not answered in time is still queued, and applied when a worker takes it.
         status, _ = await self.rpc.call(
             "attach_call", session_id=session_id, call_id=call_id, now=time.time(), medium="sip"
         )
         if status != 200:
             logger.warning("attach of dialled call %s for %s answered %s", call_id, session_id, status)
+
+    async def _dial_committed(self, session_id: str, call: str) -> bool:
+        """Whether the decision to dial `call` was committed and still stands. A worker publishes
+        the dial before its transaction commits; one killed in between leaves a directive no
+        session stands behind, and the decision is made again under the same ids: that one
+        dials. Asked again while no worker answers (a worker killed holding the question), for
+        as long as the session could still connect: waiting costs a delay, never a call."""
+        give_up_at = time.monotonic() + ADMISSION_TIMEOUT_MS / 1000
+        while True:
+            status, body = await self.rpc.call("dial_committed", session_id=session_id, call_id=call)
+            if status == 200:
+                return True
+            if status != 503 or time.monotonic() >= give_up_at:
+                logger.info("dial of %s for %s not carried out: %s %s", call, session_id, status, body)
+                return False
 
     async def _dial_failed(self, session_id: str, code: str, detail: str) -> None:
         status, _ = await self.rpc.call(

@@ -17,6 +17,7 @@ statements through the ORM cost more than running them.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -115,12 +116,23 @@ BEGIN;
 SELECT 1 FROM sessions WHERE id = %(id)s FOR UPDATE;
 {_READ_SESSION}"""
 
+# A session's first transaction publishes what it decided before it commits (a dial, say), and
+# what that sets off can come back to the workers before the commit: a lock taken then would not
+# see the row yet and would call the session missing. So the creating transaction holds the
+# session's creation lock (an advisory lock, released with its commit or rollback), and a lock
+# that finds no row waits for that lock and looks once more (`_transaction`).
 CREATE_SESSION = """
 BEGIN;
+SELECT pg_advisory_xact_lock(%s);
 INSERT INTO sessions (id, status, owning_gateway, namespace, state)
 VALUES (%s, 'created', %s, %s, %s::jsonb)
 ON CONFLICT DO NOTHING RETURNING id
 """
+# Shared: waiters never wait for each other, only for the transaction creating the row.
+AWAIT_CREATION = f"""
+SELECT pg_advisory_xact_lock_shared(%(creation)s);
+SELECT 1 FROM sessions WHERE id = %(id)s FOR UPDATE;
+{_READ_SESSION}"""
 
 _EVENT_COLUMNS = (
     "session_id, seq, provider_event_id, kind, payload, generation, received_at, disposition,"
@@ -366,7 +378,10 @@ def _transaction(
     if create_for is not None:
         initial = SessionState().model_dump_json()
         owning_gateway, namespace = create_for
-        opening = (CREATE_SESSION, (session_id, owning_gateway, namespace, initial))
+        opening = (
+            CREATE_SESSION,
+            (creation_lock(session_id), session_id, owning_gateway, namespace, initial),
+        )
     cursor = _open(*opening)
     try:
         if create_for is not None:
@@ -374,6 +389,10 @@ def _transaction(
                 raise SessionExists(f"session {session_id!r} exists already")
             cursor.execute(_READ_SESSION, reading)
         row = cursor.fetchone()
+        if row is None and create_for is None:
+            # Not there, or not committed yet: wait for a transaction still creating it.
+            cursor.execute(AWAIT_CREATION, {**reading, "creation": creation_lock(session_id)})
+            row = cursor.fetchone()
         if row is None:
             raise SessionNotFound(f"no session {session_id!r}")
         generation, applied_seq, logged_seq, applied_count, gateway, state, erased, applied_events = row
@@ -393,6 +412,13 @@ def _transaction(
         raise
     finally:
         cursor.close()
+
+
+def creation_lock(session_id: str) -> int:
+    """The advisory lock a session's creating transaction holds (a signed 64-bit key from its
+    id; a key shared by chance with another lock only makes a wait longer)."""
+    digest = hashlib.sha256(f"switchboard session {session_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def _open(sql: str, parameters: Any) -> Any:
@@ -812,6 +838,18 @@ class LockedSession:
         public = session_public_key(self.id, execute=self.execute)
         return None if public is None else base64.urlsafe_b64encode(public).decode()
 
+    def _open_sideband(self, state: SessionState, directive_id: str, call_id: str) -> OpenSideband:
+        return OpenSideband(
+            id=directive_id,
+            call_id=call_id,
+            provider=state.provider.value,
+            redact=tuple(sorted(state.privacy.kinds)),
+            keys=_meaningful_keys(state),
+            sealed=state.tool_sensitive,
+            sealing_key=self._sealing_key() if state.tool_sensitive else None,
+            route_id=state.phone.route_id if state.phone is not None else "",
+        )
+
     def _outbound(self, step: Step, prefix: str) -> list[Outbound]:
         items: list[Outbound] = []
         for index, control in enumerate(step.controls):
@@ -821,18 +859,7 @@ class LockedSession:
         provider = step.state.provider.value
         for index, effect in enumerate(step.effects):
             if isinstance(effect, OpenSidebandEffect):
-                items.append(
-                    OpenSideband(
-                        id=f"{prefix}_d{index}",
-                        call_id=effect.call_id,
-                        provider=provider,
-                        redact=tuple(sorted(step.state.privacy.kinds)),
-                        keys=_meaningful_keys(step.state),
-                        sealed=step.state.tool_sensitive,
-                        sealing_key=self._sealing_key() if step.state.tool_sensitive else None,
-                        route_id=step.state.phone.route_id if step.state.phone is not None else "",
-                    )
-                )
+                items.append(self._open_sideband(step.state, f"{prefix}_d{index}", effect.call_id))
             elif isinstance(effect, TransferCallEffect) and step.state.call_id is not None:
                 items.append(
                     TransferCall(
@@ -860,6 +887,8 @@ class LockedSession:
                         trunk=outgoing.trunk_for_dial(self.id, call.trunk, self.execute),
                         session=dialect_of(step.state).creation_configuration(step.state) or {},
                         provider=provider,
+                        # The call's id is the provider's to give: the gateway fills it in.
+                        sideband=self._open_sideband(step.state, f"{prefix}_d{index}_sideband", ""),
                     )
                 )
             elif isinstance(effect, CloseCallEffect):

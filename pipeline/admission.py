@@ -58,12 +58,16 @@ def begin_admission(state: SessionState, request_id: str | None = None) -> Step:
 
 def attach_call(state: SessionState, call_id: str, medium: Literal["webrtc", "sip"] = "webrtc") -> Step:
     """The provider created the call: remember its id and have the gateway open the sideband.
-    A session that failed meanwhile (admission timeout) hangs the fresh call up instead."""
+    A session that failed meanwhile (admission timeout) hangs the fresh call up instead. A call
+    dialled out has its sideband opened by the gateway that dialled, at once: its connection
+    may come first, and the attach then only says how the call is carried."""
     if state.is_terminal:
         return Step(
             state=state,
             effects=(CloseCall(reason="session_already_over", hangup=True, call_id=call_id),),
         )
+    if state.phase is not Phase.ADMITTING and state.call_id == call_id:
+        return Step(state=state.evolve(medium=medium))
     if state.phase is not Phase.ADMITTING:
         raise AdmissionRefused(f"session is {state.phase}; a call attaches only while admitting")
     return Step(state=state.evolve(call_id=call_id, medium=medium), effects=(OpenSideband(call_id=call_id),))

@@ -109,6 +109,15 @@ def dial(state: SessionState) -> Step:
     )
 
 
+def still_to_dial(state: SessionState, call_id: str) -> bool:
+    """Whether the session, as committed, still has call `call_id` to dial. The gateway asks
+    before it dials: a worker publishes the dial before its transaction commits, and one killed
+    in between leaves a directive whose decision never happened (no session, the placing lost)
+    and is made again under the same ids; only the decision that stands is dialled."""
+    call = state.outbound
+    return call is not None and call.id == call_id and not state.is_terminal
+
+
 def progressed(state: SessionState, progress: CallProgress) -> Step:
     """What the provider said of the call going out."""
     call = state.outbound

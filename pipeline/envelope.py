@@ -119,7 +119,13 @@ class Trunk(BaseModel):
 class PlaceCall(BaseModel):
     """Dial the session's call going out, once: the gateway claims `call` (the call's id, also
     the provider's idempotency key) before it asks the provider, so a directive published twice
-    dials once. `trunk` is None when the call's trunk is gone: the dial fails, saying so."""
+    dials once. `trunk` is None when the call's trunk is gone: the dial fails, saying so.
+
+    The provider dials at once and replays nothing to a sideband that attaches late, so the
+    gateway that dialled opens the call's sideband itself, as `sideband` says (its `call_id` is
+    the provider's answer), rather than wait for a worker to apply the attach: a worker killed
+    holding that attach would hold the sideband back until its message came round again, and
+    the call's ringing, answer or failure would be gone by then."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -132,6 +138,7 @@ class PlaceCall(BaseModel):
     # the model), and which provider.
     session: dict[str, Any]
     provider: Literal["realtime", "live"] = "live"
+    sideband: OpenSideband | None = None
 
 
 class Reply(BaseModel):

@@ -42,6 +42,7 @@ from pipeline.call.dialect import Ability, refusal
 from pipeline.catalog import ToolCatalog, ToolError, ToolOutcome
 from pipeline.cost import cost_usd
 from pipeline.dialects import capabilities_for, dialect_for
+from pipeline.dialing import still_to_dial
 from pipeline.envelope import EventEnvelope, Reply
 from pipeline.errors import (
     BadInput,
@@ -913,6 +914,23 @@ def attach_call(
         return 200, {"session_id": session_id, "status": str(state.phase), "call_id": call_id}
 
     _answer(request_id, gateway_id, attach)
+
+
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="dial_committed", **_REQUEST_POLICY)
+def dial_committed(request_id: str, gateway_id: str, session_id: str, call_id: str) -> None:
+    """Whether the decision to dial the session's call was committed and still stands: 200, or
+    404 (the decision was lost with its worker), or 409 (the session ended, or is not this
+    call's). The lock waits for a transaction still creating the session."""
+
+    def read() -> tuple[int, dict[str, Any]]:
+        with locked_session(session_id) as session:
+            state = session.state
+        if not still_to_dial(state, call_id):
+            message = f"session is {state.phase}; call {call_id} is not to be dialled"
+            return 409, {"error": {"code": "dial_not_wanted", "message": message}}
+        return 200, {"session_id": session_id, "call": call_id}
+
+    _answer(request_id, gateway_id, read)
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="admission_failed", **_REQUEST_POLICY)

@@ -320,6 +320,7 @@ _REPLAY_EFFECTS = {
     "begin_admission": "moves the session to admitting if it is still only created (else nothing)",
     "attach_call": "attaches the call if the session is still admitting (a session over hangs it up)",
     "admission_failed": "fails the session if it is still being admitted (else nothing)",
+    "dial_committed": "reads whether the session's dial was decided and still stands (changes nothing)",
     "describe_session": "reads the session record (changes nothing)",
     "erase_session": "erases the session again (an erased one is answered already_erased)",
     "erase_caller": "erases the number's ended sessions again (the erased ones are found no more)",

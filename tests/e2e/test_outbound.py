@@ -456,16 +456,7 @@ def test_a_campaign_with_workers_killed_at_random_dials_nobody_twice_and_skips_n
         stop.set()
         thread.join()
     assert len(kills) >= 3, "the killer must really have killed workers"
-    _check_campaign(
-        dialing,
-        client,
-        campaign["id"],
-        shown,
-        truth,
-        suppressed,
-        max_concurrent=5,
-        tolerate_one_killed_call=True,
-    )
+    _check_campaign(dialing, client, campaign["id"], shown, truth, suppressed, max_concurrent=5)
 
 
 def test_the_console_shows_a_campaign_s_progress_and_each_contact(dialing: Stack, services: Services) -> None:
@@ -574,24 +565,10 @@ def _check_campaign(
     suppressed: str,
     *,
     max_concurrent: int,
-    tolerate_one_killed_call: bool = False,
 ) -> None:
     contacts = _all_contacts(client, campaign_id)
     assert len(contacts) == len(truth)
     came_to = {contact["to"]: contact["outcome"] for contact in contacts}
-    if tolerate_one_killed_call:
-        # A KNOWN DEFECT, not yet fixed: under random kill -9 of workers, one contact in about four
-        # runs came to `failed` instead of its true outcome (seen once: a voicemail; dialled once,
-        # skipped by nobody). Until it is found and fixed, the kill test lets through at most one
-        # such contact, only as `failed`, and names its session's end reason in the output. The
-        # campaign test without kills holds every outcome exactly.
-        wrong = {to: outcome for to, outcome in came_to.items() if outcome != truth[to]}
-        assert len(wrong) <= 1 and set(wrong.values()) <= {"failed"}, (wrong, truth)
-        for contact in contacts:
-            if contact["to"] in wrong:
-                ended = [client.session(a["session_id"]).get("end_reason") for a in contact["attempts"]]
-                print(f"KNOWN DEFECT: {contact['to']} should be {truth[contact['to']]}, failed: {ended}")
-                truth = {**truth, contact["to"]: "failed"}
     assert came_to == truth
     # Each contact was dialled as often as its policy allows: twice for busy and unanswered.
     allowed = {"completed": 1, "voicemail": 1, "failed": 1, "busy": 2, "no_answer": 2, "suppressed": 0}

@@ -5,7 +5,9 @@ against the trunk, the list and the deployment's room to dial under one lock."""
 from __future__ import annotations
 
 import json
+import threading
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -14,11 +16,12 @@ import pytest
 from models import dialer, outbound
 from models.sessions import Applied, LockedSession, locked_session
 from pipeline.envelope import PlaceCall
-from pipeline.errors import NumberSuppressed, OutboundCapacity, TrunkNotFound, TrunkRequired
+from pipeline.errors import NotFound, NumberSuppressed, OutboundCapacity, TrunkNotFound, TrunkRequired
 from pipeline.pages import PageRequest
 from pipeline.privacy.sealing import DeploymentKey
-from pipeline.state import OutboundCall, Phase
-from pipeline.wire import SessionCreated
+from pipeline.state import OutboundCall, Phase, SessionState
+from pipeline.wire import CallAttached, SessionCreated
+from tests.support.waiting import wait_for
 
 KEY = DeploymentKey.generate()
 PASSWORD = f"pw-{uuid.uuid4().hex}"
@@ -40,14 +43,21 @@ def _namespace(trunks: int = 1) -> str:
 
 
 def _place(
-    namespace: str, to: str = "+15550100001", trunk: str = "", capacity: dialer.Capacity = ROOMY
+    namespace: str,
+    to: str = "+15550100001",
+    trunk: str = "",
+    capacity: dialer.Capacity = ROOMY,
+    *,
+    session_id: str | None = None,
+    on_publish: Callable[[Applied], None] = lambda _applied: None,
 ) -> Any:
     published: list[Applied] = []
 
     def publish(_session: LockedSession, applied: Applied) -> None:
         published.append(applied)
+        on_publish(applied)
 
-    session_id = f"sess_{uuid.uuid4().hex}"
+    session_id = session_id or f"sess_{uuid.uuid4().hex}"
     call = OutboundCall(id=f"call_{uuid.uuid4().hex}", to=to, trunk=trunk)
     placed = dialer.place(
         namespace=namespace,
@@ -107,6 +117,56 @@ def test_a_call_is_placed_as_one_session_one_row_and_one_dial(database: Any) -> 
     assert len(directives) == 1 and directives[0].to == "+15550100001"
     call = outbound.outbound_call(namespace, placed.state.outbound.id)
     assert (call["session_id"], call["status"], call["outcome"]) == (placed.session_id, "in_progress", None)
+
+
+def test_the_provider_s_answer_to_a_dial_waits_for_the_decision_to_commit(database: Any) -> None:
+    """The dial is published before its session's first transaction commits, and the provider
+    can answer within milliseconds: the call's attach then waits for the commit and attaches,
+    rather than finding no session (and leaving the call unsteered until the admission timeout)."""
+    namespace = _namespace()
+    session_id = f"sess_{uuid.uuid4().hex}"
+    attached: list[Any] = []
+
+    def attach() -> None:
+        try:
+            with locked_session(session_id) as session:
+                session.apply_host(CallAttached(call_id="live_early", medium="sip"), 0.0)
+                attached.append(session.state)
+        except NotFound as error:  # the attach actor's 404
+            attached.append(error)
+        finally:
+            database.close()
+
+    def waiting_for_the_commit() -> bool:
+        # Asked from the placing transaction itself: the attach is blocked on a lock of the
+        # session's, or it has finished (it must not have). A transaction keeps its first look
+        # at pg_stat_activity unless told to look again.
+        if attached:
+            return True
+        database.execute_sql("SELECT pg_stat_clear_snapshot()")
+        waiting = database.execute_sql(
+            "SELECT 1 FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock' AND query LIKE %s",
+            (f"%{session_id}%",),
+        )
+        return waiting.fetchone() is not None
+
+    attaching = threading.Thread(target=attach)
+
+    def dial_decided(applied: Applied) -> None:
+        if any(isinstance(item, PlaceCall) for item in applied.outbound):
+            attaching.start()
+            wait_for(waiting_for_the_commit, "the attach to block or finish")
+            assert not attached, attached
+
+    try:
+        placed, _ = _place(namespace, session_id=session_id, on_publish=dial_decided)
+    finally:
+        if attaching.is_alive() or attaching.ident is not None:
+            attaching.join()
+    [state] = attached
+    assert placed.state.phase is Phase.ADMITTING
+    assert isinstance(state, SessionState) and state.call_id == "live_early", state
 
 
 def test_a_trunk_must_exist_and_be_named_when_there_are_several(database: Any) -> None:

@@ -46,6 +46,21 @@ def test_call_attached_opens_the_sideband() -> None:
     assert steps[-1].effects == (OpenSideband(call_id="rtc_1"),)
 
 
+def test_a_call_whose_sideband_connected_before_its_attach_is_attached_without_a_second_one() -> None:
+    """The gateway that dialled opens the sideband at once, so its connection can be applied
+    before the attach: the attach then only says how the call is carried. Another call's attach
+    is still refused."""
+    state = ev.state_after([ev.session_created(), ev.admission_begun(), ev.sideband_connected("live_1")])
+    assert (state.phase, state.call_id, state.medium) == (Phase.CONNECTED, "live_1", "webrtc")
+
+    step = ev.step_of(state, ev.call_attached("live_1", medium="sip"))
+
+    assert (step.state.phase, step.state.call_id, step.state.medium) == (Phase.CONNECTED, "live_1", "sip")
+    assert step.controls == () and step.effects == ()
+    with pytest.raises(AdmissionRefused):
+        ev.step_of(state, ev.call_attached("live_2", medium="sip"))
+
+
 def test_sideband_connected_sends_exactly_one_session_update() -> None:
     """A connected sideband gets one session.update in which Switchboard drives every response."""
     state, steps = ev.fold(ev.admitted())
