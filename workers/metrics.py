@@ -47,6 +47,7 @@ MESSAGE_BUCKETS = (
 STANDBY_RETRY_S = 5.0
 
 _metrics: _Metrics | None = None
+_building = threading.Lock()
 # Off (SWITCHBOARD_METRICS=false): nothing is counted, so the bench can measure what counting costs.
 _enabled = False
 
@@ -144,7 +145,11 @@ class _Metrics:
 def metrics() -> _Metrics:
     global _metrics
     if _metrics is None:
-        _metrics = _Metrics()
+        # A new worker's threads meet here at once; two of them building the set would register
+        # every series twice (prometheus_client raises DuplicateTimeseries on the second).
+        with _building:
+            if _metrics is None:
+                _metrics = _Metrics()
     return _metrics
 
 

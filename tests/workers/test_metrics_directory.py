@@ -129,3 +129,31 @@ def test_joining_live_siblings_leaves_their_files(
     found = _values(tmp_path)
     assert found["probe_total"] == [({}, 3.0)]
     assert found["probe_pid"] == [({}, float(sibling.pid + joined.pid))]
+
+
+# A new worker's threads all reach for the metrics at once, each counting its first message.
+THREADS_AT_ONCE = """
+import sys, threading
+from workers import metrics
+barrier = threading.Barrier(16)
+built, failed = [], []
+def first_message():
+    barrier.wait()
+    try:
+        built.append(id(metrics.metrics()))
+    except Exception as error:
+        failed.append(repr(error))
+threads = [threading.Thread(target=first_message) for _ in range(16)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print(len(set(built)), len(built), failed)
+"""
+
+
+def test_threads_reaching_for_the_metrics_at_once_build_them_once() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", THREADS_AT_ONCE], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.split(maxsplit=2) == ["1", "16", "[]\n"], out.stdout + out.stderr
