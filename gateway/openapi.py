@@ -80,12 +80,12 @@ class Operation:
 # ── the answers' shapes ────────────────────────────────────────────────────────────────
 
 _OBJECT: dict[str, Any] = {"type": "object"}
-# A point in time, as every answer writes one (pipeline.timestamps: RFC 3339 UTC, milliseconds).
+# A point in time, as every answer writes one (pipeline.timestamps: RFC 3339 UTC, microseconds).
 _TIME: dict[str, Any] = {
     "type": "string",
     "format": "date-time",
     "pattern": f"^{RFC3339_UTC.pattern}$",
-    "examples": ["2026-12-04T23:37:51.123Z"],
+    "examples": ["2026-12-04T23:37:51.123456Z"],
 }
 _ANSWERS: dict[str, dict[str, Any]] = {
     "Error": {

@@ -1,4 +1,4 @@
-"""Every point in time Switchboard writes is RFC 3339 UTC to the millisecond (pipeline.timestamps)."""
+"""Every point in time Switchboard writes is RFC 3339 UTC to the microsecond (pipeline.timestamps)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pipeline.timestamps import is_rfc3339, rfc3339, rfc3339_or_none
 
 def test_epoch_seconds_and_datetimes_of_any_zone_are_written_alike() -> None:
     moment = datetime(2026, 12, 4, 23, 37, 51, 123456, tzinfo=UTC)
-    written = "2026-12-04T23:37:51.123Z"
+    written = "2026-12-04T23:37:51.123456Z"
     assert rfc3339(moment) == written
     assert rfc3339(moment.timestamp()) == written
     assert rfc3339(moment.astimezone(timezone(timedelta(hours=-5)))) == written
@@ -22,8 +22,9 @@ def test_epoch_seconds_and_datetimes_of_any_zone_are_written_alike() -> None:
 def test_only_that_format_passes() -> None:
     for other in (
         "2026-12-04T23:37:51Z",
-        "2026-12-04T23:37:51.123+00:00",
-        "2026-12-04 23:37:51.123Z",
+        "2026-12-04T23:37:51.123Z",
+        "2026-12-04T23:37:51.123456+00:00",
+        "2026-12-04 23:37:51.123456Z",
         1.5,
         None,
     ):
