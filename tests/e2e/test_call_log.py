@@ -49,7 +49,7 @@ def test_a_spoken_call_s_log_reads_in_order_and_the_cli_follows_it_to_the_end(
     listener = client.follow_live(session["id"], heard.append)
     client.connect(session["id"])
     record = client.wait_for_status(session["id"], timeout_s=60)
-    assert (record["end_reason"], record["ended_by"]) == ("provider_call_ended", "caller")
+    assert (record["end_reason"], record["ended_by"]) == ("caller_hung_up", "caller")
 
     status, body = client.request("GET", f"/v1/sessions/{session['id']}/log")
     assert status == 200 and body["ended"] is True

@@ -112,7 +112,7 @@ def test_a_live_token_opens_its_own_session_stream_and_nothing_else(stack: Stack
         client.connect(session["id"])
         client.end(session["id"])
         closing = [json.loads(raw) for raw in live]
-    assert closing[-1] == {"type": "session.closed", "reason": "ended_by_api"}
+    assert closing[-1] == {"type": "session.closed", "reason": "app_ended"}
     assert live.close_code == 1000
     fresh = client._ok("POST", f"/v1/sessions/{other['id']}/live-token")
     with connect(f"{stack.live_url}{fresh['path']}") as live:
