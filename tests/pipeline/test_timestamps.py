@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
+
 from pipeline.timestamps import is_rfc3339, rfc3339, rfc3339_or_none
 
 
@@ -29,3 +31,23 @@ def test_only_that_format_passes() -> None:
         None,
     ):
         assert not is_rfc3339(other)
+
+
+def test_the_walk_finds_every_moment_and_refuses_an_epoch_number() -> None:
+    from tests.support.times import assert_times_are_rfc3339
+
+    written = "2026-12-04T23:37:51.123456Z"
+    answer = {
+        "created_at": written,
+        "ended_at": None,
+        "log": [{"received_at": written, "payload": {"expires_at": 1, "heard": {"first_audio_at": written}}}],
+        "entries": [{"at": written}],
+    }
+    assert sorted(assert_times_are_rfc3339(answer)) == [
+        ".created_at",
+        ".entries[0].at",
+        ".log[0].payload.heard.first_audio_at",
+        ".log[0].received_at",
+    ]
+    with pytest.raises(AssertionError):
+        assert_times_are_rfc3339({**answer, "expires_at": 1_800_000_000})
