@@ -39,7 +39,7 @@ from pipeline.outbound.specs import CallSpec, CampaignSpec, ContactsPage, Suppre
 from pipeline.pages import DEFAULT_LIMIT, MAXIMUM_LIMIT, MAXIMUM_LIMIT_OF
 from pipeline.timestamps import RFC3339_UTC
 
-VERSION = "0.1.0"
+VERSION = "0.2.0"
 REF = "#/components/schemas/{model}"
 
 Security = Literal["key", "open", "webhook", "live"]
