@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from models.db import database
-from pipeline.timestamps import rfc3339_or_none
 
 FIND_ORDER = "SELECT order_id, status, carrier, eta, items FROM demo_orders WHERE order_id = %s"
 
@@ -27,6 +26,6 @@ def find_order(order_id: str) -> dict[str, Any] | None:
         "order_id": found_id,
         "status": status,
         "carrier": carrier,
-        "eta": rfc3339_or_none(eta),
+        "eta": eta.isoformat() if eta is not None else None,
         "items": items,
     }
