@@ -21,6 +21,7 @@ import psutil
 
 from bench.latency import _call_log, _call_status, _put_script, measure_floor, percentiles
 from pipeline.realtime.events import DURABLE_TYPES
+from pipeline.timestamps import epoch_seconds
 from switchboard.client import Client
 from switchboard.stack import Process, Stack
 
@@ -90,12 +91,16 @@ def answer_segments_ms(call: dict[str, Any], log: list[dict[str, Any]]) -> list[
         answer = next((t for t in creates if t >= event["t"]), None)
         if entry is None or answer is None or None in (entry.get("taken_at"), entry.get("applied_at")):
             continue
+        # The log writes its times in RFC 3339; the simulator's are epoch seconds.
+        received, taken, applied = (
+            epoch_seconds(entry[m]) for m in ("received_at", "taken_at", "applied_at")
+        )
         segments.append(
             (
-                (entry["received_at"] - event["t"]) * 1000,
-                (entry["taken_at"] - entry["received_at"]) * 1000,
-                (entry["applied_at"] - entry["taken_at"]) * 1000,
-                (answer - entry["applied_at"]) * 1000,
+                (received - event["t"]) * 1000,
+                (taken - received) * 1000,
+                (applied - taken) * 1000,
+                (answer - applied) * 1000,
             )
         )
     return segments

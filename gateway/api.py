@@ -68,8 +68,10 @@ from pipeline.outbound.specs import CallSpec, CampaignSpec, ContactsPage, Suppre
 from pipeline.pages import requested
 from pipeline.privacy.boundary import Redactor
 from pipeline.privacy.policy import ALWAYS_REDACTED, Kind
+from pipeline.refusals import not_in_call, over
 from pipeline.roles import Identity, Permission, Role, permission_for
-from pipeline.state import IN_CALL, TERMINAL_PHASES
+from pipeline.state import TERMINAL_PHASES
+from pipeline.timestamps import rfc3339
 from pipeline.wire import (
     AgentReplyRequested,
     AgentSayRequested,
@@ -96,7 +98,6 @@ logger = logging.getLogger(__name__)
 
 SESSION_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 WEBHOOK_PATH = "/v1/webhooks/openai"
-_IN_CALL_STATUSES = frozenset(str(phase) for phase in IN_CALL)
 _TERMINAL_STATUSES = frozenset(str(phase) for phase in TERMINAL_PHASES)
 
 Handler = Callable[[Request, str], Awaitable[Response]]
@@ -891,7 +892,7 @@ class _Api:
         token, expires_at = watch_tokens.mint(self._watch_secret, session_id, time.time())
         return {
             "token": token,
-            "expires_at": expires_at,
+            "expires_at": rfc3339(expires_at),
             "path": f"/v1/sessions/{session_id}/live?token={token}",
         }
 
@@ -992,15 +993,17 @@ class _Api:
     async def _session_not_over(self, session_id: str) -> tuple[dict[str, Any] | None, Response | None]:
         """The session's record if it is not over, else the answer that says why not."""
         record, refusal = await self._session(session_id)
-        if record is not None and record["status"] in _TERMINAL_STATUSES:
-            return None, error_response(409, "session_ended", f"session is {record['status']}")
+        ended = over(record["status"], record.get("end_reason")) if record is not None else None
+        if ended is not None:
+            return None, JSONResponse(ended.body(), status_code=409)
         return record, refusal
 
     async def _session_in_call(self, session_id: str) -> tuple[dict[str, Any] | None, Response | None]:
         """The session's record if its call is live, else the answer that says why not."""
         record, refusal = await self._session(session_id)
-        if record is not None and record["status"] not in _IN_CALL_STATUSES:
-            return None, error_response(409, "session_not_live", f"session is {record['status']}")
+        not_live = not_in_call(record["status"], record.get("end_reason")) if record is not None else None
+        if not_live is not None:
+            return None, JSONResponse(not_live.body(), status_code=409)
         return record, refusal
 
 

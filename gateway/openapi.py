@@ -37,8 +37,9 @@ from pipeline.api import (
 )
 from pipeline.outbound.specs import CallSpec, CampaignSpec, ContactsPage, SuppressionSpec, TrunkSpec
 from pipeline.pages import DEFAULT_LIMIT, MAXIMUM_LIMIT, MAXIMUM_LIMIT_OF
+from pipeline.timestamps import RFC3339_UTC
 
-VERSION = "0.1.0"
+VERSION = "0.2.0"
 REF = "#/components/schemas/{model}"
 
 Security = Literal["key", "open", "webhook", "live"]
@@ -79,6 +80,13 @@ class Operation:
 # ── the answers' shapes ────────────────────────────────────────────────────────────────
 
 _OBJECT: dict[str, Any] = {"type": "object"}
+# A point in time, as every answer writes one (pipeline.timestamps: RFC 3339 UTC, microseconds).
+_TIME: dict[str, Any] = {
+    "type": "string",
+    "format": "date-time",
+    "pattern": f"^{RFC3339_UTC.pattern}$",
+    "examples": ["2026-12-04T23:37:51.123456Z"],
+}
 _ANSWERS: dict[str, dict[str, Any]] = {
     "Error": {
         "type": "object",
@@ -88,7 +96,18 @@ _ANSWERS: dict[str, dict[str, Any]] = {
             "error": {
                 "type": "object",
                 "required": ["code", "message"],
-                "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+                "properties": {
+                    "code": {"type": "string"},
+                    "message": {"type": "string"},
+                    "status": {
+                        "type": "string",
+                        "description": "the session's status (a refusal for its state)",
+                    },
+                    "end_reason": {
+                        "type": ["string", "null"],
+                        "description": "`session_ended`: how the session ended (docs/api.md, Endings)",
+                    },
+                },
             }
         },
     },
@@ -103,7 +122,7 @@ _ANSWERS: dict[str, dict[str, Any]] = {
         "required": ["token", "expires_at", "path"],
         "properties": {
             "token": {"type": "string"},
-            "expires_at": {"type": "number", "description": "epoch seconds"},
+            "expires_at": _TIME,
             "path": {"type": "string"},
         },
     },
@@ -113,7 +132,7 @@ _ANSWERS: dict[str, dict[str, Any]] = {
         "properties": {
             "session_id": {"type": "string"},
             "token": {"type": "string"},
-            "expires_at": {"type": "number"},
+            "expires_at": _TIME,
             "path": {"type": "string"},
         },
     },
@@ -124,7 +143,9 @@ _ANSWERS: dict[str, dict[str, Any]] = {
         "properties": {
             "id": {"type": "string"},
             "status": {"type": "string"},
-            "created_at": {"type": "string"},
+            "end_reason": {"type": ["string", "null"], "description": 'docs/api.md, "Endings"'},
+            "created_at": _TIME,
+            "ended_at": {"anyOf": [_TIME, {"type": "null"}]},
         },
     },
     "SessionCreated": {
@@ -156,7 +177,7 @@ _ANSWERS: dict[str, dict[str, Any]] = {
                 "items": {
                     "type": "object",
                     "required": ["seq", "at", "kind", "data"],
-                    "properties": {"seq": {"type": "integer"}, "kind": {"type": "string"}},
+                    "properties": {"seq": {"type": "integer"}, "at": _TIME, "kind": {"type": "string"}},
                 },
             },
             "ended": {"type": "boolean"},
@@ -243,8 +264,24 @@ S = "/v1/sessions/{session_id}"
 # that did not answer in time.
 _VERB_ERRORS: dict[int, tuple[str, ...]] = {
     404: ("session_not_found", "not_found"),
-    409: ("session_ended", "session_not_live", "not_supported_on_live"),
+    409: ("session_ended", "not_supported_on_live"),
 }
+# The verbs that need the call in progress (`pipeline.refusals.not_in_call`), and of those, the
+# ones that go into the conversation (refused when the sideband was opened again meanwhile).
+_NEEDS_THE_CALL = frozenset(
+    {
+        "/caller/text",
+        "/agent/say",
+        "/agent/reply",
+        "/hold",
+        "/unhold",
+        "/attention",
+        "/collect",
+        "/supervisor",
+        "/interrupt",
+    }
+)
+_INTO_THE_CONVERSATION = frozenset({"/caller/text", "/interrupt"})
 
 
 def _page(order: str, *, maximum: int = MAXIMUM_LIMIT, dated: bool = True) -> tuple[Query, ...]:
@@ -276,6 +313,10 @@ def _verb(
     answer: str | dict[int, str] = "Queued",
 ) -> Operation:
     more = dict(_VERB_ERRORS)
+    if path in _NEEDS_THE_CALL:
+        errors = ((409, ("session_not_connected",)), *errors)
+    if path in _INTO_THE_CONVERSATION:
+        errors = ((409, ("call_reconnected",)), *errors)
     for status, codes in errors:
         more[status] = (*more.get(status, ()), *codes)
     return Operation(
@@ -384,8 +425,8 @@ OPERATIONS: tuple[Operation, ...] = (
         location="/v1/sessions/{session_id}",
         errors={
             404: ("session_not_found", "not_found"),
-            # A session that failed answers its end reason as the code (issue 28, part 3).
-            409: ("admission_refused", "session_ended", "tool_catalog_changed", "admission_timeout"),
+            # Over (its end reason in `end_reason`), or connected already.
+            409: ("session_ended", "admission_refused"),
             422: ("malformed_request",),
             502: ("provider_rejected_call", "provider_unavailable"),
         },

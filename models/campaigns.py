@@ -38,6 +38,7 @@ from pipeline.outbound.retry import Final, Retry, after_attempt
 from pipeline.outbound.specs import CampaignSettings
 from pipeline.outbound.window import is_open, next_open
 from pipeline.pages import PageRequest, next_cursor
+from pipeline.timestamps import rfc3339, rfc3339_or_none
 
 # Contacts are written in pages of this many rows, so a campaign of 100,000 is never held whole.
 CONTACT_PAGE = 1_000
@@ -402,8 +403,8 @@ def contacts(namespace: str, campaign_id: str, page: PageRequest) -> dict[str, A
         ).fetchall():
             attempts[contact_id].append(
                 {
-                    "started_at": started.isoformat(),
-                    "ended_at": ended.isoformat() if ended is not None else None,
+                    "started_at": rfc3339(started),
+                    "ended_at": rfc3339_or_none(ended),
                     "outcome": outcome,
                     "session_id": session_id,
                 }
@@ -502,12 +503,17 @@ def _campaign_json(row: Any, counts: dict[str, dict[str, int]]) -> dict[str, Any
         "window": spec.get("window"),
         "retry": spec.get("retry"),
         "voicemail": spec.get("voicemail"),
-        "expires_at": spec.get("expires_at"),
+        "expires_at": rfc3339_or_none(_instant(spec.get("expires_at"))),
         "session": session,
-        "created_at": created.isoformat(),
-        "updated_at": updated.isoformat(),
-        "completed_at": completed.isoformat() if completed is not None else None,
+        "created_at": rfc3339(created),
+        "updated_at": rfc3339(updated),
+        "completed_at": rfc3339_or_none(completed),
     }
+
+
+def _instant(stored: str | None) -> datetime | None:
+    """A time the spec holds as the app wrote it (ISO 8601 with its own offset)."""
+    return datetime.fromisoformat(stored) if stored else None
 
 
 def utc(timestamp: float) -> datetime:

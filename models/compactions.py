@@ -12,6 +12,7 @@ import psycopg2
 
 from models.db import SessionTransaction, database
 from pipeline.step import FinishCompaction, SaveCompactionSummary, StartCompaction
+from pipeline.timestamps import rfc3339
 
 INSERT_COMPACTION = """
 INSERT INTO compactions (session_id, number, status, forced, trigger_input_tokens, items_before)
@@ -82,6 +83,6 @@ def for_session(session_id: str) -> list[dict[str, Any]]:
         record = dict(zip(names, row, strict=True))
         for moment in ("started_at", "summarized_at", "finished_at"):
             if record[moment] is not None:
-                record[moment] = record[moment].isoformat()
+                record[moment] = rfc3339(record[moment])
         records.append(record)
     return records

@@ -37,6 +37,7 @@ from pipeline.erasure import (
     retention_over,
 )
 from pipeline.errors import SessionLive, SessionNotFound
+from pipeline.timestamps import rfc3339
 
 _ROW = "SELECT erased_at, ended_at, now(), namespace FROM sessions WHERE id = %s"
 _EVENTS = "SELECT id, kind, payload, controls FROM session_events WHERE session_id = %s ORDER BY id"
@@ -279,6 +280,6 @@ def erasures(session_id: str) -> list[dict[str, Any]]:
         (session_id,),
     ).fetchall()
     return [
-        {"at": at.isoformat(), "by": by, "because": because, "removed": removed}
+        {"at": rfc3339(at), "by": by, "because": because, "removed": removed}
         for at, by, because, removed in rows
     ]

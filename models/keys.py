@@ -7,6 +7,7 @@ from typing import Any
 from models.db import database
 from pipeline.errors import KeyNotFound
 from pipeline.roles import Role, new_key
+from pipeline.timestamps import rfc3339, rfc3339_or_none
 
 
 def add_key(namespace: str, name: str, role: Role) -> dict[str, Any]:
@@ -30,8 +31,8 @@ def keys(namespace: str) -> list[dict[str, Any]]:
             "id": key_id,
             "name": name,
             "role": role,
-            "created_at": created.isoformat(),
-            "revoked_at": revoked.isoformat() if revoked else None,
+            "created_at": rfc3339(created),
+            "revoked_at": rfc3339_or_none(revoked),
         }
         for key_id, name, role, created, revoked in rows
     ]

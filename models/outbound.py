@@ -29,6 +29,7 @@ from pipeline.privacy.sealing import (
     secret_key_id,
 )
 from pipeline.step import OutboundEnded
+from pipeline.timestamps import rfc3339, rfc3339_or_none
 
 # The deployment keys the trunks' passwords are encrypted under (current first), set once by the
 # process that dials (`workers.runtime`); without them a trunk can be listed but not dialled.
@@ -94,7 +95,7 @@ def trunks(namespace: str, page: PageRequest) -> tuple[list[TrunkRow], str | Non
         {"namespace": namespace, **window.parameters},
     ).fetchall()
     listed = [
-        TrunkRow(name, url, username, caller, created.isoformat())
+        TrunkRow(name, url, username, caller, rfc3339(created))
         for name, url, username, caller, created in rows[: page.limit]
     ]
     return listed, next_cursor(page, rows, lambda row: (row[0],))
@@ -238,7 +239,7 @@ def suppressions(namespace: str, page: PageRequest) -> tuple[list[dict[str, Any]
             "source": source,
             "by": by,
             "session_id": session_id,
-            "created_at": created.isoformat(),
+            "created_at": rfc3339(created),
         }
         for number, reason, source, by, session_id, created in rows[: page.limit]
     ]
@@ -371,6 +372,6 @@ def _call_json(row: Sequence[Any]) -> dict[str, Any]:
         "outcome": outcome,
         "answered_by": answered_by,
         "code": code,
-        "started_at": started.isoformat(),
-        "ended_at": ended.isoformat() if ended is not None else None,
+        "started_at": rfc3339(started),
+        "ended_at": rfc3339_or_none(ended),
     }

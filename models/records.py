@@ -25,6 +25,7 @@ from pipeline.event_streams import shown
 from pipeline.pages import cursor_position, page_cursor
 from pipeline.privacy.policy import PrivacyPolicy
 from pipeline.state import IN_CALL, Phase
+from pipeline.timestamps import rfc3339, rfc3339_or_none
 
 # A transaction publishes its controls, directives and replies under the row lock just before
 # its COMMIT, so whoever acts on one may read the session before that commit lands. A read
@@ -78,7 +79,7 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
             "severity": incident.severity,
             "summary": incident.summary,
             "context": incident.context,
-            "at": incident.created_at.isoformat(),
+            "at": rfc3339(incident.created_at),
         }
         for incident in IncidentRow.select().where(IncidentRow.session == session_id).order_by(IncidentRow.id)
     ]
@@ -102,11 +103,11 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
         "event_stream": _event_stream(session_id, row.state or {}),
         "applied_seq": row.applied_seq,
         "logged_seq": row.logged_seq,
-        "created_at": row.created_at.isoformat(),
-        "ended_at": row.ended_at.isoformat() if row.ended_at else None,
+        "created_at": rfc3339(row.created_at),
+        "ended_at": rfc3339_or_none(row.ended_at),
         # Set once the session's content was erased ("request" or "retention"); the audit rows
         # say who asked and what was removed each time.
-        "erased_at": row.erased_at.isoformat() if row.erased_at else None,
+        "erased_at": rfc3339_or_none(row.erased_at),
         "erased_because": row.erased_because,
         "erasures": erasures(session_id),
         "why": _why(row.status, row.end_reason, incidents),
@@ -122,7 +123,7 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
     if with_events:
         # The log as it may be shown: a creation's events URL masked (folds read `event_log`).
         logged = event_log(session_id)
-        record["log"] = [{**event, "payload": _shown_payload(event["payload"])} for event in logged]
+        record["log"] = [_shown_event(event) for event in logged]
     return record
 
 
@@ -230,10 +231,37 @@ def call_log(session_id: str, after: int = 0) -> list[CallLogEntry]:
     return project(logged, after)
 
 
+# The moments of the event log's rows, kept as epoch seconds (folds and the desk's queries
+# compute with them) and shown as RFC 3339.
+_LOGGED_MOMENTS = ("received_at", "taken_at", "applied_at")
+
+
+def _shown_event(event: dict[str, Any]) -> dict[str, Any]:
+    """A row of the event log as the record shows it: its moments in RFC 3339, its payload as
+    `_shown_payload` shows it, and no `seq` for an input a worker applied itself (a timer, an
+    admission, a takeover): only what a gateway numbers has one, so its place is `applied_order`."""
+    shown_event = {
+        **event,
+        **{moment: rfc3339_or_none(event[moment]) for moment in _LOGGED_MOMENTS},
+        "payload": _shown_payload(event["payload"]),
+    }
+    if shown_event["seq"] is None:
+        del shown_event["seq"]
+    return shown_event
+
+
 def _shown_payload(payload: Any) -> Any:
-    """A logged input as the record shows it: a session's creation with its events URL masked."""
-    if isinstance(payload, dict) and isinstance(payload.get("event_stream"), dict):
-        return {**payload, "event_stream": shown(payload["event_stream"])}
+    """A logged input as the record shows it: a session's creation with its events URL masked,
+    and the moments the gateway stamped on an answer (`heard`, epoch seconds in the log) in
+    RFC 3339. The rest is the provider's frame or the host's input as it was logged."""
+    if not isinstance(payload, dict):
+        return payload
+    if isinstance(payload.get("event_stream"), dict):
+        payload = {**payload, "event_stream": shown(payload["event_stream"])}
+    heard = payload.get("heard")
+    if isinstance(heard, dict):
+        moments = {key: rfc3339(value) for key, value in heard.items() if isinstance(value, int | float)}
+        payload = {**payload, "heard": {**heard, **moments}}
     return payload
 
 
@@ -405,15 +433,15 @@ def _listed(row: tuple[Any, ...]) -> dict[str, Any]:
         "status": found_status,
         "end_reason": reason,
         "ended_by": ended_by(Phase(found_status), reason),
-        "created_at": created.isoformat(),
-        "ended_at": ended.isoformat() if ended else None,
+        "created_at": rfc3339(created),
+        "ended_at": rfc3339_or_none(ended),
         "call_id": call_id,
         "route_id": route_id,
         "caller": caller if outbound is None else outbound.get("caller_number") or None,
         "dialled": number if outbound is None else outbound.get("to"),
         "total_tokens": (usage or {}).get("total_tokens", 0),
         "usage": usage or {},
-        "erased_at": erased.isoformat() if erased else None,
+        "erased_at": rfc3339_or_none(erased),
         "provider": state.get("provider") or "realtime",
         "direction": direction(state),
         "campaign_id": outbound.get("campaign_id") if outbound else None,

@@ -6,13 +6,14 @@ from typing import Any, Literal
 
 from pipeline import ending
 from pipeline.dialects import dialect_of
-from pipeline.errors import AdmissionRefused, SessionEnded
+from pipeline.errors import AdmissionRefused
 from pipeline.limits import (
     ADMISSION_TIMEOUT_MS,
     MAXIMUM_RECONNECT_ATTEMPTS,
     MAXIMUM_RECONNECT_DELAY_MS,
     RECONNECT_BACKOFF_MS,
 )
+from pipeline.refusals import over_for
 from pipeline.state import IN_CALL, Phase, SessionState
 from pipeline.step import (
     CloseCall,
@@ -47,8 +48,9 @@ def begin_admission(state: SessionState, request_id: str | None = None) -> Step:
     """A connect request moves a created session to admitting; anything else is refused. The
     same request run again (its first run committed, then failed before it answered: Redis was
     away) finds its own admission and is answered as it was."""
-    if state.is_terminal:
-        raise SessionEnded(f"session is {state.phase}; it cannot connect")
+    ended = over_for(state)
+    if ended is not None:
+        raise ended
     if state.phase is Phase.ADMITTING and request_id is not None and state.admitted_by == request_id:
         return unchanged(state)
     if state.phase is not Phase.CREATED:
@@ -126,12 +128,11 @@ def session_updated(state: SessionState, event: SessionUpdated) -> Step:
 def end(state: SessionState, event: EndRequested) -> Step:
     """An end request closes the call; ending an ended session changes nothing. The request
     that asked is answered: 202 if it ended the call, 409 if the call was over already."""
-    if state.is_terminal:
+    ended = over_for(state)
+    if ended is not None:
         step = unchanged(state)
         status = 409
-        body: dict[str, Any] = {
-            "error": {"code": "session_ended", "message": f"session is {state.phase}"},
-        }
+        body: dict[str, Any] = ended.body()
     else:
         step = finish(state, event.reason)
         status = 202
@@ -153,8 +154,8 @@ def sideband_closed(state: SessionState, event: SidebandClosed) -> Step:
         return unchanged(state)
     if event.code == 1000:
         return Step(
-            state=state.evolve(phase=Phase.ENDED, end_reason="provider_call_ended", turn=None),
-            effects=(CloseCall(reason="provider_call_ended", hangup=False),),
+            state=state.evolve(phase=Phase.ENDED, end_reason=ending.CALLER_HUNG_UP, turn=None),
+            effects=(CloseCall(reason=ending.CALLER_HUNG_UP, hangup=False),),
         )
     detail = f"sideband closed with code {event.code} {event.reason}".strip()
     if state.call_id is None:
@@ -228,7 +229,7 @@ def timer_fired(state: SessionState, timer: AdmissionTimeout | SessionCeiling) -
     if isinstance(timer, AdmissionTimeout) and state.phase in (Phase.CREATED, Phase.ADMITTING):
         return fail(state, "admission_timeout", "the call did not connect within the admission timeout")
     if isinstance(timer, SessionCeiling) and state.phase in IN_CALL:
-        return finish(state, "session_timeout")
+        return finish(state, ending.MAX_DURATION)
     return unchanged(state)
 
 

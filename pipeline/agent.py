@@ -12,7 +12,8 @@ from typing import Any
 
 from pipeline.call.dialect import too_long
 from pipeline.dialects import capabilities_of, dialect_of
-from pipeline.state import IN_CALL, Phase, SessionState
+from pipeline.refusals import not_in_call_for
+from pipeline.state import Phase, SessionState
 from pipeline.step import Step, answering, refused_by, unchanged
 from pipeline.wire import AgentReplyRequested, AgentSayRequested
 
@@ -44,8 +45,9 @@ def reply(state: SessionState, event: AgentReplyRequested) -> Step:
 
 def _busy(state: SessionState) -> dict[str, Any] | None:
     """Why the agent cannot be directed now, as the API's error body; None when it can."""
-    if state.phase not in IN_CALL:
-        return {"error": {"code": "session_not_live", "message": f"session is {state.phase}"}}
+    not_live = not_in_call_for(state)
+    if not_live is not None:
+        return not_live.body()
     if state.line_closed:
         holder = f"{state.taken_by.id} holds the line" if state.taken_by else "the line is held"
         return {"error": {"code": "line_held", "message": f"{holder}; the agent says nothing meanwhile"}}

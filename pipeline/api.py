@@ -245,7 +245,7 @@ class ConnectRequest(BaseModel):
 class EndRequest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    reason: str = Field(default="ended_by_api", min_length=1, max_length=128)
+    reason: str = Field(default="app_ended", min_length=1, max_length=128)
 
 
 class TypedText(BaseModel):

@@ -24,8 +24,9 @@ call.key         a keypad press on a phone call (DTMF)        {key} ("•" for a
 consent.declined the caller declined recording               {by: "key" | "model"}
 call.silence     the caller said nothing for the idle timeout {count}
 error            a failure, or an error the provider reported {code, message}
-call.ended       last, exactly once (what comes after the end   {reason, ended_by, duration_s}
-                 is in the session record, not the story)
+call.ended       last, exactly once (what comes after the end   {reason, ended_by, duration_s,
+                 is in the session record, not the story)      code (a failure)}; `reason` is the
+                                                              record's `end_reason` (docs/api.md)
 
 `seq` numbers the entries from 1 in that order; a follower asks for those after the last it saw.
 
@@ -49,7 +50,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -57,6 +57,7 @@ from pydantic import BaseModel, ConfigDict
 from pipeline.call.heard import UNHEARD, HeardWait, split, summary, waited_ms
 from pipeline.call.story import AnswerPlaced, ResponseBegun, ResponseEnded, SpokenPiece, StoryMark
 from pipeline.dialects import capabilities_of, dialect_of, parse_inbound
+from pipeline.ending import current_name
 from pipeline.errors import MalformedFrame, SwitchboardError
 from pipeline.session import apply
 from pipeline.state import Phase, SessionState
@@ -68,6 +69,7 @@ from pipeline.step import (
     RequestToolStep,
     Step,
 )
+from pipeline.timestamps import rfc3339
 from pipeline.wire import (
     AdmissionFailed,
     InboundEvent,
@@ -79,17 +81,9 @@ from pipeline.wire import (
 
 EndedBy = Literal["caller", "agent", "supervisor", "app", "platform"]
 
-# How the call log names today's end reasons (what the session record keeps is unchanged).
-_CALL_ENDED_REASONS = {
-    "provider_call_ended": "caller_hung_up",
-    "agent_transferred": "transferred",
-    "ended_by_api": "app_ended",
-    "session_timeout": "max_duration",
-}
-# Who ended a call that ended normally, by its end reason; any other reason came with an end
-# request from the app (the API's `end`, whose reason the app chooses).
+# Who ended a call that ended normally, by its end reason (docs/api.md, "Endings"); any other
+# reason came with an end request from the app (the API's `end`, whose reason the app chooses).
 _ENDED_BY: dict[str, EndedBy] = {
-    "provider_call_ended": "caller",
     "caller_hung_up": "caller",
     "agent_hung_up": "agent",
     "supervisor_ended": "supervisor",
@@ -97,7 +91,7 @@ _ENDED_BY: dict[str, EndedBy] = {
     "agent_transferred": "agent",
     "caller_silent": "agent",
     "caller_pressed_end": "caller",
-    "session_timeout": "platform",
+    "max_duration": "platform",
     "usage_budget_reached": "platform",
     "provider_session_expired": "platform",
     "provider_content_closed": "platform",
@@ -131,7 +125,7 @@ def ended_by(phase: Phase, end_reason: str | None) -> EndedBy | None:
         return "platform"
     if phase is not Phase.ENDED:
         return None
-    return _ENDED_BY.get(end_reason or "", "app")
+    return _ENDED_BY.get(current_name(end_reason) or "", "app")
 
 
 @dataclass
@@ -166,9 +160,11 @@ def erased_log(
 
 
 def _end_data(phase: Phase, end_reason: str | None, duration_s: float) -> dict[str, Any]:
-    reason = end_reason or ""
+    """`call.ended`'s data: its reason is the record's `end_reason`, word for word (a failure's
+    too, which `code` repeats for the readers that look for it there)."""
+    reason = current_name(end_reason) or ""
     data: dict[str, Any] = {
-        "reason": "error" if phase is Phase.FAILED else _CALL_ENDED_REASONS.get(reason, reason),
+        "reason": reason,
         "ended_by": ended_by(phase, end_reason),
         "duration_s": duration_s,
     }
@@ -247,8 +243,7 @@ class _Projection:
 
     def _entry(self, at: float, kind: str, data: dict[str, Any]) -> CallLogEntry:
         self.count += 1
-        stamp = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        return CallLogEntry(seq=self.count, at=stamp, kind=kind, data=data)
+        return CallLogEntry(seq=self.count, at=rfc3339(at), kind=kind, data=data)
 
     def _entries_of(
         self, before: SessionState, event: InboundEvent, step: Step, mark: StoryMark | None, at: float

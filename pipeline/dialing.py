@@ -91,7 +91,7 @@ END_REASONS: dict[str, str] = {
 MACHINE_HUNG_UP = "answering_machine"
 MESSAGE_LEFT = "voicemail_left"
 # End reasons of a call stopped by whoever placed it before it was answered.
-CANCELLED_BY = frozenset({"ended_by_api", "supervisor_ended", "campaign_cancelled"})
+CANCELLED_BY = frozenset({"app_ended", "supervisor_ended", "campaign_cancelled"})
 
 
 def dial(state: SessionState) -> Step:

@@ -8,10 +8,30 @@ from __future__ import annotations
 from pipeline.state import Phase, SessionState
 from pipeline.step import CloseCall, Control, LogEntry, RecordIncident, Step
 
+# The names of endings that more than one place decides (docs/api.md, "Endings"): the record's
+# `end_reason`, the call log's `call.ended` reason, `session.ended` webhooks, reports, event
+# streams and metrics all say the same word for the same ending.
+CALLER_HUNG_UP = "caller_hung_up"
+APP_ENDED = "app_ended"
+MAX_DURATION = "max_duration"
+# What those endings were called before 0.2.0 (the record said one word, the call log another):
+# a log written then is read in today's words, and migration 0018 renamed the stored records.
+FORMER_NAMES = {
+    "provider_call_ended": CALLER_HUNG_UP,
+    "ended_by_api": APP_ENDED,
+    "session_timeout": MAX_DURATION,
+}
+
+
+def current_name(reason: str | None) -> str | None:
+    """An end reason in today's words (one written before 0.2.0 renamed)."""
+    return FORMER_NAMES.get(reason, reason) if reason is not None else None
+
 
 def finish(state: SessionState, reason: str, closing: tuple[Control, ...] = ()) -> Step:
     """End the session normally: the sideband is told `closing`, then closed, and the provider
-    call hung up."""
+    call hung up. An end request logged before 0.2.0 ends it in today's words."""
+    reason = current_name(reason) or reason
     return Step(
         state=state.evolve(phase=Phase.ENDED, end_reason=reason, turn=None),
         controls=closing,

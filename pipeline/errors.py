@@ -13,7 +13,9 @@ SwitchboardError
 │   │   ├── CampaignNotFound
 │   │   └── SuppressionNotFound  the number is not on the do-not-call list
 │   ├── SessionExists
-│   ├── SessionEnded
+│   ├── SessionEnded         the session is over (`status`, `end_reason` in the answer)
+│   ├── SessionNotConnected  no call yet: created, or its connect under way
+│   ├── CallReconnected      the call's sideband was opened again before the request's turn
 │   ├── AdmissionRefused
 │   ├── ProviderCallIdConflict  the same call id requested with a different identity
 │   ├── ToolStepTerminal        a finished tool step cannot start again
@@ -42,11 +44,22 @@ SwitchboardError
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class SwitchboardError(Exception):
     """Base of every error Switchboard raises on purpose."""
 
     code = "switchboard_error"
+
+    @property
+    def details(self) -> dict[str, Any]:
+        """Fields an error answer carries beside its code and message (none by default)."""
+        return {}
+
+    def body(self) -> dict[str, Any]:
+        """The error as the API answers it: `{"error": {"code", "message", ...details}}`."""
+        return {"error": {"code": self.code, "message": str(self), **self.details}}
 
 
 class Refusal(SwitchboardError):
@@ -102,7 +115,41 @@ class SessionExists(Refusal):
 
 
 class SessionEnded(Refusal):
+    """The session is over (ended or failed): its answer names the status and the end reason
+    (docs/api.md, "Endings"), whatever the verb; the code is always `session_ended`."""
+
     code = "session_ended"
+
+    def __init__(self, message: str, *, status: str | None = None, end_reason: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.end_reason = end_reason
+
+    @property
+    def details(self) -> dict[str, Any]:
+        return {"status": self.status, "end_reason": self.end_reason}
+
+
+class SessionNotConnected(Refusal):
+    """The session has no call yet (created, or its connect under way): a verb that needs the
+    call in progress waits for it. Its answer names the status."""
+
+    code = "session_not_connected"
+
+    def __init__(self, message: str, *, status: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def details(self) -> dict[str, Any]:
+        return {"status": self.status}
+
+
+class CallReconnected(Refusal):
+    """The call's sideband was opened again (a reconnect, a takeover) between the request's
+    check and its turn: it was for the call as it was. Asking again reaches the call as it is."""
+
+    code = "call_reconnected"
 
 
 class SessionLive(Refusal):

@@ -39,7 +39,8 @@ from pipeline.catalog import ToolOutcome
 from pipeline.dialects import dialect_of
 from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS
 from pipeline.privacy.detect import redact
-from pipeline.state import IN_CALL, SessionState
+from pipeline.refusals import not_in_call_for
+from pipeline.state import SessionState
 from pipeline.step import (
     CancelTool,
     CollectDigits,
@@ -51,6 +52,7 @@ from pipeline.step import (
     answering,
     cancel_timer,
     refused,
+    refused_for,
     schedule_timer,
     unchanged,
 )
@@ -83,6 +85,9 @@ def collect(state: SessionState, event: CollectRequested) -> Step:
         arguments=event.arguments,
         digits=event.digits,
     )
+    not_live = not_in_call_for(state)
+    if not_live is not None:
+        return refused_for(state, event.request_id, event.gateway_id, not_live)
     refusal = _cannot_collect(state, ask)
     if refusal is not None:
         code, status, message = refusal
@@ -260,10 +265,9 @@ def _stopped(entry: KeypadEntry, reason: str, message: str) -> tuple[Any, ...]:
 
 def _cannot_collect(state: SessionState, ask: KeypadAsk) -> tuple[str, int, str] | None:
     """Why this collection cannot begin now: (code, status, message), or None."""
-    if state.is_terminal:
-        return "session_ended", 409, f"session is {state.phase}"
-    if state.phase not in IN_CALL:
-        return "session_not_live", 409, f"session is {state.phase}"
+    not_live = not_in_call_for(state)
+    if not_live is not None:
+        return not_live.code, 409, str(not_live)
     if state.medium != "sip":
         return "no_keypad", 409, "only a phone call has a keypad; this call came through WebRTC"
     if state.collecting is not None:

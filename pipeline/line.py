@@ -20,7 +20,8 @@ from pipeline import admission, ending
 from pipeline.call.dialect import Ability, refusal, too_long
 from pipeline.call.messages import Playback
 from pipeline.dialects import capabilities_of, dialect_of
-from pipeline.state import IN_CALL, Attention, Person, SessionState
+from pipeline.refusals import not_in_call_for
+from pipeline.state import Attention, Person, SessionState
 from pipeline.step import (
     LogEntry,
     RecordIncident,
@@ -30,6 +31,7 @@ from pipeline.step import (
     cancel_timer,
     refused,
     refused_by,
+    refused_for,
     schedule_timer,
     unchanged,
 )
@@ -286,11 +288,8 @@ def _transfer(state: SessionState, event: SupervisorRequested, to: str) -> Step:
 
 def _not_live(state: SessionState, request_id: str | None, gateway_id: str | None) -> Step | None:
     """The refusal of a request that needs a live call, or None when the call is live."""
-    if state.is_terminal:
-        return refused(state, request_id, gateway_id, 409, "session_ended", f"session is {state.phase}")
-    if state.phase not in IN_CALL:
-        return refused(state, request_id, gateway_id, 409, "session_not_live", f"session is {state.phase}")
-    return None
+    refusal = not_in_call_for(state)
+    return refused_for(state, request_id, gateway_id, refusal) if refusal is not None else None
 
 
 def _answered(state: SessionState, *, ok: bool, by: Person | None = None, error: str | None = None) -> Step:

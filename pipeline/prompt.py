@@ -14,8 +14,9 @@ import hashlib
 from pipeline.call.dialect import Ability, Refusal, refusal
 from pipeline.dialects import capabilities_of, dialect_of
 from pipeline.limits import MAXIMUM_INSTRUCTIONS_BYTES, MAXIMUM_PROMPT_BLOCKS
+from pipeline.refusals import over_for
 from pipeline.state import IN_CALL, PromptBlock, SessionState
-from pipeline.step import Control, LogEntry, Step, answering, refused, refused_by
+from pipeline.step import Control, LogEntry, Step, answering, refused, refused_by, refused_for
 from pipeline.wire import PromptSetRequested, ToolsSetRequested
 
 
@@ -32,10 +33,9 @@ def block_hash(text: str) -> str:
 def set_prompt(state: SessionState, event: PromptSetRequested) -> Step:
     """Rewrite one block (empty text removes it; a new name is added last): 200, or 422 when
     the instructions would grow past their bound."""
-    if state.is_terminal:
-        return refused(
-            state, event.request_id, event.gateway_id, 409, "session_ended", f"session is {state.phase}"
-        )
+    ended = over_for(state)
+    if ended is not None:
+        return refused_for(state, event.request_id, event.gateway_id, ended)
     blocks = [block for block in state.blocks if block.name != event.name]
     position = next((i for i, block in enumerate(state.blocks) if block.name == event.name), len(blocks))
     if event.text:
@@ -64,10 +64,9 @@ def set_prompt(state: SessionState, event: PromptSetRequested) -> Step:
 def set_tools(state: SessionState, event: ToolsSetRequested) -> Step:
     """Offer these tools from now on: 200, or 409 while a tool runs (its call must get its
     output under the catalog it was made with)."""
-    if state.is_terminal:
-        return refused(
-            state, event.request_id, event.gateway_id, 409, "session_ended", f"session is {state.phase}"
-        )
+    ended = over_for(state)
+    if ended is not None:
+        return refused_for(state, event.request_id, event.gateway_id, ended)
     cannot = refusal(capabilities_of(state), Ability.TOOLS)
     if cannot is not None:
         return refused_by(state, event.request_id, event.gateway_id, cannot)

@@ -29,7 +29,8 @@ from pipeline import (
 from pipeline.call.dialect import Ability, refusal
 from pipeline.consent import greeting_with_consent
 from pipeline.dialects import capabilities_of, dialect_for, dialect_of, is_spoken_by, parse_inbound
-from pipeline.errors import MalformedFrame
+from pipeline.errors import CallReconnected, MalformedFrame
+from pipeline.refusals import over_for
 from pipeline.sequencer import GAP_TIMEOUT_MS
 from pipeline.state import Limits, Phase, Provider, SessionState
 from pipeline.step import RecordIncident, Step, answering, refused_by, unchanged
@@ -274,10 +275,11 @@ def _into_the_conversation(
     if cannot is not None:
         return refused_by(state, event.request_id, event.gateway_id, cannot)
     if is_late(state, event, generation):
-        message = f"the call moved on (session is {state.phase}) before this was applied"
-        late = record_late(state, event)
-        error = {"error": {"code": "session_not_live", "message": message}}
-        return answering(late, event.request_id, event.gateway_id, 409, error)
+        # Over, or its sideband opened again since the request was checked: each its own code.
+        moved_on = over_for(state) or CallReconnected(
+            "the call's sideband was opened again before this was applied; ask again"
+        )
+        return answering(record_late(state, event), event.request_id, event.gateway_id, 409, moved_on.body())
     if isinstance(event, TextInjected):
         body = {"item_id": event.item_id, "status": "queued"}
     else:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pipeline.call.dialect import Refusal
 from pipeline.call.keypad import DigitsSpec
 from pipeline.call.messages import ControlModel
+from pipeline.errors import SwitchboardError
 from pipeline.limits import MAXIMUM_INCIDENT_CODE_CHARS
 from pipeline.state import SessionState
 from pipeline.timers import Timer, timer_name
@@ -307,6 +308,14 @@ def refused(
     """Nothing changes, and the request that asked is told why (a typed error)."""
     body = {"error": {"code": code, "message": message}}
     return answering(unchanged(state), request_id, gateway_id, status, body)
+
+
+def refused_for(
+    state: SessionState, request_id: str | None, gateway_id: str | None, error: SwitchboardError
+) -> Step:
+    """Nothing changes, and the request that asked is told why: 409, the error's body (its code,
+    message and details, as `pipeline.refusals` words a session's state)."""
+    return answering(unchanged(state), request_id, gateway_id, 409, error.body())
 
 
 def refused_by(state: SessionState, request_id: str | None, gateway_id: str | None, refusal: Refusal) -> Step:

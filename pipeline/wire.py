@@ -99,7 +99,7 @@ class EndRequested(Inbound):
     concurrent ends, one is told it ended the call)."""
 
     type: Literal["switchboard.end_requested"] = "switchboard.end_requested"
-    reason: str = "ended_by_api"
+    reason: str = "app_ended"
     request_id: str | None = None
     gateway_id: str | None = None
 

@@ -261,7 +261,7 @@ def _add_sessions(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     verb("export", "a session's recording, for `switchboard replay`", through_gateway=False)
     verb("end", "end the live call").add_argument(
-        "--reason", default="ended_by_api", help="the reason recorded (default ended_by_api)"
+        "--reason", default="app_ended", help="the reason recorded (default app_ended)"
     )
     for name, summary in (
         ("interrupt", "cut the agent off mid-answer"),

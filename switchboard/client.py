@@ -79,7 +79,7 @@ class Client:
             )
         )
 
-    def end(self, session_id: str, reason: str = "ended_by_api") -> dict[str, Any]:
+    def end(self, session_id: str, reason: str = "app_ended") -> dict[str, Any]:
         return dict(self._ok("POST", f"/v1/sessions/{session_id}/end", {"reason": reason}))
 
     def caller_text(self, session_id: str, text: str) -> dict[str, Any]:

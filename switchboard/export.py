@@ -31,6 +31,7 @@ from pipeline.live.events import LIVE_TRANSCRIPT_TYPE, LiveTranscript
 from pipeline.live.frames import AGENT_TRANSCRIPT_TYPE, CALLER_TRANSCRIPT_TYPE
 from pipeline.privacy.policy import PrivacyPolicy
 from pipeline.timeline import Speaker
+from pipeline.timestamps import epoch_seconds
 from pipeline.wire import ArrivedLate, SessionCreated, SidebandClosed
 from simulator.recording import (
     CloseFrame,
@@ -168,12 +169,15 @@ def provider_events(log: list[dict[str, Any]]) -> tuple[list[RecordedEvent], Rec
       event. If the event turned up afterwards its row says `switchboard.arrived_late`, and the
       provider's event inside it is exported at its seq, where the provider sent it.
     """
-    numbered = sorted((event for event in log if event["seq"] is not None), key=lambda event: event["seq"])
+    # An input a worker applied itself (a timer, an admission) has no seq: not the provider's.
+    numbered = sorted(
+        (event for event in log if event.get("seq") is not None), key=lambda event: event["seq"]
+    )
     if not numbered:
         return [], None
     # A row that arrived late holds the time its seq was declared lost, so it cannot be the start.
     on_time = [event for event in numbered if event["payload"].get("type") != ARRIVED_LATE]
-    attached_at = (on_time or numbered)[0]["received_at"]
+    attached_at = epoch_seconds((on_time or numbered)[0]["received_at"])
     events: list[RecordedEvent] = []
     closed: dict[str, Any] | None = None
     last_ms = 0.0
@@ -182,7 +186,7 @@ def provider_events(log: list[dict[str, Any]]) -> tuple[list[RecordedEvent], Rec
         kind = str(payload.get("type", ""))
         # Offsets never go back: events numbered by two gateways (a takeover) carry two clocks,
         # and a recording is played in file order.
-        offset_ms = max(last_ms, _offset_ms(entry["received_at"], attached_at))
+        offset_ms = max(last_ms, _offset_ms(epoch_seconds(entry["received_at"]), attached_at))
         if kind == ARRIVED_LATE:
             # The row's time is when its seq was declared lost, not when the event came.
             event, offset_ms = payload["event"], last_ms

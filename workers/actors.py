@@ -78,6 +78,7 @@ from pipeline.pages import in_memory, instant, requested
 from pipeline.phone import PhoneLine, kept_headers, line_of
 from pipeline.privacy.sealing import open_sealed
 from pipeline.realtime.configuration import offered_tools
+from pipeline.refusals import over_for
 from pipeline.state import AppWebhook, EventStream, Greeting, LiveSetup, OutboundCall, Usage
 from pipeline.step import RecordIncident, RunTool
 from pipeline.wire import (
@@ -873,9 +874,10 @@ def begin_admission(request_id: str, gateway_id: str, session_id: str, now: floa
                 _publish(session, applied)
                 state = session.state
         _after_commit(session_id, applied)
-        if state.is_terminal:
-            message = f"session failed: {state.end_reason}"
-            return 409, {"error": {"code": state.end_reason or "session_ended", "message": message}}
+        ended = over_for(state)
+        if ended is not None:
+            # Failed just now (its tools changed): the code says the state, the reason why.
+            return 409, ended.body()
         return 200, {
             "session_id": session_id,
             "instructions": state.instructions,
@@ -906,11 +908,11 @@ def attach_call(
             _publish(session, applied)
             state = session.state
         _after_commit(session_id, applied)
-        if state.is_terminal:
+        ended = over_for(state)
+        if ended is not None:
             # The session ended while the call was being created (the admission timeout):
             # the fresh call is hung up by the directive just published.
-            message = f"session is {state.phase} ({state.end_reason}); the new call was hung up"
-            return 409, {"error": {"code": "session_ended", "message": message}}
+            return 409, ended.body()
         return 200, {"session_id": session_id, "status": str(state.phase), "call_id": call_id}
 
     _answer(request_id, gateway_id, attach)
@@ -1375,9 +1377,9 @@ def _answer(request_id: str, gateway_id: str, work: Callable[[], tuple[int, dict
     try:
         status, body = work()
     except NotFound as exc:
-        status, body = 404, {"error": {"code": exc.code, "message": str(exc)}}
+        status, body = 404, exc.body()
     except Refusal as exc:
-        status, body = 409, {"error": {"code": exc.code, "message": str(exc)}}
+        status, body = 409, exc.body()
     except (BadInput, ValidationError) as exc:
         code = exc.code if isinstance(exc, BadInput) else "malformed_request"
         status, body = 422, {"error": {"code": code, "message": str(exc)}}

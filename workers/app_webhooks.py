@@ -22,6 +22,7 @@ from pipeline.cost import ModelPrices, cost_usd
 from pipeline.errors import Fault
 from pipeline.signing import signature
 from pipeline.state import SessionState, Usage
+from pipeline.timestamps import rfc3339
 
 DELIVERY_TIMEOUT_S = 10.0
 # What of a refusal's answer is kept in the error (it reaches the dead letter).
@@ -77,8 +78,11 @@ def deliver_for_campaign(campaign_id: str, delivery_id: str, kind: str, data: di
 
 def post(url: str, secret: str, delivery_id: str, kind: str, payload: dict[str, Any]) -> int:
     """Sign and POST one notification (Standard Webhooks); its HTTP status, or `AppWebhookFailed`."""
-    timestamp = int(time.time())
-    body = json.dumps({"type": kind, "timestamp": timestamp, "data": payload}, default=str)
+    now = time.time()
+    # The header is integer seconds, as Standard Webhooks signs it; the body's timestamp is the
+    # same moment as every other time Switchboard writes (RFC 3339 UTC).
+    timestamp = int(now)
+    body = json.dumps({"type": kind, "timestamp": rfc3339(now), "data": payload}, default=str)
     headers = {
         "content-type": "application/json",
         "user-agent": "Switchboard webhooks",

@@ -30,6 +30,7 @@ from dramatiq.errors import DecodeError
 
 from pipeline.errors import UnreplayableDeadLetter
 from pipeline.names import QUEUES
+from pipeline.timestamps import rfc3339
 from workers.liveness import takeover_refusal_now
 
 # Options that describe one attempt, not the message: a replay starts without them.
@@ -119,7 +120,7 @@ class DeadLetter:
             **self.summary(now_ms),
             "kwargs": self.message.kwargs,
             "args": list(self.message.args),
-            "sent_at_ms": self.message.message_timestamp,
+            "sent_at": rfc3339(self.message.message_timestamp / 1000),
             "traceback": self.message.options.get("traceback"),
         }
 

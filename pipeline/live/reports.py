@@ -2,7 +2,7 @@
 presses on a Live phone call (LIVE_PROTOCOL.md §2.4, §4).
 
 - **The end.** `session.closed` ends the call with the provider's reason and its final usage:
-  the caller hanging up or the session being closed is `provider_call_ended` (as a Realtime
+  the caller hanging up or the session being closed is `caller_hung_up` (as a Realtime
   sideband's normal close), an expired session `provider_session_expired`, a close for the
   provider's content policy `provider_content_closed`; a lost connection fails the call
   `provider_connection_lost`. A close while a transfer runs is the transfer going through.
@@ -26,8 +26,8 @@ from pipeline.wire import KeyPressed
 
 # How the provider's close reasons end a call (any other reason is the call ending normally).
 ENDED_BY_PROVIDER = {
-    "remote_hangup": "provider_call_ended",
-    "close_requested": "provider_call_ended",
+    "remote_hangup": ending.CALLER_HUNG_UP,
+    "close_requested": ending.CALLER_HUNG_UP,
     "expired": "provider_session_expired",
     "content": "provider_content_closed",
 }
@@ -60,7 +60,7 @@ def closed(state: SessionState, event: LiveClosed) -> Step:
     if failure is not None:
         # Nothing is sent on the way out: the session is closed already.
         return ending.fail(counted, failure, f"the provider closed the session: {event.reason}")
-    reason = ENDED_BY_PROVIDER.get(event.reason, "provider_call_ended")
+    reason = ENDED_BY_PROVIDER.get(event.reason, ending.CALLER_HUNG_UP)
     return Step(
         state=counted.evolve(phase=Phase.ENDED, end_reason=reason, turn=None),
         effects=(CloseCall(reason=reason, hangup=False),),

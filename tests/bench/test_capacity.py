@@ -72,13 +72,15 @@ def test_render_shows_each_level_and_the_held_calls() -> None:
 
 def test_a_turns_time_is_split_at_the_gateway_the_worker_and_the_apply() -> None:
     from bench.capacity import answer_segments_ms
+    from pipeline.timestamps import rfc3339
 
     final = "conversation.item.input_audio_transcription.completed"
     call = {
         "events": [{"t": 10.000, "event": {"type": final, "event_id": "ev_1"}}],
         "controls": [_control("response.create", 10.012)],
     }
-    times = {"received_at": 10.001, "taken_at": 10.0035, "applied_at": 10.005}
+    # As the record's log writes them (RFC 3339); the simulator's own times are epoch seconds.
+    times = {"received_at": rfc3339(10.001), "taken_at": rfc3339(10.0035), "applied_at": rfc3339(10.005)}
     log = [{"payload": {"event_id": "ev_1"}, **times}]
     [segments] = answer_segments_ms(call, log)
     assert [round(ms, 3) for ms in segments] == [1.0, 2.5, 1.5, 7.0]

@@ -139,7 +139,7 @@ def test_the_app_is_told_of_its_call_with_a_report_and_retried_with_the_same_id(
     attempts = [d for d in receiver.deliveries if d.get("type") == "call.ended"]
     assert len(attempts) == 3 and {d["id"] for d in attempts} == {ended["id"]}  # retried, one id
     report = ended["data"]["report"]
-    assert (report["end_reason"], report["ended_by"]) == ("provider_call_ended", "caller")
+    assert (report["end_reason"], report["ended_by"]) == ("caller_hung_up", "caller")
     assert [t["role"] for t in report["transcript"]] == ["user", "assistant"]
     assert [step["status"] for step in report["tool_steps"]] == ["failed"]
     assert report["usage"]["output_tokens"] > 0 and report["cost_usd"] > 0
@@ -294,7 +294,7 @@ def test_a_call_is_streamed_to_the_apps_broker_in_seq_order_with_stable_ids(webh
         kinds = [body["kind"] for _, _, body in messages]
         assert kinds[0] == "call.started" and "turn.user" in kinds and "turn.agent" in kinds
         report = messages[-1][2]["report"]
-        assert (report["end_reason"], report["ended_by"]) == ("provider_call_ended", "caller")
+        assert (report["end_reason"], report["ended_by"]) == ("caller_hung_up", "caller")
         assert [t["role"] for t in report["transcript"]] == ["user", "assistant"]
         # Nor in the record with its event log (the creation's payload holds the URL).
         assert "guest:guest" not in json.dumps(client.session(session["id"], events=True))

@@ -117,7 +117,7 @@ def test_malformed_oversized_and_unknown_frames_become_incidents_and_lose_no_goo
 
     record = client.wait_for_status(session["id"], timeout_s=60)
     assert record["status"] == "ended"
-    assert record["end_reason"] == "provider_call_ended"
+    assert record["end_reason"] == "caller_hung_up"
     assert len(record["transcript"]) == 6
     assert wait_until(lambda: len(client.session(session["id"])["incidents"]) >= 9, 10)
     full = client.session(session["id"], events=True)

@@ -14,6 +14,7 @@ from switchboard.services import Services
 from switchboard.stack import Stack
 from tests.e2e.conftest import SCRIPTS, set_script
 from tests.support.heard import assert_heard, heard_counted
+from tests.support.times import assert_times_are_rfc3339
 
 # How long the simulated model takes to its first audio: a realistic wait, in one test only.
 FIRST_AUDIO_MS = 300
@@ -49,7 +50,7 @@ def test_a_spoken_call_s_log_reads_in_order_and_the_cli_follows_it_to_the_end(
     listener = client.follow_live(session["id"], heard.append)
     client.connect(session["id"])
     record = client.wait_for_status(session["id"], timeout_s=60)
-    assert (record["end_reason"], record["ended_by"]) == ("provider_call_ended", "caller")
+    assert (record["end_reason"], record["ended_by"]) == ("caller_hung_up", "caller")
 
     status, body = client.request("GET", f"/v1/sessions/{session['id']}/log")
     assert status == 200 and body["ended"] is True
@@ -80,6 +81,13 @@ def test_a_spoken_call_s_log_reads_in_order_and_the_cli_follows_it_to_the_end(
     out, err = follower.communicate(timeout=60)
     assert follower.returncode == 0, err
     assert [json.loads(line) for line in out.splitlines()] == entries
+
+    # One name for the ending, and one format for every point in time, in the record, its
+    # event log, the call log and the end-of-call report's fields.
+    assert entries[-1]["data"]["reason"] == record["end_reason"]
+    with_log = client.session(session["id"], events=True)
+    assert_times_are_rfc3339({"record": with_log, "call_log": body})
+    assert [event for event in with_log["log"] if "seq" in event and event["seq"] is None] == []
 
     status, missing = client.request("GET", "/v1/sessions/sess_nobody/log")
     assert (status, missing["error"]["code"]) == (404, "session_not_found")

@@ -93,7 +93,7 @@ def test_a_dead_lettered_event_is_listed_replayed_once_and_lands_late(
         assert letter["actor"] == "transcript_event" and letter["queue"] == "transcript"
         assert letter["retries"] == 10 and "disk full (simulated)" in letter["error"]
         record = client.wait_for_status(session["id"], timeout_s=30)
-        assert (record["status"], record["end_reason"]) == ("ended", "session_timeout")
+        assert (record["status"], record["end_reason"]) == ("ended", "max_duration")
         assert LOST not in [t["text"] for t in record["transcript"]]
         shown = _dlq(stack, "show", letter["id"][:12])
         assert shown.returncode == 0

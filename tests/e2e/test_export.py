@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pipeline.timestamps import rfc3339
 from simulator.recording import parse_recording, read_recording, recording_lines
 from switchboard.client import Client
 from switchboard.export import session_recording
@@ -148,11 +149,12 @@ def test_exporting_an_unknown_session_says_so_and_exits_1(services: Services) ->
 def _logged(
     seq: int | None, received_at: float, payload: dict[str, Any], disposition: str = "applied"
 ) -> dict[str, Any]:
+    # As the record shows its log: no seq for an input a worker applied itself.
     return {
-        "seq": seq,
+        **({"seq": seq} if seq is not None else {}),
         "kind": payload["type"],
         "disposition": disposition,
-        "received_at": received_at,
+        "received_at": rfc3339(received_at),
         "payload": payload,
     }
 

@@ -29,8 +29,18 @@ def test_an_admission_timer_fails_a_session_that_never_connected(
     stack: Stack, client: Client, services: Services
 ) -> None:
     """The admission timeout, delivered as a delayed message, fails a session still waiting
-    to connect, with a durable incident; connecting afterwards is refused."""
+    to connect, with a durable incident; connecting afterwards is refused. Each state answers one
+    code, whichever layer refuses (the gateway reading the record for typed text, the worker in
+    the call's order for the agent's words, the admission for connect): session_not_connected
+    before, session_ended with the end reason after; the call log ends with that reason too."""
     session = client.create_session("Be brief.")
+    for verb, body in (("caller/text", {"text": "hello?"}), ("agent/say", {"text": "Hello."})):
+        status, answer = client.request("POST", f"/v1/sessions/{session['id']}/{verb}", body)
+        assert (status, answer["error"]["code"], answer["error"]["status"]) == (
+            409,
+            "session_not_connected",
+            "created",
+        ), verb
     broker = make_broker(services.redis_url, namespace=stack.namespace)
     broker.declare_queue(ADMISSION_QUEUE)
     timer: dramatiq.Message[Any] = dramatiq.Message(
@@ -45,8 +55,23 @@ def test_an_admission_timer_fails_a_session_that_never_connected(
     record = client.wait_for_status(session["id"], timeout_s=30)
     assert (record["status"], record["end_reason"]) == ("failed", "admission_timeout")
     assert [incident["code"] for incident in record["incidents"]] == ["admission_timeout"]
-    status, answer = client.request("POST", f"/v1/sessions/{session['id']}/connect", {"sdp": "v=0"})
-    assert (status, answer["error"]["code"]) == (409, "session_ended")
+    asked = (
+        ("connect", {"sdp": "v=0"}),
+        ("caller/text", {"text": "hello?"}),
+        ("agent/say", {"text": "Hello."}),
+        ("end", {}),
+    )
+    for verb, body in asked:
+        status, answer = client.request("POST", f"/v1/sessions/{session['id']}/{verb}", body)
+        error = answer["error"]
+        assert (status, error["code"], error["status"], error["end_reason"]) == (
+            409,
+            "session_ended",
+            "failed",
+            "admission_timeout",
+        ), verb
+    ended = client.call_log(session["id"])["entries"][-1]
+    assert (ended["kind"], ended["data"]["reason"]) == ("call.ended", record["end_reason"])
     broker.close()
 
 
@@ -116,7 +141,7 @@ def test_a_live_token_opens_its_own_session_stream_and_nothing_else(stack: Stack
         client.connect(session["id"])
         client.end(session["id"])
         closing = [json.loads(raw) for raw in live]
-    assert closing[-1] == {"type": "session.closed", "reason": "ended_by_api"}
+    assert closing[-1] == {"type": "session.closed", "reason": "app_ended"}
     assert live.close_code == 1000
     fresh = client._ok("POST", f"/v1/sessions/{other['id']}/live-token")
     with connect(f"{stack.live_url}{fresh['path']}") as live:

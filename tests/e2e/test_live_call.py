@@ -59,7 +59,7 @@ def test_a_webrtc_live_call_delegates_once_and_is_answered_once(stack: Stack, cl
     record = client.wait_for_status(session_id, timeout_s=30)
     assert (record["status"], record["end_reason"], record["ended_by"]) == (
         "ended",
-        "provider_call_ended",
+        "caller_hung_up",
         "caller",
     )
 
@@ -197,7 +197,7 @@ def test_a_live_phone_call_is_admitted_by_webhook_delegates_hears_a_whisper_and_
         "status": "noted",
     }
     record = client.wait_for_status(session_id, timeout_s=30)
-    assert (record["status"], record["end_reason"]) == ("ended", "provider_call_ended")
+    assert (record["status"], record["end_reason"]) == ("ended", "caller_hung_up")
 
     log = live_session(stack, live_id)
     assert log["errors"] == [] and len(log["accepts"]) == 1
@@ -289,7 +289,7 @@ def test_a_sideband_reattach_reconfirms_the_pending_delegation_and_answers_it_on
     )
     drop_live_sideband(stack, call_id)
     record = client.wait_for_status(session_id, timeout_s=30)
-    assert (record["status"], record["end_reason"]) == ("ended", "provider_call_ended")
+    assert (record["status"], record["end_reason"]) == ("ended", "caller_hung_up")
 
     log = live_session(stack, call_id)
     assert log["errors"] == [] and len(log["attaches"]) == 2

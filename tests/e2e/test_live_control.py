@@ -124,7 +124,8 @@ def test_typed_text_is_checked_and_rate_limited(stack: Stack, client: Client) ->
     client.end(session["id"])
     client.wait_for_status(session["id"])
     status, answer = client.request("POST", f"/v1/sessions/{session['id']}/caller/text", {"text": "hello?"})
-    assert (status, answer["error"]["code"]) == (409, "session_not_live")
+    error = answer["error"]
+    assert (status, error["code"], error["end_reason"]) == (409, "session_ended", "app_ended")
     assert client.request("POST", f"/v1/sessions/{session['id']}/interrupt")[0] == 409
 
 

@@ -62,7 +62,7 @@ def test_an_answer_decided_while_the_line_is_held_is_said_once_it_is_given_back(
 
     assert client.unhold(session["id"])["status"] == "free"
     record = client.wait_for_status(session["id"], timeout_s=30)
-    assert record["end_reason"] == "provider_call_ended"
+    assert record["end_reason"] == "caller_hung_up"
     assert _kinds(stack, call_id) == [
         "session.update",
         "session.thinking.append",

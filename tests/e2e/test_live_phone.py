@@ -133,7 +133,7 @@ def test_a_live_session_refuses_what_live_cannot_do(stack: Stack, client: Client
     assert (status, answer["error"]["code"]) == (422, "too_long_for_live")
     assert client.end(session["id"])["status"] == "ending"
     record = client.wait_for_status(session["id"], timeout_s=30)
-    assert (record["status"], record["end_reason"]) == ("ended", "ended_by_api")
+    assert (record["status"], record["end_reason"]) == ("ended", "app_ended")
     log = live_session(stack, client.session(session["id"])["provider_call_id"])
     assert log["close_reason"] == "close_requested" and log["close_code"] == 1000
     assert [entry["control"]["type"] for entry in log["controls"]] == ["session.update", "session.close"]

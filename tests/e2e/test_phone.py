@@ -59,7 +59,7 @@ def test_a_routed_phone_call_is_answered_talked_on_and_ended(stack: Stack, clien
     )
     assert answered["action"] == "accept" and answered["route_id"] == route["id"]
     record = client.wait_for_status(answered["session_id"], timeout_s=30)
-    assert (record["end_reason"], record["ended_by"]) == ("provider_call_ended", "caller")
+    assert (record["end_reason"], record["ended_by"]) == ("caller_hung_up", "caller")
 
     log = simulator_call(stack, call_id)
     assert len(log["accepts"]) == 1 and log["errors"] == []
@@ -258,5 +258,5 @@ def test_the_model_transfers_a_caller_to_a_route_target(stack: Stack, client: Cl
     assert (record["end_reason"], record["ended_by"]) == ("agent_transferred", "agent")
     assert simulator_call(stack, call_id)["referred_to"] == "sip:billing@example.com"
     story = client.call_log(session_id)["entries"]
-    assert story[-1]["data"]["reason"] == "transferred"
+    assert story[-1]["data"]["reason"] == "agent_transferred"
     assert [e["kind"] for e in story][-2:] == ["call.transferred", "call.ended"]

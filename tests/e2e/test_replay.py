@@ -55,7 +55,7 @@ def test_replaying_a_recording_prints_its_golden_controls_and_summary_on_every_r
         assert wire_errors(control, direction="client") == [], control
     summary = last["summary"]
     assert summary["status"] == "ended"
-    assert summary["end_reason"] == "provider_call_ended"
+    assert summary["end_reason"] == "caller_hung_up"
     assert [item["role"] for item in summary["transcript"]] == ["user", "assistant"] * 3
     assert summary["incidents"] == []
     # The replay measures what the caller waited afresh (so only the count of answers is kept).
@@ -175,7 +175,7 @@ def test_a_live_recording_replays_through_a_live_session_with_its_golden_control
     summary = last["summary"]
     assert (summary["status"], summary["end_reason"], summary["provider"]) == (
         "ended",
-        "provider_call_ended",
+        "caller_hung_up",
         "live",
     )
     assert [(s["tool"], s["status"]) for s in summary["tool_steps"]] == [("order_desk", "succeeded")]

@@ -179,7 +179,7 @@ def test_a_verb_sent_twice_with_its_key_acts_once(stack: Stack, client: Client) 
     set_script(stack, {"name": "quiet", "caller": [{"hangup": True, "after_ms": 30_000}], "model": []})
     sid = client.create_session("You are the billing desk.")["id"]
     client.connect(sid)
-    body = json.dumps({"reason": "ended_by_api"}).encode()
+    body = json.dumps({"reason": "app_ended"}).encode()
     key = f"end-{uuid.uuid4().hex}"
     first = _post(stack, stack.api_token, f"/v1/sessions/{sid}/end", body, key)
     second = _post(stack, stack.api_token, f"/v1/sessions/{sid}/end", body, key)

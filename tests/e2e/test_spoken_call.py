@@ -29,7 +29,7 @@ def test_a_three_turn_spoken_call_sends_the_exact_controls_and_lands_every_trans
     record, call_id = _place_call(client)
 
     assert record["status"] == "ended"
-    assert record["end_reason"] == "provider_call_ended"
+    assert record["end_reason"] == "caller_hung_up"
     call = simulator_call(stack, call_id)
     controls = [entry["control"] for entry in call["controls"]]
     response = {"instructions": INSTRUCTIONS, "max_output_tokens": 512, "tool_choice": "auto"}

@@ -82,7 +82,7 @@ def verify(stack: Stack, client: Client, calls: list[Call], turns: int, timeout_
     stalls: list[float] = []
     for call in calls:
         record = client.wait_for_status(call.session_id, timeout_s=timeout_s)
-        assert (record["status"], record["end_reason"]) == ("ended", "provider_call_ended"), record
+        assert (record["status"], record["end_reason"]) == ("ended", "caller_hung_up"), record
         full = client.session(call.session_id, events=True)
         assert full["applied_seq"] == full["logged_seq"], "a logged event was never applied"
         said = [t for t in full["transcript"] if t["role"] == "user"]

@@ -82,7 +82,7 @@ def test_ten_thousand_broken_frames_and_thousands_of_broken_requests(
         injector.join(60)
 
         # The good events were unaffected: every line heard and answered, the call ended normally.
-        assert (record["status"], record["end_reason"]) == ("ended", "provider_call_ended")
+        assert (record["status"], record["end_reason"]) == ("ended", "caller_hung_up")
         said = [t["text"] for t in record["transcript"] if t["role"] == "user"]
         answered = [t["text"] for t in record["transcript"] if t["role"] == "assistant"]
         assert said == LINES and answered == [f"Order {4410 + n} ships on day {n + 1}." for n in range(4)]

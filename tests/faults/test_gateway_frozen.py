@@ -94,7 +94,7 @@ def test_a_frozen_gateways_calls_are_taken_over_and_every_heard_line_answered(
         heard = answered = late = stale_lines = stale_done = 0
         for call in calls:
             record = second.wait_for_status(call.session_id, timeout_s=END_WAIT_S)
-            assert (record["status"], record["end_reason"]) == ("ended", "provider_call_ended"), record
+            assert (record["status"], record["end_reason"]) == ("ended", "caller_hung_up"), record
             # The woken gateway does not take its calls back: it is not restarting, and the
             # peer's takeover moved them for good.
             assert record["owning_gateway"] == peer.ready["id"]

@@ -69,7 +69,7 @@ def test_a_worker_killed_while_a_delegation_runs_answers_it_exactly_once(
         record = client.wait_for_status(session["id"], timeout_s=60)
         log = live_session(stack, call_id)
 
-    assert (record["status"], record["end_reason"]) == ("ended", "provider_call_ended")
+    assert (record["status"], record["end_reason"]) == ("ended", "caller_hung_up")
     assert log["errors"] == []
     [delegation] = [e["event"] for e in log["events"] if e["event"]["type"] == "session.delegation.created"]
     commentaries = [

@@ -277,7 +277,7 @@ def test_a_listener_who_joins_just_after_the_end_hears_the_end_at_once() -> None
     async def scenario() -> _Listener:
         hub = WatchHub()
         hub.log_entry("sess_late", {"seq": 1, "kind": "call.started", "at": 1.0, "data": {}})
-        hub.close("sess_late", "ended_by_api")
+        hub.close("sess_late", "app_ended")
         assert hub.has_ended("sess_late") and hub.logged("sess_late") == 0
         hub.log_entry("sess_late", {"seq": 1, "kind": "call.ended", "at": 2.0, "data": {}})
         listener = _Listener()
@@ -287,7 +287,7 @@ def test_a_listener_who_joins_just_after_the_end_hears_the_end_at_once() -> None
     listener = asyncio.run(scenario())
     assert [m["type"] for m in listener.sent] == ["log.entry", "session.closed"]
     assert listener.sent[0]["kind"] == "call.ended"
-    assert listener.sent[1] == {"type": "session.closed", "reason": "ended_by_api"}
+    assert listener.sent[1] == {"type": "session.closed", "reason": "app_ended"}
     assert listener.closed_with == 1000
 
 

@@ -112,7 +112,7 @@ def test_a_hung_provider_holds_up_neither_other_calls_controls_nor_the_api(servi
                 def publish_all() -> None:
                     for n in range(20):
                         close = CloseCall(
-                            id=f"close_{n}", call_id=f"rtc_{n}", reason="ended_by_api", hangup=True
+                            id=f"close_{n}", call_id=f"rtc_{n}", reason="app_ended", hangup=True
                         )
                         publisher.publish(gateway_id, f"sess_{n}", 1, [close])
                     reply = Reply(id="reply_behind", request_id="req_behind", status=200, body={"ok": True})

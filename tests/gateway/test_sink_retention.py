@@ -163,7 +163,7 @@ def test_a_session_this_gateway_never_hosted_is_forgotten_after_the_window(
     """An API event for a call held by another gateway is never reported applied here: the
     sink lets go of it (held event and seq floor) once the retransmit window has passed."""
     sink = make_sink("gw-guest")
-    end = {"type": "switchboard.end_requested", "reason": "ended_by_api"}
+    end = {"type": "switchboard.end_requested", "reason": "app_ended"}
     assert sink.submit_event("sess_guest", 1, end, time.time()).result(timeout=5) == 1
     assert "sess_guest" in _remembered(sink)
     assert _eventually(lambda: "sess_guest" not in _remembered(sink)), "the sink still holds sess_guest"
@@ -189,5 +189,5 @@ def test_a_seq_is_never_reused_after_its_counter_expired(
     assert client.ttl(counter) > 0
     assert _eventually(lambda: client.exists(counter) == 0), "the counter never expired"
     peer = make_sink("gw-peer")
-    end = {"type": "switchboard.end_requested", "reason": "ended_by_api"}
+    end = {"type": "switchboard.end_requested", "reason": "app_ended"}
     assert peer.submit_event("sess_floor", 1, end, time.time(), after_seq=3).result(timeout=5) == 4

@@ -64,7 +64,7 @@ def sideband_closed(code: int | None = 1000, reason: str = "", *, by_host: bool 
     }
 
 
-def end_requested(reason: str = "ended_by_api") -> dict[str, Any]:
+def end_requested(reason: str = "app_ended") -> dict[str, Any]:
     return {"type": "switchboard.end_requested", "reason": reason}
 
 

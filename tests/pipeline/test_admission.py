@@ -281,8 +281,8 @@ def test_session_ceiling_ends_a_live_session() -> None:
     step = ev.step_of(before, ev.timer_fired(CEILING_TIMER))
 
     assert step.state.phase is Phase.ENDED
-    assert step.state.end_reason == "session_timeout"
-    assert step.effects == (CloseCall(reason="session_timeout", hangup=True),)
+    assert step.state.end_reason == "max_duration"
+    assert step.effects == (CloseCall(reason="max_duration", hangup=True),)
 
 
 def test_an_unknown_timer_changes_nothing() -> None:

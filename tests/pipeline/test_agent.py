@@ -60,18 +60,35 @@ def test_agent_reply_is_steered_by_the_session_and_the_apps_instructions() -> No
 
 
 def test_the_agent_is_not_directed_over_a_running_answer_or_a_call_that_is_not_live() -> None:
-    """While a response is owed the app is told agent_busy; before the call is live or after it
-    ended, session_not_live; nothing is sent either way."""
+    """While a response is owed the app is told agent_busy; before the call is connected
+    session_not_connected, after it ended session_ended (with the end reason); nothing is sent
+    either way."""
     answering = ev.state_after([*ev.listening(), ev.user_final("item_u1", "Hi.")])
     busy = ev.step_of(answering, _say())
     assert busy.controls == () and busy.state == answering
     assert (_answer(busy).status, _answer(busy).body["error"]["code"]) == (409, "agent_busy")
 
-    for events in ([ev.session_created()], [*ev.listening(), ev.end_requested()]):
-        state = ev.state_after(events)
-        refused = ev.step_of(state, _reply())
-        assert refused.controls == ()
-        assert (_answer(refused).status, _answer(refused).body["error"]["code"]) == (409, "session_not_live")
+    not_connected = ev.step_of(ev.state_after([ev.session_created()]), _reply())
+    assert not_connected.controls == ()
+    assert (_answer(not_connected).status, _answer(not_connected).body["error"]) == (
+        409,
+        {
+            "code": "session_not_connected",
+            "message": "session is created: its call is not connected yet",
+            "status": "created",
+        },
+    )
+    ended = ev.step_of(ev.state_after([*ev.listening(), ev.end_requested()]), _reply())
+    assert ended.controls == ()
+    assert (_answer(ended).status, _answer(ended).body["error"]) == (
+        409,
+        {
+            "code": "session_ended",
+            "message": "session is ended (app_ended)",
+            "status": "ended",
+            "end_reason": "app_ended",
+        },
+    )
 
 
 def test_a_directed_turn_ends_like_any_and_the_caller_is_answered_after_it() -> None:

@@ -89,12 +89,12 @@ def test_a_tool_call_and_its_result_are_entries() -> None:
 
 def test_an_app_end_and_a_failure_say_who_ended_the_call() -> None:
     """An end from the API is app_ended by the app; a failed admission is an error entry and an
-    error end by the platform."""
+    end by the platform whose reason is the failure's code, as the record's end_reason is."""
     ended = project(_log([*ev.listening(), ev.end_requested()]))[-1]
     assert (ended.kind, ended.data["reason"], ended.data["ended_by"]) == ("call.ended", "app_ended", "app")
     failed = project(_log([ev.session_created(), ev.admission_begun(), ev.admission_failed()]))
     assert [e.kind for e in failed] == ["error", "call.ended"]
-    assert (failed[-1].data["reason"], failed[-1].data["ended_by"]) == ("error", "platform")
+    assert (failed[-1].data["reason"], failed[-1].data["ended_by"]) == ("provider_unavailable", "platform")
     assert failed[-1].data["code"] == "provider_unavailable"
 
 
@@ -125,8 +125,11 @@ def test_who_ended_a_call_follows_its_end_reason() -> None:
     """Failures are the platform's, a provider hangup the caller's, limits the platform's, and
     any other reason the app's (the API's end takes the app's reason); an open call has none."""
     assert ended_by(Phase.FAILED, "sideband_lost") == "platform"
-    assert ended_by(Phase.ENDED, "provider_call_ended") == "caller"
+    assert ended_by(Phase.ENDED, "caller_hung_up") == "caller"
+    assert ended_by(Phase.ENDED, "max_duration") == "platform"
+    # A log written before the endings were renamed is read in today's words.
     assert ended_by(Phase.ENDED, "session_timeout") == "platform"
+    assert ended_by(Phase.ENDED, "provider_call_ended") == "caller"
     assert ended_by(Phase.ENDED, "usage_budget_reached") == "platform"
-    assert ended_by(Phase.ENDED, "ended_by_api") == "app"
+    assert ended_by(Phase.ENDED, "app_ended") == "app"
     assert ended_by(Phase.LISTENING, None) is None

@@ -140,8 +140,9 @@ def test_typed_text_and_an_interrupt_are_answered_by_the_worker(provider: Provid
 
 
 def test_typed_text_on_an_ended_call_is_answered_not_applied() -> None:
-    ended = SessionState(phase=Phase.ENDED, instructions="Be brief.")
+    ended = SessionState(phase=Phase.ENDED, instructions="Be brief.", end_reason="caller_hung_up")
     step = apply(ended, TextInjected(item_id="i", text="hi", request_id="r", gateway_id="g"), 1)
     answer = _answer(step.effects)
-    assert (answer.status, answer.body["error"]["code"]) == (409, "session_not_live")
+    assert (answer.status, answer.body["error"]["code"]) == (409, "session_ended")
+    assert answer.body["error"]["end_reason"] == "caller_hung_up"
     assert step.controls == () and step.state == ended

@@ -226,7 +226,7 @@ def test_an_answered_call_that_ends_is_completed_and_recorded_once() -> None:
 
 def test_a_call_ended_by_its_placer_before_the_answer_is_cancelled() -> None:
     _state, steps = _run(_ringing(), ev.end_requested())
-    assert (_ended(steps).outcome, _ended(steps).code) == ("cancelled", "ended_by_api")
+    assert (_ended(steps).outcome, _ended(steps).code) == ("cancelled", "app_ended")
 
 
 def test_a_dial_the_provider_refused_fails_with_its_reason() -> None:

@@ -48,7 +48,7 @@ def test_end_requested_without_a_call_does_not_hang_up() -> None:
     """An end request before any call attached closes without a hang-up."""
     _, steps = ev.fold([ev.session_created(), ev.end_requested()])
 
-    assert steps[-1].effects == (CloseCall(reason="ended_by_api", hangup=False),)
+    assert steps[-1].effects == (CloseCall(reason="app_ended", hangup=False),)
 
 
 def test_a_second_end_request_changes_nothing() -> None:
@@ -154,16 +154,16 @@ def test_an_event_of_the_current_generation_is_not_late() -> None:
 
 
 def test_a_normal_sideband_close_ends_the_session() -> None:
-    """The provider closing the sideband with 1000 ends the session as provider_call_ended."""
+    """The provider closing the sideband with 1000 ends the session as caller_hung_up."""
     before = ev.state_after(ev.listening())
 
     step = ev.step_of(before, ev.sideband_closed(1000))
 
     assert step.state.phase is Phase.ENDED
-    assert step.state.end_reason == "provider_call_ended"
+    assert step.state.end_reason == "caller_hung_up"
     assert step.controls == ()
     assert not any(isinstance(e, RecordIncident) for e in step.effects)
-    assert step.effects == (CloseCall(reason="provider_call_ended", hangup=False),)
+    assert step.effects == (CloseCall(reason="caller_hung_up", hangup=False),)
 
 
 @pytest.mark.parametrize("code", [1006, 1011, 4000, None])

@@ -66,7 +66,7 @@ def test_a_session_whose_tools_changed_before_it_connected_fails(
     worker_runtime: Any, control_inbox: Any
 ) -> None:
     """A new version of a session's tool between creation and connect fails the session with
-    tool_catalog_changed instead of connecting it."""
+    tool_catalog_changed instead of connecting it (answered session_ended with that end reason)."""
     from pipeline.catalog import ToolSpec
     from workers import actors
     from workers.tools.registry import Registry, Tool
@@ -93,7 +93,8 @@ def test_a_session_whose_tools_changed_before_it_connected_fails(
         worker_runtime.registry = original
     replies = [item for batch in drain(control_inbox) for item in batch["items"] if item["kind"] == "reply"]
     assert [(r["request_id"], r["status"]) for r in replies] == [("req_c", 201), ("req_b", 409)]
-    assert replies[1]["body"]["error"]["code"] == "tool_catalog_changed"
+    error = replies[1]["body"]["error"]
+    assert (error["code"], error["end_reason"]) == ("session_ended", "tool_catalog_changed")
     with locked_session(session_id) as session:
         assert (session.state.phase, session.state.end_reason) == ("failed", "tool_catalog_changed")
 

@@ -79,7 +79,7 @@ def _call(session_id: str, words: str, *, end: bool = True) -> None:
     )
     if end:
         seq = len(events)
-        deliver(session_id, seq + 1, {"type": "switchboard.end_requested", "reason": "ended_by_api"})
+        deliver(session_id, seq + 1, {"type": "switchboard.end_requested", "reason": "app_ended"})
         deliver(session_id, seq + 2, {"type": "switchboard.sideband_closed", "code": 1000, "by_host": True})
 
 
@@ -128,10 +128,10 @@ def test_erasing_a_session_blanks_every_table_s_content_in_one_go(
     assert "marzipan" not in after and "zeppelin" not in after
     record = session_record(session_id, with_events=True)
     assert record["erased_because"] == "request" and record["erased_at"] is not None
-    assert record["status"] == "ended" and record["end_reason"] == "ended_by_api"
+    assert record["status"] == "ended" and record["end_reason"] == "app_ended"
     assert record["instructions"] == INSTRUCTIONS  # the app's, not the caller's
     assert record["usage"]["total_tokens"] == 110
-    assert [event["payload"] for event in record["log"] if event["seq"] == 4] == [
+    assert [event["payload"] for event in record["log"] if event.get("seq") == 4] == [
         {"type": "conversation.item.input_audio_transcription.completed", "erased": True}
     ]
     assert len(record["transcript"]) == 2 and {item["text"] for item in record["transcript"]} == {""}

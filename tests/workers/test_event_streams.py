@@ -43,7 +43,7 @@ def _streaming_call(exchange: str) -> str:
     for event in (AdmissionBegun(), CallAttached(call_id="rtc_test")):
         with locked_session(session_id) as session:
             session.apply_host(event, now)
-    events = [*spoken_turns(2), {"type": "switchboard.end_requested", "reason": "ended_by_api"}]
+    events = [*spoken_turns(2), {"type": "switchboard.end_requested", "reason": "app_ended"}]
     for seq, event in enumerate(events, start=1):
         deliver(session_id, seq, event)
     return session_id

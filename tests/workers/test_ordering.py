@@ -132,7 +132,7 @@ def test_the_state_equals_the_fold_of_the_applied_log(worker_runtime: Any, contr
     """Re-folding the log in applied order reproduces the stored state (invariant 4)."""
     session_id = new_session_id()
     admit(session_id)
-    events = [*spoken_turns(3), {"type": "switchboard.end_requested", "reason": "ended_by_api"}]
+    events = [*spoken_turns(3), {"type": "switchboard.end_requested", "reason": "app_ended"}]
     events.append({**spoken_turns(1)[3], "event_id": "ev_after_end"})  # a late user final
     stream = [envelope(session_id, seq, event) for seq, event in enumerate(events, start=1)]
     random.Random(3).shuffle(stream)

@@ -324,7 +324,7 @@ def test_a_reattach_reconfirms_what_is_pending_and_says_the_answers_that_waited(
 def test_a_call_that_ends_stops_its_running_handlers_and_says_nothing_for_them() -> None:
     state, steps = _run(_running(), ev.end_requested())
     assert _types(steps) == ["session.close"]
-    assert CancelTool(call_id="D1", reason="ended_by_api") in steps[-1].effects
+    assert CancelTool(call_id="D1", reason="app_ended") in steps[-1].effects
     assert any(isinstance(e, InterruptToolStep) and e.call_id == "D1" for e in steps[-1].effects)
     assert ev.step_of(state, lc.finished("D1")).controls == ()
 
@@ -425,8 +425,8 @@ def test_usage_is_cumulative_and_a_budget_of_active_seconds_warns_then_ends_the_
 @pytest.mark.parametrize(
     ("reason", "phase", "end_reason"),
     [
-        ("remote_hangup", Phase.ENDED, "provider_call_ended"),
-        ("close_requested", Phase.ENDED, "provider_call_ended"),
+        ("remote_hangup", Phase.ENDED, "caller_hung_up"),
+        ("close_requested", Phase.ENDED, "caller_hung_up"),
         ("expired", Phase.ENDED, "provider_session_expired"),
         ("content", Phase.ENDED, "provider_content_closed"),
         ("connection_lost", Phase.FAILED, "provider_connection_lost"),

@@ -280,7 +280,7 @@ def test_a_summary_that_could_not_be_stored_abandons_the_compaction_not_the_call
 def test_a_session_ending_mid_compaction_records_it_abandoned() -> None:
     step = ev.step_of(_compacting(), ev.end_requested())
     assert step.state.is_terminal
-    assert FinishCompaction(number=1, status="abandoned", reason="ended_by_api") in step.effects
+    assert FinishCompaction(number=1, status="abandoned", reason="app_ended") in step.effects
 
 
 # ── forced from the API ──────────────────────────────────────────────────────────────────

@@ -229,7 +229,7 @@ def test_ending_the_session_while_a_tool_runs_stops_it_and_records_why() -> None
     state = tools.request_tool(_responding(), _call()).state
     step = ev.step_of(state, ev.end_requested())
     interrupt = [e for e in step.effects if isinstance(e, InterruptToolStep)]
-    assert [e.code for e in interrupt] == ["ended_by_api"]
+    assert [e.code for e in interrupt] == ["app_ended"]
     assert any(isinstance(e, CancelTool) for e in step.effects)
     assert step.state.chain.pending is None
 
