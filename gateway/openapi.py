@@ -377,7 +377,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Sessions, newest first, with the counts",
         "sessions",
         {200: "a page of sessions"},
-        errors={422: ("malformed_request", "malformed_cursor")},
+        errors={422: ("malformed_request",)},
         query=(
             Query("status", "a status, or `live` (in a call) or `not_connected`"),
             Query("route", "a route's id"),

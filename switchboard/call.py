@@ -11,10 +11,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from pipeline.ending import APP_ENDED
 from switchboard.client import DEMO_SDP_OFFER, TERMINAL, ApiError, Client
 
-# What a call placed here says it is for when Ctrl-C ends it (the session's end reason).
-ENDED_HERE = "ended_by_api"
 # How long the end of a call may take to reach this terminal after Ctrl-C asked for it: the
 # end route answers within 10 s, and the close follows the worker's apply.
 CLOSE_WAIT_S = 30.0
@@ -75,7 +74,7 @@ def place_call(
 def _end(client: Client, session_id: str) -> None:
     """End the call; one that ended meanwhile (409) is as good."""
     try:
-        client.end(session_id, ENDED_HERE)
+        client.end(session_id, APP_ENDED)
     except ApiError as error:
         if error.status != 409:
             raise

@@ -268,11 +268,11 @@ def test_switchboard_call_stays_up_until_ctrl_c_ends_it(stack: Stack, client: Cl
     lines += rest.splitlines()
     assert call.returncode == 0, "\n".join(lines)
     record = client.session(session_id)
-    assert (record["status"], record["end_reason"]) == ("ended", "ended_by_api")
+    assert (record["status"], record["end_reason"]) == ("ended", "app_ended")
     assert lines[-3:] == [
         "ending the call …",
-        "closed: ended_by_api",
-        f"session {session_id} ended (ended_by_api)",
+        "closed: app_ended",
+        f"session {session_id} ended (app_ended)",
     ]
 
 
