@@ -146,6 +146,7 @@ def build_api(gateway: ApiPort) -> Starlette:
         Route(WEBHOOK_PATH, api.openai_webhook, methods=["POST"]),
         Route("/v1/routes", api.list_routes, methods=["GET"]),
         Route("/v1/routes", api.add_route, methods=["POST"]),
+        Route("/v1/routes/{route_id}", api.show_route, methods=["GET"]),
         Route("/v1/routes/{route_id}", api.remove_route, methods=["DELETE"]),
         Route("/v1/phone-calls/{call_id}", api.phone_call, methods=["GET"]),
         Route("/v1/calls", api.place_call, methods=["POST"]),
@@ -158,9 +159,11 @@ def build_api(gateway: ApiPort) -> Starlette:
         Route("/v1/campaigns/{campaign_id}/{verb:str}", api.campaign_verb, methods=["POST"]),
         Route("/v1/trunks", api.list_trunks, methods=["GET"]),
         Route("/v1/trunks", api.add_trunk, methods=["POST"]),
+        Route("/v1/trunks/{name}", api.show_trunk, methods=["GET"]),
         Route("/v1/trunks/{name}", api.remove_trunk, methods=["DELETE"]),
         Route("/v1/suppressions", api.list_suppressions, methods=["GET"]),
         Route("/v1/suppressions", api.add_suppression, methods=["POST"]),
+        Route("/v1/suppressions/{number}", api.show_suppression, methods=["GET"]),
         Route("/v1/suppressions/{number}", api.remove_suppression, methods=["DELETE"]),
         Route("/v1/callers/{number}", api.erase_caller, methods=["DELETE"]),
         Route("/v1/sessions", api.create, methods=["POST"]),
@@ -671,6 +674,11 @@ class _Api:
         status, body = await self.rpc.call("routes", verb="call", route_id=request.path_params["call_id"])
         return JSONResponse(body, status_code=status)
 
+    async def show_route(self, request: Request) -> Response:
+        """One route, with its calls counted (where a created route's `Location` points)."""
+        status, body = await self.rpc.call("routes", verb="show", route_id=request.path_params["route_id"])
+        return JSONResponse(body, status_code=status)
+
     async def remove_route(self, request: Request) -> Response:
         status, body = await self.rpc.call("routes", verb="remove", route_id=request.path_params["route_id"])
         return JSONResponse(body, status_code=status)
@@ -795,6 +803,11 @@ class _Api:
         status, body = await self.rpc.call("trunks", verb="add", trunk=body_out)
         return _created(body, status, f"/v1/trunks/{_segment(trunk.name)}")
 
+    async def show_trunk(self, request: Request) -> Response:
+        """One trunk, never its password."""
+        status, body = await self.rpc.call("trunks", verb="show", name=request.path_params["name"])
+        return JSONResponse(body, status_code=status)
+
     async def remove_trunk(self, request: Request) -> Response:
         status, body = await self.rpc.call("trunks", verb="remove", name=request.path_params["name"])
         return JSONResponse(body, status_code=status)
@@ -815,6 +828,12 @@ class _Api:
             "suppressions", verb="add", suppression=spec.model_dump(mode="json"), by=by
         )
         return _created(body, status, f"/v1/suppressions/{_segment(spec.number)}")
+
+    async def show_suppression(self, request: Request) -> Response:
+        """One number never dialled: why, by whom, since when."""
+        number = request.path_params["number"]
+        status, body = await self.rpc.call("suppressions", verb="show", number=number[:40])
+        return JSONResponse(body, status_code=status)
 
     async def remove_suppression(self, request: Request) -> Response:
         number = request.path_params["number"]

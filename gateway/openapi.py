@@ -549,6 +549,14 @@ OPERATIONS: tuple[Operation, ...] = (
         location="/v1/routes/{route_id}",
     ),
     Operation(
+        "GET",
+        "/v1/routes/{route_id}",
+        "A route, with its calls counted",
+        "phone",
+        {200: "the route"},
+        errors={404: ("route_not_found",)},
+    ),
+    Operation(
         "DELETE",
         "/v1/routes/{route_id}",
         "Remove a route",
@@ -668,6 +676,14 @@ OPERATIONS: tuple[Operation, ...] = (
         location="/v1/trunks/{name}",
     ),
     Operation(
+        "GET",
+        "/v1/trunks/{name}",
+        "A SIP trunk (never its password)",
+        "outbound",
+        {200: "the trunk"},
+        errors={404: ("trunk_not_found", "not_found")},
+    ),
+    Operation(
         "DELETE",
         "/v1/trunks/{name}",
         "Remove a SIP trunk",
@@ -694,6 +710,14 @@ OPERATIONS: tuple[Operation, ...] = (
         body=SuppressionSpec,
         errors={422: ("malformed_request", "malformed_number")},
         location="/v1/suppressions/{number}",
+    ),
+    Operation(
+        "GET",
+        "/v1/suppressions/{number}",
+        "A number never dialled: why, by whom, since when",
+        "outbound",
+        {200: "the suppression"},
+        errors={404: ("suppression_not_found",)},
     ),
     Operation(
         "DELETE",

@@ -111,7 +111,7 @@ def trunk_row(namespace: str, name: str) -> TrunkRow:
     if row is None:
         raise TrunkNotFound(f"no trunk {name!r}")
     found, url, username, caller, created = row
-    return TrunkRow(found, url, username, caller, created.isoformat())
+    return TrunkRow(found, url, username, caller, rfc3339(created))
 
 
 def remove_trunk(namespace: str, name: str) -> None:
@@ -224,26 +224,42 @@ def suppress_for_session(execute: Any, session_id: str, number: str, source: str
     )
 
 
+_SUPPRESSION_COLUMNS = "number, reason, source, added_by, session_id, created_at"
+
+
 def suppressions(namespace: str, page: PageRequest) -> tuple[list[dict[str, Any]], str | None]:
     """A page of the suppressed numbers in number order, and the next page's cursor."""
     window = keyset(page, ("number",), created="created_at")
     rows = database.execute_sql(
-        "SELECT number, reason, source, added_by, session_id, created_at FROM suppressions"
+        f"SELECT {_SUPPRESSION_COLUMNS} FROM suppressions"
         f" WHERE namespace = %(namespace)s {window.where} {window.order}",
         {"namespace": namespace, **window.parameters},
     ).fetchall()
-    listed = [
-        {
-            "number": number,
-            "reason": reason,
-            "source": source,
-            "by": by,
-            "session_id": session_id,
-            "created_at": rfc3339(created),
-        }
-        for number, reason, source, by, session_id, created in rows[: page.limit]
-    ]
+    listed = [_suppression(row) for row in rows[: page.limit]]
     return listed, next_cursor(page, rows, lambda row: (row[0],))
+
+
+def suppression(namespace: str, number: str) -> dict[str, Any]:
+    """One suppressed number as the list shows it (SuppressionNotFound if it is not)."""
+    row = database.execute_sql(
+        f"SELECT {_SUPPRESSION_COLUMNS} FROM suppressions WHERE namespace = %s AND number = %s",
+        (namespace, number),
+    ).fetchone()
+    if row is None:
+        raise SuppressionNotFound(f"{number} is not suppressed")
+    return _suppression(row)
+
+
+def _suppression(row: Any) -> dict[str, Any]:
+    number, reason, source, by, session_id, created = row
+    return {
+        "number": number,
+        "reason": reason,
+        "source": source,
+        "by": by,
+        "session_id": session_id,
+        "created_at": rfc3339(created),
+    }
 
 
 def unsuppress(namespace: str, number: str) -> None:

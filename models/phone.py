@@ -97,7 +97,22 @@ def routes(namespace: str, page: PageRequest) -> tuple[list[dict[str, Any]], str
         f"SELECT {_ROUTE_COLUMNS} FROM routes WHERE namespace = %(namespace)s {window.where} {window.order}",
         {"namespace": namespace, **window.parameters},
     ).fetchall()
-    shown = [_route(row) for row in rows[: page.limit]]
+    listed = _with_calls(namespace, [_route(row) for row in rows[: page.limit]])
+    return listed, next_cursor(page, rows, lambda row: (row[1],))
+
+
+def route(namespace: str, route_id: str) -> dict[str, Any]:
+    """One route as the list shows it, with its calls counted (RouteNotFound if there is none)."""
+    row = database.execute_sql(
+        f"SELECT {_ROUTE_COLUMNS} FROM routes WHERE namespace = %s AND id = %s", (namespace, route_id)
+    ).fetchone()
+    if row is None:
+        raise RouteNotFound(f"no route {route_id!r}")
+    return _with_calls(namespace, [_route(row)])[0]
+
+
+def _with_calls(namespace: str, shown: list[Route]) -> list[dict[str, Any]]:
+    """Each route's JSON with how many calls it answered, has live, and refused."""
     counts = {
         row[0]: row[1:]
         for row in database.execute_sql(
@@ -106,14 +121,15 @@ def routes(namespace: str, page: PageRequest) -> tuple[list[dict[str, Any]], str
             " count(*) FILTER (WHERE p.action = 'reject')"
             " FROM phone_calls p LEFT JOIN sessions s ON s.id = p.session_id"
             " WHERE p.namespace = %s AND p.route_id = ANY(%s) GROUP BY p.route_id",
-            (namespace, [route.id for route in shown]),
+            (namespace, [shown_route.id for shown_route in shown]),
         ).fetchall()
     }
     listed = []
-    for route in shown:
-        answered, live, refused = counts.get(route.id, (0, 0, 0))
-        listed.append({**route.as_json(), "calls": {"answered": answered, "live": live, "refused": refused}})
-    return listed, next_cursor(page, rows, lambda row: (row[1],))
+    for shown_route in shown:
+        answered, live, refused = counts.get(shown_route.id, (0, 0, 0))
+        calls = {"answered": answered, "live": live, "refused": refused}
+        listed.append({**shown_route.as_json(), "calls": calls})
+    return listed
 
 
 def refusals(namespace: str) -> dict[str, int]:

@@ -310,7 +310,7 @@ def routes(
     route_id: str = "",
     page: dict[str, Any] | None = None,
 ) -> None:
-    """Add (or replace), list (a page) or remove the routes of this deployment."""
+    """Add (or replace), list (a page), show or remove the routes of this deployment."""
     namespace = _runtime.settings.broker_namespace
 
     def act() -> tuple[int, dict[str, Any]]:
@@ -323,6 +323,8 @@ def routes(
             return 200, {"removed": route_id}
         if verb == "call":
             return 200, phone.phone_call(namespace, route_id)
+        if verb == "show":
+            return 200, {"route": phone.route(namespace, route_id)}
         listed, following = phone.routes(namespace, requested("routes", page))
         return 200, {"routes": listed, "refused": phone.refusals(namespace), "next": following}
 
@@ -343,8 +345,8 @@ def trunks(
     name: str = "",
     page: dict[str, Any] | None = None,
 ) -> None:
-    """Add (or replace), list (a page) or remove the deployment's SIP trunks; a password is never
-    answered."""
+    """Add (or replace), list (a page), show or remove the deployment's SIP trunks; a password is
+    never answered."""
     namespace = _runtime.settings.broker_namespace
 
     def act() -> tuple[int, dict[str, Any]]:
@@ -362,6 +364,8 @@ def trunks(
         if verb == "remove":
             outgoing.remove_trunk(namespace, name)
             return 200, {"removed": name}
+        if verb == "show":
+            return 200, {"trunk": outgoing.trunk_row(namespace, name).as_json()}
         listed, following = outgoing.trunks(namespace, requested("trunks", page))
         return 200, {"trunks": [row.as_json() for row in listed], "next": following}
 
@@ -387,7 +391,7 @@ def suppressions(
     page: dict[str, Any] | None = None,
     by: str = "",
 ) -> None:
-    """Add, list (a page, in number order) or remove the numbers never to dial."""
+    """Add, list (a page, in number order), show or remove the numbers never to dial."""
     namespace = _runtime.settings.broker_namespace
 
     def act() -> tuple[int, dict[str, Any]]:
@@ -398,6 +402,8 @@ def suppressions(
         if verb == "remove":
             outgoing.unsuppress(namespace, number)
             return 200, {"number": number, "suppressed": False}
+        if verb == "show":
+            return 200, {"suppression": outgoing.suppression(namespace, number)}
         listed, following = outgoing.suppressions(namespace, requested("suppressions", page))
         return 200, {"suppressions": listed, "next": following}
 

@@ -20,6 +20,7 @@ from urllib.parse import quote
 import pytest
 
 from pipeline.pages import page_cursor
+from pipeline.timestamps import is_rfc3339
 from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack
@@ -365,7 +366,32 @@ def test_each_creation_says_where_it_is_and_a_body_not_json_creates_nothing(dial
     added = _post(dialing, token, "/v1/trunks", trunk, None)
     assert added[0] == 201
     assert added[2]["location"] == f"/v1/trunks/{quote(added[1]['trunk']['name'])}"
-    assert Client(dialing.api_url, token).request("DELETE", added[2]["location"])[0] == 200
+    route = json.dumps({"number": _number(), "session": {"instructions": "You answer the desk."}}).encode()
+    routed = _post(dialing, token, "/v1/routes", route, None)
+    assert routed[0] == 201 and routed[2]["location"] == f"/v1/routes/{routed[1]['route']['id']}"
+    # Each Location reads back what was created, as its list shows it (a trunk never with its
+    # password); once removed, it is a typed 404.
+    client = Client(dialing.api_url, token)
+    status, shown = client.request("GET", first[2]["location"])
+    assert status == 200 and shown["suppression"] == next(
+        entry for entry in client.suppressions(limit=1_000)["suppressions"] if entry["number"] == number
+    )
+    assert (shown["suppression"]["reason"], is_rfc3339(shown["suppression"]["created_at"])) == ("asked", True)
+    status, shown = client.request("GET", added[2]["location"])
+    assert (status, shown["trunk"]) == (200, added[1]["trunk"])
+    assert "password" not in shown["trunk"] and is_rfc3339(shown["trunk"]["created_at"])
+    status, shown = client.request("GET", routed[2]["location"])
+    assert status == 200 and shown["route"]["number"] == routed[1]["route"]["number"]
+    assert shown["route"]["calls"] == {"answered": 0, "live": 0, "refused": 0}
+    for location, code in (
+        (added[2]["location"], "trunk_not_found"),
+        (routed[2]["location"], "route_not_found"),
+    ):
+        assert client.request("DELETE", location)[0] == 200
+        status, gone = client.request("GET", location)
+        assert (status, gone["error"]["code"]) == (404, code)
+    status, never = client.request("GET", f"/v1/suppressions/{_q(_number())}")
+    assert (status, never["error"]["code"]) == (404, "suppression_not_found")
 
 
 def _listed(client: Client, path: str) -> list[dict[str, Any]]:
