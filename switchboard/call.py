@@ -8,6 +8,7 @@ which ends the call through the API and waits for it to close.
 
 from __future__ import annotations
 
+import signal
 import threading
 from typing import Any
 
@@ -30,6 +31,7 @@ def place_call(
 ) -> int:
     """Create, connect and follow one call until it ends; 0 when it ended, 1 when it failed.
     `ApiError` and `OSError` (no gateway) reach the caller, which reports them."""
+    _interrupt_on_stop()
     session = client.create_session(instructions)
     session_id = session["id"]
     say(f"session {session_id} created")
@@ -69,6 +71,19 @@ def place_call(
     record = client.wait_for_status(session_id, timeout_s=CLOSE_WAIT_S)
     say(f"session {session_id} {record['status']} ({record['end_reason']})")
     return 0 if record["status"] == "ended" else 1
+
+
+def _interrupt_on_stop() -> None:
+    """Ctrl-C and SIGTERM both end the call. Set here, not inherited: a process may start with
+    SIGINT ignored (a shell without job control does that to a background command) or blocked
+    (the mask of the thread that started it), and a process manager stops it with SIGTERM;
+    either way the call would be left up."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    stops = (signal.SIGINT, signal.SIGTERM)
+    for signum in stops:
+        signal.signal(signum, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
 
 
 def _end(client: Client, session_id: str) -> None:
