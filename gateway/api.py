@@ -351,14 +351,11 @@ class _Api:
             return _invalid(error)
         status, body = await self.rpc.call(
             "list_sessions",
-            limit=page["limit"],
             status=query.get("status", "")[:128],
             route=query.get("route", "")[:128],
             end_reason=query.get("end_reason", "")[:128],
             q=search,
-            created_after=page["created_after"] or None,
-            created_before=page["created_before"] or None,
-            cursor=page["cursor"],
+            page=page,
         )
         return JSONResponse(body, status_code=status)
 

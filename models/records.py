@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from models import compactions
@@ -17,12 +16,13 @@ from models.db import (
 )
 from models.erasure import erasures
 from models.event_streams import cursor_of
+from models.pages import keyset
 from pipeline.call_log import CallLogEntry, LoggedInput, ended_by, erased_log, heard_latency, project
 from pipeline.desk import activity, direction, outcome
 from pipeline.dialects import capabilities_for
 from pipeline.errors import SessionNotFound
 from pipeline.event_streams import shown
-from pipeline.pages import cursor_position, page_cursor
+from pipeline.pages import PageRequest, next_cursor
 from pipeline.privacy.policy import PrivacyPolicy
 from pipeline.state import IN_CALL, Phase
 from pipeline.timestamps import rfc3339, rfc3339_or_none
@@ -325,9 +325,6 @@ SELECT s.id, s.status, s.end_reason, s.created_at, s.ended_at, s.provider_call_i
         OR (%(status)s = 'not_connected' AND s.provider_call_id IS NULL AND NOT s.status = ANY(%(in_call)s)))
    AND (%(route)s = '' OR p.route_id = %(route)s)
    AND (%(end_reason)s = '' OR s.end_reason = %(end_reason)s)
-   AND (%(after)s::timestamptz IS NULL OR s.created_at >= %(after)s)
-   AND (%(before)s::timestamptz IS NULL OR s.created_at < %(before)s)
-   AND (%(cursor_at)s::timestamptz IS NULL OR (s.created_at, s.id) < (%(cursor_at)s, %(cursor_id)s))
    AND (%(words)s = ''
         OR s.id ILIKE %(words)s ESCAPE '\\'
         OR p.caller ILIKE %(words)s ESCAPE '\\'
@@ -335,8 +332,6 @@ SELECT s.id, s.status, s.end_reason, s.created_at, s.ended_at, s.provider_call_i
         OR s.state -> 'outbound' ->> 'to' ILIKE %(words)s ESCAPE '\\'
         OR EXISTS (SELECT 1 FROM transcript_items t
                     WHERE t.session_id = s.id AND t.text ILIKE %(words)s ESCAPE '\\'))
- ORDER BY s.created_at DESC, s.id DESC
- LIMIT %(limit)s
 """
 
 # By status, and of those whether a provider's call ever reached the session.
@@ -356,40 +351,33 @@ def _like(text: str) -> str:
 
 def sessions(
     namespace: str,
+    page: PageRequest | None = None,
     *,
     status: str = "",
     route: str = "",
     end_reason: str = "",
-    limit: int = 100,
     search: str = "",
-    created_after: datetime | None = None,
-    created_before: datetime | None = None,
-    cursor: str = "",
 ) -> dict[str, Any]:
     """The deployment's sessions, newest first (filtered by status — or `live`, or
     `not_connected` — route, end reason, when
     they were created and a search of their id, numbers and words said), a page at a time
     (`next`: the cursor of the next page, None on the last), how many there are in each status,
     and how many are live, over, or were never connected (`calls`)."""
-    cursor_at, cursor_id = cursor_position("sessions", cursor) if cursor else (None, "")
+    page = page or PageRequest("sessions")
+    window = keyset(page, ("s.created_at", "s.id"), created="s.created_at", descending=True)
     rows = database.execute_sql(
-        LIST_SESSIONS,
+        f"{LIST_SESSIONS} {window.where} {window.order}",
         {
+            **window.parameters,
             "namespace": namespace,
             "status": status,
             "in_call": sorted(_LIVE_STATUSES),
             "route": route,
             "end_reason": end_reason,
-            "after": created_after,
-            "before": created_before,
-            "cursor_at": cursor_at,
-            "cursor_id": cursor_id,
             "words": _like(search),
-            "limit": limit + 1,
         },
     ).fetchall()
-    listed = [_listed(row) for row in rows[:limit]]
-    last = rows[limit - 1] if len(rows) > limit else None
+    listed = [_listed(row) for row in rows[: page.limit]]
     counts: dict[str, int] = {}
     # Live (connecting included), over, or not connected: a session no call reached is not a
     # failed call, whatever its status says.
@@ -406,7 +394,7 @@ def sessions(
         "calls": sorted_counts,
         "sessions": listed,
         "counts": counts,
-        "next": page_cursor("sessions", last[3], last[0]) if last is not None else None,
+        "next": next_cursor(page, rows, lambda row: (row[3], row[0])),
     }
 
 

@@ -74,7 +74,7 @@ from pipeline.names import (
 from pipeline.outbound.contacts import Contact, RefusedRow, iter_contacts, zone_refusal
 from pipeline.outbound.specs import CallSpec, CampaignSpec, SuppressionSpec, TrunkSpec, campaign_refusal
 from pipeline.outbound.vars import MissingVars, fill
-from pipeline.pages import in_memory, instant, requested
+from pipeline.pages import in_memory, requested
 from pipeline.phone import PhoneLine, kept_headers, line_of
 from pipeline.privacy.sealing import open_sealed
 from pipeline.realtime.configuration import offered_tools
@@ -715,11 +715,8 @@ def list_sessions(
     status: str,
     route: str,
     end_reason: str,
-    limit: int,
     q: str = "",
-    created_after: str | None = None,
-    created_before: str | None = None,
-    cursor: str = "",
+    page: dict[str, Any] | None = None,
 ) -> None:
     """The deployment's sessions, newest first, filtered and searched, a page at a time (each
     with what its usage cost); and the counts by status."""
@@ -728,14 +725,11 @@ def list_sessions(
     def read() -> tuple[int, dict[str, Any]]:
         listed = listed_sessions(
             settings.broker_namespace,
+            requested("sessions", page),
             status=status,
             route=route,
             end_reason=end_reason,
-            limit=limit,
             search=q,
-            created_after=instant(created_after, "created_after") if created_after else None,
-            created_before=instant(created_before, "created_before") if created_before else None,
-            cursor=cursor,
         )
         for session in listed["sessions"]:
             stored = session.pop("usage")
