@@ -35,7 +35,7 @@ from gateway.keys import KeyRing
 from gateway.phone import WebhookRefused
 from gateway.providers.rest import ProviderCallError
 from gateway.watch import CLOSE_SESSION_ENDED, CLOSE_UNKNOWN_SESSION
-from gateway.web import EXCEPTION_HANDLERS, ASGIApp, Receive, Scope, Send, error_body, error_response
+from gateway.web import EXCEPTION_HANDLERS, ASGIApp, Receive, Scope, Send, error_body, error_response, header
 from pipeline import watch_tokens
 from pipeline.api import (
     BLOCK_NAME,
@@ -195,7 +195,7 @@ def authenticated(app: ASGIApp, keyring: KeyRing) -> ASGIApp:
 
     async def guard(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not _is_open(scope["path"]):
-            identity = await keyring.identify(_header(scope, b"authorization"))
+            identity = await keyring.identify(header(scope, b"authorization"))
             if identity is None:
                 response = error_response(
                     401,
@@ -246,7 +246,7 @@ def json_bodies(app: ASGIApp) -> ASGIApp:
     async def guard(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] in _BODY_METHODS and _has_body(scope):
             accepted = openapi.accepted_bodies(scope["method"], scope["path"])
-            sent = _header(scope, b"content-type").decode("latin-1")
+            sent = header(scope, b"content-type").decode("latin-1")
             if accepted is not None and not _is_accepted(sent, accepted):
                 message = f"the body's Content-Type must be {' or '.join(accepted)}, not {sent[:80]!r}"
                 await error_response(415, "unsupported_media_type", message)(scope, receive, send)
@@ -257,8 +257,8 @@ def json_bodies(app: ASGIApp) -> ASGIApp:
 
 
 def _has_body(scope: Scope) -> bool:
-    length = _header(scope, b"content-length").strip()
-    return bool(_header(scope, b"transfer-encoding")) or (bool(length) and length != b"0")
+    length = header(scope, b"content-length").strip()
+    return bool(header(scope, b"transfer-encoding")) or (bool(length) and length != b"0")
 
 
 def _is_accepted(content_type: str, accepted: tuple[str, ...]) -> bool:
@@ -284,13 +284,6 @@ def _is_open(path: str) -> bool:
 async def openapi_document(_request: Request) -> Response:
     """This API as OpenAPI 3.1 (gateway/openapi.py)."""
     return JSONResponse(openapi.document())
-
-
-def _header(scope: Scope, name: bytes) -> bytes:
-    for key, value in scope["headers"]:
-        if key == name:
-            return bytes(value)
-    return b""
 
 
 def _for_session(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
@@ -896,9 +889,9 @@ class _Api:
         await self.gateway.listen(session_id, websocket)
 
     async def _may_listen(self, websocket: WebSocket, session_id: str) -> bool:
-        header = _header(websocket.scope, b"authorization")
-        if header:
-            identity = await self.gateway.keyring.identify(header)
+        authorization = header(websocket.scope, b"authorization")
+        if authorization:
+            identity = await self.gateway.keyring.identify(authorization)
             if identity is not None and identity.may(Permission.READ):
                 return True
         token = websocket.query_params.get("token", "")

@@ -23,7 +23,7 @@ import uuid
 from typing import Any
 
 from gateway.rpc import WorkerRpc
-from gateway.web import ASGIApp, BodyRefused, Message, Receive, Scope, Send, error_response
+from gateway.web import ASGIApp, BodyRefused, Message, Receive, Scope, Send, error_response, header
 from pipeline import idempotency
 from pipeline.errors import MalformedIdempotencyKey
 from pipeline.idempotency import Verdict
@@ -41,7 +41,7 @@ def idempotent(app: ASGIApp, rpc: WorkerRpc, excluded: frozenset[str] = frozense
     authentication: the request's identity (`scope["identity"]`) owns its keys."""
 
     async def guard(scope: Scope, receive: Receive, send: Send) -> None:
-        sent_key = _header(scope, _HEADER) if scope["type"] == "http" else None
+        sent_key = header(scope, _HEADER, None) if scope["type"] == "http" else None
         identity = scope.get("identity")
         if sent_key is None or scope["method"] != "POST" or scope["path"] in excluded or identity is None:
             await app(scope, receive, send)
@@ -165,13 +165,6 @@ def _replaying(messages: list[Message], receive: Receive) -> Receive:
         return await receive()
 
     return replayed
-
-
-def _header(scope: Scope, name: bytes) -> bytes | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return bytes(value)
-    return None
 
 
 def _code(body: dict[str, Any]) -> str:

@@ -38,7 +38,7 @@ import socket
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
+from typing import Any, overload
 
 import h11
 import uvicorn
@@ -231,6 +231,19 @@ async def _discard(receive: Receive, length: int, timeout_s: float) -> None:
                 remaining -= len(message.get("body", b""))
                 if not message.get("more_body", False):
                     return
+
+
+@overload
+def header(scope: Scope, name: bytes) -> bytes: ...
+@overload
+def header(scope: Scope, name: bytes, default: None) -> bytes | None: ...
+def header(scope: Scope, name: bytes, default: bytes | None = b"") -> bytes | None:
+    """A request header's value by its lower-case name (the first, if sent twice); `default`
+    when it was not sent (None tells an absent header from an empty one)."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value)
+    return default
 
 
 async def _refuse(send: Send, status: int, code: str, message: str) -> None:
