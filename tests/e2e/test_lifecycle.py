@@ -131,12 +131,7 @@ def test_a_live_token_opens_its_own_session_stream_and_nothing_else(stack: Stack
         f"{base}?token={token[:-2]}xx",
     ]
     for url in refused:
-        try:
-            connect(url)
-        except InvalidStatus as refusal:
-            assert refusal.response.status_code == 401, url
-        else:
-            raise AssertionError(f"{url} was accepted")
+        _assert_unauthorized(url)
     with connect(f"{stack.live_url}{session['live']['path']}") as live:
         client.connect(session["id"])
         client.end(session["id"])
@@ -301,12 +296,7 @@ def test_a_refused_live_handshake_is_counted_and_logged_once_never_as_an_error(
     start = len(stack.gateway.lines)
     base = f"{stack.live_url}/v1/sessions/sess_refused/live"
     for url in (base, f"{base}?token=forged-token"):
-        try:
-            connect(url)
-        except InvalidStatus as refusal:
-            assert refusal.response.status_code == 401, url
-        else:
-            raise AssertionError(f"{url} was accepted")
+        _assert_unauthorized(url)
     port = int(stack.gateway.ready["http"])
     with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
         raw.sendall(
@@ -337,3 +327,13 @@ def test_a_refused_live_handshake_is_counted_and_logged_once_never_as_an_error(
     after = _refused_handshakes(client)
     gained = {reason: after[reason] - before.get(reason, 0.0) for reason in after}
     assert gained == {"unauthorized": 2.0, "headers_too_large": 1.0}
+
+
+def _assert_unauthorized(url: str) -> None:
+    """The live stream at `url` refuses the handshake 401."""
+    try:
+        connect(url)
+    except InvalidStatus as refusal:
+        assert refusal.response.status_code == 401, url
+    else:
+        raise AssertionError(f"{url} was accepted")
