@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -65,6 +66,12 @@ def reopen() -> None:
         database.close()
     except Exception:  # noqa: BLE001 (closing a connection that is already gone may fail; it is gone either way)
         pass
+
+
+def advisory_key(name: str) -> int:
+    """The key of the advisory lock named `name`: a signed 64-bit number from its SHA-256 (two
+    names sharing a key by chance only make a wait longer)."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
 
 
 def utcnow() -> datetime:

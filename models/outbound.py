@@ -11,12 +11,11 @@ outcome is written in the transaction that ends the session (`OutboundEnded`).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from models.db import database
+from models.db import advisory_key, database
 from models.pages import keyset
 from pipeline.envelope import Trunk
 from pipeline.errors import CallNotFound, SuppressionNotFound, TrunkNotFound, TrunkRequired
@@ -283,9 +282,8 @@ def is_suppressed(namespace: str, number: str, execute: Any = None) -> bool:
 
 def _dialer_lock(namespace: str) -> int:
     """The advisory lock a deployment's dial decisions take, so its count of calls in progress
-    is never read by two of them at once (a signed 64-bit key from the namespace)."""
-    digest = hashlib.sha256(f"switchboard dialer {namespace}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
+    is never read by two of them at once."""
+    return advisory_key(f"switchboard dialer {namespace}")
 
 
 def hold_the_dialer(namespace: str, execute: Any) -> None:

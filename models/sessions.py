@@ -17,7 +17,6 @@ statements through the ORM cost more than running them.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -32,7 +31,7 @@ import psycopg2
 from models import campaigns, compactions, timers
 from models import outbound as outgoing
 from models.data_keys import create_session_key, session_public_key
-from models.db import database, reopen
+from models.db import advisory_key, database, reopen
 from pipeline import sequencer
 from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.dialects import dialect_of, parse_inbound
@@ -415,10 +414,8 @@ def _transaction(
 
 
 def creation_lock(session_id: str) -> int:
-    """The advisory lock a session's creating transaction holds (a signed 64-bit key from its
-    id; a key shared by chance with another lock only makes a wait longer)."""
-    digest = hashlib.sha256(f"switchboard session {session_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
+    """The advisory lock a session's creating transaction holds."""
+    return advisory_key(f"switchboard session {session_id}")
 
 
 def _open(sql: str, parameters: Any) -> Any:
