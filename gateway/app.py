@@ -530,18 +530,33 @@ class Gateway:
             # It ended between the listener's lookup and now: the whole story, then the end.
             await self._send_new_entries(session_id)
             await self.watchers.serve(session_id, websocket)
-            if not self.watchers.listeners(session_id):
-                self.watchers.forget(session_id)
+            self._release_log(session_id)
             return
-        if session_id not in self._watchers:
-            watcher = asyncio.get_running_loop().create_task(self._watch_for_end(session_id))
-            self._watchers[session_id] = watcher
-            watcher.add_done_callback(lambda _task: self._watchers.pop(session_id, None))
-        if session_id not in self._log_followers:
-            follower = asyncio.get_running_loop().create_task(self._follow_log(session_id))
-            self._log_followers[session_id] = follower
-            follower.add_done_callback(lambda _task: self._log_followers.pop(session_id, None))
+        # A task that has returned is replaced, not waited on: its done callback (which drops
+        # it from the map) runs a loop turn later, and a listener joining in between would
+        # otherwise get no follower at all.
+        watcher = self._watchers.get(session_id)
+        if watcher is None or watcher.done():
+            _track(self._watchers, session_id, self._watch_for_end(session_id))
+        follower = self._log_followers.get(session_id)
+        if follower is None or follower.done():
+            _track(self._log_followers, session_id, self._follow_log(session_id))
         await self.watchers.serve(session_id, websocket)
+
+    def _release_log(self, session_id: str) -> None:
+        """Once nobody listens and no follower reads, nothing of the session's call log stays
+        here: the copy sent so far (a later listener's follower reads it again from the start),
+        its read lock and its poke. Without this, a call held by another gateway left its whole
+        copied log here when its listeners left, and each listener who joined an ended session
+        left a lock."""
+        if self.watchers.listeners(session_id):
+            return
+        follower = self._log_followers.get(session_id)
+        if follower is not None and not follower.done() and follower is not asyncio.current_task():
+            return
+        self.watchers.forget(session_id)
+        self._log_pokes.pop(session_id, None)
+        self._log_reads.pop(session_id, None)
 
     async def _follow_log(self, session_id: str) -> None:
         """While anyone listens, send the call log's new entries as they are written: read
@@ -560,8 +575,7 @@ class Gateway:
                 if not self.watchers.listeners(session_id):
                     return
         finally:
-            self._log_pokes.pop(session_id, None)
-            self._log_reads.pop(session_id, None)
+            self._release_log(session_id)
 
     async def _send_new_entries(self, session_id: str) -> None:
         """The entries after the last one sent, to the session's listeners (one read at a time,
@@ -587,6 +601,19 @@ class Gateway:
                 await self._send_new_entries(session_id)
                 self.watchers.close(session_id, str(record.get("end_reason") or "session_over"))
                 return
+
+
+def _track(tasks: dict[str, asyncio.Task[None]], session_id: str, work: Any) -> None:
+    """Run `work` as the session's task in `tasks`, dropped from it when done (only if it is
+    still the one there: a replacement may have taken its place)."""
+    task = asyncio.get_running_loop().create_task(work)
+    tasks[session_id] = task
+
+    def drop(done: asyncio.Task[None]) -> None:
+        if tasks.get(session_id) is done:
+            del tasks[session_id]
+
+    task.add_done_callback(drop)
 
 
 def _sealing(session_id: str, directive: OpenSideband) -> Sealing | None:

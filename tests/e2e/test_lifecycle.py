@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +20,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
+from gateway.app import Gateway
+from gateway.providers.realtime import SimulatedRealtime
 from pipeline.admission import ADMISSION_TIMER
+from pipeline.config import Settings
 from pipeline.names import ADMISSION_QUEUE
 from switchboard.client import Client
 from switchboard.services import Services
@@ -337,3 +344,104 @@ def _assert_unauthorized(url: str) -> None:
         assert refusal.response.status_code == 401, url
     else:
         raise AssertionError(f"{url} was accepted")
+
+
+class _LeavingListener:
+    """The part of a Starlette WebSocket a gateway's listener uses: records what it is sent,
+    and leaves when told (or is closed by the gateway)."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self._gone = asyncio.Event()
+
+    async def send_text(self, text: str) -> None:
+        self.sent.append(json.loads(text))
+
+    async def close(self, code: int) -> None:
+        self._gone.set()
+
+    def leave(self) -> None:
+        self._gone.set()
+
+    async def receive(self) -> dict[str, Any]:
+        await self._gone.wait()
+        return {"type": "websocket.disconnect"}
+
+
+def _kept_for(gateway: Gateway, session_id: str) -> dict[str, Any]:
+    """What a gateway keeps of a session it does not hold, for the people who watched it."""
+    kept = {
+        "log copy": gateway.watchers.logged(session_id),
+        "read lock": session_id in gateway._log_reads,
+        "poke": session_id in gateway._log_pokes,
+        "follower": session_id in gateway._log_followers,
+        "end watcher": session_id in gateway._watchers,
+    }
+    return {name: value for name, value in kept.items() if value}
+
+
+def test_a_gateway_keeps_nothing_of_a_call_it_did_not_hold_once_its_listeners_leave(
+    stack: Stack, client: Client, services: Services
+) -> None:
+    """Listeners on a second gateway follow a call held by the stack's gateway. When they all
+    leave, the second keeps nothing of it (it kept the call log copied so far, for good); and a
+    listener who joins there after the end (which that gateway announced) leaves nothing
+    behind (each such listener left a read lock)."""
+    set_script(stack, {"name": "silent", "caller": [], "model": []})
+    session = client.create_session("Be brief.")
+    client.connect(session["id"])
+    session_id = session["id"]
+
+    async def scenario() -> tuple[list[_LeavingListener], _LeavingListener, dict[str, Any], dict[str, Any]]:
+        settings = Settings(
+            gateway_id=f"gw-listen-{uuid.uuid4().hex[:6]}",
+            gateway_port=0,
+            gateway_host="127.0.0.1",
+            broker_namespace=stack.namespace,
+            api_token=stack.api_token,
+            metrics=False,
+        )
+        broker = make_broker(services.redis_url, namespace=stack.namespace)
+        simulator = stack.simulator_url
+        provider = SimulatedRealtime(
+            simulator.removesuffix("/v1"), stack.env["SWITCHBOARD_PROVIDER_WS_URL"], "sk", "m"
+        )
+        gateway = Gateway(settings, services.redis_url, broker, provider)
+        await gateway.start()
+        try:
+            listeners = [_LeavingListener() for _ in range(3)]
+            serving = [asyncio.create_task(gateway.listen(session_id, each)) for each in listeners]
+            await _until_async(lambda: all(each.sent for each in listeners), 30)
+            for each in listeners:
+                each.leave()
+            await asyncio.gather(*serving)
+            await _until_async(lambda: not _kept_for(gateway, session_id), 15)
+            after_leaving = _kept_for(gateway, session_id)
+
+            staying = _LeavingListener()
+            stays = asyncio.create_task(gateway.listen(session_id, staying))
+            await _until_async(lambda: bool(staying.sent), 30)
+            await asyncio.to_thread(client.end, session_id)
+            await asyncio.wait_for(stays, 30)
+            await _until_async(lambda: not _kept_for(gateway, session_id), 15)
+            late = _LeavingListener()
+            await asyncio.wait_for(gateway.listen(session_id, late), 30)
+            await _until_async(lambda: not _kept_for(gateway, session_id), 15)
+            after_the_end = _kept_for(gateway, session_id)
+            return listeners, late, after_leaving, after_the_end
+        finally:
+            await gateway.stop()
+
+    listeners, late, after_leaving, after_the_end = asyncio.run(scenario())
+    # What they were sent is the call log (its first entry, the call's start), so the copy was real.
+    assert all(each.sent[0]["kind"] == "call.started" for each in listeners), listeners[0].sent
+    assert after_leaving == {}
+    assert late.sent[-1]["type"] == "session.closed"
+    assert any(entry.get("kind") == "call.ended" for entry in late.sent)
+    assert after_the_end == {}
+
+
+async def _until_async(predicate: Callable[[], bool], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
