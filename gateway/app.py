@@ -63,6 +63,7 @@ from pipeline.phone import MAXIMUM_SIP_HEADERS, kept_headers
 from pipeline.privacy.boundary import Keypad, PrivateSideband, Redactor, Sealing
 from pipeline.realtime.sideband import KEY_PRESS_TYPE as REALTIME_KEY_PRESS
 from pipeline.realtime.sideband import RealtimeSideband
+from pipeline.releases import across_releases, first_report
 from pipeline.state import TERMINAL_PHASES, Provider
 from pipeline.wire import SidebandClosed, SidebandConnected, TransferFinished, host_event
 
@@ -275,7 +276,10 @@ class Gateway:
         socket or an unanswered hangup must never hold up the other calls' controls."""
         for payload in taken:
             try:
-                self.carry_out(OutboundBatch.model_validate_json(payload))
+                batch, dropped = across_releases(OutboundBatch, payload)
+                if dropped and (line := first_report("control batch", dropped)):
+                    logger.warning(line)
+                self.carry_out(batch)
             except Exception:
                 logger.exception("outbound batch failed")
 

@@ -5,6 +5,7 @@ transaction wrote, and a handler must never hold a session up."""
 from __future__ import annotations
 
 from models.db import database
+from models.releases import read_across
 from pipeline.errors import SessionNotFound
 from pipeline.state import SessionState
 
@@ -27,4 +28,6 @@ def delegation_context(session_id: str) -> tuple[SessionState, tuple[tuple[str, 
     if row is None:
         raise SessionNotFound(f"no session {session_id!r}")
     lines = database.execute_sql(TRANSCRIPT, (session_id, MAXIMUM_TRANSCRIPT_LINES)).fetchall()
-    return SessionState.model_validate(row[0]), tuple((str(role), str(text)) for role, text in lines)
+    return read_across(SessionState, row[0], "stored session state"), tuple(
+        (str(role), str(text)) for role, text in lines
+    )

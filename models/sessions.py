@@ -32,6 +32,7 @@ from models import campaigns, compactions, timers
 from models import outbound as outgoing
 from models.data_keys import create_session_key, session_public_key
 from models.db import advisory_key, database, reopen
+from models.releases import read_across
 from pipeline import sequencer
 from pipeline.catalog import ToolError, ToolOutcome
 from pipeline.dialects import dialect_of, parse_inbound
@@ -399,7 +400,7 @@ def _transaction(
             session_id,
             cursor,
             _Head(generation, applied_seq, logged_seq, applied_count, gateway),
-            SessionState.model_validate_json(state),
+            read_across(SessionState, state, "stored session state"),
             checked_event_ids=provider_event_ids or [],
             applied_event_ids=applied_events,
             erased=bool(erased),

