@@ -20,6 +20,8 @@ from collections.abc import Callable
 
 import redis
 
+from gateway.redis_clients import redis_client
+
 logger = logging.getLogger(__name__)
 
 # One take carries at most this many batches (a burst larger than this is taken in a few).
@@ -36,7 +38,7 @@ class ControlConsumer:
     """Takes batches off one control list and hands each take to `deliver` on the event loop."""
 
     def __init__(self, redis_url: str, key: str, loop: asyncio.AbstractEventLoop, deliver: Deliver) -> None:
-        self._client = redis.Redis.from_url(redis_url)
+        self._client = redis_client(redis_url)
         self._key = key
         self._loop = loop
         self._deliver = deliver

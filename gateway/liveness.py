@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import redis
 
+from gateway.redis_clients import redis_client
 from pipeline.limits import GATEWAY_DEAD_AFTER_MS, GATEWAY_HEARTBEAT_MS
 from pipeline.names import gateway_alive_key, gateway_registry_key
 
@@ -48,7 +49,7 @@ class Heartbeat:
         self, redis_url: str, namespace: str, gateway_id: str, on_dead: Callable[[str], None]
     ) -> None:
         # A connection of its own: a pool shared with busy work could make a beat wait.
-        self._redis = redis.Redis.from_url(
+        self._redis = redis_client(
             redis_url, socket_timeout=GATEWAY_HEARTBEAT_MS / 1000, socket_connect_timeout=1.0
         )
         self._namespace = namespace

@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessColl
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from gateway.redis_clients import redis_client
 from pipeline.names import QUEUES
 
 # A caller hears an answer in half a second to a few seconds; past 1.5 s it feels slow.
@@ -81,7 +82,7 @@ class _Queues(Collector):
     """Each queue's depth (messages waiting), lag (the oldest's age) and dead letters."""
 
     def __init__(self, redis_url: str, namespace: str) -> None:
-        self._redis = redis.Redis.from_url(redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        self._redis = redis_client(redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
         self._namespace = namespace
 
     def collect(self) -> Iterator[GaugeMetricFamily]:

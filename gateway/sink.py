@@ -27,6 +27,11 @@ reachable pass), and watches a marker key it wrote: when the marker is gone, eve
 enqueued again with its seq (the workers apply a seq once). It numbers above the highest seq it
 issued for a session, so a counter lost with Redis never makes it reuse a seq.
 
+**Redis failed over.** A replica that Sentinel promotes has the marker (it copied it) but not
+the master's writes of its last moment (replication is asynchronous). The sink also notes which
+server answers (its run id): when another one does, every held event is enqueued again, as after
+an empty restart.
+
 **Retention.** A seq counter expires SEQ_COUNTER_TTL_SECONDS after its last use, the marker
 GATEWAY_MARKER_TTL_SECONDS after the gateway last refreshed it. The sink remembers a session it
 hosts (one whose control batches come here) until `forget`, or, if it is never forgotten (its
@@ -51,6 +56,7 @@ from typing import Any, Protocol, TypeVar
 
 import redis
 
+from gateway.redis_clients import redis_client
 from pipeline.envelope import NumberedMessage, numbered_body, plain_body
 from pipeline.errors import Fault, ReplyTimeout
 from pipeline.limits import (
@@ -217,7 +223,7 @@ DIRECTIVE_MEMORY_S = 86_400
 
 class EventSink:
     def __init__(self, redis_url: str, broker: NumberingBroker, gateway_id: str, namespace: str) -> None:
-        self._redis = redis.Redis.from_url(redis_url)
+        self._redis = redis_client(redis_url)
         self._broker = broker
         self._gateway_id = gateway_id
         self._namespace = namespace
@@ -258,6 +264,9 @@ class EventSink:
         # Until the first check, a marker found is a previous process's of this gateway id (it
         # lives a minute after its gateway stopped), not a sign that Redis lost anything.
         self._marker_checked = False
+        # The run id of the Redis server that answered the last check: another one answering
+        # means a failover (or a restart), whose last moment's writes may be gone.
+        self._server_run_id: str | None = None
         self.retransmitted = 0
         self.dropped = 0
         self.abandoned = 0
@@ -776,15 +785,20 @@ class EventSink:
             self._send_outbox()
 
     def _check_marker(self) -> None:
-        """Retransmit what is held if Redis came back without the marker (it lost its data);
-        renew the marker's expiry either way."""
+        """Retransmit what is held if Redis came back without the marker (it lost its data), or
+        if another server answers now (a replica promoted by Sentinel has the marker, which it
+        copied, but not the writes of the master's last moment); renew the marker either way."""
         ttl = GATEWAY_MARKER_TTL_SECONDS
         with self._redis.pipeline(transaction=False) as pipe:
             pipe.get(self._marker_key)
             pipe.expire(self._marker_key, ttl)
-            found, _ = pipe.execute()
+            pipe.info("server")
+            found, _, server = pipe.execute()
         self._marker_refresh_due = time.monotonic() + MARKER_REFRESH_S
-        if found == self._marker.encode():
+        run_id = server.get("run_id")
+        moved = self._server_run_id not in (None, run_id)
+        if found == self._marker.encode() and not moved:
+            self._server_run_id = run_id
             return
         horizon = self._up_clock() - RETRANSMIT_WINDOW_S
         resend: list[NumberedMessage] = []
@@ -805,7 +819,12 @@ class EventSink:
         # Set only once everything is re-sent: a failure above leaves it missing, so the next
         # check re-sends again (a copy is applied once).
         self._redis.set(self._marker_key, self._marker, ex=ttl)
+        self._server_run_id = run_id
         self.retransmitted += len(resend)
         first, self._marker_checked = not self._marker_checked, True
-        if resend or (found is not None and not first):
+        if found == self._marker.encode():
+            logger.warning(
+                "Redis answers from another server (a failover): retransmitted %d held events", len(resend)
+            )
+        elif resend or (found is not None and not first):
             logger.warning("Redis lost its data (restarted empty): retransmitted %d held events", len(resend))

@@ -21,11 +21,11 @@ from pipeline.limits import (
     DEFAULT_USAGE_BUDGET_TOKENS,
     MAXIMUM_SESSION_SECONDS,
 )
+from pipeline.redis_address import parse_redis_address, sentinel_url
 
 PREFIX = "SWITCHBOARD_"
-# The schemes the two stores' URLs may have (psycopg2's libpq and redis-py's `from_url`).
+# The schemes the database URL may have (psycopg2's libpq); Redis's are pipeline.redis_address's.
 DATABASE_SCHEMES = ("postgresql://", "postgres://")
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 class ConfigError(BadInput):
@@ -37,6 +37,10 @@ class Settings(BaseModel):
 
     database_url: str | None = None
     redis_url: str | None = None
+    # Sentinels that know the Redis master (with its name): every Redis client follows a
+    # failover (pipeline/redis_address.py). The same as a redis+sentinel:// redis_url.
+    redis_sentinels: str | None = None
+    redis_sentinel_master: str | None = None
     data_dir: Path = Path(".switchboard")
 
     # Broker: the wake-up consumer blocks when idle; "stock" is Dramatiq's polling consumer,
@@ -120,9 +124,26 @@ class Settings(BaseModel):
     @field_validator("redis_url")
     @classmethod
     def _a_redis_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(REDIS_SCHEMES):
-            raise ValueError("must be a Redis URL, redis://HOST:PORT/DB or unix:///PATH")
+        if value is not None:
+            parse_redis_address(value)
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sentinels_make_the_redis_url(cls, values: object) -> object:
+        """SWITCHBOARD_REDIS_SENTINELS with _SENTINEL_MASTER are the same as a
+        redis+sentinel:// URL in SWITCHBOARD_REDIS_URL (which they then must not contradict)."""
+        if not isinstance(values, dict):
+            return values
+        sentinels, master = values.get("redis_sentinels"), values.get("redis_sentinel_master")
+        if sentinels is None and master is None:
+            return values
+        if sentinels is None or master is None:
+            raise ValueError("SWITCHBOARD_REDIS_SENTINELS and SWITCHBOARD_REDIS_SENTINEL_MASTER go together")
+        url = sentinel_url(str(sentinels), str(master))
+        if values.get("redis_url") not in (None, url):
+            raise ValueError("give SWITCHBOARD_REDIS_URL or the sentinels, not both")
+        return {**values, "redis_url": url}
 
     @field_validator("prices", mode="before")
     @classmethod

@@ -43,6 +43,7 @@ import redis
 from psycopg2 import sql
 
 from pipeline.config import ConfigError
+from workers.redis_clients import redis_client
 
 DEFAULT_DATABASE_NAME = "switchboard"
 LOCAL_POSTGRES = ("127.0.0.1", 5432)
@@ -164,7 +165,7 @@ def check_reachable(services: Services, *, database: bool = True) -> None:
             psycopg2.connect(services.database_url, connect_timeout=PROBE_CONNECT_TIMEOUT_S).close()
         except psycopg2.Error as error:
             raise ConfigError(f"SWITCHBOARD_DATABASE_URL: no database there: {_first_line(error)}") from error
-    client = redis.Redis.from_url(
+    client = redis_client(
         services.redis_url, socket_timeout=PROBE_TIMEOUT_S, socket_connect_timeout=PROBE_TIMEOUT_S, retry=None
     )
     try:

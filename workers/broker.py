@@ -28,9 +28,12 @@ import sentry_sdk
 from dramatiq.brokers.redis import MAINTENANCE_COMMAND_BLACKLIST, RedisBroker, _RedisConsumer
 from dramatiq.common import current_millis, dq_name
 from dramatiq.errors import ConnectionClosed, DecodeError
+from redis.sentinel import SentinelConnectionPool
 
 from pipeline.envelope import NumberedMessage
+from pipeline.redis_address import parse_redis_address
 from workers.dead_letters import undecodable_reason
+from workers.redis_clients import redis_client
 
 logger = logging.getLogger(__name__)
 
@@ -508,7 +511,20 @@ class _WakeRedisConsumer(_RedisConsumer):
         from the pool, and this one blocks)."""
         if self.blocking_client is None:
             shared = self.broker.client.connection_pool
-            pool = redis.ConnectionPool(connection_class=shared.connection_class, **shared.connection_kwargs)
+            pool: redis.ConnectionPool
+            if isinstance(shared, SentinelConnectionPool):
+                # Its own pool that asks the sentinels for the master, as the shared one does.
+                options = {k: v for k, v in shared.connection_kwargs.items() if k != "connection_pool"}
+                pool = SentinelConnectionPool(
+                    shared.service_name,
+                    shared.sentinel_manager,
+                    connection_class=shared.connection_class,
+                    **options,
+                )
+            else:
+                pool = redis.ConnectionPool(
+                    connection_class=shared.connection_class, **shared.connection_kwargs
+                )
             self.blocking_client = redis.Redis(connection_pool=pool)
         return self.blocking_client
 
@@ -568,7 +584,10 @@ def make_broker(
         raise ValueError(f"unknown consumer kind {consumer!r}; expected 'wake' or 'stock'")
 
     connection: dict[str, Any] = {}
-    if redis_url:
+    if redis_url and parse_redis_address(redis_url).through_sentinels:
+        # Dramatiq's broker takes any redis-py client: one whose pool asks the sentinels.
+        connection["client"] = redis_client(redis_url)
+    elif redis_url:
         connection["url"] = redis_url
     elif unix_socket_path:
         connection["unix_socket_path"] = unix_socket_path

@@ -18,6 +18,7 @@ import redis
 
 from pipeline.envelope import Outbound, OutboundBatch
 from pipeline.names import control_queue
+from workers.redis_clients import redis_pool
 
 _UNTRACED = {"traceparent"}
 
@@ -27,7 +28,7 @@ class ControlPublisher:
     Dramatiq's worker threads opens its own when it boots, not on its first event of a call)."""
 
     def __init__(self, redis_url: str, namespace: str) -> None:
-        self._pool = redis.ConnectionPool.from_url(redis_url)
+        self._pool = redis_pool(redis_url)
         self._namespace = namespace
         self._local = threading.local()
 

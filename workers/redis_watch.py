@@ -14,6 +14,8 @@ import threading
 
 import redis
 
+from workers.redis_clients import redis_client
+
 logger = logging.getLogger(__name__)
 
 # Redis is pinged this often; an outage shorter than this may go unsaid (the consumers retry
@@ -40,7 +42,7 @@ class RedisWatch(threading.Thread):
 
     def __init__(self, redis_url: str, *, interval_s: float = WATCH_INTERVAL_S) -> None:
         super().__init__(name="redis-watch", daemon=True)
-        self._client = redis.Redis.from_url(
+        self._client = redis_client(
             redis_url, socket_timeout=PING_TIMEOUT_S, socket_connect_timeout=PING_TIMEOUT_S, retry=None
         )
         self._interval_s = interval_s

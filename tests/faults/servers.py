@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -104,3 +106,143 @@ class PrivateRedis:
 
     def stop(self) -> None:
         self._kill()
+
+
+def _free_port() -> int:
+    with contextlib.closing(socket.socket()) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class SentinelRedis:
+    """deploy/'s Redis on private ports: a master, a replica and three sentinels (a quorum of
+    two), the master judged down after 1 s. Nothing is kept on disk."""
+
+    MASTER = "switchboard"
+
+    def __init__(self, root: Path) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        self._root = root
+        bundled = Path(sys.executable).parent / "redis-server"
+        self._binary = str(bundled) if bundled.exists() else (shutil.which("redis-server") or "redis-server")
+        self.master_port, self.replica_port = _free_port(), _free_port()
+        self._servers = {
+            self.master_port: self._server(self.master_port),
+            self.replica_port: self._server(
+                self.replica_port, "--replicaof", "127.0.0.1", str(self.master_port)
+            ),
+        }
+        self._wait_replicated()
+        self.sentinel_ports = [_free_port() for _ in range(3)]
+        self._sentinels = [self._sentinel(port) for port in self.sentinel_ports]
+        hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+        self.url = f"redis+sentinel://{hosts}/{self.MASTER}"
+        self._wait(lambda: self.master() == self.master_port and self._sentinels_agree(), "sentinels")
+
+    def _server(self, port: int, *more: str) -> subprocess.Popen[bytes]:
+        folder = self._root / str(port)
+        folder.mkdir(exist_ok=True)
+        process = subprocess.Popen(
+            [
+                self._binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(folder),
+                *more,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self._wait(lambda: _pings(port), f"redis-server on {port}")
+        return process
+
+    def _sentinel(self, port: int) -> subprocess.Popen[bytes]:
+        config = self._root / f"sentinel-{port}.conf"
+        # A sentinel rewrites its configuration as it learns: a file of its own each.
+        config.write_text(
+            f"port {port}\nbind 127.0.0.1\ndir {self._root}\n"
+            f"sentinel monitor {self.MASTER} 127.0.0.1 {self.master_port} 2\n"
+            f"sentinel down-after-milliseconds {self.MASTER} 1000\n"
+            f"sentinel failover-timeout {self.MASTER} 5000\n"
+            f"sentinel parallel-syncs {self.MASTER} 1\n"
+        )
+        process = subprocess.Popen(
+            [self._binary, str(config), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        self._wait(lambda: _pings(port), f"sentinel on {port}")
+        return process
+
+    def master(self) -> int | None:
+        """The master's port as the first sentinel that answers says."""
+        for port in self.sentinel_ports:
+            with contextlib.suppress(redis.RedisError):
+                answer = redis.Redis(port=port, socket_timeout=1).execute_command(
+                    "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.MASTER
+                )
+                if answer:
+                    return int(answer[1])
+        return None
+
+    def _sentinels_agree(self) -> bool:
+        """Every sentinel knows the other two and the replica: a failover can be voted."""
+        for port in self.sentinel_ports:
+            try:
+                master = redis.Redis(port=port, socket_timeout=1).execute_command(
+                    "SENTINEL", "MASTER", self.MASTER
+                )
+            except redis.RedisError:
+                return False
+            # The master's fields as a dict of bytes (RESP3's map).
+            if int(master[b"num-other-sentinels"]) < 2 or int(master[b"num-slaves"]) < 1:
+                return False
+        return True
+
+    def _wait_replicated(self) -> None:
+        def linked() -> bool:
+            with contextlib.suppress(redis.RedisError):
+                return bool(
+                    redis.Redis(port=self.replica_port).info("replication")["master_link_status"] == "up"
+                )
+            return False
+
+        self._wait(linked, "the replica")
+
+    @property
+    def replica_process(self) -> subprocess.Popen[bytes]:
+        return self._servers[self.replica_port]
+
+    def kill_master(self) -> float:
+        """kill -9 the master; answers the seconds until the sentinels name the replica."""
+        started = time.monotonic()
+        process = self._servers[self.master_port]
+        process.kill()
+        process.wait()
+        self._wait(lambda: self.master() == self.replica_port, "the failover", bound_s=60)
+        return time.monotonic() - started
+
+    @staticmethod
+    def _wait(predicate: Callable[[], bool], what: str, bound_s: float = 30) -> None:
+        deadline = time.monotonic() + bound_s
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} not ready within {bound_s} s")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        for process in [*self._sentinels, *self._servers.values()]:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def _pings(port: int) -> bool:
+    with contextlib.suppress(redis.RedisError):
+        return bool(redis.Redis(port=port, socket_timeout=1).ping())
+    return False

@@ -12,6 +12,7 @@ from pipeline.api import SessionSpec
 from pipeline.config import ConfigError, settings_from
 from pipeline.errors import BadInput
 from pipeline.limits import DEFAULT_MAXIMUM_OUTPUT_TOKENS, MAXIMUM_SESSION_SECONDS
+from pipeline.redis_address import parse_redis_address
 
 # ── settings_from ────────────────────────────────────────────────────────────────────────
 
@@ -181,3 +182,46 @@ def test_an_invalid_session_spec_is_refused(body: dict[str, Any], field: str) ->
         SessionSpec.model_validate(body)
 
     assert any(field in map(str, error["loc"]) for error in raised.value.errors())
+
+
+def test_sentinels_name_the_redis_master_as_a_url_does() -> None:
+    """SWITCHBOARD_REDIS_SENTINELS with _SENTINEL_MASTER make the redis+sentinel:// URL every
+    Redis client is made from (a port left out is Sentinel's 26379)."""
+    settings = settings_from(
+        {
+            "SWITCHBOARD_REDIS_SENTINELS": "s1:26380, s2 ,[::1]:26381",
+            "SWITCHBOARD_REDIS_SENTINEL_MASTER": "sb",
+        }
+    )
+    assert settings.redis_url == "redis+sentinel://s1:26380,s2:26379,[::1]:26381/sb"
+    address = parse_redis_address("redis+sentinel://user:p%40ss@s1:26380,s2/sb/2")
+    assert (address.sentinels, address.master, address.db) == ((("s1", 26380), ("s2", 26379)), "sb", 2)
+    assert (address.username, address.password) == ("user", "p@ss")
+    same = settings_from(
+        {"SWITCHBOARD_REDIS_URL": settings.redis_url, **_sentinels("s1:26380,s2,[::1]:26381")}
+    )
+    assert same.redis_url == settings.redis_url
+
+
+def _sentinels(hosts: str, master: str = "sb") -> dict[str, str]:
+    return {"SWITCHBOARD_REDIS_SENTINELS": hosts, "SWITCHBOARD_REDIS_SENTINEL_MASTER": master}
+
+
+@pytest.mark.parametrize(
+    ("environment", "says"),
+    [
+        ({"SWITCHBOARD_REDIS_SENTINELS": "s1:26379"}, "go together"),
+        (_sentinels("s1:port"), "is not HOST:PORT"),
+        (_sentinels(" , "), "names no sentinel"),
+        (_sentinels("s1", "two words"), "is not a Sentinel master's name"),
+        ({**_sentinels("s1"), "SWITCHBOARD_REDIS_URL": "redis://elsewhere:6379"}, "not both"),
+        ({"SWITCHBOARD_REDIS_URL": "redis+sentinel://s1:26379"}, "names the master"),
+        ({"SWITCHBOARD_REDIS_URL": "redis+sentinel://s1/sb/zero"}, "must be a number"),
+        ({"SWITCHBOARD_REDIS_URL": "http://s1"}, "must be a Redis URL"),
+    ],
+)
+def test_a_wrong_redis_address_is_refused_saying_what_is_wrong(
+    environment: dict[str, str], says: str
+) -> None:
+    with pytest.raises(ConfigError, match=says):
+        settings_from(environment)
