@@ -142,6 +142,7 @@ def build_api(gateway: ApiPort) -> Starlette:
     ]
     routes: list[Route | WebSocketRoute] = [
         Route("/healthz", api.health, methods=["GET"]),
+        Route("/readyz", api.ready, methods=["GET"]),
         Route("/metrics", api.metrics, methods=["GET"]),
         Route(WEBHOOK_PATH, api.openai_webhook, methods=["POST"]),
         Route("/v1/routes", api.list_routes, methods=["GET"]),
@@ -272,13 +273,26 @@ def _is_accepted(content_type: str, accepted: tuple[str, ...]) -> bool:
     return kind in accepted
 
 
+def _draining() -> Response:
+    """A new call asked of a gateway that is stopping: another gateway takes it (a load balancer
+    sends it there once /readyz says so; the provider delivers a webhook again)."""
+    return error_response(
+        503, "draining", "this gateway is stopping and takes no new calls; ask another", {"Retry-After": "1"}
+    )
+
+
 def _is_open(path: str) -> bool:
     """Routes without a bearer token: the health check, the provider's webhooks (signed), the
     API's description and its page, and the console's page and scripts (they hold no data: the
     page asks for a key, and every call it makes carries it)."""
-    return path in ("/healthz", WEBHOOK_PATH, "/console", "/openapi.json", "/docs") or path.startswith(
-        "/console/"
-    )
+    return path in (
+        "/healthz",
+        "/readyz",
+        WEBHOOK_PATH,
+        "/console",
+        "/openapi.json",
+        "/docs",
+    ) or path.startswith("/console/")
 
 
 async def openapi_document(_request: Request) -> Response:
@@ -306,6 +320,16 @@ class _Api:
     async def health(self, _request: Request) -> Response:
         return JSONResponse({"status": "ok", "gateway": self.gateway.gateway_id})
 
+    async def ready(self, _request: Request) -> Response:
+        """Whether to send this gateway new calls: 503 while it drains (on SIGTERM) or cannot
+        reach Redis, so a load balancer sends them to another."""
+        reason = self.gateway.readiness()
+        if reason is None:
+            return JSONResponse({"status": "ready", "gateway": self.gateway.gateway_id})
+        if reason == "draining":
+            return _draining()
+        return error_response(503, "not_ready", f"this gateway is not ready: {reason}", {"Retry-After": "1"})
+
     async def metrics(self, _request: Request) -> Response:
         """The gateway's metrics in the Prometheus text format (read in a thread: the queues'
         are read from Redis)."""
@@ -317,6 +341,8 @@ class _Api:
     # ── sessions ──────────────────────────────────────────────────────────────────────
 
     async def create(self, request: Request) -> Response:
+        if self.gateway.draining:
+            return _draining()
         try:
             spec = SessionSpec.model_validate(await _json_body(request))
         except (ValidationError, BadInput) as error:
@@ -399,6 +425,8 @@ class _Api:
         return JSONResponse(body, status_code=status)
 
     async def connect(self, request: Request, session_id: str) -> Response:
+        if self.gateway.draining:
+            return _draining()
         try:
             sdp = await _sdp_offer(request)
         except (ValidationError, BadInput) as error:
@@ -622,6 +650,8 @@ class _Api:
         (accepted with its route's session, or rejected with a SIP status) before the 2xx. A
         delivery that could not be recorded, or whose call could not be answered, gets a 5xx
         so the provider delivers it again."""
+        if self.gateway.draining:
+            return _draining()
         body = await request.body()
         try:
             event = self.gateway.phone_door.unwrap(body, request.headers)
@@ -679,6 +709,8 @@ class _Api:
         """Place one call (a Live session dials `to` through a trunk): 201 with the session and
         the call `dialing`; 409 on a Realtime session, to a suppressed number or without room
         to dial; 404 for an unknown trunk; 422 for bad input."""
+        if self.gateway.draining:
+            return _draining()
         try:
             spec = CallSpec.model_validate(await _json_body(request))
         except (ValidationError, BadInput) as error:

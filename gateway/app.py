@@ -75,6 +75,8 @@ WATCH_STATUS_CHECK_S = 5.0
 # session's controls that this gateway carries out).
 LOG_FOLLOW_S = 2.0
 LOG_READ_GAP_S = 0.2
+# How often a draining gateway asks whether its calls have moved to a peer.
+DRAIN_CHECK_S = 0.25
 # How often a gateway puts the owners of unfinished sessions back in the liveness registry: a
 # Redis that restarted empty lost it, and a gateway that died meanwhile would never be noticed.
 OWNER_REGISTRATION_S = 30.0
@@ -123,6 +125,8 @@ class Gateway:
         )
         self.sockets: dict[str, SidebandSocket] = {}
         self._stopping = threading.Event()
+        # Set by drain(): no new calls (503 `draining`), /readyz answers 503.
+        self.draining = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._http: RunningServer | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -173,6 +177,53 @@ class Gateway:
         # This gateway's id may have held sessions in a previous life: take them back.
         self._spawn(self._take_over(self.gateway_id), f"takeover-{self.gateway_id}")
         self._spawn(self._register_owners(), "owner-registration")
+
+    def readiness(self) -> str | None:
+        """Why this gateway should not be sent new calls now (None: it is ready)."""
+        if self.draining:
+            return "draining"
+        if self._http is None or self._stopping.is_set():
+            return "not_started"
+        if not self.sink.reachable:
+            return "redis_unreachable"
+        return None
+
+    async def drain(self, within_s: float) -> list[str]:
+        """Stop taking new calls and hand the calls held here to peers, each while it is idle
+        (between the caller's lines: an answer under way would be asked for again on the new
+        sideband and heard twice). This gateway stays alive meanwhile, its sidebands open, so a
+        call goes on here until it moves. What has not moved within `within_s` (no peer alive, or
+        a call never idle) is left to the peers' takeover of a gateway that stopped: the liveness
+        key goes, and a peer (or a gateway starting under this id) takes those calls over.
+        Answers the sessions handed over that way."""
+        self.draining = True
+        logger.info("draining: handing %d calls to a peer", len(self.sockets))
+        deadline = time.monotonic() + within_s
+        moved: set[str] = set()
+        # Calls that arrive meanwhile (a directive to open a sideband here) are handed over too.
+        while held := [session_id for session_id in self.sockets if session_id not in moved]:
+            if time.monotonic() >= deadline:
+                break
+            answers = await asyncio.gather(*(self._hand_over(session_id) for session_id in held))
+            moved.update(session_id for session_id, went in zip(held, answers, strict=True) if went)
+            if len(moved) < len(self.sockets):
+                await asyncio.sleep(DRAIN_CHECK_S)
+        await asyncio.to_thread(self.heartbeat.stop)
+        if held:
+            logger.warning(
+                "drained for %.0f s: %d calls not handed to a peer (is one running?); the peers take "
+                "them over as from a gateway that stopped",
+                within_s,
+                len(held),
+            )
+        return sorted(held)
+
+    async def _hand_over(self, session_id: str) -> bool:
+        """Ask a worker to move one call to a peer; whether it is moved (or over)."""
+        status, answer = await self.rpc.call("hand_over_session", session_id=session_id, now=time.time())
+        if status == 404:
+            return True
+        return bool(status == 200 and answer["moved"])
 
     async def stop(self) -> None:
         self._stopping.set()

@@ -116,6 +116,11 @@ _ANSWERS: dict[str, dict[str, Any]] = {
         "required": ["status", "gateway"],
         "properties": {"status": {"const": "ok"}, "gateway": {"type": "string"}},
     },
+    "Ready": {
+        "type": "object",
+        "required": ["status", "gateway"],
+        "properties": {"status": {"const": "ready"}, "gateway": {"type": "string"}},
+    },
     "LiveCredentials": {
         "type": "object",
         "description": "A live token for one session's stream (valid 10 minutes).",
@@ -335,6 +340,16 @@ def _verb(
 OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET", "/healthz", "The gateway is up", "service", {200: "up"}, security="open", answer="Health"
+    ),
+    Operation(
+        "GET",
+        "/readyz",
+        "The gateway takes new calls (503 while it drains or cannot reach Redis)",
+        "service",
+        {200: "ready"},
+        security="open",
+        answer="Ready",
+        errors={503: ("draining", "not_ready")},
     ),
     Operation("GET", "/openapi.json", "This document", "service", {200: "OpenAPI 3.1"}, security="open"),
     Operation("GET", "/docs", "This document as a page", "service", {200: "an HTML page"}, security="open"),
@@ -774,6 +789,15 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
 )
 
+# What starts a call, refused 503 `draining` by a gateway that is stopping (another takes it).
+_NEW_CALLS = frozenset(
+    {
+        ("POST", "/v1/sessions"),
+        ("POST", f"{S}/connect"),
+        ("POST", "/v1/calls"),
+        ("POST", "/v1/webhooks/openai"),
+    }
+)
 # Refusals any keyed operation may answer, whatever its route.
 _KEYED_ERRORS: dict[int, tuple[str, ...]] = {
     401: ("unauthorized",),
@@ -813,6 +837,8 @@ def error_codes(operation: Operation) -> dict[int, tuple[str, ...]]:
         layers.append(_TYPED_BODY_ERRORS)
     if operation.method == "POST" and operation.security == "key":
         layers.append(_POST_ERRORS)
+    if (operation.method, operation.path) in _NEW_CALLS:
+        layers.append({503: ("draining",)})
     if _path_names(operation.path):
         # A parameter holding a "/" (%2F) leaves the path no route matches: Starlette's 404.
         layers.append({404: ("not_found",)})

@@ -360,6 +360,11 @@ class EventSink:
 
         return self._executor.submit(claim)
 
+    @property
+    def reachable(self) -> bool:
+        """Whether Redis answered the sink's last attempt (read across threads: a flag's read)."""
+        return self._down_since is None
+
     def applied(self, session_id: str, applied_seq: int) -> None:
         """A worker applied the session's events up to `applied_seq`: stop holding them. Only
         the gateway that hosts a session gets its control batches, so the session is hosted.

@@ -594,12 +594,13 @@ class LockedSession:
         self._settle_unsaved(applied, now)
         return applied
 
-    def take_over(self, gateway_id: str, now: float) -> Applied:
-        """The owning gateway died: `gateway_id` owns the session from now on (its controls go
-        there), and the session re-opens its sideband through it."""
+    def take_over(self, gateway_id: str, now: float, *, handed_over: bool = False) -> Applied:
+        """The owning gateway died (or, `handed_over`, is stopping): `gateway_id` owns the
+        session from now on (its controls go there), and the session re-opens its sideband
+        through it."""
         self.defer(TAKE_OVER, (gateway_id, self.id))
         self._head.owning_gateway = gateway_id
-        return self.apply_host(GatewayLost(gateway_id=gateway_id), now)
+        return self.apply_host(GatewayLost(gateway_id=gateway_id, handed_over=handed_over), now)
 
     def fire_timer(self, name: str, now: float) -> Applied:
         """A timer fired (its delayed message, or the sweeper): it is no longer pending, and the

@@ -203,16 +203,21 @@ def _reconnected(state: SessionState) -> Step:
     return dialect_of(state).reconnected(state)
 
 
-def taken_over(state: SessionState, gateway_id: str) -> Step:
-    """The gateway holding the sideband died and `gateway_id` took the session over: it opens
-    the sideband again on the same call, as a new generation, at once. If the provider refuses,
-    the usual reconnect attempts follow, then the failure (with a hangup)."""
+def taken_over(state: SessionState, gateway_id: str, *, handed_over: bool = False) -> Step:
+    """The gateway holding the sideband died (or, `handed_over`, is stopping) and `gateway_id`
+    took the session over: it opens the sideband again on the same call, as a new generation,
+    at once. If the provider refuses, the usual reconnect attempts follow, then the failure
+    (with a hangup)."""
     if state.is_terminal or state.call_id is None:
         return unchanged(state)
     generation = state.generation + 1
     incident = RecordIncident(
-        code="gateway_lost",
-        summary=f"the gateway holding the sideband died; {gateway_id} took the session over",
+        code="gateway_drained" if handed_over else "gateway_lost",
+        summary=(
+            f"the gateway holding the sideband is stopping; {gateway_id} took the call over"
+            if handed_over
+            else f"the gateway holding the sideband died; {gateway_id} took the session over"
+        ),
         severity="warning",
         context={"phase": str(state.phase), "generation": state.generation, "gateway": gateway_id},
     )
@@ -246,3 +251,21 @@ def session_configuration(state: SessionState) -> dict[str, Any]:
 def creation_configuration(state: SessionState) -> dict[str, Any] | None:
     """What the gateway creates a WebRTC call with, or None when its sideband configures it."""
     return dialect_of(state).creation_configuration(state)
+
+
+def busy_for_handover(state: SessionState) -> str | None:
+    """Why a stopping gateway may not hand this call to a peer yet (None: it may). Only an idle
+    call moves: an answer asked for or under way, a tool, a compaction or a sideband being
+    re-opened would be asked for again by the new sideband (the old one, still open, sees it
+    through), and the caller would hear it twice."""
+    if state.is_terminal or state.call_id is None:
+        return None
+    if state.turn is not None:
+        return "turn_in_progress"
+    if state.chain.pending is not None:
+        return "tool_running"
+    if state.compaction is not None:
+        return "compacting"
+    if state.sideband_down:
+        return "reconnecting"
+    return None

@@ -69,6 +69,9 @@ class Settings(BaseModel):
     live_model: str = "gpt-live-1"
 
     gateway_id: str = "gw1"
+    # On SIGTERM a gateway drains: it takes no new calls, hands its calls to a peer and stops
+    # once they are moved, or after this many seconds (a second SIGTERM stops it at once).
+    drain_seconds: int = Field(default=30, ge=0, le=3600)
     gateway_host: str = "127.0.0.1"
     gateway_port: int = Field(default=8700, ge=0, le=65535)
     api_token: str = "switchboard-dev-token"

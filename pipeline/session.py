@@ -208,7 +208,7 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
             except MalformedFrame:
                 return unchanged(state)
         case GatewayLost():
-            return admission.taken_over(state, event.gateway_id)
+            return admission.taken_over(state, event.gateway_id, handed_over=event.handed_over)
         case CompactionRequested():
             # Answered whatever the session's state, so the API never waits in vain.
             cannot = refusal(capabilities_of(state), Ability.COMPACTION)

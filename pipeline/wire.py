@@ -199,10 +199,13 @@ class InterruptRequested(Inbound):
 
 
 class GatewayLost(Inbound):
-    """The gateway holding the session's sideband died; `gateway_id` took the session over."""
+    """The gateway holding the session's sideband died; `gateway_id` took the session over. Or,
+    `handed_over`: the gateway is stopping and handed the call over while it was idle, its
+    sideband open until the new one is."""
 
     type: Literal["switchboard.gateway_lost"] = "switchboard.gateway_lost"
     gateway_id: str
+    handed_over: bool = False
 
 
 class ArrivedLate(Inbound):

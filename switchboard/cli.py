@@ -940,11 +940,18 @@ def run_gateway(settings: Settings, port: int | None) -> int:
             f"gateway ready id={gateway.gateway_id} http={gateway.http_port} provider={settings.provider}",
             flush=True,
         )
-        stop = asyncio.Event()
+        signals: asyncio.Queue[int] = asyncio.Queue()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
-        await stop.wait()
+            loop.add_signal_handler(signum, signals.put_nowait, signum)
+        await signals.get()
+        # The first signal drains (no new calls; the calls held here move to a peer); a second
+        # one, or the drain's deadline, stops the gateway as it is.
+        draining = asyncio.ensure_future(gateway.drain(settings.drain_seconds))
+        again = asyncio.ensure_future(signals.get())
+        await asyncio.wait({draining, again}, return_when=asyncio.FIRST_COMPLETED)
+        again.cancel()
+        draining.cancel()
         await gateway.stop()
 
     asyncio.run(serve())

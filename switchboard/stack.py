@@ -86,6 +86,9 @@ class Stack:
             "SWITCHBOARD_WEBHOOK_SECRET": self.webhook_secret,
             "SWITCHBOARD_PROVIDER": "simulated",
             "PYTHONUNBUFFERED": "1",
+            # A stack's gateway stops at once unless a test asks it to drain (a single gateway
+            # would wait the whole drain for a peer that never comes).
+            "SWITCHBOARD_DRAIN_SECONDS": (extra_env or {}).get("SWITCHBOARD_DRAIN_SECONDS", "0"),
         }
         # Every process of a stack shares one deployment key: the one given (in the environment
         # or extra_env), else one of this Python process's own, the same for all its stacks.

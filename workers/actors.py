@@ -9,6 +9,7 @@ timers and report incidents.
 from __future__ import annotations
 
 import base64
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -37,7 +38,7 @@ from models.sessions import (
     owners_of_unfinished,
     sessions_owned_by,
 )
-from pipeline.admission import creation_configuration, session_configuration
+from pipeline.admission import busy_for_handover, creation_configuration, session_configuration
 from pipeline.api import RouteSpec, SessionSpec
 from pipeline.call.dialect import Ability, refusal
 from pipeline.catalog import ToolCatalog, ToolError, ToolOutcome
@@ -1008,6 +1009,33 @@ def take_over_session(session_id: str, dead_gateway: str, gateway_id: str, now: 
         applied = session.take_over(gateway_id, now)
         _publish(session, applied)
     _after_commit(session_id, applied)
+
+
+@dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="hand_over_session", **_REQUEST_POLICY)
+def hand_over_session(request_id: str, gateway_id: str, session_id: str, now: float) -> None:
+    """A stopping gateway hands one of its calls to a live peer, if the call is idle (an answer
+    under way would be asked for again on the new sideband and heard twice): answered whether it
+    moved, and if not, why (the gateway asks again)."""
+
+    def hand_over() -> tuple[int, dict[str, Any]]:
+        with locked_session(session_id) as session:
+            if session.owning_gateway != gateway_id or session.state.is_terminal:
+                return 200, {"session_id": session_id, "moved": True}
+            busy = busy_for_handover(session.state)
+            if busy is not None:
+                return 200, {"session_id": session_id, "moved": False, "reason": busy}
+            client, namespace = _runtime.broker.client, _runtime.settings.broker_namespace
+            peers = [peer for peer in live_gateways(client, namespace) if peer != gateway_id]
+            if not peers:
+                return 200, {"session_id": session_id, "moved": False, "reason": "no_peer"}
+            # Spread over the peers by session, the same peer for the same session every time.
+            peer = peers[int(hashlib.sha256(session_id.encode()).hexdigest(), 16) % len(peers)]
+            applied = session.take_over(peer, now, handed_over=True)
+            _publish(session, applied)
+        _after_commit(session_id, applied)
+        return 200, {"session_id": session_id, "moved": True, "to": peer}
+
+    _answer(request_id, gateway_id, hand_over)
 
 
 def _takeover_refusal(dead_gateway: str, new_gateway: str) -> str | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.admission import ADMISSION_TIMER, CEILING_TIMER, takeover_refusal
+from pipeline.admission import ADMISSION_TIMER, CEILING_TIMER, busy_for_handover, taken_over, takeover_refusal
 from pipeline.errors import AdmissionRefused, SessionEnded
 from pipeline.limits import ADMISSION_TIMEOUT_MS
 from pipeline.realtime.configuration import TRANSCRIPTION_MODEL
@@ -317,3 +317,21 @@ def test_a_connect_request_run_again_finds_its_own_admission_and_another_is_refu
     assert again.state == first.state and again.controls == () and again.effects == ()
     with pytest.raises(AdmissionRefused):
         ev.step_of(first.state, {"type": "switchboard.admission_begun", "request_id": "req_2"})
+
+
+def test_a_stopping_gateway_hands_over_only_an_idle_call() -> None:
+    """An answer asked for or under way would be asked for again on the new sideband (the old
+    one, still open, sees it through): the caller would hear it twice. So only an idle call
+    moves; a call that is over, or never had a provider call, moves trivially."""
+    idle = ev.state_after(ev.listening())
+    assert busy_for_handover(idle) is None
+    speaking = ev.state_after(
+        [*ev.listening(), ev.speech_started("item_u1"), ev.user_final("item_u1", "Hi.")]
+    )
+    assert busy_for_handover(speaking) == "turn_in_progress"
+    assert busy_for_handover(SessionState()) is None
+    moved = taken_over(idle, "gw2", handed_over=True)
+    assert [effect.code for effect in moved.effects if isinstance(effect, RecordIncident)] == [
+        "gateway_drained"
+    ]
+    assert moved.state.generation == idle.generation + 1
