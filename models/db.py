@@ -48,8 +48,10 @@ def parse_database_url(url: str) -> dict[str, Any]:
     """
     options: dict[str, Any] = dict(psycopg2.extensions.parse_dsn(url))
     arguments: dict[str, Any] = {"database": options.pop("dbname", None)}
-    if "port" in options:
+    if "port" in options and "," not in options["port"]:
         arguments["port"] = int(options.pop("port"))
+    # Several hosts (`postgresql://h1:5432,h2:5432/db?target_session_attrs=read-write`) keep their
+    # comma-separated hosts and ports as libpq takes them: it tries each in turn for a primary.
     arguments.update(options)
     return arguments
 

@@ -167,3 +167,14 @@ def test_parse_database_url_gives_peewee_arguments():
         "host": "/run/pg dir",
     }
     assert parse_database_url("postgresql://u@127.0.0.1:5433/db")["port"] == 5433
+
+
+def test_a_url_of_several_hosts_finds_the_one_that_takes_writes() -> None:
+    """`postgresql://h1,h2/db?target_session_attrs=read-write` (libpq's failover URL, as
+    deploy/compose.yaml gives every process): the first host does not answer, the second is a
+    primary, and that is where the process's queries go."""
+    host, port = UNREACHABLE
+    url = f"postgresql://postgres@{host}:{port},127.0.0.1:5432/postgres?target_session_attrs=read-write"
+    db = peewee.PostgresqlDatabase(**parse_database_url(url))
+    assert db.execute_sql("select inet_server_port(), pg_is_in_recovery()").fetchone() == (5432, False)
+    db.close()
