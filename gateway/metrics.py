@@ -16,7 +16,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gateway.redis_clients import redis_client
-from pipeline.names import QUEUES
+from pipeline.names import QUEUES, dead_letter_counts_key
 
 # A caller hears an answer in half a second to a few seconds; past 1.5 s it feels slow.
 HEARD_BUCKETS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
@@ -94,15 +94,19 @@ class _Queues(Collector):
         )
         dead = GaugeMetricFamily("switchboard_dead_letters", "Dead letters kept, by queue.", labels=["queue"])
         try:
+            kept = self._redis.hgetall(dead_letter_counts_key(self._namespace))
             for queue in QUEUES:
                 key = f"{self._namespace}:{queue}"
                 pipe = self._redis.pipeline()
                 pipe.llen(key)
                 pipe.lindex(key, 0)
                 pipe.hlen(f"{key}.XQ.msgs")
-                waiting, oldest, letters = pipe.execute()
+                waiting, oldest, unmoved = pipe.execute()
                 depth.add_metric([queue], float(waiting))
-                dead.add_metric([queue], float(letters))
+                # Kept in PostgreSQL (the workers publish the counts), and any still in Redis's
+                # own dead-letter set (a body the consumer could not decode while PostgreSQL was
+                # away, or left by an older release) until a reading moves them.
+                dead.add_metric([queue], float(int(kept.get(queue.encode(), 0)) + unmoved))
                 lag.add_metric([queue], self._age(key, oldest))
         except redis.RedisError:
             return  # Redis away: these are unknown now, not zero

@@ -89,3 +89,9 @@ def gateway_alive_key(namespace: str, gateway_id: str) -> str:
 def gateway_registry_key(namespace: str) -> str:
     """The Redis set of gateway ids that may hold sessions (checked for dead members)."""
     return f"{namespace}:gateways"
+
+
+def dead_letter_counts_key(namespace: str) -> str:
+    """The Redis hash (queue → count) where the workers publish how many dead letters each queue
+    has in PostgreSQL, for the gateway's `switchboard_dead_letters` gauge (it reads no database)."""
+    return f"{namespace}:dead-letter-counts"

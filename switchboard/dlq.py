@@ -16,8 +16,12 @@ from workers.dead_letters import DeadLetters, Letter
 def run_dlq(
     settings: Settings, services: Services, action: str, ids: list[str], *, every: bool, as_json: bool
 ) -> int:
+    from models.db import connect
+    from models.migrate import migrate
     from workers.broker import make_broker
 
+    # The dead letters are rows (migrated here too: this may run before any worker did).
+    migrate(connect(services.database_url))
     broker = make_broker(services.redis_url, namespace=settings.broker_namespace)
     letters = DeadLetters(broker)
     now_ms = int(time.time() * 1000)

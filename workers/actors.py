@@ -92,6 +92,7 @@ from pipeline.wire import (
     ToolFinished,
 )
 from workers import app_webhooks, delegations, erasure, event_streams, runtime, tracing
+from workers import dead_letters as dead_letters_
 from workers import metrics as worker_metrics
 from workers.dead_letters import DeadLetters
 from workers.liveness import live_gateways, takeover_refusal_now
@@ -761,8 +762,8 @@ def dead_letters(
         letters = DeadLetters(_runtime.broker)
         now_ms = int(time.time() * 1000)
         if verb == "list":
-            # They live in Redis, not in PostgreSQL, and expire after a week: read whole, then paged
-            # on when each was dead-lettered (their creation time here) and its id.
+            # Read whole (they are few: each is a fault someone must look at), then paged on when
+            # each was dead-lettered (their creation time here) and its id.
             shown, following = in_memory(
                 requested("dead_letters", page),
                 letters.list(),
@@ -1136,6 +1137,15 @@ _sweeps.add(
     name="retention-sweeper",
     report="erased %d sessions whose retention was over",
 )
+
+
+def sweep_dead_letter_counts() -> int:
+    """Publish the dead letters' counts for the gateway's gauge (routine: reports nothing)."""
+    dead_letters_.publish_counts(_runtime.broker.client, _runtime.settings.broker_namespace)
+    return 0
+
+
+_sweeps.add(sweep_dead_letter_counts, 10.0, name="dead-letter-counter", report=None)
 
 
 # A timer's delayed message lives only in Redis; one overdue by this much was lost (a Redis

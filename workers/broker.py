@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 from uuid import uuid4
 
@@ -165,6 +165,10 @@ class NumberingEnqueue:
 
 class WakeRedisBroker(NumberingEnqueue, RedisBroker):
     """A ``RedisBroker`` whose enqueues wake idle consumers blocked on ``<ns>:<queue>.wake``."""
+
+    # What keeps a message given up on, before it leaves its queue (workers.dead_letters.keeper:
+    # a row in PostgreSQL); set by the worker runtime. None: Dramatiq's Redis dead-letter set.
+    keep_dead_letter: Callable[[str, str, bytes], None] | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -435,6 +439,26 @@ class _WakeRedisConsumer(_RedisConsumer):
         self.broker.defer_ack(self.queue_name, message.options["redis_message_id"])
         self.queued_message_ids.discard(message.message_id)
 
+    def nack(self, message: dramatiq.MessageProxy) -> None:
+        """A message given up on: kept in PostgreSQL first (the broker's `keep_dead_letter`),
+        then taken off its queue. While the database is away the keeper raises ConnectionClosed
+        and Dramatiq tries again, the message still in Redis; without a keeper (a broker that is
+        not a worker's), Dramatiq's own dead-letter set in Redis takes it."""
+        keep = self.broker.keep_dead_letter
+        if keep is None:
+            super().nack(message)
+            return
+        # The body as the queue holds it — what Dramatiq's own dead-letter set kept: its retries
+        # are those done, and its traceback the last one a retry was sent with.
+        try:
+            queued = self.broker.client.hget(
+                f"{self.broker.namespace}:{self.queue_name}.msgs", message.options["redis_message_id"]
+            )
+        except redis.ConnectionError as e:
+            raise ConnectionClosed(e) from None
+        keep(self.queue_name, message.message_id, queued if isinstance(queued, bytes) else message.encode())
+        self.ack(message)
+
     def dead_letter_undecodable(self, error: DecodeError) -> None:
         """Move a fetched body that is not a message to the dead letters, raw bytes and all,
         out of this worker's acks set and the queue's messages, and report it."""
@@ -446,9 +470,10 @@ class _WakeRedisConsumer(_RedisConsumer):
         # prefetch ids, so it is one SMEMBERS and one HMGET of a few bodies.
         try:
             redis_id = self.broker.fetched_id_holding(self.queue_name, data)
-            if redis_id is not None:
+            if redis_id is not None and not self._kept(redis_id, data):
                 # dispatch.lua's nack does the whole move: SREM from the acks set, HSET into
-                # <q>.XQ.msgs with a timestamp in <q>.XQ, HDEL from <q>.msgs.
+                # <q>.XQ.msgs with a timestamp in <q>.XQ, HDEL from <q>.msgs (from where the
+                # dead letters are moved into PostgreSQL when next read).
                 self.broker.do_nack(self.queue_name, redis_id)
         except redis.ConnectionError as e:
             raise ConnectionClosed(e) from None
@@ -527,6 +552,20 @@ class _WakeRedisConsumer(_RedisConsumer):
                 )
             self.blocking_client = redis.Redis(connection_pool=pool)
         return self.blocking_client
+
+    def _kept(self, redis_id: str, data: bytes) -> bool:
+        """Keep an undecodable body in PostgreSQL and take it off the queue; False when there is
+        no keeper or the database is away (raising here would restart the consumer and strand
+        the rest of its batch: Redis's dead-letter set holds it instead)."""
+        keep = self.broker.keep_dead_letter
+        if keep is None:
+            return False
+        try:
+            keep(self.queue_name, redis_id, data)
+        except ConnectionClosed:
+            return False
+        self.broker.do_ack(self.queue_name, redis_id)
+        return True
 
     def requeue(self, messages: Iterable[dramatiq.MessageProxy]) -> None:
         """Put unacked messages back on the queue and wake whoever can take them now."""

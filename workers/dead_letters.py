@@ -1,19 +1,25 @@
-"""Dead letters: the messages Dramatiq gave up on, listed, shown, replayed and purged.
+"""Dead letters: the messages the workers gave up on, kept in PostgreSQL, listed, shown,
+replayed and purged.
 
-Dramatiq has no API for its dead-letter queues. On Redis a queue's dead letters are a sorted
-set `<namespace>:<queue>.XQ` (message id → the time it was dead-lettered, in ms) beside a hash
-`<namespace>:<queue>.XQ.msgs` (message id → the encoded message); they expire after the
-broker's dead-message TTL (7 days).
+A message that fails for good is written to the `dead_letters` table (its body as the queue held
+it, with the last attempt's traceback; its actor, session, seq, error and retries beside it)
+before it leaves its Redis queue: the row is committed, then the message is acknowledged. If
+PostgreSQL cannot take it, the message stays in Redis and the worker tries again until it can;
+a worker killed between the two keeps it twice, which the message id makes one row. So a Redis
+restart or flush (Redis keeps nothing on disk here) loses no dead letter. Letters left in
+Dramatiq's Redis dead-letter sets by an older release (`<namespace>:<queue>.XQ` with its
+`.msgs` hash) are moved into the table the first time the letters are read.
 
-A dead letter whose body is not a message (a body the broker could not decode is dead-lettered
-as it came, raw bytes and all, and a stored one can be damaged) is listed and shown as corrupt
-with a safe preview of its bytes, refused by replay, and purged like any other; one such letter
-never stops the others from being listed, replayed or purged.
+A dead letter whose body is not a message (a body the broker could not decode is kept as it
+came, raw bytes and all) is listed and shown as corrupt with a safe preview of its bytes,
+refused by replay, and purged like any other; one such letter never stops the others from being
+listed, replayed or purged.
 
 Replay enqueues the message as new — its per-attempt options stripped, its timestamp renewed,
-its message id kept — and then removes the dead letter. A crash between the two replays it
-twice, which changes nothing: a numbered event applies once per seq, and a replayed event of
-an ended session only completes its record (its transcript lands; nothing is spoken).
+its message id kept — while it holds the letter's row, and deletes the row in the same
+transaction: two replays of one letter send it once, and a replay that cannot enqueue leaves the
+letter. A replayed event of a session that ended meanwhile only completes its record (its
+transcript lands; nothing is spoken); a numbered event applies once per seq.
 """
 
 from __future__ import annotations
@@ -21,15 +27,18 @@ from __future__ import annotations
 import base64
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
-from dramatiq.errors import DecodeError
+from dramatiq.errors import ConnectionClosed, DecodeError
 
+from models import dead_letters as rows
+from models.db import is_connection_lost, reopen
 from pipeline.errors import UnreplayableDeadLetter
-from pipeline.names import QUEUES
+from pipeline.names import QUEUES, dead_letter_counts_key
 from pipeline.timestamps import rfc3339
 from workers.liveness import takeover_refusal_now
 
@@ -56,9 +65,9 @@ class DeadLetter:
     message: dramatiq.Message[Any]
     queue: str
     dead_since_ms: int
-    # The key of the dead letter in Redis (the last attempt's redis_message_id); `id` is the
-    # Dramatiq message id, the same across every retry and the replay.
-    redis_id: str
+    # The id it was stored under; `id` is the Dramatiq message id, the same across every retry
+    # and the replay (and the one the table keeps it under).
+    stored_id: str
 
     @property
     def id(self) -> str:
@@ -131,7 +140,8 @@ class CorruptDeadLetter:
 
     queue: str
     dead_since_ms: int
-    redis_id: str
+    # The Redis id it had on its queue: a body that is not a message has no message id.
+    stored_id: str
     raw: bytes
     # Why the body is not a message, in one printable line.
     problem: str
@@ -139,7 +149,7 @@ class CorruptDeadLetter:
     @property
     def id(self) -> str:
         # There is no Dramatiq message id to read; the Redis key is the only name it has.
-        return self.redis_id
+        return self.stored_id
 
     @property
     def session_id(self) -> str | None:
@@ -198,7 +208,7 @@ def undecodable_reason(error: DecodeError) -> str:
 
 
 class DeadLetters:
-    """The dead-letter queues of one broker namespace."""
+    """The dead letters of one broker namespace."""
 
     def __init__(self, broker: RedisBroker, queues: tuple[str, ...] = QUEUES) -> None:
         self._broker = broker
@@ -208,15 +218,11 @@ class DeadLetters:
 
     def list(self) -> list[Letter]:
         """Every dead letter, oldest first."""
-        letters: list[Letter] = []
-        for queue in self._queues:
-            entries: Any = self._redis.zrange(self._key(queue), 0, -1, withscores=True)
-            for raw_id, score in entries:
-                message_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
-                letter = self._load(queue, message_id, int(score))
-                if letter is not None:
-                    letters.append(letter)
-        return sorted(letters, key=lambda letter: letter.dead_since_ms)
+        self._adopt_from_redis()
+        return [
+            letter_of(row.queue, row.id, row.body, int(row.dead_since.timestamp() * 1000))
+            for row in rows.stored(self._namespace)
+        ]
 
     def find(self, message_id: str) -> Letter | None:
         """The dead letter with this id, or with an id starting with it (unambiguously)."""
@@ -236,8 +242,6 @@ class DeadLetters:
                 f"dead letter {letter.id} on {letter.queue} is not a message ({letter.problem}),"
                 " so it cannot be replayed; purge it"
             )
-        if self._redis.hget(self._messages_key(letter.queue), letter.redis_id) is None:
-            return False
         options = {k: v for k, v in letter.message.options.items() if k not in _PER_ATTEMPT_OPTIONS}
         # Message.copy merges options; replace() sets them. A new timestamp keeps AgeLimit from
         # skipping it; the message id stays, so logs tie the replay to the dead letter.
@@ -247,12 +251,17 @@ class DeadLetters:
             options=options,
             message_timestamp=int(time.time() * 1000),
         )
-        self._broker.enqueue(fresh)
-        self._remove(letter)
+        with rows.taking(self._namespace, letter.id) as there:
+            if not there:
+                return False
+            self._broker.enqueue(fresh)
+        publish_counts(self._redis, self._namespace)
         return True
 
     def purge(self, letter: Letter) -> bool:
-        return self._remove(letter)
+        removed = rows.remove(self._namespace, letter.id)
+        publish_counts(self._redis, self._namespace)
+        return removed
 
     def outlook(self, letter: Letter, now_ms: int) -> str:
         """What replaying the letter would do now, in a sentence: a request that is no longer
@@ -278,31 +287,84 @@ class DeadLetters:
             )
         return effect
 
-    def _remove(self, letter: Letter) -> bool:
-        pipeline = self._redis.pipeline()
-        pipeline.zrem(self._key(letter.queue), letter.redis_id)
-        pipeline.hdel(self._messages_key(letter.queue), letter.redis_id)
-        removed, _ = pipeline.execute()
-        return bool(removed)
+    def _adopt_from_redis(self) -> None:
+        """Move letters an older release left in Dramatiq's Redis dead-letter sets into the
+        table (kept first, then removed from Redis: a crash between keeps them twice, as one)."""
+        for queue in self._queues:
+            key = f"{self._namespace}:{queue}.XQ"
+            entries: Any = self._redis.zrange(key, 0, -1)
+            for raw_id in entries:
+                redis_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+                body = self._redis.hget(f"{key}.msgs", redis_id)
+                if isinstance(body, bytes):
+                    letter = letter_of(queue, redis_id, body, int(time.time() * 1000))
+                    rows.keep(self._namespace, queue, letter.id, body, summary_of(letter))
+                pipeline = self._redis.pipeline()
+                pipeline.zrem(key, redis_id)
+                pipeline.hdel(f"{key}.msgs", redis_id)
+                pipeline.execute()
 
-    def _load(self, queue: str, redis_id: str, dead_since_ms: int) -> Letter | None:
-        encoded = self._redis.hget(self._messages_key(queue), redis_id)
-        if not isinstance(encoded, bytes):
-            return None  # expired between the two reads
+
+# The published counts outlive a worker that stopped publishing them by this much, no more.
+COUNTS_TTL_S = 120
+
+
+def publish_counts(client: Any, namespace: str) -> int:
+    """Publish each queue's dead letters (counted in PostgreSQL) where the gateway's gauge reads
+    them; answers the total. Run by a sweep every few seconds, and after every change here, so a
+    Redis restart leaves the gauge unknown for one sweep at most, never wrong for good."""
+    counted = rows.counts(namespace)
+    key = dead_letter_counts_key(namespace)
+    with client.pipeline(transaction=True) as pipe:
+        pipe.delete(key)
+        pipe.hset(key, mapping={queue: counted.get(queue, 0) for queue in QUEUES})
+        pipe.expire(key, COUNTS_TTL_S)
+        pipe.execute()
+    return sum(counted.values())
+
+
+def letter_of(queue: str, stored_id: str, body: bytes, dead_since_ms: int) -> Letter:
+    """A stored body as a dead letter: the message it holds, or a corrupt one."""
+    try:
+        message = dramatiq.Message.decode(body)
+    except DecodeError as error:
+        return CorruptDeadLetter(queue, dead_since_ms, stored_id, body, undecodable_reason(error))
+    problem = _unusable(message)
+    if problem is not None:
+        return CorruptDeadLetter(queue, dead_since_ms, stored_id, body, problem)
+    return DeadLetter(message, queue, dead_since_ms, stored_id)
+
+
+def summary_of(letter: Letter) -> rows.Summary:
+    if isinstance(letter, CorruptDeadLetter):
+        return rows.Summary(None, None, None, None, letter.error)
+    seq = letter.seq
+    retries = letter.message.options.get("retries")
+    return rows.Summary(
+        letter.message.actor_name,
+        letter.session_id,
+        seq if isinstance(seq, int) else None,
+        retries if isinstance(retries, int) else None,
+        letter.error,
+    )
+
+
+def keeper(namespace: str) -> Callable[[str, str, bytes], None]:
+    """What the broker calls with each message it gives up on (queue, id, body) before the
+    message leaves its queue: the row is committed, or this raises — `ConnectionClosed` when
+    the database is away, so Dramatiq tries again until it is back, the message kept in Redis."""
+
+    def keep(queue: str, stored_id: str, body: bytes) -> None:
+        letter = letter_of(queue, stored_id, body, int(time.time() * 1000))
         try:
-            message = dramatiq.Message.decode(encoded)
-        except DecodeError as error:
-            return CorruptDeadLetter(queue, dead_since_ms, redis_id, encoded, undecodable_reason(error))
-        problem = _unusable(message)
-        if problem is not None:
-            return CorruptDeadLetter(queue, dead_since_ms, redis_id, encoded, problem)
-        return DeadLetter(message, queue, dead_since_ms, redis_id)
+            rows.keep(namespace, queue, letter.id, body, summary_of(letter))
+        except Exception as error:
+            if not is_connection_lost(error):
+                raise
+            reopen()
+            raise ConnectionClosed(error) from None
 
-    def _key(self, queue: str) -> str:
-        return f"{self._namespace}:{queue}.XQ"
-
-    def _messages_key(self, queue: str) -> str:
-        return f"{self._key(queue)}.msgs"
+    return keep
 
 
 # What a replay of each kind of message does, checked by the actor under the session's lock.

@@ -31,6 +31,7 @@ import redis
 from dramatiq.common import dq_name, xq_name
 from dramatiq.errors import DecodeError
 
+from models import dead_letters
 from models.db import database, is_connection_lost
 from models.erasure import CallerErased, Erased, erase_caller, erase_session, retention_due
 from pipeline.names import APP_WEBHOOKS_QUEUE, QUEUES
@@ -118,13 +119,17 @@ def _with_redis(client: redis.Redis, namespace: str, erased: Erased) -> dict[str
 def scrub(
     client: redis.Redis, namespace: str, session_id: str, *, keep_app_webhooks: bool = False
 ) -> dict[str, int]:
-    """Remove what Redis holds of the session; how many of each. Safe to run again."""
+    """Remove what Redis holds of the session, and its dead letters (rows in PostgreSQL); how
+    many of each. Safe to run again."""
     keys = 0
     for pattern in _SESSION_KEYS:
         found = list(client.scan_iter(match=f"{namespace}:{pattern.format(id=session_id)}", count=1_000))
         if found:
             keys += int(client.delete(*found))
-    dead = waiting = 0
+    dead = dead_letters.erase_session(
+        namespace, session_id, keep_queue=APP_WEBHOOKS_QUEUE if keep_app_webhooks else None
+    )
+    waiting = 0
     for queue in QUEUES:
         if keep_app_webhooks and queue == APP_WEBHOOKS_QUEUE:
             continue

@@ -18,7 +18,8 @@ from models.db import connect, database, reopen
 from pipeline.config import Settings, settings_from
 from pipeline.names import TOOL_RUNS_QUEUE
 from pipeline.privacy.sealing import DeploymentKey, parse_deployment_key
-from workers.broker import make_broker
+from workers.broker import WakeRedisBroker, make_broker
+from workers.dead_letters import keeper
 from workers.emit import ControlPublisher
 from workers.middleware import ReconnectAfterDatabaseLoss, ReportDeadLetters, SessionTag, WarmConnections
 from workers.tools.registry import HandlerRegistry, Registry, load_handlers, load_registry
@@ -57,6 +58,9 @@ def configure(settings: Settings, database_url: str, redis_url: str) -> Runtime:
         # actor sets, and each would still cost every message its hooks.
         middleware=[TimeLimit(), Retries()],
     )
+    if isinstance(broker, WakeRedisBroker):
+        # A message given up on is kept in PostgreSQL before it leaves Redis (workers.dead_letters).
+        broker.keep_dead_letter = keeper(settings.broker_namespace)
     publisher = ControlPublisher(redis_url, settings.broker_namespace)
 
     def warm() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -37,6 +38,23 @@ class PrivatePostgres:
         user = "pgserver" if os.geteuid() == 0 else None
         pg_ctl(["-w", "-m", "fast", "restart"], pgdata=self._root / "pg", user=user, timeout=60)
         return time.monotonic() - started
+
+    def down_for(self, seconds: float) -> None:
+        """Stop it (fast: every connection cut), stay down `seconds`, start it again."""
+        from pgserver import pg_ctl  # type: ignore[attr-defined]
+
+        user = "pgserver" if os.geteuid() == 0 else None
+        pgdata = self._root / "pg"
+        # `start` does not reuse the last start's options as `restart` does: read them back.
+        started_with = shlex.split((pgdata / "postmaster.opts").read_text())[1:]
+        options = [
+            part
+            for index, part in enumerate(started_with)
+            if part != "-D" and started_with[index - 1] != "-D"
+        ]
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user, timeout=60)
+        time.sleep(seconds)
+        pg_ctl(["-w", "-o", shlex.join(options), "start"], pgdata=pgdata, user=user, timeout=60)
 
     def stop(self) -> None:
         self._stop()

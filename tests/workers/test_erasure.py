@@ -14,6 +14,7 @@ import psycopg2
 import pytest
 import redis
 
+from models import dead_letters as dead_letter_rows
 from models import incidents
 from models.db import database
 from models.erasure import erase_caller, erase_session, retention_due
@@ -294,9 +295,23 @@ def test_the_redis_scrub_drops_the_session_s_keys_and_messages_only(
     client.hset(f"{space}:tool_runs.msgs", taken.message_id, taken.encode())
     client.sadd(f"{space}:__acks__.worker-x.tool_runs", taken.message_id)
 
+    # Dead letters are rows in PostgreSQL (a Redis set holds only an older release's).
+    for session_id in (erased, kept):
+        letter = dramatiq.Message(
+            queue_name="transcript",
+            actor_name="transcript_event",
+            args=(),
+            kwargs={"session_id": session_id},
+            options={},
+        )
+        summary = dead_letter_rows.Summary("transcript_event", session_id, 4, 10, "RuntimeError: disk full")
+        dead_letter_rows.keep(space, "transcript", letter.message_id, letter.encode(), summary)
+
     scrubbed = scrub(client, space, erased)
 
-    assert scrubbed == {"keys": 2, "dead_letters": 1, "queued": 3, "controls": 1}
+    assert scrubbed == {"keys": 2, "dead_letters": 2, "queued": 3, "controls": 1}
+    assert [row.body for row in dead_letter_rows.stored(space) if erased.encode() in row.body] == []
+    assert len(dead_letter_rows.stored(space)) == 1
     assert client.hget(f"{space}:tool_runs.msgs", taken.message_id) is None
     text = _namespace_text(client, space)
     assert erased not in text
