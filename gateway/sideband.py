@@ -75,6 +75,8 @@ class SidebandSocket:
         self._on_host_event = on_host_event
         self._on_sent = on_sent
         self._connection: ClientConnection | None = None
+        # Set once the socket is over (closed, or never opened): its controls have nowhere to go.
+        self._over = False
         self._outbox: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
         self._sent: set[str] = set()
@@ -139,6 +141,7 @@ class SidebandSocket:
             )
 
     def _closed(self, closed: SidebandClosed) -> None:
+        self._over = True
         # What the sideband still holds (the last words it heard) is logged before its close.
         try:
             self._on_actions(self, self.sideband.close(time.time()))
@@ -162,8 +165,11 @@ class SidebandSocket:
 
     def send(self, control_id: str, control: dict[str, Any]) -> bool:
         """Queue a control for the writer, once per id; False if it was queued before or the
-        socket is not open (a control for a closed sideband has nowhere to go)."""
-        if control_id in self._sent or self._connection is None or self.closing:
+        socket is over (a control for a closed sideband has nowhere to go). A control that comes
+        while the socket is still opening waits for it: the session asks again only for what it
+        asked of an earlier generation's sideband (pipeline.realtime.operations.reconnected), so
+        one of this generation's must not be dropped."""
+        if control_id in self._sent or self._over or self.closing:
             return False
         self._sent.add(control_id)
         self._sent_order.append(control_id)

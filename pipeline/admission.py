@@ -72,7 +72,10 @@ def attach_call(state: SessionState, call_id: str, medium: Literal["webrtc", "si
         return Step(state=state.evolve(medium=medium))
     if state.phase is not Phase.ADMITTING:
         raise AdmissionRefused(f"session is {state.phase}; a call attaches only while admitting")
-    return Step(state=state.evolve(call_id=call_id, medium=medium), effects=(OpenSideband(call_id=call_id),))
+    return Step(
+        state=state.evolve(call_id=call_id, medium=medium, opened_generation=state.generation),
+        effects=(OpenSideband(call_id=call_id),),
+    )
 
 
 def fail_admission(state: SessionState, code: str, detail: str) -> Step:
@@ -190,7 +193,9 @@ def reconnect_due(state: SessionState, generation: int) -> Step:
         )
     assert state.call_id is not None
     return Step(
-        state=state.evolve(reconnect_attempts=state.reconnect_attempts + 1),
+        state=state.evolve(
+            reconnect_attempts=state.reconnect_attempts + 1, opened_generation=state.generation
+        ),
         effects=(OpenSideband(call_id=state.call_id),),
     )
 
@@ -222,7 +227,9 @@ def taken_over(state: SessionState, gateway_id: str, *, handed_over: bool = Fals
         context={"phase": str(state.phase), "generation": state.generation, "gateway": gateway_id},
     )
     return Step(
-        state=state.evolve(generation=generation, sideband_down=True, reconnect_attempts=1),
+        state=state.evolve(
+            generation=generation, sideband_down=True, reconnect_attempts=1, opened_generation=generation
+        ),
         effects=(incident, OpenSideband(call_id=state.call_id)),
     )
 

@@ -103,6 +103,11 @@ class Turn(_Frozen):
     # Which of the session's requests for a response this turn waits on (its response deadline
     # timer carries the number, so a timer armed for an earlier request changes nothing).
     asked: int = 0
+    # The generation whose sideband that request went to, if that sideband was asked open
+    # before it: then it is not lost in a gap, since the gateway holds an opening sideband's
+    # controls until it opens (0: not known so, as in a state stored before this was kept —
+    # asked again on a re-attach, as always).
+    asked_generation: int = 0
     # Switchboard cancelled the turn's response (a barge-in): a provider answering that no
     # response is active means no response.done is coming for it.
     cancel_sent: bool = False
@@ -360,6 +365,9 @@ class SessionState(_Frozen):
 
     phase: Phase = Phase.CREATED
     generation: int = 1
+    # The generation whose sideband was last asked open (OpenSideband): a control of that
+    # generation reaches its socket, which holds it until it opens.
+    opened_generation: int = 0
     instructions: str = ""
     limits: Limits = Limits()
     # Function tools offered to the model (the tool catalog; executed by the tools work).

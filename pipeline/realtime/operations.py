@@ -116,6 +116,10 @@ class RealtimeDialect:
         turn = state.turn
         if turn is None:
             return Step(state=state)
+        if turn.asked_generation == state.generation and turn.response_id is None:
+            # Asked of this sideband (the caller spoke while the call moved to it): the request
+            # waited for it to open and went out once; asked again, the caller heard two answers.
+            return Step(state=state)
         cancel = (ResponseCancel(response_id=turn.response_id),) if turn.response_id else ()
         if not may_respond(state, turn.context):
             # The line closed meanwhile: what was owed is not asked for again.

@@ -124,7 +124,13 @@ def ask_for_response(state: SessionState, turn: Turn, tool_choice: str | None = 
     deadline armed for an earlier one finds it is no longer owed."""
     number = state.responses_asked + 1
     asked = turn.model_copy(
-        update={"asked": number, "response_id": None, "refused": False, "cancel_sent": False}
+        update={
+            "asked": number,
+            "asked_generation": state.generation if state.opened_generation == state.generation else 0,
+            "response_id": None,
+            "refused": False,
+            "cancel_sent": False,
+        }
     )
     # Cancelled when the response reports done, so it is left to the sweeper: a response that
     # is lost is settled a few seconds after its deadline instead of at it.

@@ -3,6 +3,8 @@ generation fences off the old sideband's events and controls."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pipeline.realtime.controls import ResponseCancel, ResponseCreate
 from pipeline.state import Phase, SessionState
 from pipeline.step import CloseCall, OpenSideband, RecordIncident, ScheduleTimer
@@ -102,3 +104,28 @@ def test_a_loss_before_any_call_fails_at_once() -> None:
     state = ev.state_after([ev.session_created(), ev.admission_begun()])
     step = ev.step_of(state, ev.sideband_closed(1006))
     assert (step.state.phase, step.state.end_reason) == (Phase.FAILED, "sideband_lost")
+
+
+def _gateway_lost(handed_over: bool) -> dict[str, Any]:
+    return {"type": "switchboard.gateway_lost", "gateway_id": "gw2", "handed_over": handed_over}
+
+
+def test_an_answer_asked_of_the_new_sideband_is_not_asked_again_when_it_opens() -> None:
+    """A call handed to another gateway; the caller speaks before the new sideband opened (the
+    old one, still open, heard it). The answer asked then waits on the opening sideband and goes
+    out once: asking again when it opens made the caller hear two answers."""
+    moved, _ = ev.fold([*ev.listening(), _gateway_lost(handed_over=True)])
+    spoke, steps = ev.fold([ev.speech_started("item_u1"), ev.user_final("item_u1", "Hello?")], moved)
+    assert [type(c) for c in ev.controls_of(steps)] == [ResponseCreate]
+    opened, steps = ev.fold([ev.sideband_connected()], spoke)
+    assert ev.controls_of(steps) == []
+    assert opened.turn is not None and not opened.sideband_down
+
+
+def test_an_answer_asked_of_a_sideband_that_died_is_asked_again() -> None:
+    """Asked of the old sideband (its gateway died, or the provider closed it before a new one
+    was asked open), the request may be lost with it: asked again when the new one opens."""
+    asked, _ = ev.fold([*ev.listening(), ev.speech_started("item_u1"), ev.user_final("item_u1", "Hello?")])
+    taken, _ = ev.fold([_gateway_lost(handed_over=False)], asked)
+    _, steps = ev.fold([ev.sideband_connected()], taken)
+    assert ResponseCreate in [type(c) for c in ev.controls_of(steps)]

@@ -32,6 +32,8 @@ def test_user_final_while_listening_begins_one_response() -> None:
     assert step.state.turn == Turn(
         context=ResponseContext(instructions=ev.INSTRUCTIONS, max_output_tokens=512, input_item_id="item_U1"),
         asked=1,
+        # Asked of the sideband the session opened (generation 1): not asked again on a re-attach.
+        asked_generation=1,
     )
 
 
