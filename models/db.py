@@ -30,11 +30,27 @@ database = DatabaseProxy()
 LOCK_TIMEOUT_MS = 5_000
 STATEMENT_TIMEOUT_MS = 10_000
 
+# A server that vanished without closing its connections (a host down, a network cut) is noticed
+# in seconds, not by the kernel's defaults (a connect waits about two minutes, a query's
+# unacknowledged bytes about fifteen): a connect gives up on a host after 3 s and libpq tries the
+# next host of a multi-host URL; a connection whose bytes go unacknowledged for 10 s, or idle
+# with 5 s + 3 × 2 s of keepalives unanswered, is lost, and the message on it waits for the
+# database (pipeline.outages). A URL that sets any of them keeps its own.
+DEAD_SERVER_DETECTION = {
+    "connect_timeout": "3",
+    "keepalives_idle": "5",
+    "keepalives_interval": "2",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "10000",
+}
+
 
 def connect(database_url: str) -> PostgresqlDatabase:
     """Bind the tables to a database URL (connections open lazily, one per thread)."""
     arguments = parse_database_url(database_url)
     arguments["options"] = f"-c lock_timeout={LOCK_TIMEOUT_MS} -c statement_timeout={STATEMENT_TIMEOUT_MS}"
+    for name, value in DEAD_SERVER_DETECTION.items():
+        arguments.setdefault(name, value)
     handle = PostgresqlDatabase(**arguments)
     database.initialize(handle)
     return handle
@@ -56,9 +72,41 @@ def parse_database_url(url: str) -> dict[str, Any]:
     return arguments
 
 
+# SQLSTATE of a write on a read-only server: the connection reached a standby, or a primary
+# that was demoted under it (a failover). A fresh connection finds the primary again
+# (`target_session_attrs=read-write` in a multi-host URL).
+_READ_ONLY_SQL_TRANSACTION = "25006"
+
+
 def is_connection_lost(error: BaseException) -> bool:
-    """psycopg2 and peewee both name a lost connection OperationalError or InterfaceError."""
-    return type(error).__name__ in ("OperationalError", "InterfaceError")
+    """Whether `error` says this connection cannot serve writes any more, so a fresh one must
+    be opened: lost (psycopg2 and peewee both name it OperationalError or InterfaceError), or on
+    a server that is read-only now."""
+    if type(error).__name__ in ("OperationalError", "InterfaceError"):
+        return True
+    return _read_only(error)
+
+
+def _read_only(error: BaseException) -> bool:
+    # peewee wraps psycopg2's error: the original is its first argument and its context.
+    seen: list[BaseException] = [error]
+    for candidate in (error.args[0] if error.args else None, error.__cause__, error.__context__):
+        if isinstance(candidate, BaseException):
+            seen.append(candidate)
+    return any(getattr(candidate, "pgcode", None) == _READ_ONLY_SQL_TRANSACTION for candidate in seen)
+
+
+def database_answers() -> bool:
+    """Whether this thread's connection reaches a server that takes writes now (a fresh
+    connection is opened when it does not)."""
+    try:
+        cursor = database.execute_sql("SELECT NOT pg_is_in_recovery()")
+        row = cursor.fetchone()
+    except Exception as error:  # noqa: BLE001 (any failure to answer is the answer)
+        if is_connection_lost(error):
+            reopen()
+        return False
+    return bool(row and row[0])
 
 
 def reopen() -> None:

@@ -97,6 +97,7 @@ from workers import metrics as worker_metrics
 from workers.dead_letters import DeadLetters
 from workers.liveness import live_gateways, takeover_refusal_now
 from workers.middleware import Sweeps
+from workers.outages import waits_out_outages
 from workers.tools.runner import run_tool as execute_tool
 
 logger = logging.getLogger(__name__)
@@ -106,8 +107,9 @@ _runtime = runtime.current()
 _sweeps = Sweeps()
 _runtime.broker.add_middleware(_sweeps)
 
-# Retry fast, and long enough to ride out a PostgreSQL or Redis restart (a few seconds): an
-# event that reaches the dead-letter queue leaves a gap its session waits on.
+# Retry fast, and long enough to ride out a Redis restart (a few seconds): an event that reaches
+# the dead-letter queue leaves a gap its session waits on. A call's message that finds
+# PostgreSQL away does not spend these: it waits for the database (workers.outages).
 _EVENT_POLICY: dict[str, Any] = {"max_retries": 10, "min_backoff": 25, "max_backoff": 1_000}
 _REQUEST_POLICY: dict[str, Any] = {"max_retries": 1, "min_backoff": 50, "max_backoff": 200}
 # Refusals and bad input can never succeed: straight to the dead letters, no retry.
@@ -157,6 +159,7 @@ def _envelopes(
 @dramatiq.actor(
     queue_name=ADMISSION_QUEUE, actor_name="admission_event", throws=_NEVER_RETRIED, **_EVENT_POLICY
 )
+@waits_out_outages()
 def admission_event(
     envelope: dict[str, Any] | None = None, envelopes: list[dict[str, Any]] | None = None
 ) -> None:
@@ -166,6 +169,7 @@ def admission_event(
 @dramatiq.actor(
     queue_name=TRANSCRIPT_QUEUE, actor_name="transcript_event", throws=_NEVER_RETRIED, **_EVENT_POLICY
 )
+@waits_out_outages()
 def transcript_event(
     envelope: dict[str, Any] | None = None, envelopes: list[dict[str, Any]] | None = None
 ) -> None:
@@ -173,6 +177,7 @@ def transcript_event(
 
 
 @dramatiq.actor(queue_name=TOOL_QUEUE, actor_name="tool_event", throws=_NEVER_RETRIED, **_EVENT_POLICY)
+@waits_out_outages()
 def tool_event(envelope: dict[str, Any] | None = None, envelopes: list[dict[str, Any]] | None = None) -> None:
     deliver(_envelopes(envelope, envelopes))
 
@@ -180,6 +185,7 @@ def tool_event(envelope: dict[str, Any] | None = None, envelopes: list[dict[str,
 @dramatiq.actor(
     queue_name=COMPACTION_QUEUE, actor_name="compaction_event", throws=_NEVER_RETRIED, **_EVENT_POLICY
 )
+@waits_out_outages()
 def compaction_event(
     envelope: dict[str, Any] | None = None, envelopes: list[dict[str, Any]] | None = None
 ) -> None:
@@ -959,6 +965,7 @@ def admission_failed(
 @dramatiq.actor(
     queue_name=ADMISSION_QUEUE, actor_name="session_timer", throws=_NEVER_RETRIED, **_EVENT_POLICY
 )
+@waits_out_outages(settles=True)
 def session_timer(session_id: str, name: str) -> None:
     """A delayed message (or the sweeper's): the timer is checked against the state it finds,
     under the lock — unless it is no longer pending (cancelled, or fired by its other path), which
@@ -995,6 +1002,7 @@ def take_over(request_id: str, gateway_id: str, dead_gateway: str, now: float) -
 @dramatiq.actor(
     queue_name=ADMISSION_QUEUE, actor_name="take_over_session", throws=_NEVER_RETRIED, **_EVENT_POLICY
 )
+@waits_out_outages()
 def take_over_session(session_id: str, dead_gateway: str, gateway_id: str, now: float) -> None:
     """Move one session from a dead gateway to a live one, which re-opens its sideband. Checked
     under the row lock: the session still belongs to the dead gateway, which is still dead, and

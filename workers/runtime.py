@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import dramatiq
 import dramatiq.brokers.redis
-from dramatiq.middleware import Retries, TimeLimit
+from dramatiq.middleware import CurrentMessage, Retries, TimeLimit
 
 from models import outbound
 from models.db import connect, database, reopen
@@ -53,10 +53,12 @@ def configure(settings: Settings, database_url: str, redis_url: str) -> Runtime:
         namespace=settings.broker_namespace,
         consumer=settings.broker_consumer,
         heartbeat_timeout_ms=settings.broker_heartbeat_timeout_ms,
-        # Only what the actors use: time limits (tool bodies) and retries. Dramatiq's other
-        # defaults (AgeLimit, ShutdownNotifications, Callbacks, Pipelines) act on options no
-        # actor sets, and each would still cost every message its hooks.
-        middleware=[TimeLimit(), Retries()],
+        # Only what the actors use: time limits (tool bodies), retries, and the current message
+        # (a call's message that finds the database away puts itself back to wait:
+        # workers.outages). Dramatiq's other defaults (AgeLimit, ShutdownNotifications,
+        # Callbacks, Pipelines) act on options no actor sets, and each would still cost every
+        # message its hooks.
+        middleware=[TimeLimit(), Retries(), CurrentMessage()],
     )
     if isinstance(broker, WakeRedisBroker):
         # A message given up on is kept in PostgreSQL before it leaves Redis (workers.dead_letters).

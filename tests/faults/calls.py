@@ -17,16 +17,16 @@ from tests.e2e.conftest import set_script, simulator_call
 FINAL = "conversation.item.input_audio_transcription.completed"
 
 
-def script(turns: int, *, pause_ms: int = 300) -> dict[str, Any]:
-    """A patient caller: `turns` lines, each answered; it waits up to 60 s for an answer, so a
-    stalled turn is still answered and counted, not skipped."""
+def script(turns: int, *, pause_ms: int = 300, wait_ms: int = 60_000) -> dict[str, Any]:
+    """A patient caller: `turns` lines, each answered; it waits up to `wait_ms` for an answer,
+    so a stalled turn is still answered and counted, not skipped."""
     return {
         "name": "fault-load",
         "timing": {
             "delta_interval_ms": 10,
             "chars_per_delta": 16,
             "speech_ms": 200,
-            "response_wait_ms": 60000,
+            "response_wait_ms": wait_ms,
         },
         "caller": [
             {"say": f"Caller line {n}, about order {4400 + n}.", "after_ms": pause_ms} for n in range(turns)
@@ -42,9 +42,9 @@ class Call:
     call_id: str
 
 
-def place(stack: Stack, client: Client, calls: int, turns: int) -> list[Call]:
+def place(stack: Stack, client: Client, calls: int, turns: int, *, wait_ms: int = 60_000) -> list[Call]:
     """Start `calls` calls at once (the simulator answers each from the same script)."""
-    set_script(stack, script(turns))
+    set_script(stack, script(turns, wait_ms=wait_ms))
     placed: list[Call] = []
     lock = threading.Lock()
 
