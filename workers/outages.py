@@ -38,17 +38,21 @@ def waits_out_outages(*, settles: bool = False) -> Callable[[_Body], _Body]:
     def wrap(body: _Body) -> _Body:
         @functools.wraps(body)
         def attempt(*args: Any, **kwargs: Any) -> None:
-            message = CurrentMessage.get_current_message()
-            if settles and message is not None and _waited_before(message):
-                if database_answers():
-                    _send_again(message, SETTLE_AFTER_OUTAGE_MS, {SETTLED: True})
-                    return
-                if _waited(message):
-                    return
-                raise DatabaseAway("the database does not answer, and this call's message waited its longest")
+            if settles:
+                message = CurrentMessage.get_current_message()
+                if message is not None and _waited_before(message):
+                    if database_answers():
+                        _send_again(message, SETTLE_AFTER_OUTAGE_MS, {SETTLED: True})
+                        return
+                    if _waited(message):
+                        return
+                    raise DatabaseAway("the database is away, and this call's message waited its last")
             try:
                 body(*args, **kwargs)
             except Exception as error:
+                # Looked up only on a failure: an event's attempt that succeeds (the hot path) pays
+                # nothing here.
+                message = CurrentMessage.get_current_message()
                 if message is None or not is_connection_lost(error):
                     raise
                 reopen()
