@@ -201,7 +201,7 @@ def _write_sql(transcripts: int, incidents: int) -> str:
 
 TAKE_OVER = "UPDATE sessions SET owning_gateway = %s WHERE id = %s"
 
-SEQ_LOGGED = "SELECT 1 FROM session_events WHERE session_id = %s AND seq = %s"
+NEXT_LOGGED = "SELECT min(seq) FROM session_events WHERE session_id = %s AND seq >= %s"
 LOST_EVENT = "SELECT 1 FROM session_events WHERE session_id = %s AND seq = %s AND disposition = 'lost'"
 REPLACE_LOST = """
 UPDATE session_events SET disposition = %s, applied_order = %s, controls = %s::jsonb, payload = %s::jsonb,
@@ -541,9 +541,10 @@ class LockedSession:
             if self._insert_event(envelope, "pending", None) and where is Arrival.EARLY:
                 applied.dispositions.append((seq, "pending"))
             head.logged_seq = max(head.logged_seq, seq)
-            if where is Arrival.EARLY:
-                self._watch_gap(applied)
         self._drain(applied)
+        # An early seq opens a gap; one that fills a gap may leave the next gap open behind the
+        # events it let through: watched now, or its events would wait for ever if none came after.
+        self._watch_gap(applied)
         self._save()
         self._settle_unsaved(applied, envelope.received_at)
         return applied
@@ -627,18 +628,18 @@ class LockedSession:
 
     def _skip_gap(self, missing: int, now: float) -> Applied:
         """The gap timer of `missing` fired: if the seq is still the one awaited, a `seq_lost`
-        marker takes its place (an `event_lost` warning) and the events after it are applied."""
+        marker takes its place and that of every seq missing with it (an `event_lost` warning
+        each) and the events after them are applied."""
         applied = Applied()
         head = self._head
         if not sequencer.is_still_missing(head.applied_seq, missing):
             return applied  # it arrived (or an earlier gap is still open)
-        self.execute(SEQ_LOGGED, (self.id, missing))
-        if self._cursor.fetchone() is None:
-            marker = SeqLost(seq=missing)
-            self._apply_event(
-                self._decide_host(marker), missing, applied, write=self._insert_marker(marker, now)
-            )
-            head.logged_seq = max(head.logged_seq, missing)
+        self.execute(NEXT_LOGGED, (self.id, missing))
+        row = self._cursor.fetchone()
+        for seq in sequencer.declared_lost(missing, row[0] if row else None):
+            marker = SeqLost(seq=seq)
+            self._apply_event(self._decide_host(marker), seq, applied, write=self._insert_marker(marker, now))
+            head.logged_seq = max(head.logged_seq, seq)
         self._drain(applied)
         self._watch_gap(applied)
         self._save()

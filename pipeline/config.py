@@ -101,6 +101,10 @@ class Settings(BaseModel):
     metrics_dir: Path | None = None
     worker_metrics_host: str = "127.0.0.1"
     worker_metrics_port: int = Field(default=0, ge=0, le=65535)
+    # A worker's own probes (workers/health.py): off unless a port is given (0: any free port,
+    # printed when it is ready); each worker on a machine needs a port of its own.
+    worker_health_host: str = "127.0.0.1"
+    worker_health_port: int | None = Field(default=None, ge=0, le=65535)
 
     # Webhooks to the app (a session's `webhook`): how often a delivery is tried again, and the
     # backoff between tries, before it becomes a dead letter (`switchboard dlq replay` re-sends

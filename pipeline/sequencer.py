@@ -76,6 +76,17 @@ def is_still_missing(applied_seq: int, seq: int) -> bool:
     return seq == applied_seq + 1
 
 
+def declared_lost(missing: int, next_logged: int | None) -> range:
+    """The seqs declared lost when the gap timer of `missing` fires, `next_logged` being the lowest
+    seq logged beyond it. The whole run of missing seqs below `next_logged` goes at once: each was
+    numbered before every event waiting behind the gap, the one that started the timer included,
+    so each has been overdue for the whole gap timeout. (One at a time, a failover that lost four
+    events of a call in a row held it 80 s.) If `missing` has been logged, nothing is lost."""
+    if next_logged is None:
+        return range(missing, missing + 1)
+    return range(missing, max(missing, next_logged))
+
+
 def gap_timer(seq: int) -> str:
     """The name of the timer that watches for `seq`."""
     return timer_name(SeqGap(seq))

@@ -853,9 +853,11 @@ def _wait_for_signal() -> None:
 
 
 def run_worker(settings: Settings, threads: int | None, queues: set[str] | None = None) -> int:
+    from models.db import database_answers
     from switchboard.observability import init_sentry
     from switchboard.tracing import init_tracing
     from workers import metrics, runtime, tracing
+    from workers.health import WorkerHealth
     from workers.redis_watch import ConsumerRetries, RedisWatch
 
     services = _services(settings)
@@ -892,10 +894,17 @@ def run_worker(settings: Settings, threads: int | None, queues: set[str] | None 
         port = metrics.serve(settings.worker_metrics_host, settings.worker_metrics_port)
         # None: the machine's port is another worker's, which serves this one's metrics too.
         served = f" metrics={port}" if port is not None else " metrics=elsewhere"
+    health = WorkerHealth(lambda: watch.is_reachable, database_answers)
+    if settings.worker_health_port is not None:
+        served += f" health={health.serve(settings.worker_health_host, settings.worker_health_port)}"
     print(f"worker ready pid={os.getpid()} queues={','.join(sorted(queues or declared))}{served}", flush=True)
     _wait_for_signal()
-    watch.stop()
+    # Not ready from now on; Dramatiq's stop waits for the messages the worker holds.
+    health.drain()
+    print("worker draining: finishing the messages it holds", flush=True)
     worker.stop()
+    watch.stop()
+    health.stop()
     if settings.metrics:
         metrics.process_exited()
     rt.broker.close()

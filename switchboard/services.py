@@ -233,14 +233,20 @@ def is_redis_answering(host: str, port: int) -> bool:
 # ── embedded servers ──
 
 
-def start_embedded_postgres(data_dir: Path, *, log: Log) -> tuple[str, int | None, Callable[[], None]]:
-    """Start pgserver's PostgreSQL in ``data_dir/pg``; return its socket dir, port and a stopper."""
+def import_pgserver() -> Any:
+    """The pgserver package (PostgreSQL 16 binaries and their wrappers)."""
     with warnings.catch_warnings():
         # platformdirs warns at import time when XDG_RUNTIME_DIR is unset (it falls back
         # to /tmp/runtime-<uid>), which is normal in containers and CI.
         warnings.simplefilter("ignore")
         import pgserver
-        from pgserver import pg_ctl  # type: ignore[attr-defined]
+    return pgserver
+
+
+def start_embedded_postgres(data_dir: Path, *, log: Log) -> tuple[str, int | None, Callable[[], None]]:
+    """Start pgserver's PostgreSQL in ``data_dir/pg``; return its socket dir, port and a stopper."""
+    pgserver = import_pgserver()
+    pg_ctl = pgserver.pg_ctl
 
     pg_dir = data_dir / "pg"
     pg_dir.parent.mkdir(parents=True, exist_ok=True)

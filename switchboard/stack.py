@@ -130,40 +130,54 @@ class Stack:
         )
         self.env["SWITCHBOARD_PROVIDER_BASE_URL"] = self.simulator.ready["http"]
         self.env["SWITCHBOARD_PROVIDER_WS_URL"] = self.simulator.ready["ws"]
-        for _ in range(workers):
-            self.add_worker()
-        self.gateway = self._spawn(
-            "gateway",
-            [sys.executable, "-m", "switchboard", "gateway", "--port", "0"],
-        )
+        # The workers and the gateway need only the simulator: they start side by side (each
+        # spends about a second importing), and the stack is ready when every one of them is.
+        launched = [self._launch(self._worker_name(), self._worker_command()) for _ in range(workers)]
+        self.workers += [process for process, _ready in launched]
+        launched.append(self._launch("gateway", self._gateway_command()))
+        self.gateway = launched[-1][0]
+        for process, ready in launched:
+            self._await(process, ready)
         return self
 
     def add_gateway(self, gateway_id: str | None = None) -> Process:
         """Another gateway beside the first, with its own id (its own control queue)."""
         name = gateway_id or f"gw-{uuid.uuid4().hex[:8]}"
         env = {**self.env, "SWITCHBOARD_GATEWAY_ID": name}
-        process = self._spawn(
-            f"gateway.{name}",
-            [sys.executable, "-m", "switchboard", "gateway", "--port", "0"],
-            env=env,
-        )
+        process = self._spawn(f"gateway.{name}", self._gateway_command(), env=env)
         self.extra_gateways.append(process)
         return process
 
     def add_worker(self, *extra: str, env: dict[str, str] | None = None) -> Process:
         """Another worker on the stack's queues; `env` adds to the stack's environment."""
         worker = self._spawn(
-            f"worker.{len(self.workers) + 1}",
-            [sys.executable, "-m", "switchboard", "worker", *extra],
-            env={**self.env, **env} if env else None,
+            self._worker_name(), self._worker_command(*extra), env={**self.env, **env} if env else None
         )
         self.workers.append(worker)
         return worker
 
+    def _worker_name(self) -> str:
+        return f"worker.{len(self.workers) + 1}"
+
+    def _worker_command(self, *extra: str) -> list[str]:
+        return [sys.executable, "-m", "switchboard", "worker", *extra]
+
+    def _gateway_command(self) -> list[str]:
+        return [sys.executable, "-m", "switchboard", "gateway", "--port", "0"]
+
     def stop(self) -> None:
-        for process in [self.gateway, *self.extra_gateways, *self.workers, self.simulator]:
-            if process is not None:
-                process.stop()
+        """Stop every process: each is told at once (gateways first, the simulator last), and
+        each is waited for; one that does not exit within STOP_TIMEOUT_S is killed."""
+        processes = [self.gateway, *self.extra_gateways, *self.workers, self.simulator]
+        running = [process for process in processes if process is not None and process.popen.poll() is None]
+        for process in running:
+            process.popen.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for process in running:
+            try:
+                process.popen.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
         self._metrics_dir.cleanup()
 
     def __enter__(self) -> Stack:
@@ -173,6 +187,13 @@ class Stack:
         self.stop()
 
     def _spawn(self, name: str, command: list[str], env: dict[str, str] | None = None) -> Process:
+        process, ready = self._launch(name, command, env)
+        self._await(process, ready)
+        return process
+
+    def _launch(
+        self, name: str, command: list[str], env: dict[str, str] | None = None
+    ) -> tuple[Process, threading.Event]:
         popen = subprocess.Popen(
             command,
             env=env or self.env,
@@ -184,12 +205,14 @@ class Stack:
         process = Process(name, popen)
         ready = threading.Event()
         threading.Thread(target=self._read, args=(process, ready), daemon=True).start()
-        if not ready.wait(READY_TIMEOUT_S) or popen.poll() is not None:
+        return process, ready
+
+    def _await(self, process: Process, ready: threading.Event) -> None:
+        if not ready.wait(READY_TIMEOUT_S) or process.popen.poll() is not None:
             process.kill()
             self.stop()
             tail = "\n".join(process.lines[-30:])
-            raise RuntimeError(f"{name} did not become ready:\n{tail}")
-        return process
+            raise RuntimeError(f"{process.name} did not become ready:\n{tail}")
 
     def _read(self, process: Process, ready: threading.Event) -> None:
         assert process.popen.stdout is not None

@@ -19,7 +19,7 @@ from typing import Any
 import psutil
 import psycopg2
 
-from switchboard.services import POSTGRES_USER, ensure_database
+from switchboard.services import POSTGRES_USER, ensure_database, import_pgserver
 
 # pgserver's binaries refuse to run as root, and so does PostgreSQL: as root, they run as this
 # user (pgserver creates it).
@@ -32,8 +32,8 @@ class PostgresPair:
     otherwise replication is asynchronous and a failover may lose the primary's last commits."""
 
     def __init__(self, root: Path, *, synchronous: bool, database: str = "switchboard") -> None:
-        from pgserver import initdb, pg_basebackup  # type: ignore[attr-defined]
-
+        pgserver = import_pgserver()
+        initdb, pg_basebackup = pgserver.initdb, pgserver.pg_basebackup
         self.synchronous = synchronous
         self._root = root
         self._user = _prepare(root)
@@ -94,6 +94,22 @@ class PostgresPair:
                 process.kill()
         psutil.wait_procs(processes, timeout=10)
 
+    def hold_replication(self) -> None:
+        """Freeze the primary's WAL sender (SIGSTOP): from now on the standby receives nothing,
+        as when the link to it stalls. Asynchronous: the primary goes on committing what the
+        standby will never have. Synchronous: every commit waits for the standby, so none
+        returns. `kill_primary` ends the frozen sender with the rest."""
+        pid = int((self.primary_dir / "postmaster.pid").read_text().split()[0])
+        senders = [
+            child
+            for child in psutil.Process(pid).children()
+            if any("walsender" in part for part in child.cmdline())
+        ]
+        if not senders:
+            raise RuntimeError("the primary has no WAL sender: the standby is not streaming")
+        for sender in senders:
+            sender.suspend()
+
     def promote(self) -> float:
         """`pg_ctl promote` the standby; answers the seconds until it takes writes."""
         started = time.monotonic()
@@ -114,9 +130,7 @@ class PostgresPair:
                     self._pg_ctl(pgdata, "stop", "-m", "immediate")
 
     def _pg_ctl(self, pgdata: Path, *arguments: str) -> None:
-        from pgserver import pg_ctl  # type: ignore[attr-defined]
-
-        pg_ctl(
+        import_pgserver().pg_ctl(
             ["-w", "-l", str(pgdata.parent / f"{pgdata.name}.log"), *arguments],
             pgdata=pgdata,
             user=self._user,
@@ -153,6 +167,7 @@ def _prepare(root: Path) -> str | None:
         return None
     import pwd
 
+    import_pgserver()
     from pgserver.utils import ensure_prefix_permissions, ensure_user_exists
 
     ensure_user_exists(_SYSTEM_USER)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import redis
 
-from switchboard.services import ensure_database, postgres_url, start_embedded_postgres
+from switchboard.services import ensure_database, import_pgserver, postgres_url, start_embedded_postgres
 
 DATABASE = "switchboard_faults"
 
@@ -32,7 +32,7 @@ class PrivatePostgres:
 
     def restart(self) -> float:
         """pg_ctl restart -m fast (every connection is cut); answers the seconds it took."""
-        from pgserver import pg_ctl  # type: ignore[attr-defined]
+        pg_ctl = import_pgserver().pg_ctl
 
         started = time.monotonic()
         user = "pgserver" if os.geteuid() == 0 else None
@@ -41,7 +41,7 @@ class PrivatePostgres:
 
     def down_for(self, seconds: float) -> None:
         """Stop it (fast: every connection cut), stay down `seconds`, start it again."""
-        from pgserver import pg_ctl  # type: ignore[attr-defined]
+        pg_ctl = import_pgserver().pg_ctl
 
         user = "pgserver" if os.geteuid() == 0 else None
         pgdata = self._root / "pg"

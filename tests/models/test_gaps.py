@@ -50,6 +50,35 @@ def test_a_missing_seq_is_declared_lost_after_the_timeout_and_applied_if_it_come
     assert row["kind"] == "switchboard.arrived_late" and row["payload"]["event"] == events[2]
 
 
+def test_missing_seqs_in_a_row_are_declared_lost_by_one_timeout(database: Any) -> None:
+    """Three seqs in a row never come (a failover lost their commits): one gap timeout declares
+    all three lost, each with its warning, and the events behind them go on; a later gap is
+    watched on its own."""
+    session_id = new_session_id()
+    admit(session_id)
+    events = spoken_turns(2)
+    for seq, event in enumerate(events[:2], start=1):
+        deliver(session_id, seq, event)
+    waiting = deliver(session_id, 6, events[5])  # seqs 3, 4 and 5 never come
+    assert [timer.name for timer in waiting.timers] == ["seq_gap:3"]
+    deliver(session_id, 9, events[8])  # and 8, after 6 and 7 (7 comes late)
+    with locked_session(session_id) as session:
+        skipped = session.fire_timer("seq_gap:3", time.time())
+    assert skipped.dispositions == [(3, "lost"), (4, "lost"), (5, "lost"), (6, "applied")]
+    assert [timer.name for timer in skipped.timers] == ["seq_gap:7"]
+    filled = deliver(session_id, 7, events[6])
+    assert filled.dispositions == [(7, "applied")], filled
+    assert [timer.name for timer in filled.timers] == ["seq_gap:8"], filled
+    with locked_session(session_id) as session:
+        assert session.fire_timer("seq_gap:8", time.time()).dispositions == [(8, "lost"), (9, "applied")]
+    record = session_record(session_id)
+    assert record["applied_seq"] == 9
+    lost = [i["context"]["seq"] for i in record["incidents"] if i["code"] == "event_lost"]
+    assert lost == [3, 4, 5, 8]
+    with locked_session(session_id) as session:
+        assert session.state == refold(session_id)
+
+
 def test_a_caller_line_that_arrives_after_its_gap_lands_in_the_transcript(database: Any) -> None:
     session_id = new_session_id()
     admit(session_id)

@@ -52,6 +52,15 @@ def test_a_gap_timer_holds_only_for_the_seq_still_awaited() -> None:
     assert not sequencer.is_still_missing(6, 5)
 
 
+def test_a_run_of_missing_seqs_is_declared_lost_together() -> None:
+    """Seqs 5, 6 and 7 missing with 8 waiting: all three go when the gap of 5 fires (each was
+    numbered before 8, which started the timer); 5 logged meanwhile loses nothing."""
+    assert list(sequencer.declared_lost(5, 8)) == [5, 6, 7]
+    assert list(sequencer.declared_lost(5, 6)) == [5]
+    assert list(sequencer.declared_lost(5, 5)) == []
+    assert list(sequencer.declared_lost(5, None)) == [5]
+
+
 def test_gap_timers_are_named_by_their_seq() -> None:
     """The timer name carries the seq it watches; other timers are no gap."""
     assert sequencer.gap_of(sequencer.gap_timer(12)) == 12
