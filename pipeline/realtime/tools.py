@@ -11,7 +11,8 @@ every function call gets exactly one output (DESIGN invariant 7) — but no resp
 
 These transitions are pure; `pipeline.session` routes function calls, tool outcomes, new input
 and the end of responses to them. A call to a tool the session was not created with is
-answered `unavailable`.
+answered `unavailable`; a call in a response the host did not ask for is refused, and the call
+goes on.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pipeline.step import (
     CancelTool,
     InterruptToolStep,
     LogEntry,
+    RecordIncident,
     RefuseToolStep,
     RequestToolStep,
     RunTool,
@@ -59,6 +61,9 @@ MAXIMUM_TOOL_CALLS_PER_TURN = 8
 # so a large result cannot balloon every later response's context and cost.
 MAXIMUM_CONTINUATION_BYTES = 16_000
 
+# The refusal (and warning) of a function call in a response the host did not ask for.
+UNSOLICITED = "response_context_missing"
+
 PARALLEL_REFUSAL = (
     "Only one tool call can run at a time. Call this tool again once the current call has finished."
 )
@@ -79,7 +84,7 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
     """The model called a function: run it, or refuse it (one at a time, eight a turn)."""
     turn = state.turn
     if turn is None:
-        return fail(state, "response_context_missing", "a function call arrived with no response owed")
+        return _unsolicited(state, event)
     if turn.response_id != event.response_id:
         return fail(
             state,
@@ -142,6 +147,33 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
             ),
             RunTool(call_id=event.call_id, name=event.name, arguments=event.arguments),
             deadline,
+        ),
+    )
+
+
+def _unsolicited(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
+    """A function call in a response the host did not ask for (a WebRTC client's data channel can
+    send `response.create` itself): a tool never runs without the response context it was asked
+    in, so it is refused — answered at once, so the model is not left waiting on it — with a
+    warning, and the call goes on. No response is asked for: the response is not the host's."""
+    if event.call_id in state.chain.seen:
+        return unchanged(state)
+    message = (
+        f"{event.name} cannot run here: this response was not asked for by the host of the call. "
+        "Answer without it."
+    )
+    return Step(
+        state=state.evolve(chain=state.chain.model_copy(update={"seen": (*state.chain.seen, event.call_id)})),
+        controls=(_output(event.call_id, refusal(event.call_id, UNSOLICITED, message)),),
+        effects=(
+            _refused_step(event, UNSOLICITED, message),
+            RecordIncident(
+                code=UNSOLICITED,
+                summary=f"function call {event.call_id} ({event.name}) in response {event.response_id}, "
+                "which the host did not ask for: refused, the call goes on",
+                severity="warning",
+                context={"call_id": event.call_id, "name": event.name, "response_id": event.response_id},
+            ),
         ),
     )
 

@@ -109,3 +109,48 @@ def test_the_session_record_lists_its_tool_steps(database: Any) -> None:
     (step,) = session_record(session_id)["tool_steps"]
     assert (step["call_id"], step["tool"], step["status"]) == ("call_1", "echo", "interrupted")
     assert step["error"]["code"] == "session_ended"
+
+
+def test_a_function_call_in_a_response_the_host_did_not_ask_for_is_refused_on_the_log(database: Any) -> None:
+    """On the real log: a client's own response calls a tool; the step is recorded refused (no
+    run), the call answered once, a warning kept, and the caller's next line is still answered."""
+    from models.records import session_record
+    from pipeline.envelope import SendControl
+    from tests.support.calls import admit, deliver, spoken_turns
+
+    session_id = new_session_id()
+    admit(session_id)
+    connected, updated, *turn = spoken_turns(1)
+    deliver(session_id, 1, connected)
+    deliver(session_id, 2, updated)
+    own = [
+        {
+            "type": "response.created",
+            "event_id": "ev_c1",
+            "response": {"id": "resp_c", "status": "in_progress"},
+        },
+        {
+            "type": "response.function_call_arguments.done",
+            "event_id": "ev_c2",
+            "response_id": "resp_c",
+            "item_id": "item_fc",
+            "output_index": 0,
+            "call_id": "call_c",
+            "name": "lookup_order",
+            "arguments": '{"order_id": "4417"}',
+        },
+        {"type": "response.done", "event_id": "ev_c3", "response": {"id": "resp_c", "status": "completed"}},
+    ]
+    sent: list[dict[str, Any]] = []
+    for seq, event in enumerate([*own, *turn], start=3):
+        applied = deliver(session_id, seq, event)
+        assert applied.tool_runs == []
+        sent += [item.control for item in applied.outbound if isinstance(item, SendControl)]
+    record = session_record(session_id)
+    assert record["status"] == "listening", record["end_reason"]
+    assert [(s["tool"], s["status"]) for s in record["tool_steps"]] == [("lookup_order", "refused")]
+    assert [(i["code"], i["severity"]) for i in record["incidents"]] == [
+        ("response_context_missing", "warning")
+    ]
+    assert [c["type"] for c in sent] == ["conversation.item.create", "response.create"]
+    assert sent[0]["item"]["call_id"] == "call_c"

@@ -289,3 +289,36 @@ def test_a_function_call_item_done_is_the_same_call_and_is_taken_up_once() -> No
     after_arguments = tools.request_tool(_responding(), _call()).state
     repeated = ev.step_of(after_arguments, _item_done())
     assert repeated.effects == () and repeated.controls == ()
+
+
+def test_a_function_call_in_a_response_the_host_did_not_ask_for_is_refused_and_the_call_goes_on() -> None:
+    """A WebRTC client's own response.create, and the model calls a tool in it: the tool does not
+    run (no response context of the host's), the call is answered with a refusal at once and a
+    warning recorded; the same call named again is not answered twice; the caller's next line is
+    answered as ever."""
+    state, steps = ev.fold(
+        [
+            *ev.listening(tools=[LOOKUP]),
+            ev.response_created("resp_client"),
+            ev.function_call("call_c", "resp_client", arguments='{"order_id": "4417"}'),
+            ev.function_call("call_c", "resp_client", arguments='{"order_id": "4417"}'),
+            ev.response_done("resp_client"),
+        ]
+    )
+    assert state.phase != "failed" and state.end_reason is None
+    outputs = [json.loads(c.item["output"]) for c in ev.controls_of(steps) if isinstance(c, ItemCreate)]
+    assert [(o["call_id"], o["status"], o["error"]["code"]) for o in outputs] == [
+        ("call_c", "refused", "response_context_missing")
+    ]
+    assert ev.effects_of(steps, RunTool) == [] and ev.effects_of(steps, RequestToolStep) == []
+    [refused] = ev.effects_of(steps, RefuseToolStep)
+    assert (refused.call_id, refused.code) == ("call_c", "response_context_missing")
+    [incident] = ev.effects_of(steps, RecordIncident)
+    assert (incident.code, incident.severity) == ("response_context_missing", "warning")
+    for control in ev.controls_of(steps):
+        wire = control.model_dump(mode="json", exclude_none=True)
+        assert wire_errors(wire, direction="client") == [], wire
+
+    after, more = ev.fold([ev.speech_started("item_U2"), ev.user_final("item_U2", "Where is 4417?")], state)
+    assert [type(c) for c in ev.controls_of(more)] == [ResponseCreate]
+    assert after.phase != "failed"
