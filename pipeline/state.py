@@ -92,6 +92,17 @@ class ResponseContext(_Frozen):
     by_supervisor: bool = False
 
 
+class UnaskedResponse(_Frozen):
+    """A response the host did not ask for (a client's own `response.create`, a provider that
+    answers on its own), while it runs: the caller's line spoken before it began is its to answer,
+    so the host does not ask for a second answer."""
+
+    id: str
+    # The caller's speech_started count when it began: a line whose speech began later is not
+    # what it answers.
+    speech_seen: int
+
+
 class Turn(_Frozen):
     """One host-driven response cycle: asked for, started, finished."""
 
@@ -384,6 +395,7 @@ class SessionState(_Frozen):
     sideband_down: bool = False
     reconnect_attempts: int = 0
     turn: Turn | None = None
+    unasked_response: UnaskedResponse | None = None
     # The caller spoke while a response was owed: one response is begun for it afterwards.
     queued_input_item_id: str | None = None
     chain: ToolChain = ToolChain()

@@ -33,7 +33,7 @@ from pipeline.realtime.events import (
     UserTranscriptFailed,
     UserTranscriptFinal,
 )
-from pipeline.state import IN_CALL, Phase, ResponseContext, SessionState, Turn, Usage
+from pipeline.state import IN_CALL, Phase, ResponseContext, SessionState, Turn, UnaskedResponse, Usage
 from pipeline.step import PersistTranscript, RecordIncident, Step, cancel_timer, schedule_timer, unchanged
 from pipeline.timers import RESPONSE_DEADLINE_PREFIX, ResponseDeadline
 from pipeline.wire import ProviderError, TextInjected
@@ -59,7 +59,7 @@ def hear(state: SessionState, event: UserTranscriptFinal) -> Step:
         state=state,
         effects=(PersistTranscript(role="user", text=bounded(event.transcript), item_id=event.item_id),),
     )
-    return _answer_input(persisted, event.item_id)
+    return _answer_input(persisted, event.item_id, spoken=True)
 
 
 def typed(state: SessionState, event: TextInjected) -> Step:
@@ -77,15 +77,27 @@ def typed(state: SessionState, event: TextInjected) -> Step:
             }
         )
         step = step.then(Step(state=state, controls=(message,)))
-    return _answer_input(step, event.item_id)
+    return _answer_input(step, event.item_id, spoken=False)
 
 
-def _answer_input(step: Step, input_item_id: str) -> Step:
-    """The caller's input (spoken or typed) is answered now, or after the response still owed."""
+def _answer_input(step: Step, input_item_id: str, *, spoken: bool) -> Step:
+    """The caller's input (spoken or typed) is answered now, or after the response still owed.
+    A response the host did not ask for that began after the caller started this line is its
+    answer (a provider that answers on its own when the caller stops): asking for another would
+    answer the caller twice. Any other input is asked for as ever (if such a response still runs,
+    the provider refuses, and the turn asks again when it ends)."""
     state = step.state
     if state.phase not in IN_CALL or state.line_closed:
         # A closed line answers nobody: the words are in the record and the conversation, and
         # the model reads them when it speaks again.
+        return step
+    unasked = state.unasked_response
+    if (
+        state.turn is None
+        and unasked is not None
+        and spoken
+        and unasked.speech_seen == state.speech_started_count
+    ):
         return step
     if state.turn is not None:
         return step.then(Step(state=state.evolve(queued_input_item_id=input_item_id)))
@@ -221,6 +233,9 @@ def response_started(state: SessionState, event: ResponseCreated) -> Step:
         return barge_in(started, None)
     if state.line_closed and (turn is None or turn.response_id != event.response.id):
         return Step(state=state, controls=(ResponseCancel(response_id=event.response.id),))
+    if turn is None:
+        unasked = UnaskedResponse(id=event.response.id, speech_seen=state.speech_started_count)
+        return Step(state=state.evolve(unasked_response=unasked))
     return unchanged(state)
 
 
@@ -249,9 +264,12 @@ def response_finished(state: SessionState, event: ResponseDone) -> Step:
 def count_response(state: SessionState, event: ResponseDone) -> Step:
     """Every response's usage counts, whoever asked for it; a failed one is a warning."""
     usage = event.response.usage
+    unasked = state.unasked_response
     counted = count_usage(state, event).evolve(
         last_response_input_tokens=usage.input_tokens if usage else 0,
         compaction_cooldown=max(state.compaction_cooldown - 1, 0),
+        # A response the host did not ask for is over: no line is left to it any more.
+        unasked_response=None if unasked is not None and unasked.id == event.response.id else unasked,
     )
     effects: tuple[RecordIncident, ...] = ()
     if event.response.status == "failed":

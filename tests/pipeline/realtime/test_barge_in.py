@@ -6,7 +6,7 @@ from typing import Any
 
 from pipeline.realtime.controls import ItemTruncate, ResponseCancel, ResponseCreate
 from pipeline.state import Phase, SessionState
-from pipeline.step import CancelTool
+from pipeline.step import CancelTool, RecordIncident
 from pipeline.wire import control_wire
 from simulator.oracle import wire_errors
 from tests.pipeline import events as ev
@@ -99,3 +99,38 @@ def test_talking_over_a_running_tool_cancels_it_and_not_a_finished_response() ->
     assert step.controls == ()
     assert step.effects == (CancelTool(call_id="call_1", reason="barge_in"),)
     assert step.state.chain.continuation_allowed is False
+
+
+def test_a_response_the_provider_cancels_itself_is_cancelled_once_more_harmlessly() -> None:
+    """A client that configured `interrupt_response` lets the provider cancel a response on the
+    caller's speech itself (`turn_detected`). Switchboard, seeing the same speech_started, sends
+    its own `response.cancel`: decided harmless. Whether the provider's cancel comes first (the
+    host's is then refused `response_cancel_not_active`, kept as a warning like every provider
+    error) or the host's does, the turn ends once, nothing fails, and the caller's new line is
+    answered exactly once."""
+    turn_detected = {"reason": "turn_detected", "type": "cancelled"}
+    orders = {
+        "provider first": [  # the refusal is the one warning
+            ev.response_done("resp_1", "cancelled", status_details=turn_detected),
+            ev.provider_error("response_cancel_not_active"),
+            ev.user_final("item_U2", "Actually, Saturday?"),
+        ],
+        "host first": [
+            ev.user_final("item_U2", "Actually, Saturday?"),
+            ev.response_done(
+                "resp_1", "cancelled", status_details={"reason": "client_cancelled", "type": "cancelled"}
+            ),
+        ],
+    }
+    for order, after in orders.items():
+        barged = ev.step_of(_speaking(), _speech(playback=None))
+        assert barged.controls == (ResponseCancel(response_id="resp_1"),), order
+        state, steps = ev.fold(
+            [*after, ev.response_created("resp_2"), ev.response_done("resp_2")], barged.state
+        )
+        sent = ev.controls_of(steps)
+        assert [type(control) for control in sent] == [ResponseCreate], (order, sent)
+        warned = [(i.code, i.severity) for i in ev.effects_of(steps, RecordIncident)]
+        refused = [("provider_response_cancel_not_active", "warning")] if order == "provider first" else []
+        assert warned == refused, order
+        assert state.phase is Phase.LISTENING and state.end_reason is None, order

@@ -342,3 +342,36 @@ def test_a_response_done_without_its_response_created_ends_the_waiting_turn() ->
     step = ev.step_of(state, ev.response_done("resp_1", "cancelled"))
     assert step.state.phase == "listening"
     assert step.state.turn is None
+
+
+def test_a_response_the_provider_starts_itself_for_the_callers_line_is_not_asked_for_again() -> None:
+    """A client that set `create_response` has the provider answer when the caller stops, before
+    the line's transcript is final. That response is the line's answer: the host asking for its
+    own as well (refused while it runs, asked again once it ended) made the caller hear two
+    answers. Decided a defect: the host leaves the line to it. A line spoken after it began is
+    asked for as ever."""
+    listening = ev.state_after(ev.listening())
+    state, steps = ev.fold(
+        [
+            ev.speech_started("item_U1"),
+            ev.response_created("resp_auto"),
+            ev.user_final("item_U1", "Hours?"),
+            ev.assistant_final("resp_auto", "item_A1", "Nine to five."),
+            ev.response_done("resp_auto"),
+        ],
+        listening,
+    )
+    assert ev.controls_of(steps) == []
+    assert state.phase is Phase.LISTENING and state.turn is None and state.unasked_response is None
+
+    # The caller talks over such a response: that line is not what it answers.
+    state, steps = ev.fold(
+        [
+            ev.response_created("resp_auto2"),
+            ev.speech_started("item_U2"),
+            ev.user_final("item_U2", "And Sundays?"),
+        ],
+        state,
+    )
+    assert [type(c) for c in ev.controls_of(steps)] == [ResponseCreate]
+    assert state.turn is not None and state.turn.context.input_item_id == "item_U2"
