@@ -11,6 +11,7 @@ import logging
 import signal
 from pathlib import Path
 
+from simulator.call import GATE_TIMEOUT_S
 from simulator.live_dial import RINGING_LIMIT_MS
 from simulator.live_script import LiveScript, LiveTiming, load_live_script
 from simulator.script import CallScript, Timing, load_script
@@ -26,6 +27,17 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--live-script", help="Live call script: a JSON file, or a packaged name")
     parser.add_argument("--recording", type=Path, help="replay this JSONL recording on every call")
     parser.add_argument("--speed", type=float, default=1.0, help="playback speed (0 = as fast as possible)")
+    parser.add_argument(
+        "--open-loop",
+        action="store_true",
+        help="play the recording on its clock whatever the host sends (default: closed loop)",
+    )
+    parser.add_argument(
+        "--gate-timeout",
+        type=float,
+        default=GATE_TIMEOUT_S,
+        help="closed loop: seconds to wait for a host control before the playback fails",
+    )
     parser.add_argument("--lenient", action="store_true", help="do not check sent events")
     parser.add_argument(
         "--dial-plan", type=Path, help="Live outbound calls: what happens at each number (a JSON file)"
@@ -75,6 +87,8 @@ async def _serve(arguments: argparse.Namespace) -> None:
         recording=arguments.recording,
         speed=arguments.speed,
         strict=not arguments.lenient,
+        closed_loop=not arguments.open_loop,
+        gate_timeout_s=arguments.gate_timeout,
         live_script=live_script,
         dial_plan=arguments.dial_plan,
         outbound_enabled=not arguments.outbound_disabled,

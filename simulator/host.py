@@ -117,8 +117,13 @@ async def record_scripted_call(script: str | Path, *, description: str = "") -> 
         log = simulator.calls[call_id]
         if log.errors:
             raise RuntimeError(f"the recorded call broke the wire oracle: {log.errors}")
+        # This host is not Switchboard: its controls would hold a replay to what it sent.
         return record_call(
-            log.as_json(), name=call_script.name, instructions=INSTRUCTIONS, description=description
+            log.as_json(),
+            name=call_script.name,
+            instructions=INSTRUCTIONS,
+            description=description,
+            with_controls=False,
         )
     finally:
         await simulator.stop()

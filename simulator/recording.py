@@ -12,6 +12,7 @@ The header may carry `session`, the body of `POST /v1/sessions` a replay creates
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -71,6 +72,23 @@ class CloseFrame(_Line):
     reason: str = ""
 
 
+class RecordedControl(_Line):
+    """A control the host sent, as the provider received it `t_ms` after attach. Never played:
+    in closed-loop playback an event the provider sent after it waits for the host's own."""
+
+    t_ms: float = Field(ge=0)
+    control: dict[str, Any]
+
+
+class ControlAt(BaseModel):
+    """A recorded control and its place: how many events the file has before it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    after_events: int
+    line: RecordedControl
+
+
 class RecordedClose(_Line):
     """The sideband closes `t_ms` after attach."""
 
@@ -86,6 +104,8 @@ class Recording(BaseModel):
     header: RecordingHeader
     events: list[RecordedEvent]
     close: RecordedClose | None = None
+    # The host's controls, where the recording holds them (an export, `simulator.host`).
+    controls: list[ControlAt] = []
 
 
 def read_recording(path: str | Path) -> Recording:
@@ -98,6 +118,7 @@ def parse_recording(lines: Iterable[str]) -> Recording:
     """The recording in these JSON lines; blank lines are skipped."""
     header: RecordingHeader | None = None
     events: list[RecordedEvent] = []
+    controls: list[ControlAt] = []
     close: RecordedClose | None = None
     last_ms = 0.0
     for number, text in enumerate(lines, start=1):
@@ -109,9 +130,12 @@ def parse_recording(lines: Iterable[str]) -> Recording:
             continue
         if close is not None:
             raise RecordingError(number, "nothing may follow the close line")
-        line: RecordedEvent | RecordedClose
+        line: RecordedEvent | RecordedControl | RecordedClose
         if "close" in data:
             line = close = _parse(number, RecordedClose, data, "a close line")
+        elif "control" in data:
+            line = _parse(number, RecordedControl, data, "a control line")
+            controls.append(ControlAt(after_events=len(events), line=line))
         else:
             line = _parse(number, RecordedEvent, data, "an event line")
             events.append(line)
@@ -121,7 +145,7 @@ def parse_recording(lines: Iterable[str]) -> Recording:
         last_ms = line.t_ms
     if header is None:
         raise RecordingError(1, "the recording is empty: the header line is missing")
-    return Recording(header=header, events=events, close=close)
+    return Recording(header=header, events=events, close=close, controls=controls)
 
 
 def _json_object(number: int, text: str) -> dict[str, Any]:
@@ -147,7 +171,14 @@ def recording_lines(recording: Recording) -> list[str]:
     """The recording as the JSON lines `parse_recording` reads back (a header without a session
     is written as the first format had it)."""
     lines = [_HeaderLine(recording=recording.header).model_dump_json(exclude_none=True)]
-    lines += [json.dumps({"t_ms": line.t_ms, "event": line.event}) for line in recording.events]
+    controls = iter(recording.controls)
+    control = next(controls, None)
+    for index, line in enumerate([*recording.events, None]):
+        while control is not None and control.after_events == index:
+            lines.append(json.dumps({"t_ms": control.line.t_ms, "control": control.line.control}))
+            control = next(controls, None)
+        if line is not None:
+            lines.append(json.dumps({"t_ms": line.t_ms, "event": line.event}))
     if recording.close is not None:
         frame = recording.close.close
         close: dict[str, Any] = {"code": frame.code, **({"reason": frame.reason} if frame.reason else {})}
@@ -162,10 +193,14 @@ def record_call(
     instructions: str = "",
     description: str = "",
     session: dict[str, Any] | None = None,
+    with_controls: bool = True,
 ) -> list[str]:
     """The recording of a simulator call log (`Simulator.calls[id]` or its JSON), as JSON lines.
 
     Offsets count from the sideband attach; the close line is written when the call was closed.
+    `with_controls` writes the host's controls too, each after the events sent before it came,
+    so that a replay is played in step with them (closed loop); a recording made against some
+    other host leaves them out, and a replay then waits only for the answers it counts.
     """
     attached_at = call_log["attached_at"]
     if attached_at is None:
@@ -180,14 +215,92 @@ def record_call(
         RecordedEvent(t_ms=_offset_ms(entry["t"], attached_at), event=entry["event"])
         for entry in call_log["events"]
     ]
+    # Each control at its place among the events: after every event sent before it arrived.
+    sent_at = [entry["t"] for entry in call_log["events"]]
+    controls = [
+        ControlAt(
+            after_events=bisect.bisect_right(sent_at, entry["t"]),
+            line=RecordedControl(t_ms=_offset_ms(entry["t"], attached_at), control=entry["control"]),
+        )
+        for entry in call_log.get("controls", [])
+        if with_controls and isinstance(entry.get("control"), dict)
+    ]
     close = None
     if call_log["closed_at"] is not None and call_log["close_code"] is not None:
         close = RecordedClose(
             t_ms=_offset_ms(call_log["closed_at"], attached_at),
             close=CloseFrame(code=call_log["close_code"]),
         )
-    return recording_lines(Recording(header=header, events=events, close=close))
+    return recording_lines(Recording(header=header, events=events, close=close, controls=controls))
 
 
 def _offset_ms(t: float, attached_at: float) -> float:
     return round(max(0.0, (t - attached_at) * 1000), 1)
+
+
+# ── closed-loop playback ──────────────────────────────────────────────────────────────
+
+# The provider events that answer a host's control, by the control's type: in a recording that
+# does not hold the host's controls, such an event waits until the host has sent the control it
+# answered.
+ANSWERED: dict[str, str] = {
+    "session.updated": "session.update",
+    "response.created": "response.create",
+    "conversation.item.truncated": "conversation.item.truncate",
+    "conversation.item.deleted": "conversation.item.delete",
+}
+
+
+class Gate(BaseModel):
+    """One thing an event waits for in closed-loop playback: the host's `count`-th control of
+    `control_type`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    control_type: str
+    count: int
+
+    def describe(self) -> str:
+        return f"{self.control_type} #{self.count}"
+
+
+def answered_control(event: dict[str, Any]) -> str | None:
+    """The type of the host control this provider event answers, if it answers one."""
+    event_type = event.get("type")
+    if event_type == "response.done":
+        details = (event.get("response") or {}).get("status_details") or {}
+        # Cancelled at the host's word (barge-in), not by the provider's own turn detection.
+        return "response.cancel" if details.get("reason") == "client_cancelled" else None
+    return ANSWERED.get(str(event_type))
+
+
+def closed_loop_gates(recording: Recording) -> tuple[list[tuple[Gate, ...]], tuple[Gate, ...]]:
+    """What the host must have sent before each event plays, and before the close.
+
+    A recording that holds the host's controls (an export) is replayed in step with them: an
+    event waits until the host has sent as many controls of each type as the recording has
+    before it, and so does the close. One without them (made without Switchboard) is played with
+    the answers counted: the 3rd `response.created` waits for the host's 3rd `response.create`,
+    a `conversation.item.truncated` for its truncate, and so on (`ANSWERED`)."""
+    if recording.controls:
+        sent: dict[str, int] = {}
+        controls = iter(recording.controls)
+        control = next(controls, None)
+        gates: list[tuple[Gate, ...]] = []
+        for index in range(len(recording.events) + 1):
+            while control is not None and control.after_events <= index:
+                kind = str(control.line.control.get("type"))
+                sent[kind] = sent.get(kind, 0) + 1
+                control = next(controls, None)
+            gates.append(tuple(Gate(control_type=kind, count=count) for kind, count in sorted(sent.items())))
+        return gates[:-1], gates[-1]
+    answers: dict[str, int] = {}
+    inferred: list[tuple[Gate, ...]] = []
+    for line in recording.events:
+        wanted = answered_control(line.event)
+        if wanted is None:
+            inferred.append(())
+            continue
+        answers[wanted] = answers.get(wanted, 0) + 1
+        inferred.append((Gate(control_type=wanted, count=answers[wanted]),))
+    return inferred, ()

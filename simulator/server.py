@@ -50,7 +50,7 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request as HandshakeRequest
 from websockets.http11 import Response as HandshakeResponse
 
-from simulator.call import CallLog, IdMint, SimulatedCall
+from simulator.call import GATE_TIMEOUT_S, CallLog, IdMint, SimulatedCall
 from simulator.live import LiveProvider, is_live_path
 from simulator.live_dial import RINGING_LIMIT_MS, DialPlan
 from simulator.live_script import LiveScript
@@ -109,7 +109,8 @@ class Simulator:
     """A local Realtime provider: start it, point the host at `http_url` / `ws_url`, read `calls`.
 
     `script` drives every call created while it is set (PUT /_sim/script replaces it); with a
-    `recording`, calls replay it instead, at `speed` (0 = as fast as possible). With `strict`,
+    `recording`, calls replay it instead, at `speed` (0 = as fast as possible), closed loop unless
+    `closed_loop` is off (docs/recordings.md). With `strict`,
     every event sent is checked against the wire oracle and violations land in the call's errors.
     The Live mode takes its own `live_script`, and for outbound calls a `dial_plan`, whether the
     organization may place them (`outbound_enabled`) and how long a number may ring
@@ -123,6 +124,8 @@ class Simulator:
         recording: Recording | str | Path | None = None,
         speed: float = 1.0,
         strict: bool = True,
+        closed_loop: bool = True,
+        gate_timeout_s: float = GATE_TIMEOUT_S,
         live_script: LiveScript | str | Path | None = None,
         dial_plan: DialPlan | str | Path | None = None,
         outbound_enabled: bool = True,
@@ -142,6 +145,9 @@ class Simulator:
         )
         self.speed = speed
         self.strict = strict
+        # Closed loop: a recorded event that answered the host waits for the host's own control.
+        self.closed_loop = closed_loop
+        self.gate_timeout_s = gate_timeout_s
         # The Live API mode: its own sessions, scripts and routes on the same ports. A recording
         # of a Live call (its header's session says so) is played by Live sessions instead.
         live_recording = None
@@ -214,6 +220,8 @@ class Simulator:
             recording=self.recording,
             speed=self.speed,
             strict=self.strict,
+            closed_loop=self.closed_loop,
+            gate_timeout_s=self.gate_timeout_s,
         )
         return call_id
 
@@ -228,6 +236,8 @@ class Simulator:
             recording=self.recording,
             speed=self.speed,
             strict=self.strict,
+            closed_loop=self.closed_loop,
+            gate_timeout_s=self.gate_timeout_s,
         )
         ringing = Ringing(webhook_id=f"wh_{secrets.token_hex(12)}")
         # The call's log lists the deliveries as they happen.

@@ -87,6 +87,17 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--provider-log", type=Path, help="also write the simulator's log of the call (events, controls)"
     )
+    replay.add_argument(
+        "--open-loop",
+        action="store_true",
+        help="play on the recorded clock whatever the host sends (for recordings made without a host)",
+    )
+    replay.add_argument(
+        "--gate-timeout",
+        type=float,
+        default=60.0,
+        help="closed loop: seconds to wait for the host's control before the replay fails (60)",
+    )
     bench = commands.add_parser(
         "bench", help="benchmarks: latency and capacity in one run, or either (starts its own)"
     )
@@ -366,6 +377,8 @@ def _run(settings: Settings, arguments: argparse.Namespace) -> int:
             as_json=arguments.json,
             speed=arguments.speed,
             provider_log=arguments.provider_log,
+            closed_loop=not arguments.open_loop,
+            gate_timeout_s=arguments.gate_timeout,
         )
     if arguments.command == "bench" and arguments.which == "all":
         from bench.everything import run_everything

@@ -20,6 +20,7 @@ kept). Its header says `"provider": "live"` and names its delegation handler.
 
 from __future__ import annotations
 
+import bisect
 import sys
 from typing import Any, TextIO
 
@@ -35,7 +36,9 @@ from pipeline.timestamps import epoch_seconds
 from pipeline.wire import ArrivedLate, SessionCreated, SidebandClosed
 from simulator.recording import (
     CloseFrame,
+    ControlAt,
     RecordedClose,
+    RecordedControl,
     RecordedEvent,
     Recording,
     RecordingHeader,
@@ -94,6 +97,7 @@ def session_recording(record: dict[str, Any]) -> tuple[Recording, list[str]]:
         raise ValueError(f"the log has no {CREATED} input: its session spec is unknown")
     spec, unsaid = session_spec_of(created)
     events, close = provider_events(record["log"])
+    controls = host_controls(record["log"], events)
     header = RecordingHeader(
         name=record["id"],
         instructions=spec.instructions,
@@ -102,7 +106,7 @@ def session_recording(record: dict[str, Any]) -> tuple[Recording, list[str]]:
         # recording reads as it did before Live existed.
         session=spec.model_dump(mode="json", exclude_none=True, exclude=_unsaid_defaults(spec)),
     )
-    return Recording(header=header, events=events, close=close), unsaid
+    return Recording(header=header, events=events, close=close, controls=controls), unsaid
 
 
 def _unsaid_defaults(spec: SessionSpec) -> set[str]:
@@ -210,6 +214,32 @@ def provider_events(log: list[dict[str, Any]]) -> tuple[list[RecordedEvent], Rec
         events.append(RecordedEvent(t_ms=offset_ms, event=_as_sent(event)))
         last_ms = offset_ms
     return events, _close_line(closed)
+
+
+def host_controls(log: list[dict[str, Any]], events: list[RecordedEvent]) -> list[ControlAt]:
+    """Every control the session sent, in the order it was applied, each placed after the
+    provider events received before it was decided (its input's `applied_at`, on the clock the
+    events' offsets are on): what closed-loop playback keeps a replay in step with."""
+    numbered = sorted(
+        (event for event in log if event.get("seq") is not None), key=lambda event: event["seq"]
+    )
+    if not numbered or not events:
+        return []
+    # The same origin as the events' offsets (provider_events).
+    on_time = [event for event in numbered if event["payload"].get("type") != ARRIVED_LATE]
+    attached_at = epoch_seconds((on_time or numbered)[0]["received_at"])
+    offsets = [line.t_ms for line in events]
+    placed: list[ControlAt] = []
+    for entry in sorted(log, key=lambda event: event.get("applied_order") or 0):
+        sent = [item["control"] for item in entry.get("controls") or [] if item.get("kind") == "control"]
+        if not sent or entry.get("applied_at") is None:
+            continue
+        offset_ms = _offset_ms(epoch_seconds(entry["applied_at"]), attached_at)
+        # Never before a control already placed: they were sent in this order.
+        after = max(bisect.bisect_right(offsets, offset_ms), placed[-1].after_events if placed else 0)
+        t_ms = max(offset_ms, placed[-1].line.t_ms if placed else 0.0)
+        placed += [ControlAt(after_events=after, line=RecordedControl(t_ms=t_ms, control=c)) for c in sent]
+    return placed
 
 
 def _deltas(piece: dict[str, Any]) -> list[dict[str, Any]]:

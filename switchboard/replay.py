@@ -42,7 +42,14 @@ class SessionSpecRefused(Exception):
 
 
 def run_replay(
-    settings: Settings, path: Path, *, as_json: bool, speed: float, provider_log: Path | None = None
+    settings: Settings,
+    path: Path,
+    *,
+    as_json: bool,
+    speed: float,
+    provider_log: Path | None = None,
+    closed_loop: bool = True,
+    gate_timeout_s: float = 60.0,
 ) -> int:
     try:
         recording = read_recording(path)
@@ -57,7 +64,16 @@ def run_replay(
         from models.migrate import migrate
 
         migrate(connect(services.database_url))
-        simulator_args = ("--recording", str(path), "--speed", str(speed))
+        simulator_args = (
+            "--recording",
+            str(path),
+            "--speed",
+            str(speed),
+            "--gate-timeout",
+            str(gate_timeout_s),
+        )
+        if not closed_loop:
+            simulator_args += ("--open-loop",)
         with Stack(services.database_url, services.redis_url, simulator_args=simulator_args) as stack:
             stack.start(workers=1)
             client = Client(stack.api_url, stack.api_token, stack.live_url)
@@ -73,13 +89,19 @@ def run_replay(
             client.connect(session["id"])
             client.wait_for_status(session["id"], timeout_s=REPLAY_TIMEOUT_S)
             record = client.session(session["id"], events=True)
+            call_id = record["provider_call_id"]
+            # A session that never reached the provider has no call there to show.
+            call = _simulator_call(stack, call_id, live=record["provider"] == "live") if call_id else None
             if provider_log is not None:
-                call_id = record["provider_call_id"]
-                # A session that never reached the provider has no call there to show.
-                call = _simulator_call(stack, call_id, live=record["provider"] == "live") if call_id else None
                 provider_log.write_text(json.dumps(call, indent=2) + "\n")
     finally:
         services.stop()
+    stalled = [error for error in (call or {}).get("errors", []) if str(error).startswith("closed-loop")]
+    if stalled:
+        # The recording's provider answered a control this host never sent: the replay differs.
+        for error in stalled:
+            print(f"switchboard replay: {path}: {error}", file=sys.stderr)
+        return 1
     controls = emitted_controls(record)
     summary = replay_summary(record, recording.header.name, len(recording.events))
     if as_json:

@@ -14,6 +14,7 @@ from pipeline.timestamps import rfc3339
 from simulator.recording import parse_recording, read_recording, recording_lines
 from switchboard.client import Client
 from switchboard.export import session_recording
+from switchboard.replay import emitted_controls
 from switchboard.services import Services
 from switchboard.stack import Stack
 from tests.e2e.conftest import SCRIPTS, set_script
@@ -73,6 +74,10 @@ def _finished_call(client: Client, **spec: Any) -> dict[str, Any]:
     return record
 
 
+def _without_ids(controls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{key: value for key, value in control.items() if key != "event_id"} for control in controls]
+
+
 def _lines(record: dict[str, Any], role: str) -> list[str]:
     return [item["text"] for item in record["transcript"] if item["role"] == role]
 
@@ -97,6 +102,49 @@ def test_an_exported_call_replays_with_the_same_caller_lines_and_responses(
     assert _lines(summary, "user") == _lines(record, "user") != []
     assert summary["usage"]["responses"] == record["usage"]["responses"] > 0
     assert _lines(summary, "assistant") == _lines(record, "assistant")
+
+
+def test_a_stored_call_with_a_tool_exports_and_replays_as_fast_as_possible_to_the_same_controls(
+    tmp_path: Path, services: Services, stack: Stack, client: Client
+) -> None:
+    """A finished call in which the model called a tool: its export holds the controls the
+    session sent, and a replay as fast as possible (closed loop) sends exactly those, the tool's
+    output and continuation included: the provider's events after a control wait for it."""
+    set_script(
+        stack,
+        {
+            "name": "tool-call",
+            "timing": {"delta_interval_ms": 10, "chars_per_delta": 12, "speech_ms": 200},
+            "caller": [
+                {"say": "Where is my order 4417?", "after_ms": 150},
+                {"say": "Thanks, bye.", "after_ms": 300},
+                {"hangup": True, "after_ms": 200},
+            ],
+            "model": [
+                {"function_call": {"name": "lookup_order", "arguments": {"order_id": "4417"}}},
+                {"say": "It ships Friday."},
+                {"say": "Goodbye."},
+            ],
+        },
+    )
+    record = _finished_call(client, tools=["lookup_order"])
+    stored = emitted_controls(client.session(record["id"], events=True))
+    assert "conversation.item.create" in [control["type"] for control in stored]
+    recording = _export(services, record["id"], tmp_path / "tool.jsonl")
+    assert [line.line.control for line in read_recording(recording).controls] == stored
+
+    replayed = _switchboard(services, "replay", str(recording), "--json", "--speed", "0")
+    assert replayed.returncode == 0, replayed.stderr[-3000:]
+    *controls, last = [json.loads(line) for line in replayed.stdout.splitlines()]
+    # A control's id names the input that sent it (`ctl_x{order}` for one a worker applied
+    # itself, such as a tool's outcome), and which input sends a tool's output — its outcome, or
+    # the response.done it waited for — is a race the provider cannot replay: the ids may differ.
+    assert _without_ids(controls) == _without_ids(stored)
+    summary = last["summary"]
+    assert [(step["tool"], step["status"]) for step in summary["tool_steps"]] == [
+        ("lookup_order", "succeeded")
+    ]
+    assert _lines(summary, "user") == _lines(record, "user")
 
 
 def test_an_exported_call_that_compacted_replays_its_compaction(

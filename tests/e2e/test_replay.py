@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 
 from simulator.live_oracle import live_wire_errors
 from simulator.oracle import wire_errors
+from simulator.recording import ControlAt, RecordedControl, read_recording, recording_lines
 from switchboard.services import Services
 
 RECORDINGS = Path(__file__).resolve().parents[2] / "recordings"
@@ -37,31 +39,114 @@ def _replay(services: Services, recording: Path, speed: str, *flags: str) -> lis
     return [json.loads(line) for line in finished.stdout.splitlines()]
 
 
-def test_replaying_a_recording_prints_its_golden_controls_and_summary_on_every_run(
-    services: Services,
-) -> None:
-    """Two replays (recorded timing and as fast as possible) print the controls of the golden
-    file, each valid on the wire, and a summary of the durable record."""
-    golden = [
-        json.loads(line) for line in (RECORDINGS / "spoken_call.controls.jsonl").read_text().splitlines()
-    ]
-    fast = _replay(services, RECORDINGS / "spoken_call.jsonl", "0")
-    timed = _replay(services, RECORDINGS / "spoken_call.jsonl", "1")
+def _without_ids(controls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{key: value for key, value in control.items() if key != "event_id"} for control in controls]
 
-    assert fast == timed
-    *controls, last = fast
-    assert controls == golden
-    for control in controls:
+
+@pytest.mark.parametrize("name", ["spoken_call", "three_turn", "order_lookup"])
+def test_every_recording_replays_to_its_recorded_controls_at_every_speed(
+    services: Services, name: str
+) -> None:
+    """Closed loop: at the recorded pace, four times as fast and as fast as possible, a recording
+    gives exactly the controls it holds (the host's, written beside the provider's events), and
+    the same summary: an event that answered a control waits for it, so speed changes nothing.
+    The three speeds run at once, each its own replay."""
+    recording = RECORDINGS / f"{name}.jsonl"
+    recorded = [line.line.control for line in read_recording(recording).controls]
+    assert recorded, "the recording holds no controls to replay in step with"
+    replays: dict[str, list[dict[str, Any]]] = {}
+
+    def replay(speed: str) -> None:
+        replays[speed] = _replay(services, recording, speed)
+
+    speeds = [threading.Thread(target=replay, args=(speed,)) for speed in ("0", "1", "4")]
+    for thread in speeds:
+        thread.start()
+    for thread in speeds:
+        thread.join(200)
+    assert sorted(replays) == ["0", "1", "4"]
+    for speed, (*controls, last) in replays.items():
+        # Ids aside: a tool's output is sent by its outcome or by the response.done it waited
+        # for, whichever is applied last, and a control's id names that input.
+        assert _without_ids(controls) == _without_ids(recorded), speed
+        assert last == replays["1"][-1], speed
+    for control in recorded:
         assert wire_errors(control, direction="client") == [], control
-    summary = last["summary"]
-    assert summary["status"] == "ended"
-    assert summary["end_reason"] == "caller_hung_up"
-    assert [item["role"] for item in summary["transcript"]] == ["user", "assistant"] * 3
-    assert summary["incidents"] == []
-    # The replay measures what the caller waited afresh (so only the count of answers is kept).
-    assert summary["heard_latency"] == {"turns": 3}
-    assert summary["tool_steps"] == []
-    assert summary["events"] == {"applied": 21}
+    summary = replays["0"][-1]["summary"]
+    assert (summary["status"], summary["incidents"]) == ("ended", [])
+    if name == "spoken_call":
+        golden = [
+            json.loads(line) for line in (RECORDINGS / "spoken_call.controls.jsonl").read_text().splitlines()
+        ]
+        # No tool: every control is sent by a provider event, so even the ids are the same.
+        assert recorded == golden
+        assert all(replay[:-1] == golden for replay in replays.values())
+        assert summary["end_reason"] == "caller_hung_up"
+        assert [item["role"] for item in summary["transcript"]] == ["user", "assistant"] * 3
+        # The replay measures what the caller waited afresh (so only the count of answers is kept).
+        assert summary["heard_latency"] == {"turns": 3}
+        assert summary["events"] == {"applied": 21}
+    if name == "order_lookup":
+        # The tool its header offers really ran, and its output reached the provider before the
+        # close: at any speed, since the close waits for it.
+        assert [(step["tool"], step["status"]) for step in summary["tool_steps"]] == [
+            ("lookup_order", "succeeded")
+        ]
+        [output] = [c["item"] for c in recorded if c["type"] == "conversation.item.create"]
+        answer = json.loads(output["output"])
+        assert (output["call_id"], answer["status"], answer["result"]["order_id"]) == (
+            "call_1",
+            "succeeded",
+            "4417",
+        )
+
+
+def test_a_recording_holding_a_control_the_host_never_sends_fails_closed_and_plays_open(
+    tmp_path: Path, services: Services
+) -> None:
+    """A recording holding a control this host never sends (a delete, here): the closed-loop
+    replay waits for it, then fails, exit 1, naming what never came. `--open-loop` (for
+    recordings made without a host) plays on the recorded clock and waits for nothing."""
+    source = read_recording(RECORDINGS / "spoken_call.jsonl")
+    extra = ControlAt(
+        after_events=len(source.events),
+        line=RecordedControl(
+            t_ms=source.events[-1].t_ms, control={"type": "conversation.item.delete", "item_id": "item_x"}
+        ),
+    )
+    stalls = tmp_path / "stalls.jsonl"
+    stalls.write_text(
+        "\n".join(recording_lines(source.model_copy(update={"controls": [*source.controls, extra]})))
+    )
+    env = {
+        **os.environ,
+        "SWITCHBOARD_DATABASE_URL": services.database_url,
+        "SWITCHBOARD_REDIS_URL": services.redis_url,
+    }
+    closed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "switchboard",
+            "replay",
+            str(stalls),
+            "--json",
+            "--speed",
+            "0",
+            "--gate-timeout",
+            "1",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert closed.returncode == 1, closed.stderr[-2000:]
+    never = "the host never sent conversation.item.delete #1, which the recording has before the close"
+    assert f"{never} (waited 1 s)" in closed.stderr
+    *controls, _summary = _replay(services, stalls, "0", "--open-loop")
+    assert [control["type"] for control in controls] == ["session.update"] + ["response.create"] * 3
 
 
 def test_a_broken_recording_is_refused_with_the_line_that_is_wrong(
@@ -79,43 +164,6 @@ def test_a_broken_recording_is_refused_with_the_line_that_is_wrong(
     )
     assert finished.returncode == 2
     assert "line 2" in finished.stderr
-
-
-def test_a_function_call_in_a_recording_runs_the_tool_its_header_offers(
-    tmp_path: Path, services: Services
-) -> None:
-    """A header whose session offers lookup_order makes the replayed session run it: its step
-    succeeds and its output reaches the provider (the simulator's log of the call)."""
-    provider_log = tmp_path / "provider.json"
-    # At the recorded pace: the recording keeps the sideband open 4 s after the function call,
-    # time for the tool's output to reach the provider before it closes.
-    *controls, last = _replay(
-        services, RECORDINGS / "order_lookup.jsonl", "1", "--provider-log", str(provider_log)
-    )
-
-    summary = last["summary"]
-    assert [(step["tool"], step["status"]) for step in summary["tool_steps"]] == [
-        ("lookup_order", "succeeded")
-    ]
-    call = json.loads(provider_log.read_text())
-    assert call["errors"] == []
-    outputs = [
-        entry["control"]["item"]
-        for entry in call["controls"]
-        if entry["control"]["type"] == "conversation.item.create"
-        and entry["control"]["item"]["type"] == "function_call_output"
-    ]
-    assert [item["call_id"] for item in outputs] == ["call_1"]
-    output = json.loads(outputs[0]["output"])
-    assert (output["status"], output["result"]["found"], output["result"]["order_id"]) == (
-        "succeeded",
-        True,
-        "4417",
-    )
-    assert outputs[0] in [control.get("item") for control in controls]
-    assert summary["status"] == "ended"
-    assert summary["incidents"] == []
-    assert summary["compactions"] == []
 
 
 @pytest.mark.parametrize(
