@@ -11,9 +11,9 @@ import logging
 import signal
 from pathlib import Path
 
-from simulator.call import GATE_TIMEOUT_S
 from simulator.live_dial import RINGING_LIMIT_MS
 from simulator.live_script import LiveScript, LiveTiming, load_live_script
+from simulator.playback import GATE_TIMEOUT_S
 from simulator.script import CallScript, Timing, load_script
 from simulator.server import Simulator
 

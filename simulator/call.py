@@ -33,7 +33,8 @@ from simulator.conversation import (
     merge_session,
 )
 from simulator.oracle import wire_problems
-from simulator.recording import DEFAULT_CLOSE_CODE, Gate, Recording, closed_loop_gates
+from simulator.playback import GATE_TIMEOUT_S, STALLED_CODE, HostControls, play
+from simulator.recording import Recording
 from simulator.script import (
     FALLBACK_ANSWER,
     CallerHangsUp,
@@ -56,9 +57,6 @@ StopReason = Literal["turn_detected", "client_cancelled"]
 
 # Queued events still go out before a hangup closes the socket, unless the client stops reading.
 FLUSH_BEFORE_CLOSE_S = 5.0
-# How long closed-loop playback waits for the host's control before it fails the call: longer
-# than a tool may run (30 s and its grace) before the host answers it.
-GATE_TIMEOUT_S = 60.0
 # Silence sent in each optional response.output_audio.delta: 20 ms of 24 kHz 16-bit mono PCM.
 SILENT_AUDIO_DELTA = base64.b64encode(bytes(960)).decode()
 # Rough audio token rates for the usage figures: one token per this many milliseconds.
@@ -204,8 +202,7 @@ class SimulatedCall:
         self._speed = speed
         self._closed_loop = closed_loop
         self._gate_timeout_s = gate_timeout_s
-        # How many controls of each type the host has sent: what closed-loop playback waits on.
-        self._host_sent: dict[str, int] = {}
+        self._host = HostControls()
         self._strict = strict
         self._socket: ServerConnection | None = None
         self._outbox: asyncio.Queue[dict[str, Any] | str] = asyncio.Queue()
@@ -363,54 +360,19 @@ class SimulatedCall:
     # ── playback ────────────────────────────────────────────────────────────────
 
     async def _play(self) -> None:
-        """Play the recording. Closed loop (the default), an event that answered a host control
-        in the recording waits for the host's own before it plays, and the recorded pace resumes
-        from there; a control that never comes fails the playback, naming it. Open loop, every
-        event plays on its recorded clock whatever the host does."""
+        """Play the recording (closed loop unless told otherwise: simulator.playback)."""
         assert self._recording is not None
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        held = 0.0  # how long the host kept playback waiting: later events move on by as much
-
-        async def until(t_ms: float) -> None:
-            if self._speed > 0:
-                await asyncio.sleep(max(0.0, started + held + t_ms / 1000 / self._speed - loop.time()))
-
-        events = self._recording.events
-        gates, closing = closed_loop_gates(self._recording) if self._closed_loop else ([()] * len(events), ())
-
-        async def caught_up(waits: tuple[Gate, ...], what: str) -> bool:
-            nonlocal held
-            if all(map(self._host_has_sent, waits)):
-                return True
-            waiting_since = loop.time()
-            if await self._wait_until(
-                lambda: all(map(self._host_has_sent, waits)), self._gate_timeout_s * 1000
-            ):
-                held += loop.time() - waiting_since
-                return True
-            never = ", ".join(gate.describe() for gate in waits if not self._host_has_sent(gate))
-            self._record_error(
-                f"closed-loop playback: the host never sent {never}, which the recording has before "
-                f"{what} (waited {self._gate_timeout_s:g} s)"
-            )
-            await self.end(1011, "closed-loop playback stalled")
-            return False
-
-        for recorded, waits in zip(events, gates, strict=True):
-            await until(recorded.t_ms)
-            if not await caught_up(waits, f"{recorded.event.get('type')} at {recorded.t_ms} ms"):
-                return
-            self._emit(recorded.event)
-        close = self._recording.close
-        if close is not None:
-            await until(close.t_ms)
-        if not await caught_up(closing, "the close"):
-            return
-        await self.end(close.close.code if close else DEFAULT_CLOSE_CODE)
-
-    def _host_has_sent(self, gate: Gate) -> bool:
-        return self._host_sent.get(gate.control_type, 0) >= gate.count
+        code = await play(
+            self._recording,
+            speed=self._speed,
+            closed_loop=self._closed_loop,
+            gate_timeout_s=self._gate_timeout_s,
+            host=self._host,
+            emit=self._emit,
+            wait_until=self._wait_until,
+            stalled=self._record_error,
+        )
+        await self.end(code, "closed-loop playback stalled" if code == STALLED_CODE else "")
 
     # ── the caller ──────────────────────────────────────────────────────────────
 
@@ -646,8 +608,7 @@ class SimulatedCall:
             )
         if self._recording is not None:
             # A playback answers nothing; it counts what the host sent, which it may wait on.
-            kind = str(control.get("type"))
-            self._host_sent[kind] = self._host_sent.get(kind, 0) + 1
+            self._host.count(control)
             self._notify()
             return
         if self.has_ended:

@@ -83,6 +83,7 @@ from simulator.live_outbound import OutboundSession
 from simulator.live_script import LiveScript, load_live_script, parse_live_script
 from simulator.live_session import LiveSession, Transport
 from simulator.oracle import WireProblem
+from simulator.playback import GATE_TIMEOUT_S
 from simulator.recording import Recording
 from simulator.sip import PlaceCall, Ringing, announce
 
@@ -136,6 +137,8 @@ class LiveProvider:
         strict: bool = True,
         recording: Recording | None = None,
         speed: float = 1.0,
+        closed_loop: bool = True,
+        gate_timeout_s: float = GATE_TIMEOUT_S,
         dial_plan: DialPlan | str | Path | None = None,
         outbound_enabled: bool = True,
         ringing_limit_ms: int = RINGING_LIMIT_MS,
@@ -149,6 +152,8 @@ class LiveProvider:
         # A Live recording: every session plays it back instead of running the script.
         self.recording = recording
         self.speed = speed
+        self.closed_loop = closed_loop
+        self.gate_timeout_s = gate_timeout_s
         self._sdp_answer = sdp_answer
         self._mint = IdMint()
         self.sessions: dict[str, LiveSession] = {}
@@ -250,6 +255,8 @@ class LiveProvider:
             strict=self.strict,
             recording=self.recording,
             speed=self.speed,
+            closed_loop=self.closed_loop,
+            gate_timeout_s=self.gate_timeout_s,
         )
         self.sessions[session_id] = session
         return session

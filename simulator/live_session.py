@@ -34,7 +34,8 @@ from simulator.call import IdMint
 from simulator.live_oracle import client_event_types, live_wire_problems, oversized_append
 from simulator.live_script import LiveCallerSays, LiveScript
 from simulator.oracle import WireProblem
-from simulator.recording import DEFAULT_CLOSE_CODE, Recording
+from simulator.playback import GATE_TIMEOUT_S, HostControls, play
+from simulator.recording import Recording
 from simulator.script import FALLBACK_ANSWER, CallerHangsUp, CallerPresses
 
 logger = logging.getLogger(__name__)
@@ -215,6 +216,8 @@ class LiveSession:
         strict: bool = True,
         recording: Recording | None = None,
         speed: float = 1.0,
+        closed_loop: bool = True,
+        gate_timeout_s: float = GATE_TIMEOUT_S,
     ) -> None:
         self.session_id = session_id
         self.transport = transport
@@ -226,6 +229,9 @@ class LiveSession:
         # A playback sends the recording's events at their offsets and answers no command.
         self._recording = recording
         self._speed = speed
+        self._closed_loop = closed_loop
+        self._gate_timeout_s = gate_timeout_s
+        self._host = HostControls()
         self._sockets: dict[ServerConnection, int] = {}
         self._graceful: dict[ServerConnection, bool] = {}
         self._outbox: asyncio.Queue[dict[str, Any] | str] = asyncio.Queue()
@@ -521,24 +527,21 @@ class LiveSession:
     # ── playback ────────────────────────────────────────────────────────────────
 
     async def _play(self) -> None:
-        """Send the recording's events at their offsets from this attach (scaled by the speed),
-        then end the session as the recording's close says: the events are the provider's,
-        its `session.closed` among them, so nothing of the session's own is added."""
+        """Send the recording's events (closed loop unless told otherwise: simulator.playback),
+        then end the session as the recording's close says: the events are the provider's, its
+        `session.closed` among them, so nothing of the session's own is added."""
         assert self._recording is not None
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-
-        async def until(t_ms: float) -> None:
-            if self._speed > 0:
-                await asyncio.sleep(max(0.0, started + t_ms / 1000 / self._speed - loop.time()))
-
-        for recorded in self._recording.events:
-            await until(recorded.t_ms)
-            self._emit(recorded.event)
-        close = self._recording.close
-        if close is not None:
-            await until(close.t_ms)
-        await self._end_playback(close.close.code if close is not None else DEFAULT_CLOSE_CODE)
+        code = await play(
+            self._recording,
+            speed=self._speed,
+            closed_loop=self._closed_loop,
+            gate_timeout_s=self._gate_timeout_s,
+            host=self._host,
+            emit=self._emit,
+            wait_until=self._wait_until,
+            stalled=self._record_error,
+        )
+        await self._end_playback(code)
 
     async def _end_playback(self, code: int) -> None:
         if self._sockets:
@@ -820,8 +823,13 @@ class LiveSession:
             self._record_error(
                 f"client {control.get('type')} {control.get('event_id')}: " + "; ".join(map(str, problems))
             )
-        if self.has_ended or self._recording is not None:
-            return  # a playback answers nothing; it only listens
+        if self._recording is not None:
+            # A playback answers nothing; it counts what the host sent, which it may wait on.
+            self._host.count(control)
+            self._notify()
+            return
+        if self.has_ended:
+            return
         try:
             _refuse_malformed(control, problems)
             self._dispatch(control, client_event_id)

@@ -248,6 +248,8 @@ ANSWERED: dict[str, str] = {
     "response.created": "response.create",
     "conversation.item.truncated": "conversation.item.truncate",
     "conversation.item.deleted": "conversation.item.delete",
+    # A Live session's commentary, appended at the host's word.
+    "session.commentary.appended": "session.commentary.append",
 }
 
 

@@ -50,11 +50,12 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request as HandshakeRequest
 from websockets.http11 import Response as HandshakeResponse
 
-from simulator.call import GATE_TIMEOUT_S, CallLog, IdMint, SimulatedCall
+from simulator.call import CallLog, IdMint, SimulatedCall
 from simulator.live import LiveProvider, is_live_path
 from simulator.live_dial import RINGING_LIMIT_MS, DialPlan
 from simulator.live_script import LiveScript
 from simulator.oracle import wire_errors
+from simulator.playback import GATE_TIMEOUT_S
 from simulator.recording import Recording, read_recording
 from simulator.script import CallScript, load_script, parse_script
 from simulator.sip import PlaceCall, Ringing, announce
@@ -159,6 +160,8 @@ class Simulator:
             strict=strict,
             recording=live_recording,
             speed=speed,
+            closed_loop=closed_loop,
+            gate_timeout_s=gate_timeout_s,
             dial_plan=dial_plan,
             outbound_enabled=outbound_enabled,
             ringing_limit_ms=ringing_limit_ms,

@@ -64,7 +64,7 @@ def run_replay(
         from models.migrate import migrate
 
         migrate(connect(services.database_url))
-        simulator_args = (
+        simulator_args: tuple[str, ...] = (
             "--recording",
             str(path),
             "--speed",
@@ -96,11 +96,13 @@ def run_replay(
                 provider_log.write_text(json.dumps(call, indent=2) + "\n")
     finally:
         services.stop()
-    stalled = [error for error in (call or {}).get("errors", []) if str(error).startswith("closed-loop")]
+    stalled = [
+        str(problem) for problem in (call or {}).get("errors", []) if str(problem).startswith("closed-loop")
+    ]
     if stalled:
         # The recording's provider answered a control this host never sent: the replay differs.
-        for error in stalled:
-            print(f"switchboard replay: {path}: {error}", file=sys.stderr)
+        for problem in stalled:
+            print(f"switchboard replay: {path}: {problem}", file=sys.stderr)
         return 1
     controls = emitted_controls(record)
     summary = replay_summary(record, recording.header.name, len(recording.events))

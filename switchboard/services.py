@@ -250,7 +250,7 @@ def start_embedded_postgres(data_dir: Path, *, log: Log) -> tuple[str, int | Non
 
     pg_dir = data_dir / "pg"
     pg_dir.parent.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(pg_dir)  # type: ignore[attr-defined]
+    server = pgserver.get_server(pg_dir)
     info = server.get_postmaster_info()
     if info.socket_dir is None:
         raise RuntimeError(f"embedded PostgreSQL in {pg_dir} has no unix socket: {info}")

@@ -203,21 +203,37 @@ def test_a_live_recording_replays_through_a_live_session_with_its_golden_control
     services: Services, tmp_path: Path
 ) -> None:
     """A recorded Live call (its header's session says "provider": "live") is played by a Live
-    session of the simulator: the model's delegation runs the recorded session's handler, and
-    two replays print the golden controls (each valid against `openai.types.live`)."""
+    session of the simulator, closed loop: the model's delegation runs the recorded session's
+    handler, and at every speed the replay sends the golden controls (each valid against
+    `openai.types.live`); the recorded pace gives even their ids. (Faster, the gateway writes the
+    transcript down in other pieces, so the seqs, and the ids they give, differ.)"""
     golden = [
         json.loads(line)
         for line in (RECORDINGS / "live_order_lookup.controls.jsonl").read_text().splitlines()
     ]
+    assert [
+        line.line.control for line in read_recording(RECORDINGS / "live_order_lookup.jsonl").controls
+    ] == golden
     provider_log = tmp_path / "provider.json"
-    first = _replay(
-        services, RECORDINGS / "live_order_lookup.jsonl", "1", "--provider-log", str(provider_log)
-    )
-    second = _replay(services, RECORDINGS / "live_order_lookup.jsonl", "1")
+    replays: dict[str, list[dict[str, Any]]] = {}
 
-    assert first == second
-    *controls, last = first
+    def replay(speed: str, *flags: str) -> None:
+        replays[speed] = _replay(services, RECORDINGS / "live_order_lookup.jsonl", speed, *flags)
+
+    speeds = [
+        threading.Thread(target=replay, args=("1", "--provider-log", str(provider_log))),
+        threading.Thread(target=replay, args=("0",)),
+        threading.Thread(target=replay, args=("4",)),
+    ]
+    for thread in speeds:
+        thread.start()
+    for thread in speeds:
+        thread.join(200)
+    assert sorted(replays) == ["0", "1", "4"]
+    *controls, last = replays["1"]
     assert controls == golden
+    for speed, (*others, _summary) in replays.items():
+        assert _without_ids(others) == _without_ids(golden), speed
     for control in controls:
         assert live_wire_errors(control, direction="client") == [], control
     summary = last["summary"]

@@ -5,12 +5,20 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from websockets.exceptions import ConnectionClosed
 
 from simulator.oracle import wire_errors
-from simulator.recording import RecordingError, parse_recording, read_recording, record_call
+from simulator.recording import (
+    Gate,
+    RecordingError,
+    closed_loop_gates,
+    parse_recording,
+    read_recording,
+    record_call,
+)
 from simulator.server import Simulator
 from tests.simulator.support import running, sideband
 
@@ -26,11 +34,12 @@ def test_shipped_recording_is_valid_on_the_wire() -> None:
 
 
 def test_playback_replays_in_order_and_records_controls() -> None:
-    """A call in playback mode sends the recorded events in order, listens, and closes as recorded."""
+    """Open loop, a call in playback mode sends the recorded events in order whatever the host
+    sends, listens, and closes as recorded."""
 
     async def scenario() -> None:
         recording = read_recording(SHIPPED)
-        async with running(Simulator(recording=SHIPPED, speed=0)) as simulator:
+        async with running(Simulator(recording=SHIPPED, speed=0, closed_loop=False)) as simulator:
             call_id = simulator.create_call()
             async with sideband(simulator, call_id) as host:
                 await host.send({"type": "response.create"})
@@ -44,6 +53,124 @@ def test_playback_replays_in_order_and_records_controls() -> None:
             assert log.errors == []
 
     asyncio.run(scenario())
+
+
+def _lines(*lines: dict[str, Any]) -> list[str]:
+    return [json.dumps({"recording": {"version": 1, "name": "gated"}}), *map(json.dumps, lines)]
+
+
+UPDATED = {"type": "session.updated", "event_id": "e1", "session": {"type": "realtime"}}
+CREATED = {
+    "type": "response.created",
+    "event_id": "e2",
+    "response": {"id": "resp_1", "status": "in_progress"},
+}
+CLEARED = {"type": "input_audio_buffer.cleared", "event_id": "e3"}
+
+
+def test_closed_loop_playback_holds_each_event_until_the_host_has_sent_what_came_before_it() -> None:
+    """A recording holding the host's controls is played in step with them, at any speed: an
+    event waits until the host has sent as many controls of each type as the recording has
+    before it, and so does the close."""
+    recording = parse_recording(
+        _lines(
+            {"t_ms": 1, "control": {"type": "session.update", "session": {"type": "realtime"}}},
+            {"t_ms": 2, "event": UPDATED},
+            {"t_ms": 3, "event": CLEARED},
+            {"t_ms": 4, "control": {"type": "response.create"}},
+            {"t_ms": 5, "event": CREATED},
+            {"t_ms": 6, "control": {"type": "response.cancel"}},
+            {"t_ms": 7, "close": {"code": 1000}},
+        )
+    )
+
+    async def quiet(host: Any) -> bool:
+        try:
+            await asyncio.wait_for(host.socket.recv(), 0.3)
+        except TimeoutError:
+            return True
+        return False
+
+    async def scenario() -> None:
+        async with running(Simulator(recording=recording, speed=0)) as simulator, sideband(simulator) as host:
+            assert await quiet(host)  # nothing before the host's session.update
+            await host.send({"type": "session.update", "session": {"type": "realtime"}})
+            assert [await host.next(), await host.next()] == [UPDATED, CLEARED]
+            assert await quiet(host)
+            await host.send({"type": "response.create"})
+            assert await host.next() == CREATED
+            assert await quiet(host)  # the close waits for the cancel
+            await host.send({"type": "response.cancel"})
+            with pytest.raises(ConnectionClosed) as closed:
+                await host.next()
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1000
+
+    asyncio.run(scenario())
+
+
+def test_closed_loop_playback_fails_naming_the_control_the_host_never_sent() -> None:
+    """A recording without the host's controls waits for the answers it counts (its 1st
+    response.created for the host's 1st response.create); one that never comes closes the
+    sideband 1011 and says so in the call's errors."""
+    recording = parse_recording(_lines({"t_ms": 1, "event": CLEARED}, {"t_ms": 2, "event": CREATED}))
+
+    async def scenario() -> None:
+        async with running(Simulator(recording=recording, speed=0, gate_timeout_s=0.5)) as simulator:
+            async with sideband(simulator) as host:
+                assert await host.next() == CLEARED
+                with pytest.raises(ConnectionClosed) as closed:
+                    await host.next()
+                assert closed.value.rcvd is not None and closed.value.rcvd.code == 1011
+            [error] = next(iter(simulator.calls.values())).errors
+            assert error == (
+                "closed-loop playback: the host never sent response.create #1, which the recording "
+                "has before response.created at 2.0 ms (waited 0.5 s)"
+            )
+
+    asyncio.run(scenario())
+
+
+def test_the_gates_of_a_recording_with_and_without_the_host_s_controls() -> None:
+    """With controls, each event waits for every control before it; without, each answer for
+    its own control by count (a barge-in's cancelled response.done for the host's cancel; the
+    provider's own cancel, `turn_detected`, for nothing)."""
+    with_controls = parse_recording(
+        _lines(
+            {"t_ms": 1, "event": CLEARED},
+            {"t_ms": 2, "control": {"type": "response.create"}},
+            {"t_ms": 3, "control": {"type": "response.create"}},
+            {"t_ms": 4, "event": CREATED},
+        )
+    )
+    gates, closing = closed_loop_gates(with_controls)
+    assert gates == [(), (Gate(control_type="response.create", count=2),)]
+    assert closing == (Gate(control_type="response.create", count=2),)
+
+    def cancelled(reason: str) -> dict[str, Any]:
+        details = {"type": "cancelled", "reason": reason}
+        return {
+            "type": "response.done",
+            "response": {"id": "r", "status": "cancelled", "status_details": details},
+        }
+
+    without = parse_recording(
+        _lines(
+            {"t_ms": 1, "event": UPDATED},
+            {"t_ms": 2, "event": CREATED},
+            {"t_ms": 3, "event": cancelled("client_cancelled")},
+            {"t_ms": 4, "event": CREATED},
+            {"t_ms": 5, "event": cancelled("turn_detected")},
+        )
+    )
+    gates, closing = closed_loop_gates(without)
+    assert gates == [
+        (Gate(control_type="session.update", count=1),),
+        (Gate(control_type="response.create", count=1),),
+        (Gate(control_type="response.cancel", count=1),),
+        (Gate(control_type="response.create", count=2),),
+        (),
+    ]
+    assert closing == ()
 
 
 def test_playback_keeps_the_recorded_pace() -> None:
