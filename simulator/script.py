@@ -120,6 +120,13 @@ class ModelCallsInParallel(_Strict):
 ModelEntry = ModelSays | ModelWrites | ModelCalls | ModelCallsInParallel
 
 
+class JudgeEvidence(_Strict):
+    """What the simulated judge needs to find in a transcript to answer `ask` yes."""
+
+    ask: str = Field(min_length=1)
+    evidence: list[str] = Field(default_factory=list)
+
+
 class CallScript(_Strict):
     """One simulated call: the caller's steps, the model's answers, and the protocol switches."""
 
@@ -135,6 +142,8 @@ class CallScript(_Strict):
     model: list[ModelEntry] = Field(default_factory=list)
     out_of_band: list[ModelEntry] = Field(default_factory=list)
     """Answers for `conversation: "none"` responses, which do not consume `model` entries."""
+    judge: list[JudgeEvidence] = Field(default_factory=list)
+    """What the simulated judge (`POST /v1/chat/completions`) looks for to answer each question yes."""
 
 
 # Scripts shipped with the package, loadable by bare name (e.g. "three_turn").

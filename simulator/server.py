@@ -51,6 +51,7 @@ from websockets.http11 import Request as HandshakeRequest
 from websockets.http11 import Response as HandshakeResponse
 
 from simulator.call import CallLog, IdMint, SimulatedCall
+from simulator.judge import judge_completion
 from simulator.live import LiveProvider, is_live_path
 from simulator.live_dial import RINGING_LIMIT_MS, DialPlan
 from simulator.live_script import LiveScript
@@ -262,12 +263,18 @@ class Simulator:
             return await self.live.control(request, parts[2:])
         if parts[:1] == ["_sim"]:
             return await self._control(request, parts[1:])
-        if parts[:3] not in (["v1", "realtime", "calls"], ["v1", "live", "sessions"]):
+        if parts[:3] not in (
+            ["v1", "realtime", "calls"],
+            ["v1", "live", "sessions"],
+            ["v1", "chat", "completions"],
+        ):
             return _error(404, f"Unknown path {path}", "not_found")
         if not has_bearer(request.headers.get("authorization")):
             return _error(
                 401, "You didn't provide an API key in the Authorization header.", "missing_api_key"
             )
+        if parts[1] == "chat":
+            return await self._judge(request)
         if parts[1] == "live":
             return await self.live.rest(request, parts[3:])
         if request.method != "POST":
@@ -277,6 +284,18 @@ class Simulator:
         if len(parts) == 5 and parts[4] in CALL_ACTIONS:
             return await self._act_on_call(parts[3], parts[4], await request.body())
         return _error(404, f"Unknown path {path}", "not_found")
+
+    async def _judge(self, request: Request) -> Response:
+        """An eval's judge model: answered from the call script's evidence (simulator.judge)."""
+        if request.method != "POST":
+            return _error(405, f"{request.method} is not allowed here", "method_not_allowed")
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return _error(400, "The body is not JSON.", "invalid_json")
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return _error(400, "messages: a list is required.", "invalid_request")
+        return JSONResponse(judge_completion(body, self.script.judge, f"chatcmpl_{secrets.token_hex(12)}"))
 
     def _create_call(self, content_type: str, body: bytes) -> Response:
         try:

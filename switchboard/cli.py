@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The commands that start Switchboard's processes (or are one): each stops at start, exit 2,
 # when the deployment key is missing or malformed (switchboard.data_key). Not the gateway: it
 # seals with each session's public key and holds no secret that opens anything.
-STARTS_PROCESSES = {"worker", "demo", "replay", "bench"}
+STARTS_PROCESSES = {"worker", "demo", "replay", "bench", "eval"}
 
 
 # What the agent of `switchboard call` is told, unless --instructions says otherwise.
@@ -98,6 +98,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=60.0,
         help="closed loop: seconds to wait for the host's control before the replay fails (60)",
     )
+    evals = commands.add_parser("eval", help="run eval cases against fresh sessions (docs/evals.md)")
+    evals.add_argument("action", choices=["run"], help="what to do")
+    evals.add_argument("path", type=Path, help="a case file, or a folder of them (*.json)")
+    evals.add_argument("--repeat", type=int, default=1, help="run each case N times and report pass rates")
+    evals.add_argument("--junit", type=Path, help="also write JUnit XML to this file")
+    evals.add_argument(
+        "--typed", action="store_true", help="type the caller's lines (the simulator speaks them)"
+    )
+    evals.add_argument(
+        "--gateway",
+        help="run against this gateway's API (its provider; the lines are typed) instead of a simulator",
+    )
+    evals.add_argument("--judge-model", help="the judge model (default gpt-4.1-mini with --gateway)")
+    evals.add_argument("--judge-base-url", help="an OpenAI-compatible endpoint for the judge")
     bench = commands.add_parser(
         "bench", help="benchmarks: latency and capacity in one run, or either (starts its own)"
     )
@@ -270,7 +284,9 @@ def _add_sessions(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     verb("log", "a session's call log as JSON lines", through_gateway=False).add_argument(
         "--follow", action="store_true", help="keep printing entries until the call ends"
     )
-    verb("export", "a session's recording, for `switchboard replay`", through_gateway=False)
+    verb("export", "a session's recording, for `switchboard replay`", through_gateway=False).add_argument(
+        "--as-case", action="store_true", help="an eval case instead (`switchboard eval run`)"
+    )
     verb("end", "end the live call").add_argument(
         "--reason", default="app_ended", help="the reason recorded (default app_ended)"
     )
@@ -380,6 +396,19 @@ def _run(settings: Settings, arguments: argparse.Namespace) -> int:
             closed_loop=not arguments.open_loop,
             gate_timeout_s=arguments.gate_timeout,
         )
+    if arguments.command == "eval":
+        from switchboard.evals import run_evals
+
+        return run_evals(
+            settings,
+            arguments.path,
+            repeat=arguments.repeat,
+            junit=arguments.junit,
+            typed=arguments.typed,
+            gateway=arguments.gateway,
+            judge_model=arguments.judge_model,
+            judge_base_url=arguments.judge_base_url,
+        )
     if arguments.command == "bench" and arguments.which == "all":
         from bench.everything import run_everything
 
@@ -433,6 +462,10 @@ def _run(settings: Settings, arguments: argparse.Namespace) -> int:
         )
     if arguments.command == "sessions" and arguments.action == "log":
         return _print_call_log(_services(settings, quiet=True), arguments.session_id, follow=arguments.follow)
+    if arguments.command == "sessions" and arguments.action == "export" and arguments.as_case:
+        from switchboard.export import run_export_case
+
+        return run_export_case(_services(settings, quiet=True), arguments.session_id)
     if arguments.command == "sessions" and arguments.action == "export":
         from switchboard.export import run_export
 

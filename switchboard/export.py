@@ -21,6 +21,7 @@ kept). Its header says `"provider": "live"` and names its delegation handler.
 from __future__ import annotations
 
 import bisect
+import json
 import sys
 from typing import Any, TextIO
 
@@ -28,9 +29,12 @@ from pydantic import ValidationError
 
 from pipeline.api import LiveSpec, SessionLimits, SessionSpec
 from pipeline.errors import SessionNotFound
+from pipeline.evals import function_calls
 from pipeline.live.events import LIVE_TRANSCRIPT_TYPE, LiveTranscript
 from pipeline.live.frames import AGENT_TRANSCRIPT_TYPE, CALLER_TRANSCRIPT_TYPE
+from pipeline.privacy.detect import redact
 from pipeline.privacy.policy import PrivacyPolicy
+from pipeline.privacy.sealing import is_sealed
 from pipeline.timeline import Speaker
 from pipeline.timestamps import epoch_seconds
 from pipeline.wire import ArrivedLate, SessionCreated, SidebandClosed
@@ -312,3 +316,105 @@ def _description(record: dict[str, Any], created: dict[str, Any]) -> str:
         f"Exported from session {record['id']} ({ending}), created {record['created_at']}; "
         f"tools: {tools}. Only the events Switchboard logged."
     )
+
+
+# ── as an eval case ──────────────────────────────────────────────────────────────────
+
+
+def case_of(record: dict[str, Any]) -> dict[str, Any]:
+    """A stored call as an eval case (pipeline/evals.py): its session spec, the caller's lines,
+    the model's answers as the simulator's script (what it said, the functions it called), and
+    what the call did as the expectations — each tool called with its arguments, and how the call
+    ended. Every text is redacted under the session's privacy policy (cards and SSNs always),
+    and an argument that was sealed is expected present, not equal."""
+    created = next((event["payload"] for event in record["log"] if event["kind"] == CREATED), None)
+    if created is None:
+        raise ValueError(f"the log has no {CREATED} input: its session spec is unknown")
+    spec, _unsaid = session_spec_of(created)
+    kinds = spec.privacy.kinds
+
+    def clean(text: str) -> str:
+        return redact(text, kinds)
+
+    caller = [clean(item["text"]) for item in record["transcript"] if item["role"] == "user" and item["text"]]
+    if not caller:
+        raise ValueError("the caller said nothing: there is no case to make of it")
+    model: list[dict[str, Any]] = []
+    tools: list[dict[str, Any]] = []
+    for call_or_line in _answers(record):
+        if "function_call" in call_or_line:
+            name, arguments = call_or_line["function_call"]
+            sealed = sorted(key for key, value in arguments.items() if is_sealed(value))
+            shown = {key: value for key, value in arguments.items() if key not in sealed}
+            model.append({"function_call": {"name": name, "arguments": _cleaned(shown, clean)}})
+            if sealed:
+                schema = {"type": "object", "required": sorted(arguments)}
+                tools.append({"name": name, "arguments_schema": schema})
+            else:
+                tools.append({"name": name, "arguments": _cleaned(arguments, clean)})
+        else:
+            model.append({"say": clean(call_or_line["say"])})
+    expect: dict[str, Any] = {"tools": tools}
+    if record.get("end_reason"):
+        expect["ends"] = record["end_reason"]
+    return {
+        "case": {"name": record["id"], "description": f"made from the stored call {record['id']}"},
+        "session": spec.model_dump(mode="json", exclude_none=True, exclude=_unsaid_defaults(spec)),
+        "caller": caller,
+        "model": model,
+        "expect": expect,
+    }
+
+
+def _answers(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The model's answers in the order the log has them: each function it called, each line
+    it said (an answer's final transcript or text)."""
+    answers: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for entry in sorted(record["log"], key=lambda event: event.get("applied_order") or 0):
+        payload = entry.get("payload") or {}
+        kind = payload.get("type")
+        if kind == "response.function_call_arguments.done" and payload.get("call_id") not in seen:
+            seen.add(str(payload.get("call_id")))
+            arguments = function_calls([entry])[0].arguments
+            answers.append(
+                {"function_call": (payload["name"], arguments if isinstance(arguments, dict) else {})}
+            )
+        elif kind in ("response.output_audio_transcript.done", "response.output_text.done"):
+            text = payload.get("transcript") if kind.endswith("transcript.done") else payload.get("text")
+            if isinstance(text, str) and text:
+                answers.append({"say": text})
+    return answers
+
+
+def _cleaned(value: Any, clean: Any) -> Any:
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, dict):
+        return {key: _cleaned(item, clean) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_cleaned(item, clean) for item in value]
+    return value
+
+
+def run_export_case(services: Services, session_id: str, out: TextIO = sys.stdout) -> int:
+    """Print a stored session as an eval case; exit 1 when there is no such session or case."""
+    from models.db import connect
+    from models.records import session_record
+
+    connect(services.database_url)
+    try:
+        record = session_record(session_id, with_events=True)
+    except SessionNotFound as error:
+        print(f"switchboard sessions export: {error}", file=sys.stderr)
+        return 1
+    if record.get("erased_at"):
+        print(f"switchboard sessions export: {session_id}: its content was erased", file=sys.stderr)
+        return 1
+    try:
+        case = case_of(record)
+    except ValueError as error:
+        print(f"switchboard sessions export: {session_id}: {error}", file=sys.stderr)
+        return 1
+    out.write(json.dumps(case, indent=2, ensure_ascii=False) + "\n")
+    return 0
