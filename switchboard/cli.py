@@ -98,7 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=60.0,
         help="closed loop: seconds to wait for the host's control before the replay fails (60)",
     )
-    evals = commands.add_parser("eval", help="run eval cases against fresh sessions (docs/evals.md)")
+    evals = commands.add_parser(
+        "eval",
+        help=f"run eval cases on fresh sessions: on a simulator it starts, or {THROUGH_GATEWAY} (--gateway)",
+    )
     evals.add_argument("action", choices=["run"], help="what to do")
     evals.add_argument("path", type=Path, help="a case file, or a folder of them (*.json)")
     evals.add_argument("--repeat", type=int, default=1, help="run each case N times and report pass rates")
