@@ -149,6 +149,29 @@ def test_a_recording_holding_a_control_the_host_never_sends_fails_closed_and_pla
     assert [control["type"] for control in controls] == ["session.update"] + ["response.create"] * 3
 
 
+def test_a_tool_called_in_a_response_the_host_did_not_ask_for_is_refused_and_the_call_goes_on(
+    services: Services,
+) -> None:
+    """A WebRTC client's own response.create, and the model calls a tool in it
+    (recordings/client_response_tool.jsonl, played open loop: it holds no host's controls). The
+    tool does not run; its call is answered refused at once with a warning; the caller's next
+    line is answered and the call ends as the caller ends it."""
+    recording = RECORDINGS / "client_response_tool.jsonl"
+    assert all(wire_errors(line.event, direction="server") == [] for line in read_recording(recording).events)
+    *controls, last = _replay(services, recording, "2", "--open-loop")
+    refusal, create = controls[1:]
+    assert refusal["type"] == "conversation.item.create" and refusal["item"]["call_id"] == "call_client_1"
+    assert json.loads(refusal["item"]["output"])["error"]["code"] == "response_context_missing"
+    assert create["type"] == "response.create"
+    summary = last["summary"]
+    assert (summary["status"], summary["end_reason"]) == ("ended", "caller_hung_up")
+    assert [(step["tool"], step["status"]) for step in summary["tool_steps"]] == [("lookup_order", "refused")]
+    assert [(i["code"], i["severity"]) for i in summary["incidents"]] == [
+        ("response_context_missing", "warning")
+    ]
+    assert [item["role"] for item in summary["transcript"]] == ["user", "assistant"]
+
+
 def test_a_broken_recording_is_refused_with_the_line_that_is_wrong(
     tmp_path: Path, services: Services
 ) -> None:
