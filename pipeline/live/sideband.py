@@ -18,6 +18,7 @@ two moments the call log reads from the written-down pieces (`pipeline.call_log`
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from pipeline.call.heard import waited_ms
@@ -34,6 +35,9 @@ from pipeline.live.frames import (
 )
 from pipeline.timeline import Speaker, TranscriptFragment
 from pipeline.wire import FrameKind
+
+# Whose words a speaker's follow: the one a turn passes from.
+OTHER_SPEAKER = {Speaker.CALLER: Speaker.AGENT, Speaker.AGENT: Speaker.CALLER}
 
 # How often a Live sideband's buffered words are checked for being due without a frame to
 # check them on (a quiet line, with reflected audio off).
@@ -58,7 +62,11 @@ class LiveSideband:
     closed_by_provider_within_s: float | None = LIVE_CLOSE_WAIT_S
 
     def __init__(self) -> None:
-        self.buffer = TranscriptBuffer()
+        # Each speaker's words not yet written down. When one speaker follows the other, the
+        # words before are written down at once; when they talk over each other (a backchannel,
+        # a barge-in), each speaker's words go on gathering on their own, so that the record
+        # keeps what each said whole instead of alternating scraps of both.
+        self.buffers = {Speaker.CALLER: TranscriptBuffer(), Speaker.AGENT: TranscriptBuffer()}
         # How far the caller's words have come on the timeline, as this socket saw them.
         self.heard_until_ms = 0
         self.awaiting: list[int] = []
@@ -85,7 +93,8 @@ class LiveSideband:
         return actions
 
     def tick(self, at: float) -> list[Action]:
-        return self._flush(at) if is_flush_due(self.buffer, now=at) else []
+        due = [speaker for speaker, buffer in self.buffers.items() if is_flush_due(buffer, now=at)]
+        return self._flush(at, due) if due else []
 
     def close(self, at: float) -> list[Action]:
         return self._flush(at)
@@ -103,16 +112,23 @@ class LiveSideband:
             end_ms=event["end_ms"],
             text=event["delta"],
         )
-        coalesced = buffer_fragment(self.buffer, fragment, now=received_at)
-        if coalesced.repeated:
+        own = self.buffers[fragment.speaker]
+        if own.holds(fragment.event_id):
             # Delivered again: its words are buffered or written down already, and watchers
             # have them.
             return []
-        self.buffer = coalesced.buffer
+        other = OTHER_SPEAKER[fragment.speaker]
+        followed: tuple[dict[str, Any], ...] = ()
+        if self.buffers[other].fragments and fragment.start_ms >= self.buffers[other].end_ms:
+            # A turn: the other speaker's words are over before these begin.
+            closed = flush_transcript(self.buffers[other])
+            self.buffers[other], followed = closed.buffer, closed.written
+        coalesced = buffer_fragment(own, fragment, now=received_at)
+        self.buffers[fragment.speaker] = coalesced.buffer
         piece = coalesced.buffer.fragments[0] if coalesced.buffer.fragments else None
         item_id = piece.event_id if piece is not None else coalesced.written[-1]["fragments"][0]["event_id"]
         actions: list[Action] = [Delta(_ROLE[fragment.speaker], item_id, fragment.text)]
-        actions.extend(_written(coalesced.written, received_at))
+        actions.extend(_written((*followed, *coalesced.written), received_at))
         actions.extend(self._waited(fragment))
         if fragment.speaker is Speaker.CALLER:
             self.heard_until_ms = max(self.heard_until_ms, fragment.end_ms)
@@ -133,10 +149,18 @@ class LiveSideband:
         wait_ms = waited_ms(ended, fragment.start_ms, per_second=1000) if ended is not None else None
         return [Waited(LIVE.name, wait_ms)] if wait_ms is not None else []
 
-    def _flush(self, at: float) -> list[Action]:
-        flushed = flush_transcript(self.buffer)
-        self.buffer = flushed.buffer
-        return _written(flushed.written, at)
+    def _flush(self, at: float, speakers: Iterable[Speaker] = tuple(Speaker)) -> list[Action]:
+        """Write down what these speakers' buffers hold, the words that began first first."""
+        held = sorted(
+            (speaker for speaker in speakers if self.buffers[speaker].fragments),
+            key=lambda speaker: self.buffers[speaker].start_ms,
+        )
+        written: list[dict[str, Any]] = []
+        for speaker in held:
+            flushed = flush_transcript(self.buffers[speaker])
+            self.buffers[speaker] = flushed.buffer
+            written.extend(flushed.written)
+        return _written(tuple(written), at)
 
 
 def _written(written: tuple[dict[str, Any], ...], received_at: float) -> list[Action]:

@@ -219,3 +219,25 @@ def test_agent_words_that_overlap_the_caller_s_are_no_wait() -> None:
     case.hear(CALLER_2)
     overlapping = case.hear(_fragment(Speaker.AGENT, "event_a0", 300, "Yes"))
     assert not any(isinstance(action, Waited) for action in overlapping)
+
+
+def test_words_said_over_each_other_are_kept_whole_for_each_speaker() -> None:
+    """The agent starts while the caller is still speaking and both go on: decided a defect that
+    each delta closed the other speaker's piece (the record read as alternating scraps: "Where",
+    "Let", " is it?", " me check."). Overlapping words gather per speaker; each piece is whole,
+    written down in the order they began, and a turn after the overlap closes the piece before."""
+    case = SidebandCase()
+    caller_1 = _fragment(Speaker.CALLER, "event_c1", 0, "Where")
+    agent_1 = _fragment(Speaker.AGENT, "event_a1", 100, "Let")
+    caller_2 = _fragment(Speaker.CALLER, "event_c2", 200, " is it?")
+    agent_2 = _fragment(Speaker.AGENT, "event_a2", 300, " me check.")
+    for fragment in (caller_1, agent_1, caller_2, agent_2):
+        assert [action for action in case.hear(fragment) if isinstance(action, Submit)] == []
+    assert case.sideband.close(T0 + 1) == [
+        *_written(caller_1, caller_2, at=T0 + 1),
+        *_written(agent_1, agent_2, at=T0 + 1),
+    ]
+    # After the overlap, plain turns: the caller's reply closes the agent's words.
+    case.hear(_fragment(Speaker.AGENT, "event_a3", 1000, "It ships Friday."), at=T0 + 2)
+    reply = case.hear(_fragment(Speaker.CALLER, "event_c3", 1400, "Thanks."), at=T0 + 2.5)
+    assert [a.event["text"] for a in reply if isinstance(a, Submit)] == ["It ships Friday."]
