@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
+from pipeline.config import Settings
 from simulator.live_oracle import live_wire_errors
 from simulator.oracle import wire_errors
 from simulator.recording import ControlAt, RecordedControl, read_recording, recording_lines
+from switchboard.replay import run_replay
 from switchboard.services import Services
 
 RECORDINGS = Path(__file__).resolve().parents[2] / "recordings"
@@ -43,28 +45,47 @@ def _without_ids(controls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{key: value for key, value in control.items() if key != "event_id"} for control in controls]
 
 
-@pytest.mark.parametrize("name", ["spoken_call", "three_turn", "order_lookup"])
+SPEEDS = ("0", "1", "4")
+RECORDED_WITH_CONTROLS = ("spoken_call", "three_turn", "order_lookup")
+
+
+@pytest.fixture(scope="module")
+def replayed_at_every_speed(services: Services) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Every recording of RECORDED_WITH_CONTROLS replayed at every speed, all at once (each its
+    own replay): closed loop, nothing one replays waits on another's pace."""
+    replays: dict[tuple[str, str], list[dict[str, Any]]] = {}
+
+    def replay(name: str, speed: str) -> None:
+        replays[name, speed] = _replay(services, RECORDINGS / f"{name}.jsonl", speed)
+
+    threads = [
+        threading.Thread(target=replay, args=(name, speed))
+        for name in RECORDED_WITH_CONTROLS
+        for speed in SPEEDS
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    return replays
+
+
+@pytest.mark.parametrize("name", RECORDED_WITH_CONTROLS)
 def test_every_recording_replays_to_its_recorded_controls_at_every_speed(
-    services: Services, name: str
+    replayed_at_every_speed: dict[tuple[str, str], list[dict[str, Any]]], name: str
 ) -> None:
     """Closed loop: at the recorded pace, four times as fast and as fast as possible, a recording
     gives exactly the controls it holds (the host's, written beside the provider's events), and
-    the same summary: an event that answered a control waits for it, so speed changes nothing.
-    The three speeds run at once, each its own replay."""
+    the same summary: an event that answered a control waits for it, so speed changes nothing."""
     recording = RECORDINGS / f"{name}.jsonl"
     recorded = [line.line.control for line in read_recording(recording).controls]
     assert recorded, "the recording holds no controls to replay in step with"
-    replays: dict[str, list[dict[str, Any]]] = {}
-
-    def replay(speed: str) -> None:
-        replays[speed] = _replay(services, recording, speed)
-
-    speeds = [threading.Thread(target=replay, args=(speed,)) for speed in ("0", "1", "4")]
-    for thread in speeds:
-        thread.start()
-    for thread in speeds:
-        thread.join(200)
-    assert sorted(replays) == ["0", "1", "4"]
+    replays = {
+        speed: replayed_at_every_speed[name, speed]
+        for speed in SPEEDS
+        if (name, speed) in replayed_at_every_speed
+    }
+    assert sorted(replays) == sorted(SPEEDS), "a replay did not finish"
     for speed, (*controls, last) in replays.items():
         # Ids aside: a tool's output is sent by its outcome or by the response.done it waited
         # for, whichever is applied last, and a control's id names that input.
@@ -107,12 +128,14 @@ def test_a_recording_holding_a_control_the_host_never_sends_fails_closed_and_pla
     """A recording holding a control this host never sends (a delete, here): the closed-loop
     replay waits for it, then fails, exit 1, naming what never came. `--open-loop` (for
     recordings made without a host) plays on the recorded clock and waits for nothing."""
-    source = read_recording(RECORDINGS / "spoken_call.jsonl")
+    spoken = read_recording(RECORDINGS / "spoken_call.jsonl")
+    # Its first exchange only: the session.update and what answers it.
+    source = spoken.model_copy(
+        update={"events": spoken.events[:1], "controls": spoken.controls[:1], "close": None}
+    )
     extra = ControlAt(
-        after_events=len(source.events),
-        line=RecordedControl(
-            t_ms=source.events[-1].t_ms, control={"type": "conversation.item.delete", "item_id": "item_x"}
-        ),
+        after_events=1,
+        line=RecordedControl(t_ms=100.0, control={"type": "conversation.item.delete", "item_id": "item_x"}),
     )
     stalls = tmp_path / "stalls.jsonl"
     stalls.write_text(
@@ -146,7 +169,7 @@ def test_a_recording_holding_a_control_the_host_never_sends_fails_closed_and_pla
     never = "the host never sent conversation.item.delete #1, which the recording has before the close"
     assert f"{never} (waited 1 s)" in closed.stderr
     *controls, _summary = _replay(services, stalls, "0", "--open-loop")
-    assert [control["type"] for control in controls] == ["session.update"] + ["response.create"] * 3
+    assert [control["type"] for control in controls] == ["session.update"]
 
 
 def test_a_tool_called_in_a_response_the_host_did_not_ask_for_is_refused_and_the_call_goes_on(
@@ -203,23 +226,18 @@ def test_a_broken_recording_is_refused_with_the_line_that_is_wrong(
     ],
 )
 def test_a_header_with_a_bad_session_is_refused_naming_the_field(
-    tmp_path: Path, session: object, named: str
+    tmp_path: Path, session: object, named: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A header session that is not a valid POST /v1/sessions body exits 2 and names the
-    field; nothing is started."""
+    field; nothing is started (run in this process: the command line is the broken-recording
+    test's)."""
     recording = tmp_path / "bad_session.jsonl"
     header = {"recording": {"version": 1, "name": "bad", "session": session}}
     recording.write_text(json.dumps(header) + "\n")
-    finished = subprocess.run(
-        [sys.executable, "-m", "switchboard", "replay", str(recording), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert finished.returncode == 2
-    assert named in finished.stderr
-    assert finished.stdout == ""
+    assert run_replay(Settings(), recording, as_json=True, speed=1.0) == 2
+    written = capsys.readouterr()
+    assert named in written.err
+    assert written.out == ""
 
 
 def test_a_live_recording_replays_through_a_live_session_with_its_golden_controls(
