@@ -26,6 +26,7 @@ from models import data_keys, desk, dialer, incidents, phone, timers, tool_steps
 from models import idempotency as idempotency_keys
 from models import keys as api_keys
 from models import outbound as outgoing
+from models.db import is_connection_lost, reopen
 from models.records import call_log, session_record
 from models.records import sessions as listed_sessions
 from models.releases import read_across
@@ -463,7 +464,7 @@ def place_call(
 def outbound_call(request_id: str, gateway_id: str, call_id: str) -> None:
     """A call going out: its session, status, outcome and who answered."""
     namespace = _runtime.settings.broker_namespace
-    _answer(request_id, gateway_id, lambda: (200, outgoing.outbound_call(namespace, call_id)))
+    _answer_read(request_id, gateway_id, lambda: (200, outgoing.outbound_call(namespace, call_id)))
 
 
 # ── campaigns: the durable dialer ───────────────────────────────────────────────────────
@@ -748,13 +749,13 @@ def list_sessions(
             )
         return 200, listed
 
-    _answer(request_id, gateway_id, read)
+    _answer_read(request_id, gateway_id, read)
 
 
 @dramatiq.actor(queue_name=READS_QUEUE, actor_name="call_queue", **_REQUEST_POLICY)
 def call_queue(request_id: str, gateway_id: str) -> None:
     """The desk's queue: callers waiting for a person (longest first), on hold, in trouble."""
-    _answer(request_id, gateway_id, lambda: (200, desk.queue(_runtime.settings.broker_namespace)))
+    _answer_read(request_id, gateway_id, lambda: (200, desk.queue(_runtime.settings.broker_namespace)))
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="dead_letters", **_REQUEST_POLICY)
@@ -800,7 +801,7 @@ def key_identity(request_id: str, gateway_id: str, key_id: str) -> None:
             raise KeyNotFound(f"no key {key_id!r}")
         return 200, record
 
-    _answer(request_id, gateway_id, look_up)
+    _answer_read(request_id, gateway_id, look_up)
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="claim_idempotency_key", **_REQUEST_POLICY)
@@ -857,7 +858,7 @@ def finish_idempotency_key(
 def resolve_tools(request_id: str, gateway_id: str, names: list[str]) -> None:
     """The registered tools of these names as a session is offered them (422 for an unknown
     one): what `PUT /v1/sessions/{id}/tools` numbers into the session's log."""
-    _answer(request_id, gateway_id, lambda: (200, _session_catalog(tuple(names))))
+    _answer_read(request_id, gateway_id, lambda: (200, _session_catalog(tuple(names))))
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="begin_admission", **_REQUEST_POLICY)
@@ -1057,7 +1058,7 @@ def session_owners(request_id: str, gateway_id: str) -> None:
     """The gateways owning unfinished sessions of this deployment: a gateway puts them back in
     the liveness registry, which a Redis that restarted empty has lost."""
     namespace = _runtime.settings.broker_namespace
-    _answer(request_id, gateway_id, lambda: (200, {"gateways": owners_of_unfinished(namespace)}))
+    _answer_read(request_id, gateway_id, lambda: (200, {"gateways": owners_of_unfinished(namespace)}))
 
 
 @dramatiq.actor(queue_name=READS_QUEUE, actor_name="session_call_log", **_REQUEST_POLICY)
@@ -1072,7 +1073,7 @@ def session_call_log(request_id: str, gateway_id: str, session_id: str, after: i
             "ended": any(entry.kind == "call.ended" for entry in entries),
         }
 
-    _answer(request_id, gateway_id, read)
+    _answer_read(request_id, gateway_id, read)
 
 
 @dramatiq.actor(queue_name=READS_QUEUE, actor_name="describe_session", **_REQUEST_POLICY)
@@ -1086,7 +1087,7 @@ def describe_session(request_id: str, gateway_id: str, session_id: str, with_eve
         model = settings.model_for(record["provider"])
         return 200, {**record, "cost_usd": cost_usd(usage, settings.prices.get(model))}
 
-    _answer(request_id, gateway_id, read)
+    _answer_read(request_id, gateway_id, read)
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="record_incident", **_REQUEST_POLICY)
@@ -1416,6 +1417,25 @@ def _send_all(sends: list[tuple[dramatiq.Message[Any], int | None]]) -> None:
         return
     for message, delay in sends:
         _runtime.broker.enqueue(message, delay=delay)
+
+
+def _answer_read(request_id: str, gateway_id: str, work: Callable[[], tuple[int, dict[str, Any]]]) -> None:
+    """A read of the API (the reads queue): answered as `_answer` does, but when the database is
+    away it is answered 503 `database_unavailable` at once and not retried. Its asker may ask
+    again; a retry after the gateway stopped waiting would answer nobody, and its dead letter
+    would only be noise for whoever looks after the real ones."""
+    try:
+        _answer(request_id, gateway_id, work)
+    except Exception as error:
+        if not is_connection_lost(error):
+            raise
+        reopen()
+        logger.warning("a read found the database away; answered 503: %s", str(error).strip().splitlines()[0])
+        body = {
+            "error": {"code": "database_unavailable", "message": "the database does not answer; ask again"}
+        }
+        reply = Reply(id=f"reply_{request_id}", request_id=request_id, status=503, body=body)
+        _runtime.publisher.publish(gateway_id, "", 0, [reply])
 
 
 def _answer(request_id: str, gateway_id: str, work: Callable[[], tuple[int, dict[str, Any]]]) -> None:

@@ -75,10 +75,13 @@ def test_postgresql_away_longer_than_any_retry_turns_no_event_into_a_dead_letter
             timeout=60,
             check=True,
         )
-        # An API request that failed meanwhile was answered 503 and may be a dead letter; no
-        # message of a call may be.
-        of_calls = [letter for letter in json.loads(letters.stdout) if letter["actor"] in CALL_ACTORS]
-        assert of_calls == [], "a call's message became a dead letter"
+        # No message of a call became a dead letter, nor did the API's reads made meanwhile (the
+        # callers' status polls): a read that finds the database away is answered 503 at once.
+        dead = [letter["actor"] for letter in json.loads(letters.stdout)]
+        assert [actor for actor in dead if actor in CALL_ACTORS] == [], "a call's message is a dead letter"
+        assert dead == [], f"dead letters left by the outage: {dead}"
+        lines = [line for worker in stack.workers for line in worker.lines]
+        assert any("a read found the database away" in line for line in lines)
     figure(
         f"PostgreSQL stopped {DOWN_S:.0f} s during {CALLS} calls × {TURNS} turns: {len(waited)} messages "
         f"waited for it, 0 dead letters, 0 events lost, 0 controls twice, all complete; "
