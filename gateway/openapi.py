@@ -802,7 +802,8 @@ _NEW_CALLS = frozenset(
 _KEYED_ERRORS: dict[int, tuple[str, ...]] = {
     401: ("unauthorized",),
     403: ("forbidden",),
-    503: ("reply_timeout", "overloaded"),
+    # database_unavailable: a read (or the key's look-up) that found PostgreSQL away.
+    503: ("reply_timeout", "overloaded", "database_unavailable"),
 }
 # And any operation that takes a body (the idempotency codes on every POST).
 _BODY_ERRORS: dict[int, tuple[str, ...]] = {
