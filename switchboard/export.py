@@ -65,21 +65,8 @@ DROPPED_CLOSE_CODE = 1011
 
 def run_export(services: Services, session_id: str, out: TextIO = sys.stdout) -> int:
     """Print the recording of a stored session; exit 1 when there is no such session."""
-    from models.db import connect
-    from models.records import session_record
-
-    connect(services.database_url)
-    try:
-        record = session_record(session_id, with_events=True)
-    except SessionNotFound as error:
-        print(f"switchboard sessions export: {error}", file=sys.stderr)
-        return 1
-    if record.get("erased_at"):
-        print(
-            f"switchboard sessions export: {session_id}: its content was erased"
-            f" ({record['erased_because']}, {record['erased_at']}): there is nothing to replay",
-            file=sys.stderr,
-        )
+    record = _stored(services, session_id, "there is nothing to replay")
+    if record is None:
         return 1
     try:
         recording, unsaid = session_recording(record)
@@ -91,6 +78,28 @@ def run_export(services: Services, session_id: str, out: TextIO = sys.stdout) ->
     for line in recording_lines(recording):
         out.write(line + "\n")
     return 0
+
+
+def _stored(services: Services, session_id: str, erased: str) -> dict[str, Any] | None:
+    """A stored session's record with its log, or None once `sessions export` has said why not:
+    there is no such session, or its content was erased."""
+    from models.db import connect
+    from models.records import session_record
+
+    connect(services.database_url)
+    try:
+        record = session_record(session_id, with_events=True)
+    except SessionNotFound as error:
+        print(f"switchboard sessions export: {error}", file=sys.stderr)
+        return None
+    if record.get("erased_at"):
+        print(
+            f"switchboard sessions export: {session_id}: its content was erased"
+            f" ({record['erased_because']}, {record['erased_at']}): {erased}",
+            file=sys.stderr,
+        )
+        return None
+    return record
 
 
 def session_recording(record: dict[str, Any]) -> tuple[Recording, list[str]]:
@@ -399,17 +408,8 @@ def _cleaned(value: Any, clean: Any) -> Any:
 
 def run_export_case(services: Services, session_id: str, out: TextIO = sys.stdout) -> int:
     """Print a stored session as an eval case; exit 1 when there is no such session or case."""
-    from models.db import connect
-    from models.records import session_record
-
-    connect(services.database_url)
-    try:
-        record = session_record(session_id, with_events=True)
-    except SessionNotFound as error:
-        print(f"switchboard sessions export: {error}", file=sys.stderr)
-        return 1
-    if record.get("erased_at"):
-        print(f"switchboard sessions export: {session_id}: its content was erased", file=sys.stderr)
+    record = _stored(services, session_id, "there is no case to make of it")
+    if record is None:
         return 1
     try:
         case = case_of(record)
