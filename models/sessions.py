@@ -180,16 +180,46 @@ UPDATE sessions SET
 """
 
 
+_INSERT_TRANSCRIPT = (
+    "INSERT INTO transcript_items (session_id, role, text, provider_item_id, response_id, seq, late)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s)"
+)
+# More words of a stored line (`PersistTranscript.continues`): added to its row; should that row
+# not be there (erased, say), the words are a row of their own rather than lost.
+_CONTINUE_TRANSCRIPT = (
+    "UPDATE transcript_items SET text = text || %s"
+    " WHERE session_id = %s AND provider_item_id = %s AND role = %s AND NOT late RETURNING id"
+)
+_INSERT_UNLESS_CONTINUED = (
+    "INSERT INTO transcript_items (session_id, role, text, provider_item_id, response_id, seq, late)"
+    " SELECT %s, %s, %s, %s, %s, %s::bigint, %s WHERE NOT EXISTS (SELECT 1 FROM {continued})"
+)
+CONTINUE_OR_INSERT_TRANSCRIPT = (
+    f"WITH continued AS ({_CONTINUE_TRANSCRIPT}) {_INSERT_UNLESS_CONTINUED.format(continued='continued')}"
+)
+
+
+def transcript_parameters(session_id: str, item: PersistTranscript, seq: int | None, late: bool) -> list[Any]:
+    """The parameters of a transcript's statement: `_INSERT_TRANSCRIPT`, or for a line that
+    goes on, `_CONTINUE_TRANSCRIPT` then `_INSERT_UNLESS_CONTINUED`."""
+    row = [session_id, item.role, item.text, item.item_id, item.response_id, seq, late]
+    if not item.continues or late:
+        return row
+    return [item.text, session_id, item.item_id, item.role, *row]
+
+
 @cache
-def _write_sql(transcripts: int, incidents: int) -> str:
-    """One statement: the event row, its transcripts and incidents, and the session."""
+def _write_sql(transcripts: tuple[bool, ...], incidents: int) -> str:
+    """One statement: the event row, its transcripts (each stored, or added to its line) and
+    incidents, and the session."""
     parts = [f"WITH event AS ({_INSERT_NEXT_EVENT})"]
-    for index in range(transcripts):
-        parts.append(
-            f", transcript_{index} AS (INSERT INTO transcript_items"
-            " (session_id, role, text, provider_item_id, response_id, seq, late)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s))"
-        )
+    for index, continues in enumerate(transcripts):
+        if continues:
+            parts.append(f", transcript_{index}_line AS ({_CONTINUE_TRANSCRIPT})")
+            insert = _INSERT_UNLESS_CONTINUED.format(continued=f"transcript_{index}_line")
+            parts.append(f", transcript_{index} AS ({insert})")
+        else:
+            parts.append(f", transcript_{index} AS ({_INSERT_TRANSCRIPT})")
     for index in range(incidents):
         parts.append(
             f", incident_{index} AS (INSERT INTO incidents (session_id, code, severity, summary, context)"
@@ -728,15 +758,16 @@ class LockedSession:
             transcripts = [e for e in step.effects if isinstance(e, PersistTranscript)]
             incidents = [e for e in step.effects if isinstance(e, RecordIncident)]
             parameters: list[Any] = [*self._event_row(envelope, disposition, order, outbound)]
+            late = disposition == "late"
             for item in transcripts:
-                late = disposition == "late"
-                parameters += [self.id, item.role, item.text, item.item_id, item.response_id, seq, late]
+                parameters += transcript_parameters(self.id, item, seq, late)
             for incident in incidents:
                 context = json.dumps(incident.context)
                 parameters += [self.id, incident.code, incident.severity, incident.summary, context]
             logged = max(self._head.logged_seq, seq)
             parameters += self._session_row(step.state, seq, logged, order)
-            self.defer(_write_sql(len(transcripts), len(incidents)), parameters)
+            shapes = tuple(item.continues and not late for item in transcripts)
+            self.defer(_write_sql(shapes, len(incidents)), parameters)
             return _Written.ALL
 
         return write
@@ -936,12 +967,10 @@ class LockedSession:
     def _persist_effects(self, step: Step, seq: int | None, *, late: bool) -> None:
         for effect in step.effects:
             if isinstance(effect, PersistTranscript):
-                self.defer(
-                    "INSERT INTO transcript_items"
-                    " (session_id, role, text, provider_item_id, response_id, seq, late)"
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                    (self.id, effect.role, effect.text, effect.item_id, effect.response_id, seq, late),
+                statement = (
+                    CONTINUE_OR_INSERT_TRANSCRIPT if effect.continues and not late else _INSERT_TRANSCRIPT
                 )
+                self.defer(statement, transcript_parameters(self.id, effect, seq, late))
             elif isinstance(effect, RecordIncident):
                 self.defer(
                     "INSERT INTO incidents (session_id, code, severity, summary, context)"

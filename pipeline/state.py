@@ -333,6 +333,15 @@ class Delegation(_Frozen):
     answer: str | None = None
 
 
+class SpokenLine(_Frozen):
+    """A speaker's latest line in a Live call's transcript: the stored line its pieces go on
+    (its first piece's id) and the stretch of the call's timeline it covers so far."""
+
+    item_id: str
+    start_ms: int
+    end_ms: int
+
+
 class LiveCall(_Frozen):
     """What a Live session adds to the state: the caller's words not yet taken by a task, the
     delegations not yet answered, and what the provider reports of the call."""
@@ -351,6 +360,9 @@ class LiveCall(_Frozen):
     answered: tuple[str, ...] = ()
     # The provider's share of its context window in use (telemetry: compaction is its own).
     context_ratio: float = 0.0
+    # Each speaker's latest line of the transcript, which their next piece may go on.
+    caller_line: SpokenLine | None = None
+    agent_line: SpokenLine | None = None
 
     def find(self, delegation_id: str) -> Delegation | None:
         """The open delegation with this id, if any."""

@@ -22,12 +22,14 @@ class _Effect(BaseModel):
 
 
 class PersistTranscript(_Effect):
-    """Store one final transcript (user or assistant) durably."""
+    """Store one final transcript (user or assistant) durably; with `continues`, as more words
+    of the line already stored under `item_id` (a Live speaker's line written down in pieces)."""
 
     role: Literal["user", "assistant"]
     text: str
     item_id: str
     response_id: str | None = None
+    continues: bool = False
 
 
 class RecordIncident(_Effect):

@@ -119,8 +119,11 @@ class LiveSideband:
             return []
         other = OTHER_SPEAKER[fragment.speaker]
         followed: tuple[dict[str, Any], ...] = ()
-        if self.buffers[other].fragments and fragment.start_ms >= self.buffers[other].end_ms:
-            # A turn: the other speaker's words are over before these begin.
+        if self.buffers[other].fragments and fragment.start_ms > self.buffers[other].end_ms:
+            # A turn: the other speaker's words are over before these begin. Deltas come in
+            # windows of one grid (200 ms): while both speak, one speaker's window can start
+            # where the other's last one ended before the other's next one has arrived, so
+            # words that begin exactly at the other's end are an overlap, not a turn.
             closed = flush_transcript(self.buffers[other])
             self.buffers[other], followed = closed.buffer, closed.written
         coalesced = buffer_fragment(own, fragment, now=received_at)

@@ -76,3 +76,35 @@ def test_a_live_delegation_on_the_real_log_is_a_tool_step_answered_once(database
     assert [(t["role"], t["text"]) for t in record["transcript"]] == [("user", "Where is order 4417")]
     with locked_session(session_id) as session:
         assert session.state == refold(session_id)
+
+
+def test_pieces_said_over_each_other_are_stored_as_each_speakers_line(database: Any) -> None:
+    """A piece that goes on its speaker's line is added to that line's row: applied next (one
+    statement with its event), or after an earlier seq it waited for. A continuation whose line
+    has no row is stored as one rather than lost."""
+    session_id = new_session_id()
+    _admit_live(session_id)
+    prefix = lc.listening()[3:]
+    caller = lc.words(Speaker.CALLER, "Can you remind me what my name is?", 600)
+    agent = lc.words(Speaker.AGENT, "You mentioned your name is Ada.", 1600)
+    pieces = [lc.piece(p) for p in (caller[:3], caller[3:6], agent[:2], agent[2:4], caller[6:], agent[4:])]
+    for seq, event in enumerate([*prefix, *pieces[:3]], start=1):
+        deliver(session_id, seq, event)
+    # The caller's last piece is logged before the agent's second: it waits for its seq.
+    deliver(session_id, 7, pieces[4])
+    deliver(session_id, 6, pieces[3])
+
+    def lines() -> list[tuple[str, str]]:
+        return [(t["role"], t["text"]) for t in session_record(session_id)["transcript"]]
+
+    assert lines() == [
+        ("user", "Can you remind me what my name is?"),
+        ("assistant", "You mentioned your name"),
+    ]
+    database.execute_sql(
+        "DELETE FROM transcript_items WHERE session_id = %s AND role = 'assistant'", (session_id,)
+    )
+    deliver(session_id, 8, pieces[5])
+    assert lines() == [("user", "Can you remind me what my name is?"), ("assistant", " is Ada.")]
+    with locked_session(session_id) as session:
+        assert session.state == refold(session_id)

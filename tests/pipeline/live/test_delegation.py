@@ -144,6 +144,65 @@ def test_the_words_kept_for_the_next_task_are_bounded() -> None:
     assert state.live is not None and len(state.live.heard) == delegation.MAXIMUM_HEARD_FRAGMENTS
 
 
+def _stored(*raws: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
+    """The transcript effects of these pieces: (role, line id, text, goes on the line)."""
+    _, steps = _run(_listening(), *raws)
+    return [
+        (e.role, e.item_id, e.text, e.continues)
+        for step in steps
+        for e in step.effects
+        if isinstance(e, PersistTranscript)
+    ]
+
+
+def test_words_said_over_each_other_are_two_whole_lines_whatever_pieces_they_came_in() -> None:
+    """A captured Live call (recordings/captured/live_bound_history.jsonl): the agent answers
+    while the caller's last words are still coming, the gateway writes each speaker down in
+    pieces, and the pieces alternate. Each piece goes on its speaker's line: the caller's pieces
+    follow their line without a pause, and the agent began before the caller's words ended."""
+    caller = lc.words(Speaker.CALLER, "Can you remind me what my name is?", 600)
+    agent = lc.words(Speaker.AGENT, "You mentioned your name is Ada.", 1600)
+    pieces = [caller[:3], caller[3:6], agent[:2], agent[2:3], caller[6:], agent[3:]]
+    stored = _stored(*(lc.piece(p) for p in pieces))
+    first_caller, first_agent = caller[0].event_id, agent[0].event_id
+    assert [(role, line, going_on) for role, line, _, going_on in stored] == [
+        ("user", first_caller, False),
+        ("user", first_caller, True),
+        ("assistant", first_agent, False),
+        ("assistant", first_agent, True),
+        ("user", first_caller, True),
+        ("assistant", first_agent, True),
+    ]
+    assert (
+        "".join(text for role, _, text, _ in stored if role == "user") == "Can you remind me what my name is?"
+    )
+
+
+def test_a_turn_or_a_pause_begins_a_new_line() -> None:
+    """The agent's words after the caller's end are a turn: the caller's next words are a new
+    line. A pause of COALESCE_GAP_MS in one speaker's words is a new line too."""
+    caller = lc.said("Where is my order", 0)
+    answer = lc.said("Let me look", 1000, Speaker.AGENT)
+    # Within COALESCE_GAP_MS of the caller's last words, but after the agent's turn began.
+    again = lc.said("It is 4417", 1700)
+    after_a_pause = lc.said("Thanks", 1700 + 3 * lc.WORD_MS + delegation.COALESCE_GAP_MS)
+    assert [going_on for *_, going_on in _stored(caller, answer, again, after_a_pause)] == [
+        False,
+        False,
+        False,
+        False,
+    ]
+
+
+def test_a_line_goes_on_at_most_its_span() -> None:
+    """A speaker who never pauses still gets a new line every MAXIMUM_LINE_SPAN_MS."""
+    span = delegation.MAXIMUM_LINE_SPAN_MS
+    pieces = [lc.said("one two three four five", start) for start in range(0, span + 1000, 1000)]
+    going_on = [flag for *_, flag in _stored(*pieces)]
+    assert going_on.count(False) == 2 and going_on[0] is False
+    assert going_on.index(False, 1) == span // 1000
+
+
 # ── a delegation, start to finish ───────────────────────────────────────────────────────
 
 

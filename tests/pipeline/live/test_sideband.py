@@ -241,3 +241,25 @@ def test_words_said_over_each_other_are_kept_whole_for_each_speaker() -> None:
     case.hear(_fragment(Speaker.AGENT, "event_a3", 1000, "It ships Friday."), at=T0 + 2)
     reply = case.hear(_fragment(Speaker.CALLER, "event_c3", 1400, "Thanks."), at=T0 + 2.5)
     assert [a.event["text"] for a in reply if isinstance(a, Submit)] == ["It ships Friday."]
+
+
+def test_words_that_begin_where_the_other_speaker_s_last_window_ended_are_an_overlap() -> None:
+    """Live's deltas come on one 200 ms grid: in a captured call the caller's " is" (2600-2800)
+    arrived before the agent's " your" (2600-2800), just after the agent's "You mentioned"
+    (2400-2600). Taken for a turn, each such delta closed the other speaker's piece; it is an
+    overlap, and both speakers' words go on gathering."""
+    case = SidebandCase()
+    heard = [
+        _fragment(Speaker.CALLER, "event_c1", 2400, " name"),
+        _fragment(Speaker.AGENT, "event_a1", 2400, "You mentioned"),
+        _fragment(Speaker.CALLER, "event_c2", 2600, " is"),
+        _fragment(Speaker.AGENT, "event_a2", 2600, " your"),
+        _fragment(Speaker.CALLER, "event_c3", 2800, "?"),
+        _fragment(Speaker.AGENT, "event_a3", 2800, " name"),
+    ]
+    for fragment in heard:
+        assert [action for action in case.hear(fragment) if isinstance(action, Submit)] == []
+    assert case.sideband.close(T0) == [
+        *_written(*heard[0::2], at=T0),
+        *_written(*heard[1::2], at=T0),
+    ]
