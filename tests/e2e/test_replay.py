@@ -23,9 +23,12 @@ from switchboard.services import Services
 RECORDINGS = Path(__file__).resolve().parents[2] / "recordings"
 
 
-def _replay(services: Services, recording: Path, speed: str, *flags: str) -> list[dict[str, Any]]:
+def _replay(
+    services: Services, recording: Path, speed: str, *flags: str, env: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     env = {
         **os.environ,
+        **(env or {}),
         "SWITCHBOARD_DATABASE_URL": services.database_url,
         "SWITCHBOARD_REDIS_URL": services.redis_url,
     }
@@ -172,16 +175,121 @@ def test_a_recording_holding_a_control_the_host_never_sends_fails_closed_and_pla
     assert [control["type"] for control in controls] == ["session.update"]
 
 
+CAPTURED = RECORDINGS / "captured"
+# The captured sessions offered `get_weather`: the replays offer it too (tests/tools), and its body
+# writes to the witness file each time it runs.
+WEATHER_TOOLS = "workers.tools.reference,tests.tools.weather_tools"
+
+
+@pytest.fixture(scope="module")
+def foreign_replays(services: Services, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every recording made against another host, replayed open loop, all at once (each its own
+    replay): the streams captured from the real APIs (recordings/captured/) and the hand-written
+    one in their shape. Their controls were another client's, so nothing waits for the host."""
+    witness = tmp_path_factory.mktemp("weather") / "runs"
+    env = {"SWITCHBOARD_TOOL_MODULES": WEATHER_TOOLS, "TEST_TOOL_WITNESS": str(witness)}
+    plays = {
+        "tool_call_round": (CAPTURED / "tool_call_round.jsonl", "0"),
+        "sideband_text_turn": (CAPTURED / "sideband_text_turn.jsonl", "0"),
+        "live_bound_history@1": (CAPTURED / "live_bound_history.jsonl", "1"),
+        "live_bound_history@0": (CAPTURED / "live_bound_history.jsonl", "0"),
+        "client_response_tool": (RECORDINGS / "client_response_tool.jsonl", "2"),
+    }
+    replays: dict[str, Any] = {"witness": witness}
+
+    def replay(name: str) -> None:
+        recording, speed = plays[name]
+        replays[name] = _replay(services, recording, speed, "--open-loop", env=env)
+
+    threads = [threading.Thread(target=replay, args=(name,)) for name in plays]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    missing = sorted(set(plays) - set(replays))
+    assert not missing, f"replays that did not finish: {missing}"
+    return replays
+
+
+def test_the_captured_streams_are_the_real_apis_with_fields_newer_than_the_types() -> None:
+    """The captured Realtime streams differ from `openai`'s types in one field only: the
+    `obfuscation` every streamed delta carries (newer than the types, and ignored). The Live
+    capture is valid as it stands."""
+    for name in ("tool_call_round", "sideband_text_turn"):
+        events = [line.event for line in read_recording(CAPTURED / f"{name}.jsonl").events]
+        deltas = [event for event in events if event["type"].endswith(".delta")]
+        assert deltas and all("obfuscation" in event for event in deltas)
+        for event in events:
+            expected = ["unknown field $.obfuscation"] if event in deltas else []
+            assert wire_errors(event, direction="server") == expected, event
+    live = read_recording(CAPTURED / "live_bound_history.jsonl").events
+    assert all(live_wire_errors(line.event, direction="server") == [] for line in live)
+
+
+def test_a_tool_the_model_calls_in_a_response_another_client_asked_for_never_runs(
+    foreign_replays: dict[str, Any],
+) -> None:
+    """Captured: a client adds a message and asks for a response itself, and the model calls
+    get_weather in it. Switchboard did not ask for that response: the call is answered at once,
+    refused (`response_context_missing`, a warning), the tool's body never runs, no response is
+    asked for (it is not the host's), and the call goes on to the model's answer."""
+    *controls, last = foreign_replays["tool_call_round"]
+    assert [control["type"] for control in controls] == ["session.update", "conversation.item.create"]
+    refusal = controls[1]["item"]
+    assert (refusal["type"], refusal["call_id"]) == ("function_call_output", "call_9ghqokxJmZFwiAM0")
+    assert json.loads(refusal["output"])["error"]["code"] == "response_context_missing"
+    assert all(wire_errors(control, direction="client") == [] for control in controls)
+    assert not foreign_replays["witness"].exists(), "get_weather ran"
+    summary = last["summary"]
+    assert (summary["status"], summary["end_reason"]) == ("ended", "caller_hung_up")
+    assert [(step["tool"], step["status"]) for step in summary["tool_steps"]] == [("get_weather", "refused")]
+    assert [(i["code"], i["severity"]) for i in summary["incidents"]] == [
+        ("response_context_missing", "warning")
+    ]
+    assert [(t["role"], t["text"]) for t in summary["transcript"]] == [
+        ("assistant", "It is foggy and 12 degrees in London.")
+    ]
+    assert summary["usage"]["responses"] == 2
+
+
+def test_a_turn_another_host_drives_on_a_captured_sideband_is_recorded_and_left_to_it(
+    foreign_replays: dict[str, Any],
+) -> None:
+    """Captured on a WebRTC call's sideband: another host types a line and asks for the answer.
+    Switchboard configures its sideband, asks for nothing, and records the answer."""
+    *controls, last = foreign_replays["sideband_text_turn"]
+    assert [control["type"] for control in controls] == ["session.update"]
+    summary = last["summary"]
+    assert (summary["status"], summary["incidents"]) == ("ended", [])
+    assert [(t["role"], t["text"]) for t in summary["transcript"]] == [("assistant", "Hello there!")]
+
+
+@pytest.mark.parametrize("speed", ["1", "0"])
+def test_a_captured_live_call_whose_speakers_overlap_is_recorded_as_two_whole_lines(
+    foreign_replays: dict[str, Any], speed: str
+) -> None:
+    """Captured on a Live call's sideband: the model answers while the caller's last words are
+    still being transcribed, and the two speakers' deltas alternate. At the recorded pace (the
+    gateway writes words down after 1 s) and as fast as possible (at turns and the close), the
+    record holds each speaker's line whole."""
+    summary = foreign_replays[f"live_bound_history@{speed}"][-1]["summary"]
+    assert (summary["status"], summary["incidents"]) == ("ended", [])
+    assert [(t["role"], t["text"]) for t in summary["transcript"]] == [
+        ("user", "Can you remind me what my name is?"),
+        ("assistant", "You mentioned your name is Ada."),
+    ]
+
+
 def test_a_tool_called_in_a_response_the_host_did_not_ask_for_is_refused_and_the_call_goes_on(
-    services: Services,
+    foreign_replays: dict[str, Any],
 ) -> None:
     """A WebRTC client's own response.create, and the model calls a tool in it
-    (recordings/client_response_tool.jsonl, played open loop: it holds no host's controls). The
+    (recordings/client_response_tool.jsonl, hand-written in that shape, played open loop). The
     tool does not run; its call is answered refused at once with a warning; the caller's next
     line is answered and the call ends as the caller ends it."""
     recording = RECORDINGS / "client_response_tool.jsonl"
     assert all(wire_errors(line.event, direction="server") == [] for line in read_recording(recording).events)
-    *controls, last = _replay(services, recording, "2", "--open-loop")
+    *controls, last = foreign_replays["client_response_tool"]
     refusal, create = controls[1:]
     assert refusal["type"] == "conversation.item.create" and refusal["item"]["call_id"] == "call_client_1"
     assert json.loads(refusal["item"]["output"])["error"]["code"] == "response_context_missing"
