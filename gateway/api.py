@@ -73,6 +73,7 @@ from pipeline.roles import Identity, Permission, Role, permission_for
 from pipeline.state import TERMINAL_PHASES
 from pipeline.timestamps import rfc3339
 from pipeline.wire import (
+    TYPED_ITEM_PREFIX,
     AgentReplyRequested,
     AgentSayRequested,
     AttentionRequested,
@@ -600,7 +601,7 @@ class _Api:
         if not within:
             message = f"at most {TYPED_MESSAGES_PER_MINUTE} typed messages a minute per session"
             return error_response(429, "rate_limited", message, {"Retry-After": "60"})
-        item_id = f"item_typed_{uuid.uuid4().hex[:16]}"
+        item_id = f"{TYPED_ITEM_PREFIX}{uuid.uuid4().hex[:16]}"
         # The worker answers: 202 once the text is in the conversation, or the provider's refusal.
         queued = {"session_id": session_id, "item_id": item_id, "status": "queued"}
         # Typed text is logged as the caller's words are: through the session's boundary. The

@@ -177,6 +177,11 @@ class CompactionUnsaved(Inbound):
     reason: str = ""
 
 
+# The conversation items Switchboard adds for typed text are named so: their echo on the
+# sideband is the host's own words, recorded already (`is_typed_user_item` passes over them).
+TYPED_ITEM_PREFIX = "item_typed_"
+
+
 class TextInjected(Inbound):
     """Typed text from the API, spoken to the model as a user message (checked and bounded by
     the gateway; the item id is Switchboard's own)."""

@@ -15,6 +15,7 @@ from pipeline.realtime.events import (
     FunctionCallArgumentsDone,
     FunctionCallItemDone,
     ItemDeleted,
+    ItemTyped,
     ResponseCreated,
     ResponseDone,
     SpeechStarted,
@@ -46,6 +47,8 @@ def decide(state: SessionState, event: InboundEvent) -> Step | None:
             return silences.caller_silent(state, event)
         case TextInjected():
             return _caller_input(state, lambda now: turns.typed(now, event))
+        case ItemTyped():
+            return turns.typed_by_another(compaction.track(state, event.item.id), event)
         case InterruptRequested():
             return _tool_stopped(state, turns.barge_in(state, event.playback), "interrupted")
         case UserTranscriptFailed():
@@ -113,6 +116,8 @@ def record_late(state: SessionState, event: InboundEvent) -> Step | None:
         return Step(state=state, effects=(PersistTranscript(role="user", text=text, item_id=event.item_id),))
     if isinstance(event, AssistantTranscriptFinal):
         return Step(state=state, effects=turns.assistant_said(state, event).effects)
+    if isinstance(event, ItemTyped):
+        return Step(state=state, effects=turns.typed_by_another(state, event).effects)
     return None
 
 

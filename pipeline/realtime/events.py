@@ -10,7 +10,14 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, TypeAdapter, model_validator
 
 from pipeline.call.messages import Inbound, Playback, optional_str
-from pipeline.wire import InboundEvent, KeyPressed, ProviderError, SessionUpdated, validated
+from pipeline.wire import (
+    TYPED_ITEM_PREFIX,
+    InboundEvent,
+    KeyPressed,
+    ProviderError,
+    SessionUpdated,
+    validated,
+)
 
 BETA_TO_GA = {
     "response.text.delta": "response.output_text.delta",
@@ -264,6 +271,48 @@ def is_function_call_item(event: dict[str, Any]) -> bool:
     )
 
 
+def is_typed_user_item(event: dict[str, Any]) -> bool:
+    """A user text message another client added to the conversation (a WebRTC client's data
+    channel, another host on the sideband): words of the caller's side the transcript would
+    otherwise lack, answered by a response that is not the host's. Switchboard's own typed
+    items (`TYPED_ITEM_PREFIX`) are recorded when they are sent."""
+    item = event.get("item")
+    if event.get("type") != "conversation.item.added" or not isinstance(item, dict):
+        return False
+    item_id, content = item.get("id"), item.get("content")
+    return (
+        item.get("type") == "message"
+        and item.get("role") == "user"
+        and isinstance(item_id, str)
+        and not item_id.startswith(TYPED_ITEM_PREFIX)
+        and isinstance(content, list)
+        and any(isinstance(part, dict) and part.get("type") == "input_text" for part in content)
+    )
+
+
+class TypedPart(Inbound):
+    type: str
+    text: str = ""
+
+
+class TypedItem(Inbound):
+    id: str
+    role: Literal["user"]
+    content: tuple[TypedPart, ...]
+
+
+class ItemTyped(Inbound):
+    """A user text message another client added to the conversation (`is_typed_user_item`)."""
+
+    type: Literal["conversation.item.added"]
+    event_id: str
+    item: TypedItem
+
+    @property
+    def text(self) -> str:
+        return "".join(part.text for part in self.item.content if part.type == "input_text")
+
+
 # What a Realtime sideband says that the workers read, with what every provider says alike.
 _REALTIME_INPUT: TypeAdapter[Any] = TypeAdapter(
     Annotated[
@@ -280,7 +329,8 @@ _REALTIME_INPUT: TypeAdapter[Any] = TypeAdapter(
         | ItemTruncated
         | ItemDeleted
         | KeyPressed
-        | CallerSilent,
+        | CallerSilent
+        | ItemTyped,
         Field(discriminator="type"),
     ]
 )
@@ -293,6 +343,7 @@ def parse_realtime(raw: dict[str, Any]) -> InboundEvent | None:
     if not isinstance(event_type, str):
         return None
     event_type = ga_type(event_type)
-    if event_type not in DURABLE_TYPES and not is_function_call_item(raw):
+    raw = {**raw, "type": event_type}
+    if event_type not in DURABLE_TYPES and not is_function_call_item(raw) and not is_typed_user_item(raw):
         return None
-    return validated(_REALTIME_INPUT, {**raw, "type": event_type})
+    return validated(_REALTIME_INPUT, raw)

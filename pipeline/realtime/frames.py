@@ -16,6 +16,7 @@ from pipeline.realtime.events import (
     STREAMED_TYPES,
     ga_type,
     is_function_call_item,
+    is_typed_user_item,
     parse_realtime,
 )
 from pipeline.wire import HOST_TYPES, FrameKind, decode_frame, frame_holds_unstorable, nests_too_deep
@@ -45,7 +46,8 @@ def classify_frame(frame: str | bytes) -> ClassifiedFrame:
         if not isinstance(event.get("item_id"), str) or not isinstance(event.get("delta", ""), str):
             raise MalformedFrame(f"{event_type}: needs a string item_id and delta")
         return ClassifiedFrame(FrameKind.STREAMED, event_type, event)
-    if event_type not in IGNORED_TYPES:
+    durable = event_type in DURABLE_TYPES or is_function_call_item(event) or is_typed_user_item(event)
+    if durable or event_type not in IGNORED_TYPES:
         # What is kept (logged, or walked on its way to the log) must be storable and shallow;
         # a live delta or an ignored event is only looked at, never walked.
         if nests_too_deep(frame, event):
@@ -53,7 +55,7 @@ def classify_frame(frame: str | bytes) -> ClassifiedFrame:
         if frame_holds_unstorable(frame, event):
             # Such an event could never be logged: PostgreSQL refuses it on every attempt.
             raise MalformedFrame(f"{event_type}: a string holds U+0000 or a lone surrogate")
-    if event_type in DURABLE_TYPES or is_function_call_item(event):
+    if durable:
         parse_realtime(event)
         return ClassifiedFrame(FrameKind.DURABLE, event_type, event)
     if event_type in IGNORED_TYPES:

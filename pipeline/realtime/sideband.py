@@ -33,7 +33,7 @@ from pipeline.call.sideband import Action, Delta, Final, Role, Submit, Waited, b
 from pipeline.errors import BadInput
 from pipeline.realtime.compaction import is_maintenance_metadata
 from pipeline.realtime.dialect import REALTIME
-from pipeline.realtime.events import function_call_id
+from pipeline.realtime.events import function_call_id, is_typed_user_item
 from pipeline.realtime.frames import classify_frame
 from pipeline.wire import FrameKind
 
@@ -120,6 +120,11 @@ class RealtimeSideband:
             actions.append(waited)
         if event_type == _USER_FINAL:
             actions.append(Final("user", event["item_id"], event.get("transcript", "")))
+        elif is_typed_user_item(event):
+            text = "".join(
+                part.get("text", "") for part in event["item"]["content"] if part.get("type") == "input_text"
+            )
+            actions.append(Final("user", event["item"]["id"], text))
         elif event_type in _ASSISTANT_FINALS:
             text = event.get("transcript", event.get("text", ""))
             actions.append(Final("assistant", event["item_id"], text))

@@ -26,6 +26,7 @@ from pipeline.realtime.controls import (
 )
 from pipeline.realtime.events import (
     AssistantTranscriptFinal,
+    ItemTyped,
     ResponseCreated,
     ResponseDone,
     SpeechStarted,
@@ -78,6 +79,16 @@ def typed(state: SessionState, event: TextInjected) -> Step:
         )
         step = step.then(Step(state=state, controls=(message,)))
     return _answer_input(step, event.item_id, spoken=False)
+
+
+def typed_by_another(state: SessionState, event: ItemTyped) -> Step:
+    """Text another client added to the conversation as the caller's (a WebRTC client's data
+    channel): stored as the caller's line, so the record holds what the model's answer answers.
+    That client asks for the answer itself, so the session asks for nothing."""
+    return Step(
+        state=state,
+        effects=(PersistTranscript(role="user", text=bounded(event.text), item_id=event.item.id),),
+    )
 
 
 def _answer_input(step: Step, input_item_id: str, *, spoken: bool) -> Step:

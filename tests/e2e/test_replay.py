@@ -28,6 +28,9 @@ def _replay(
 ) -> list[dict[str, Any]]:
     env = {
         **os.environ,
+        # Replays run side by side, each its own stack: a worker of 8 threads holds up to 8 of
+        # PostgreSQL's 100 connections, and one call needs 2.
+        "SWITCHBOARD_WORKER_THREADS": "2",
         **(env or {}),
         "SWITCHBOARD_DATABASE_URL": services.database_url,
         "SWITCHBOARD_REDIS_URL": services.redis_url,
@@ -232,7 +235,8 @@ def test_a_tool_the_model_calls_in_a_response_another_client_asked_for_never_run
     """Captured: a client adds a message and asks for a response itself, and the model calls
     get_weather in it. Switchboard did not ask for that response: the call is answered at once,
     refused (`response_context_missing`, a warning), the tool's body never runs, no response is
-    asked for (it is not the host's), and the call goes on to the model's answer."""
+    asked for (it is not the host's), and the call goes on to the model's answer. The client's
+    message is the caller's line of the record."""
     *controls, last = foreign_replays["tool_call_round"]
     assert [control["type"] for control in controls] == ["session.update", "conversation.item.create"]
     refusal = controls[1]["item"]
@@ -247,7 +251,8 @@ def test_a_tool_the_model_calls_in_a_response_another_client_asked_for_never_run
         ("response_context_missing", "warning")
     ]
     assert [(t["role"], t["text"]) for t in summary["transcript"]] == [
-        ("assistant", "It is foggy and 12 degrees in London.")
+        ("user", "What is the weather in London?"),
+        ("assistant", "It is foggy and 12 degrees in London."),
     ]
     assert summary["usage"]["responses"] == 2
 
@@ -256,12 +261,15 @@ def test_a_turn_another_host_drives_on_a_captured_sideband_is_recorded_and_left_
     foreign_replays: dict[str, Any],
 ) -> None:
     """Captured on a WebRTC call's sideband: another host types a line and asks for the answer.
-    Switchboard configures its sideband, asks for nothing, and records the answer."""
+    Switchboard configures its sideband, asks for nothing, and records the line and the answer."""
     *controls, last = foreign_replays["sideband_text_turn"]
     assert [control["type"] for control in controls] == ["session.update"]
     summary = last["summary"]
     assert (summary["status"], summary["incidents"]) == ("ended", [])
-    assert [(t["role"], t["text"]) for t in summary["transcript"]] == [("assistant", "Hello there!")]
+    assert [(t["role"], t["text"]) for t in summary["transcript"]] == [
+        ("user", "Say hello."),
+        ("assistant", "Hello there!"),
+    ]
 
 
 @pytest.mark.parametrize("speed", ["1", "0"])
@@ -285,8 +293,9 @@ def test_a_tool_called_in_a_response_the_host_did_not_ask_for_is_refused_and_the
 ) -> None:
     """A WebRTC client's own response.create, and the model calls a tool in it
     (recordings/client_response_tool.jsonl, hand-written in that shape, played open loop). The
-    tool does not run; its call is answered refused at once with a warning; the caller's next
-    line is answered and the call ends as the caller ends it."""
+    tool does not run; its call is answered refused at once with a warning; the client's typed
+    line is the caller's in the record; the caller's next (spoken) line is answered and the call
+    ends as the caller ends it."""
     recording = RECORDINGS / "client_response_tool.jsonl"
     assert all(wire_errors(line.event, direction="server") == [] for line in read_recording(recording).events)
     *controls, last = foreign_replays["client_response_tool"]
@@ -300,7 +309,11 @@ def test_a_tool_called_in_a_response_the_host_did_not_ask_for_is_refused_and_the
     assert [(i["code"], i["severity"]) for i in summary["incidents"]] == [
         ("response_context_missing", "warning")
     ]
-    assert [item["role"] for item in summary["transcript"]] == ["user", "assistant"]
+    assert [(t["role"], t["text"]) for t in summary["transcript"]] == [
+        ("user", "Where is order 4417?"),
+        ("user", "Hello? Are you still there?"),
+        ("assistant", "Yes, I'm here. How can I help?"),
+    ]
 
 
 def test_a_broken_recording_is_refused_with_the_line_that_is_wrong(

@@ -326,3 +326,43 @@ def test_a_cut_answer_s_late_audio_does_not_restart_the_next_answer_s_wait() -> 
     _receive_at(sideband, _audio_delta("resp_2"), t + 1.7)
     assert _receive_at(sideband, response_done("resp_1", "cancelled"), t + 1.8)[1] == Waited("realtime", 500)
     assert _receive_at(sideband, response_done("resp_2"), t + 2.0)[1] == Waited("realtime", 400)
+
+
+def _user_item(item_id: str, *content: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "conversation.item.added",
+        "event_id": f"event_{item_id}",
+        "previous_item_id": None,
+        "item": {
+            "id": item_id,
+            "object": "realtime.item",
+            "type": "message",
+            "status": "completed",
+            "role": "user",
+            "content": list(content),
+        },
+    }
+
+
+def test_a_line_another_client_typed_is_durable_and_shown_and_the_host_s_own_is_not() -> None:
+    """A user text message another client added (a WebRTC client's data channel) is the
+    caller's side of the conversation: submitted and shown as a final line. The echo of
+    Switchboard's own typed item was recorded when it was sent; a user audio item is the
+    caller's speech, recorded by its transcription: neither is submitted. A beta
+    `conversation.item.created` is the same event."""
+    case = SidebandCase()
+    typed = _user_item(
+        "item_c1",
+        {"type": "input_text", "text": "What is the weather"},
+        {"type": "input_text", "text": " in London?"},
+    )
+    actions = case.receive(typed)
+    assert actions == [Submit(typed, RECEIVED_AT), Final("user", "item_c1", "What is the weather in London?")]
+    assert case.receive(_user_item("item_typed_0123456789abcdef", {"type": "input_text", "text": "Hi"})) == []
+    assert case.receive(_user_item("item_spoken", {"type": "input_audio", "transcript": None})) == []
+    beta = {
+        **_user_item("item_c2", {"type": "input_text", "text": "Thanks"}),
+        "type": "conversation.item.created",
+    }
+    [submitted, _] = case.receive(beta)
+    assert isinstance(submitted, Submit) and submitted.event["type"] == "conversation.item.added"

@@ -375,3 +375,30 @@ def test_a_response_the_provider_starts_itself_for_the_callers_line_is_not_asked
     )
     assert [type(c) for c in ev.controls_of(steps)] == [ResponseCreate]
     assert state.turn is not None and state.turn.context.input_item_id == "item_U2"
+
+
+def test_a_line_another_client_typed_is_stored_as_the_caller_s_and_asks_for_nothing() -> None:
+    """A user text message another client added to the conversation (captured:
+    recordings/captured/tool_call_round.jsonl): stored as the caller's line, the item known for
+    compaction, and no response asked for (that client asks for its own); late, it is still
+    stored."""
+    state = ev.state_after(ev.listening())
+    typed = {
+        "type": "conversation.item.added",
+        "event_id": "event_typed",
+        "previous_item_id": None,
+        "item": {
+            "id": "item_C1",
+            "type": "message",
+            "status": "completed",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "What is the weather in London?"}],
+        },
+    }
+    step = ev.step_of(state, typed)
+    stored = PersistTranscript(role="user", text="What is the weather in London?", item_id="item_C1")
+    assert (step.effects, step.controls) == ((stored,), ())
+    assert step.state == state.evolve(known_items=(*state.known_items, "item_C1"))
+    ended = ev.state_after([*ev.listening(), ev.sideband_closed(1000)])
+    assert ended.is_terminal
+    assert ev.step_of(ended, typed).effects == (stored,)
