@@ -235,12 +235,25 @@ def test_the_realtime_wing_behind_the_boundary_logs_no_clear_value() -> None:
             "transcript": f"card {CARD} and {SSN}",
         },
         function_call("call_1", "resp_1", name="pay", arguments=json.dumps({"card": CARD})),
+        # A line another client typed into the conversation is kept, so it is masked too.
+        {
+            "type": "conversation.item.added",
+            "event_id": "ev_4",
+            "item": {
+                "id": "item_2",
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": f"my card is {CARD}"}],
+            },
+        },
     ]
     actions = [action for frame in frames for action in boundary.receive(json.dumps(frame), T0, 0.0)]
     assert _clear_values(repr(actions)) == []
     submitted = [action.event for action in actions if isinstance(action, Submit)]
-    assert [event["type"] for event in submitted] == [frames[1]["type"], frames[2]["type"]]
+    assert [event["type"] for event in submitted] == [frames[1]["type"], frames[2]["type"], frames[3]["type"]]
     assert json.loads(submitted[1]["arguments"]) == {"card": CARD_MASK}
+    assert submitted[2]["item"]["content"][0]["text"] == f"my card is {CARD_MASK}"
+    assert Final("user", "item_2", f"my card is {CARD_MASK}") in actions
 
 
 def test_the_live_wing_behind_the_boundary_writes_down_no_clear_value() -> None:

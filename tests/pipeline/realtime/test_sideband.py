@@ -366,3 +366,18 @@ def test_a_line_another_client_typed_is_durable_and_shown_and_the_host_s_own_is_
     }
     [submitted, _] = case.receive(beta)
     assert isinstance(submitted, Submit) and submitted.event["type"] == "conversation.item.added"
+
+
+def test_a_typed_line_of_the_wrong_shape_or_unstorable_is_an_incident_and_nothing_else() -> None:
+    """Another client's typed line is now kept, so it is checked as every kept event is: text
+    that is not a string, or that PostgreSQL could never store (U+0000), is one incident and
+    no event; the frames after it go on."""
+    case = SidebandCase()
+    for bad in (
+        _user_item("item_c1", {"type": "input_text", "text": 4417}),
+        _user_item("item_c2", {"type": "input_text", "text": "card \u0000 4417"}),
+    ):
+        (incident,) = case.receive(bad)
+        assert isinstance(incident, Incident) and incident.code == "malformed_provider_frame"
+    good = _user_item("item_c3", {"type": "input_text", "text": "Thanks"})
+    assert case.receive(good) == [Submit(good, RECEIVED_AT), Final("user", "item_c3", "Thanks")]
