@@ -10,12 +10,14 @@ from typing import Any
 
 import pytest
 
+from pipeline.call.sideband import Submit
 from pipeline.call.tokens import estimated_tokens
 from pipeline.call_log import LoggedInput, project
 from pipeline.cost import ModelPrices, cost_usd, usage_added
 from pipeline.live import delegation
 from pipeline.live.dialect import APPEND_TOKEN_BUDGET
 from pipeline.live.frames import DELEGATION_SETTLE_MS
+from pipeline.live.sideband import LiveSideband
 from pipeline.live.tasks import settle_timer
 from pipeline.state import DelegationStatus, Phase, Provider, SessionState
 from pipeline.step import (
@@ -349,6 +351,79 @@ def test_a_delegation_without_a_handler_or_past_the_limit_is_refused_at_once() -
 def test_a_delegation_that_is_not_the_clients_is_only_noted() -> None:
     _, steps = _run(_listening(), lc.delegated("D1", 0, target="responses"))
     assert steps[-1].controls == () and [e.code for e in steps[-1].effects] == ["delegation_not_client"]
+
+
+# Frames the Live API sent in a session with Responses delegation, verbatim: from pydantic-ai's
+# cassette tests/realtime/cassettes/test_openai_live_ws/test_audio_in_delegated_tool_round.yaml
+# at 0cf1dba05107c4364cc2ffbcb7fd961754b5dfd6 (MIT; recordings/captured/LICENSE.pydantic-ai).
+RESPONSES_DELEGATION = "item_ERPviV38IWjTevtgdVZ3X"
+CAPTURED_DELEGATED = {
+    "type": "session.delegation.created",
+    "offset_ms": 3800,
+    "delegation": {
+        "id": RESPONSES_DELEGATION,
+        "type": "delegation",
+        "response_id": "resp_0e27e46db52c8ed8006ab45566a99487d19505728b991f94e3",
+        "target": "responses",
+    },
+    "event_id": "event_ERPviHu0oS84VsRoc2jnF",
+}
+CAPTURED_ARGUMENTS_DELTA = {
+    "event_id": "event_ERPvjW1uWhoFR9wC0Osj2",
+    "type": "response.event",
+    "delegation_id": RESPONSES_DELEGATION,
+    "event": {
+        "type": "response.function_call_arguments.delta",
+        "delta": '{"',
+        "item_id": "fc_0e27e46db52c8ed8006ab45567572c87d1a83ce91932903ebb",
+        "obfuscation": "lbmAaIi7D74waw",
+        "output_index": 0,
+        "sequence_number": 3,
+    },
+}
+CAPTURED_CALL_DONE = {
+    "event_id": "event_ERPvjsoNxd1yCnqfPA2ps",
+    "type": "response.event",
+    "delegation_id": RESPONSES_DELEGATION,
+    "event": {
+        "type": "response.output_item.done",
+        "item": {
+            "id": "fc_0e27e46db52c8ed8006ab45567572c87d1a83ce91932903ebb",
+            "type": "function_call",
+            "status": "completed",
+            "arguments": '{"city":"Amsterdam"}',
+            "call_id": "call_sMcOazdoNl2difiyfEE12nUN",
+            "name": "lookup_forecast",
+        },
+        "output_index": 0,
+        "sequence_number": 9,
+    },
+}
+
+
+def test_a_captured_responses_delegation_is_noted_and_its_function_call_left_to_the_provider() -> None:
+    """The real frames of a Responses delegation: the gateway logs the delegation and the
+    finished function call (the arguments' delta is only shown), and a session that configured
+    client delegation notes the delegation once and sends nothing for either: the run and its
+    tool are the provider's. The frames are valid but for `obfuscation` on the nested delta,
+    newer than openai 3.57's types."""
+    sideband = LiveSideband()
+    frames = (CAPTURED_DELEGATED, CAPTURED_ARGUMENTS_DELTA, CAPTURED_CALL_DONE)
+    submitted = [
+        action.event
+        for frame in frames
+        for action in sideband.receive(json.dumps(frame), 1.0, 1.0)
+        if isinstance(action, Submit)
+    ]
+    assert submitted == [CAPTURED_DELEGATED, CAPTURED_CALL_DONE]
+    assert [live_wire_errors(frame, direction="server") for frame in frames] == [
+        [],
+        ["unknown field $.event.obfuscation"],
+        [],
+    ]
+    _, steps = _run(_listening(), *submitted)
+    assert [control for step in steps for control in step.controls] == []
+    assert [e.code for step in steps for e in step.effects] == ["delegation_not_client"]
 
 
 # ── the line decides when the answer is said ────────────────────────────────────────────
