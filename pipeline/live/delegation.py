@@ -33,7 +33,7 @@ from pipeline.catalog import ToolOutcome
 from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS, bounded
 from pipeline.live.controls import commentary, instructions, thinking
 from pipeline.live.events import Delegated, LiveTranscript
-from pipeline.live.frames import COALESCE_GAP_MS, DELEGATION_SETTLE_MS
+from pipeline.live.frames import DELEGATION_SETTLE_MS, line_of
 from pipeline.live.tasks import build_task
 from pipeline.state import IN_CALL, Delegation, DelegationStatus, LiveCall, SessionState, SpokenLine
 from pipeline.step import (
@@ -65,10 +65,6 @@ MAXIMUM_OPEN_DELEGATIONS = 4
 # The caller's words kept for the next task: about half a minute of continuous speech, which
 # bounds the state every event of the call writes.
 MAXIMUM_HEARD_FRAGMENTS = 128
-# A speaker's line of the transcript goes on over the pieces it was written down in for at most
-# this stretch of the call (a monologue still reads as paragraphs, and no stored line grows
-# without end).
-MAXIMUM_LINE_SPAN_MS = 60_000
 # Delegation ids remembered after their answer: far more than a repeat can arrive late by.
 ANSWERED_KEPT = 64
 
@@ -141,28 +137,14 @@ def heard(state: SessionState, event: LiveTranscript) -> Step:
 
 
 def _line_of(live: LiveCall, event: LiveTranscript) -> tuple[SpokenLine, bool]:
-    """The line a piece is stored on, and whether that is its speaker's latest line going on.
-
-    The gateway writes a speaker's words down in pieces: by time (what it holds only in memory
-    is lost if it dies), before a delegation, at a bound. Read one piece a line, a call whose
-    speakers talk over each other reads as alternating scraps of both. So a piece goes on its
-    speaker's latest line when it follows it without a pause (`COALESCE_GAP_MS`), the line is not
-    yet `MAXIMUM_LINE_SPAN_MS` long, and the other speaker has not taken a turn since: their
-    latest line did not begin after this one's last words (beginning before, or as they end, is
-    talking over them)."""
+    """The line a piece is stored on (`pipeline.live.frames.line_of`), and whether it goes on
+    its speaker's latest line."""
     own, other = (
         (live.caller_line, live.agent_line)
         if event.speaker is Speaker.CALLER
         else (live.agent_line, live.caller_line)
     )
-    if (
-        own is not None
-        and event.start_ms - own.end_ms < COALESCE_GAP_MS
-        and event.end_ms - own.start_ms <= MAXIMUM_LINE_SPAN_MS
-        and (other is None or other.start_ms <= own.end_ms)
-    ):
-        return own.model_copy(update={"end_ms": max(own.end_ms, event.end_ms)}), True
-    return SpokenLine(item_id=event.item_id, start_ms=event.start_ms, end_ms=event.end_ms), False
+    return line_of(own, other, event.item_id, event.start_ms, event.end_ms)
 
 
 def _kept(live: LiveCall, fragments: tuple[TranscriptFragment, ...]) -> tuple[TranscriptFragment, ...]:

@@ -19,6 +19,7 @@ from pydantic import (
 from pipeline.errors import MalformedFrame
 from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH
 from pipeline.live.events import LIVE_TRANSCRIPT_TYPE, LiveTranscript
+from pipeline.state import SpokenLine
 from pipeline.timeline import Speaker, TranscriptFragment
 from pipeline.wire import FrameKind, decode_frame, holds_unstorable, nests_too_deep
 
@@ -39,6 +40,9 @@ FLUSH_AFTER_MS = 1_000
 # socket's latest written fragments (about a minute of speech at five deltas a second): a
 # re-send comes moments after the first, and the record must not hold its words twice.
 REMEMBERED_WRITTEN_FRAGMENTS = 256
+# A speaker's line of the transcript goes on over the pieces it was written down in for at most
+# this stretch of the call (a monologue still reads as paragraphs, and no line grows without end).
+MAXIMUM_LINE_SPAN_MS = 60_000
 # How long a delegation's task waits for the fragment covering its offset (third parties wait
 # about 400 ms; the covering fragment was recorded arriving 2 ms before its delegation).
 DELEGATION_SETTLE_MS = 400
@@ -370,6 +374,31 @@ def buffer_fragment(
         full = flush_transcript(grown)
         return Coalesced(full.buffer, written + full.written)
     return Coalesced(grown, written)
+
+
+def line_of(
+    own: SpokenLine | None, other: SpokenLine | None, item_id: str, start_ms: int, end_ms: int
+) -> tuple[SpokenLine, bool]:
+    """The line a written-down piece (`item_id`, from `start_ms` to `end_ms`) belongs to, given
+    its speaker's latest line and the other speaker's, and whether that is its speaker's latest
+    line going on.
+
+    The gateway writes a speaker's words down in pieces: by time (what it holds only in memory
+    is lost if it dies), before a delegation, at a bound. Read one piece a line, a call whose
+    speakers talk over each other reads as alternating scraps of both. So a piece goes on its
+    speaker's latest line when it follows it without a pause (`COALESCE_GAP_MS`), the line is not
+    yet `MAXIMUM_LINE_SPAN_MS` long, and the other speaker has not taken a turn since: their
+    latest line did not begin after this one's last words (beginning before, or as they end, is
+    talking over them). The workers store the pieces by this rule, and the gateway shows the
+    watchers the same lines, each piece in the order it was written down."""
+    if (
+        own is not None
+        and start_ms - own.end_ms < COALESCE_GAP_MS
+        and end_ms - own.start_ms <= MAXIMUM_LINE_SPAN_MS
+        and (other is None or other.start_ms <= own.end_ms)
+    ):
+        return own.model_copy(update={"end_ms": max(own.end_ms, end_ms)}), True
+    return SpokenLine(item_id=item_id, start_ms=start_ms, end_ms=end_ms), False
 
 
 def is_flush_due(buffer: TranscriptBuffer, *, now: float, after_ms: int = FLUSH_AFTER_MS) -> bool:

@@ -32,7 +32,9 @@ from pipeline.live.frames import (
     classify_live_frame,
     flush_transcript,
     is_flush_due,
+    line_of,
 )
+from pipeline.state import SpokenLine
 from pipeline.timeline import Speaker, TranscriptFragment
 from pipeline.wire import FrameKind
 
@@ -72,6 +74,11 @@ class LiveSideband:
         self.awaiting: list[int] = []
         # Where the caller's words ended on the timeline, while the agent has said nothing since.
         self.caller_ended_ms: int | None = None
+        # Each speaker's latest line as the workers store it (`line_of`, applied to the pieces in
+        # the order they are written down) and its words so far: the watchers see the lines the
+        # record keeps, under the same ids.
+        self.lines: dict[Speaker, SpokenLine | None] = {Speaker.CALLER: None, Speaker.AGENT: None}
+        self.line_texts = {Speaker.CALLER: "", Speaker.AGENT: ""}
 
     def receive(self, frame: str | bytes, received_at: float, now: float) -> list[Action]:
         try:
@@ -128,10 +135,18 @@ class LiveSideband:
             self.buffers[other], followed = closed.buffer, closed.written
         coalesced = buffer_fragment(own, fragment, now=received_at)
         self.buffers[fragment.speaker] = coalesced.buffer
-        piece = coalesced.buffer.fragments[0] if coalesced.buffer.fragments else None
-        item_id = piece.event_id if piece is not None else coalesced.written[-1]["fragments"][0]["event_id"]
-        actions: list[Action] = [Delta(_ROLE[fragment.speaker], item_id, fragment.text)]
-        actions.extend(_written((*followed, *coalesced.written), received_at))
+        written = self._written((*followed, *coalesced.written), received_at)
+        # The line these words are shown on: the one their piece went on if it was written down
+        # just now, else the one it would go on if written down now.
+        buffered = coalesced.buffer
+        if buffered.fragments:
+            first = buffered.fragments[0].event_id
+            item_id = self._line_for(fragment.speaker, first, buffered.start_ms, buffered.end_ms)[0].item_id
+        else:
+            line = self.lines[fragment.speaker]
+            assert line is not None, "a fragment neither buffered nor written down"
+            item_id = line.item_id
+        actions: list[Action] = [Delta(_ROLE[fragment.speaker], item_id, fragment.text), *written]
         actions.extend(self._waited(fragment))
         if fragment.speaker is Speaker.CALLER:
             self.heard_until_ms = max(self.heard_until_ms, fragment.end_ms)
@@ -163,14 +178,23 @@ class LiveSideband:
             flushed = flush_transcript(self.buffers[speaker])
             self.buffers[speaker] = flushed.buffer
             written.extend(flushed.written)
-        return _written(tuple(written), at)
+        return self._written(tuple(written), at)
 
+    def _line_for(
+        self, speaker: Speaker, item_id: str, start_ms: int, end_ms: int
+    ) -> tuple[SpokenLine, bool]:
+        return line_of(self.lines[speaker], self.lines[OTHER_SPEAKER[speaker]], item_id, start_ms, end_ms)
 
-def _written(written: tuple[dict[str, Any], ...], received_at: float) -> list[Action]:
-    """Each durable transcript event submitted, then shown to the watchers as a final line."""
-    actions: list[Action] = []
-    for event in written:
-        role: Role = "user" if event["speaker"] == Speaker.CALLER else "assistant"
-        actions.append(Submit(event, received_at))
-        actions.append(Final(role, event["fragments"][0]["event_id"], event["text"]))
-    return actions
+    def _written(self, written: tuple[dict[str, Any], ...], received_at: float) -> list[Action]:
+        """Each durable transcript event submitted, then shown to the watchers as its line so
+        far, under the line's id."""
+        actions: list[Action] = []
+        for event in written:
+            speaker = Speaker(event["speaker"])
+            item_id = event["fragments"][0]["event_id"]
+            line, goes_on = self._line_for(speaker, item_id, event["start_ms"], event["end_ms"])
+            text = self.line_texts[speaker] + event["text"] if goes_on else event["text"]
+            self.lines[speaker], self.line_texts[speaker] = line, text
+            actions.append(Submit(event, received_at))
+            actions.append(Final(_ROLE[speaker], line.item_id, text))
+        return actions

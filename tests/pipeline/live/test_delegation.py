@@ -16,7 +16,7 @@ from pipeline.call_log import LoggedInput, project
 from pipeline.cost import ModelPrices, cost_usd, usage_added
 from pipeline.live import delegation
 from pipeline.live.dialect import APPEND_TOKEN_BUDGET
-from pipeline.live.frames import DELEGATION_SETTLE_MS
+from pipeline.live.frames import COALESCE_GAP_MS, DELEGATION_SETTLE_MS, MAXIMUM_LINE_SPAN_MS
 from pipeline.live.sideband import LiveSideband
 from pipeline.live.tasks import settle_timer
 from pipeline.state import DelegationStatus, Phase, Provider, SessionState
@@ -187,7 +187,7 @@ def test_a_turn_or_a_pause_begins_a_new_line() -> None:
     answer = lc.said("Let me look", 1000, Speaker.AGENT)
     # Within COALESCE_GAP_MS of the caller's last words, but after the agent's turn began.
     again = lc.said("It is 4417", 1700)
-    after_a_pause = lc.said("Thanks", 1700 + 3 * lc.WORD_MS + delegation.COALESCE_GAP_MS)
+    after_a_pause = lc.said("Thanks", 1700 + 3 * lc.WORD_MS + COALESCE_GAP_MS)
     assert [going_on for *_, going_on in _stored(caller, answer, again, after_a_pause)] == [
         False,
         False,
@@ -198,7 +198,7 @@ def test_a_turn_or_a_pause_begins_a_new_line() -> None:
 
 def test_a_line_goes_on_at_most_its_span() -> None:
     """A speaker who never pauses still gets a new line every MAXIMUM_LINE_SPAN_MS."""
-    span = delegation.MAXIMUM_LINE_SPAN_MS
+    span = MAXIMUM_LINE_SPAN_MS
     pieces = [lc.said("one two three four five", start) for start in range(0, span + 1000, 1000)]
     going_on = [flag for *_, flag in _stored(*pieces)]
     assert going_on.count(False) == 2 and going_on[0] is False

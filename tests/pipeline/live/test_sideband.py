@@ -149,12 +149,15 @@ def test_the_words_covering_a_waiting_delegation_are_written_down_at_once() -> N
     case.hear(CALLER_1)
     delegation = delegated("del_1", offset_ms=300)
     case.receive(delegation, at=T0 + 0.1)
+    # The words go on the caller's line, written down before the delegation: the watchers see
+    # them on it, whole.
     assert case.hear(CALLER_2, at=T0 + 0.2) == [
-        Delta("user", "event_c2", " is it?"),
-        *_written(CALLER_2, at=T0 + 0.2),
+        Delta("user", "event_c1", " is it?"),
+        Submit(live_transcript((CALLER_2,)), T0 + 0.2),
+        Final("user", "event_c1", "Where is it?"),
     ]
     later = _fragment(Speaker.CALLER, "event_c3", 400, " Thanks.")
-    assert case.hear(later, at=T0 + 0.3) == [Delta("user", "event_c3", " Thanks.")]
+    assert case.hear(later, at=T0 + 0.3) == [Delta("user", "event_c1", " Thanks.")]
 
 
 def test_a_delegation_the_words_had_passed_waits_for_nothing() -> None:
@@ -163,7 +166,7 @@ def test_a_delegation_the_words_had_passed_waits_for_nothing() -> None:
     case.hear(CALLER_2)
     case.receive(delegated("del_1", offset_ms=100))
     later = _fragment(Speaker.CALLER, "event_c3", 400, " Thanks.")
-    assert case.hear(later) == [Delta("user", "event_c3", " Thanks.")]
+    assert case.hear(later) == [Delta("user", "event_c2", " Thanks.")]
 
 
 def test_the_last_words_are_submitted_before_the_session_closes() -> None:
@@ -263,3 +266,23 @@ def test_words_that_begin_where_the_other_speaker_s_last_window_ended_are_an_ove
         *_written(*heard[0::2], at=T0),
         *_written(*heard[1::2], at=T0),
     ]
+
+
+def test_the_watchers_see_each_speaker_s_line_whole_under_the_id_the_record_keeps() -> None:
+    """Pieces written down by time go on their speaker's line, as the workers store them
+    (`line_of`): the watchers' deltas and finals name the line, and each final holds the line
+    so far, so a line is never shown twice beside the record's."""
+    case = SidebandCase()
+    case.hear(CALLER_1)
+    first = case.sideband.tick(T0 + FLUSH_AFTER_S)
+    assert first == _written(CALLER_1, at=T0 + FLUSH_AFTER_S)
+    # The caller goes on: shown on the same line, and its final is the line so far.
+    assert case.hear(CALLER_2, at=T0 + 1.1) == [Delta("user", "event_c1", " is it?")]
+    assert case.sideband.tick(T0 + 2.1) == [
+        Submit(live_transcript((CALLER_2,)), T0 + 2.1),
+        Final("user", "event_c1", "Where is it?"),
+    ]
+    # The agent's turn, then the caller again: a new line.
+    case.hear(AGENT_1, at=T0 + 2.2)
+    again = _fragment(Speaker.CALLER, "event_c4", 1000, "Thanks.")
+    assert case.hear(again, at=T0 + 2.3)[0] == Delta("user", "event_c4", "Thanks.")
