@@ -391,14 +391,18 @@ def line_of(
     latest line did not begin after this one's last words (beginning before, or as they end, is
     talking over them). The workers store the pieces by this rule, and the gateway shows the
     watchers the same lines, each piece in the order it was written down."""
-    if (
-        own is not None
-        and start_ms - own.end_ms < COALESCE_GAP_MS
-        and end_ms - own.start_ms <= MAXIMUM_LINE_SPAN_MS
-        and (other is None or other.start_ms <= own.end_ms)
-    ):
+    if own is not None and goes_on(own, other, start_ms, end_ms):
         return own.model_copy(update={"end_ms": max(own.end_ms, end_ms)}), True
     return SpokenLine(item_id=item_id, start_ms=start_ms, end_ms=end_ms), False
+
+
+def goes_on(own: SpokenLine, other: SpokenLine | None, start_ms: int, end_ms: int) -> bool:
+    """Whether words from `start_ms` to `end_ms` go on their speaker's line `own` (`line_of`)."""
+    return (
+        start_ms - own.end_ms < COALESCE_GAP_MS
+        and end_ms - own.start_ms <= MAXIMUM_LINE_SPAN_MS
+        and (other is None or other.start_ms <= own.end_ms)
+    )
 
 
 def is_flush_due(buffer: TranscriptBuffer, *, now: float, after_ms: int = FLUSH_AFTER_MS) -> bool:

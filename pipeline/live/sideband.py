@@ -31,6 +31,7 @@ from pipeline.live.frames import (
     buffer_fragment,
     classify_live_frame,
     flush_transcript,
+    goes_on,
     is_flush_due,
     line_of,
 )
@@ -138,12 +139,12 @@ class LiveSideband:
         written = self._written((*followed, *coalesced.written), received_at)
         # The line these words are shown on: the one their piece went on if it was written down
         # just now, else the one it would go on if written down now.
-        buffered = coalesced.buffer
-        if buffered.fragments:
-            first = buffered.fragments[0].event_id
-            item_id = self._line_for(fragment.speaker, first, buffered.start_ms, buffered.end_ms)[0].item_id
+        buffered, line = coalesced.buffer, self.lines[fragment.speaker]
+        if buffered.fragments and not (
+            line is not None and goes_on(line, self.lines[other], buffered.start_ms, buffered.end_ms)
+        ):
+            item_id = buffered.fragments[0].event_id
         else:
-            line = self.lines[fragment.speaker]
             assert line is not None, "a fragment neither buffered nor written down"
             item_id = line.item_id
         actions: list[Action] = [Delta(_ROLE[fragment.speaker], item_id, fragment.text), *written]
@@ -180,11 +181,6 @@ class LiveSideband:
             written.extend(flushed.written)
         return self._written(tuple(written), at)
 
-    def _line_for(
-        self, speaker: Speaker, item_id: str, start_ms: int, end_ms: int
-    ) -> tuple[SpokenLine, bool]:
-        return line_of(self.lines[speaker], self.lines[OTHER_SPEAKER[speaker]], item_id, start_ms, end_ms)
-
     def _written(self, written: tuple[dict[str, Any], ...], received_at: float) -> list[Action]:
         """Each durable transcript event submitted, then shown to the watchers as its line so
         far, under the line's id."""
@@ -192,8 +188,9 @@ class LiveSideband:
         for event in written:
             speaker = Speaker(event["speaker"])
             item_id = event["fragments"][0]["event_id"]
-            line, goes_on = self._line_for(speaker, item_id, event["start_ms"], event["end_ms"])
-            text = self.line_texts[speaker] + event["text"] if goes_on else event["text"]
+            own, other = self.lines[speaker], self.lines[OTHER_SPEAKER[speaker]]
+            line, going_on = line_of(own, other, item_id, event["start_ms"], event["end_ms"])
+            text = self.line_texts[speaker] + event["text"] if going_on else event["text"]
             self.lines[speaker], self.line_texts[speaker] = line, text
             actions.append(Submit(event, received_at))
             actions.append(Final(_ROLE[speaker], line.item_id, text))

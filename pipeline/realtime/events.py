@@ -5,6 +5,7 @@ over time. (`session.updated` and `error` read both providers' frames: `pipeline
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter, model_validator
@@ -310,7 +311,12 @@ class ItemTyped(Inbound):
 
     @property
     def text(self) -> str:
-        return "".join(part.text for part in self.item.content if part.type == "input_text")
+        return typed_text(part.model_dump() for part in self.item.content)
+
+
+def typed_text(content: Iterable[dict[str, Any]]) -> str:
+    """The words of a typed item's content: its `input_text` parts, joined."""
+    return "".join(part.get("text", "") for part in content if part.get("type") == "input_text")
 
 
 # What a Realtime sideband says that the workers read, with what every provider says alike.

@@ -33,7 +33,7 @@ from pipeline.call.sideband import Action, Delta, Final, Role, Submit, Waited, b
 from pipeline.errors import BadInput
 from pipeline.realtime.compaction import is_maintenance_metadata
 from pipeline.realtime.dialect import REALTIME
-from pipeline.realtime.events import function_call_id, is_typed_user_item
+from pipeline.realtime.events import function_call_id, typed_text
 from pipeline.realtime.frames import classify_frame
 from pipeline.wire import FrameKind
 
@@ -50,6 +50,7 @@ _ASSISTANT_AUDIO_DELTA = "response.output_audio_transcript.delta"
 _USER_FINAL = "conversation.item.input_audio_transcription.completed"
 _ASSISTANT_FINALS = frozenset({"response.output_audio_transcript.done", "response.output_text.done"})
 _SPEECH_ENDED = "input_audio_buffer.speech_stopped"
+_TYPED_ITEM = "conversation.item.added"
 # Whichever of these comes first for a response is its first audio at the provider.
 _FIRST_AUDIO = frozenset(
     {"response.output_audio.delta", "output_audio_buffer.started", _ASSISTANT_AUDIO_DELTA}
@@ -120,11 +121,9 @@ class RealtimeSideband:
             actions.append(waited)
         if event_type == _USER_FINAL:
             actions.append(Final("user", event["item_id"], event.get("transcript", "")))
-        elif is_typed_user_item(event):
-            text = "".join(
-                part.get("text", "") for part in event["item"]["content"] if part.get("type") == "input_text"
-            )
-            actions.append(Final("user", event["item"]["id"], text))
+        elif event_type == _TYPED_ITEM:
+            # The one durable conversation.item.added: a line another client typed.
+            actions.append(Final("user", event["item"]["id"], typed_text(event["item"]["content"])))
         elif event_type in _ASSISTANT_FINALS:
             text = event.get("transcript", event.get("text", ""))
             actions.append(Final("assistant", event["item_id"], text))

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,21 @@ def _without_ids(controls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{key: value for key, value in control.items() if key != "event_id"} for control in controls]
 
 
+def _side_by_side(replays: dict[Any, Callable[[], list[dict[str, Any]]]]) -> dict[Any, list[dict[str, Any]]]:
+    """Each replay in its own thread, all at once (each its own stack): what each printed."""
+    printed: dict[Any, list[dict[str, Any]]] = {}
+
+    def replay(key: Any) -> None:
+        printed[key] = replays[key]()
+
+    threads = [threading.Thread(target=replay, args=(key,)) for key in replays]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    return printed
+
+
 SPEEDS = ("0", "1", "4")
 RECORDED_WITH_CONTROLS = ("spoken_call", "three_turn", "order_lookup")
 
@@ -59,21 +76,13 @@ RECORDED_WITH_CONTROLS = ("spoken_call", "three_turn", "order_lookup")
 def replayed_at_every_speed(services: Services) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """Every recording of RECORDED_WITH_CONTROLS replayed at every speed, all at once (each its
     own replay): closed loop, nothing one replays waits on another's pace."""
-    replays: dict[tuple[str, str], list[dict[str, Any]]] = {}
-
-    def replay(name: str, speed: str) -> None:
-        replays[name, speed] = _replay(services, RECORDINGS / f"{name}.jsonl", speed)
-
-    threads = [
-        threading.Thread(target=replay, args=(name, speed))
-        for name in RECORDED_WITH_CONTROLS
-        for speed in SPEEDS
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(300)
-    return replays
+    return _side_by_side(
+        {
+            (name, speed): partial(_replay, services, RECORDINGS / f"{name}.jsonl", speed)
+            for name in RECORDED_WITH_CONTROLS
+            for speed in SPEEDS
+        }
+    )
 
 
 @pytest.mark.parametrize("name", RECORDED_WITH_CONTROLS)
@@ -198,20 +207,15 @@ def foreign_replays(services: Services, tmp_path_factory: pytest.TempPathFactory
         "live_bound_history@0": (CAPTURED / "live_bound_history.jsonl", "0"),
         "client_response_tool": (RECORDINGS / "client_response_tool.jsonl", "2"),
     }
-    replays: dict[str, Any] = {"witness": witness}
-
-    def replay(name: str) -> None:
-        recording, speed = plays[name]
-        replays[name] = _replay(services, recording, speed, "--open-loop", env=env)
-
-    threads = [threading.Thread(target=replay, args=(name,)) for name in plays]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(300)
+    replays: dict[str, Any] = _side_by_side(
+        {
+            name: partial(_replay, services, recording, speed, "--open-loop", env=env)
+            for name, (recording, speed) in plays.items()
+        }
+    )
     missing = sorted(set(plays) - set(replays))
     assert not missing, f"replays that did not finish: {missing}"
-    return replays
+    return {**replays, "witness": witness}
 
 
 def test_the_captured_streams_are_the_real_apis_with_fields_newer_than_the_types() -> None:
