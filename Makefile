@@ -4,13 +4,18 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
+# The exact versions of everything installed (the extras dev and bench, resolved together) that
+# the suite last passed with. Every install below takes them, so a fresh machine runs what was
+# tested, not whatever was released since; `make upgrade-check` moves them forward.
+LOCK := constraints.txt
+UPGRADE := .switchboard/upgrade
 
-.PHONY: venv demo test lint bench clean browser promtool
+.PHONY: venv demo test lint bench clean browser promtool lock upgrade-check
 
-$(INSTALLED): pyproject.toml
+$(INSTALLED): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -c $(LOCK) --upgrade pip
+	$(PY) -m pip install --quiet -c $(LOCK) -e '.[dev]'
 	touch $(INSTALLED)
 
 # The virtualenv alone, for running the processes by hand (README, "Running it"; the Procfile).
@@ -50,9 +55,36 @@ lint: $(INSTALLED)
 	$(VENV)/bin/mypy pipeline models workers gateway simulator switchboard bench
 
 bench: $(INSTALLED)
-	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) -m pip install --quiet -c $(LOCK) -e '.[bench]'
 	$(PY) -m switchboard bench --save .switchboard/bench.json
 	$(PY) -m bench.plot .switchboard/bench.json docs/capacity.png
+
+# The lock written from a virtualenv: everything pip installed but the project itself and the
+# virtualenv's own setuptools (the build takes its own, bounded in pyproject.toml).
+define write_lock
+	{ echo "# Written by make ($@) from what the suite passed with; edit pyproject.toml, not this."; \
+	  $(1) -m pip freeze --all --exclude-editable | grep -v -E '^(setuptools|wheel)=='; } > $(2)
+endef
+
+# The lock again from the current virtualenv (after installing something by hand, say).
+lock: $(INSTALLED)
+	$(PY) -m pip install --quiet -c $(LOCK) -e '.[dev,bench]'
+	$(call write_lock,$(PY),$(LOCK))
+
+# The newest versions pyproject.toml allows, in a virtualenv of their own, through the whole
+# suite: a new release (a major is bounded out until a session takes it) is met here, not by a
+# user. When the suite passes, the lock is rewritten with them (review and commit it); when it
+# fails, the lock stays and the failure names what to fix.
+upgrade-check: browser promtool
+	rm -rf $(UPGRADE)
+	$(PYTHON) -m venv $(UPGRADE)/venv
+	$(UPGRADE)/venv/bin/python -m pip install --quiet --upgrade pip
+	$(UPGRADE)/venv/bin/python -m pip install --quiet --upgrade -e '.[dev,bench]'
+	$(call write_lock,$(UPGRADE)/venv/bin/python,$(UPGRADE)/constraints.txt)
+	diff -u $(LOCK) $(UPGRADE)/constraints.txt || true
+	$(UPGRADE)/venv/bin/python -m pytest
+	cp $(UPGRADE)/constraints.txt $(LOCK)
+	@echo "upgrade-check: the suite passed with the newest allowed versions; $(LOCK) now holds them"
 
 clean:
 	rm -rf $(VENV) .switchboard

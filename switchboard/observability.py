@@ -24,7 +24,26 @@ from pipeline.config import Settings
 from switchboard.logs import redacted
 
 if TYPE_CHECKING:
-    from sentry_sdk._types import Breadcrumb, BreadcrumbHint, Event
+    from sentry_sdk._types import Breadcrumb, BreadcrumbHint, DataCollectionUserOptions, Event
+
+
+# Sentry 3 collects by category (`data_collection`) where 2.x had `send_default_pii` and
+# `include_local_variables`. Every category that can carry what a caller said or an app sent is
+# off: users and cookies, headers, bodies and query strings, SQL parameters, queue payloads (a
+# Dramatiq message is an event with its transcript) and the local variables of stack frames.
+# Source lines around a frame are the project's own code and stay.
+_NOTHING_OF_THE_CALLERS: DataCollectionUserOptions = {
+    "user_info": False,
+    "cookies": {"mode": "off"},
+    "http_headers": {"request": {"mode": "off"}},
+    "http_bodies": [],
+    "url_query_params": {"mode": "off"},
+    "gen_ai": {"inputs": False, "outputs": False},
+    "mcp": {"inputs": False, "outputs": False},
+    "database_query_data": False,
+    "queues": False,
+    "stack_frame_variables": False,
+}
 
 
 def init_sentry(settings: Settings, process: str, transport: Any = None) -> bool:
@@ -38,8 +57,7 @@ def init_sentry(settings: Settings, process: str, transport: Any = None) -> bool
         server_name=f"{process}:{settings.gateway_id if process == 'gateway' else ''}",
         before_send=_reported,
         before_breadcrumb=_scrubbed_breadcrumb,
-        send_default_pii=False,
-        include_local_variables=False,
+        data_collection=_NOTHING_OF_THE_CALLERS,
         transport=transport,
     )
     sentry_sdk.set_tag("process", process)
