@@ -36,10 +36,10 @@ from pipeline.erasure import (
     retention_days,
     retention_over,
 )
-from pipeline.errors import SessionLive, SessionNotFound
+from pipeline.errors import SessionLive
 from pipeline.timestamps import rfc3339
 
-_ROW = "SELECT erased_at, ended_at, now(), namespace FROM sessions WHERE id = %s"
+_ROW = "SELECT erased_at, ended_at, now() FROM sessions WHERE id = %s"
 _EVENTS = "SELECT id, kind, payload, controls FROM session_events WHERE session_id = %s ORDER BY id"
 _ERASE_EVENTS = """
 UPDATE session_events AS e SET payload = v.payload::jsonb, controls = v.controls::jsonb
@@ -138,10 +138,8 @@ def erase_session(
     admin erases nothing of another's). For the retention sweep (`because="retention"`) the
     session's retention is checked again under the lock, and a session whose retention is not
     over is left alone: None."""
-    with locked_session(session_id) as session:
-        erased_at, ended_at, now, owner = session.execute(_ROW, (session_id,)).fetchone()
-        if namespace is not None and owner != namespace:
-            raise SessionNotFound(f"no session {session_id!r}")
+    with locked_session(session_id, namespace=namespace) as session:
+        erased_at, ended_at, now = session.execute(_ROW, (session_id,)).fetchone()
         refusal = refusal_to_erase(session.state.phase, session_id)
         if refusal is not None:
             raise refusal

@@ -355,14 +355,14 @@ def _known_call(ringing: Ringing) -> Decision | None:
         )
     if action == "reject":
         return Decision("reject", status_code=status, reason=reason)
-    return _accept_again(session_id, again=again)
+    return _accept_again(session_id, ringing.namespace, again=again)
 
 
-def _accept_again(session_id: str, *, again: bool) -> Decision:
+def _accept_again(session_id: str, namespace: str, *, again: bool) -> Decision:
     """The claim is this request's (again): accept with the session as it is, unless it ended
     meanwhile (its admission timed out), when the caller is turned away."""
     try:
-        with locked_session(session_id) as session:
+        with locked_session(session_id, namespace=namespace) as session:
             state: SessionState = session.state
     except SessionNotFound:
         return Decision("reject", status_code=GONE_BEFORE_ANSWER, reason="session_gone")

@@ -33,30 +33,37 @@ from pipeline.timestamps import rfc3339, rfc3339_or_none
 # the row's lock and lets go at once, so the read sees every transaction that published before
 # it (the live stream read a call log without the `call.ended` whose directive it was carrying
 # out), and holds up nothing while it reads.
-_SETTLED = "SELECT 1 FROM sessions WHERE id = %s FOR SHARE"
+#
+# Deployments may share a database: a read made for one (`namespace`) finds only its sessions,
+# and another's id is as unknown as one never made. Only a tool reading the whole database
+# (the tests' own checks) leaves the namespace out.
+_SETTLED = "SELECT 1 FROM sessions WHERE id = %s AND namespace = coalesce(%s, namespace) FOR SHARE"
 
 
-def _settled(session_id: str) -> None:
-    """Wait for a transaction that holds the session's row; SessionNotFound if there is none."""
-    if database.execute_sql(_SETTLED, (session_id,)).fetchone() is None:
+def _settled(session_id: str, namespace: str | None) -> None:
+    """Wait for a transaction that holds the session's row; SessionNotFound if there is none
+    (in the deployment `namespace`, when one is named)."""
+    if database.execute_sql(_SETTLED, (session_id, namespace)).fetchone() is None:
         raise SessionNotFound(f"no session {session_id!r}")
 
 
-def session_record(session_id: str, *, with_events: bool = False) -> dict[str, Any]:
+def session_record(
+    session_id: str, *, namespace: str | None = None, with_events: bool = False
+) -> dict[str, Any]:
     """The session as stored: status, end reason, usage, transcripts, incidents, the log's
     dispositions (and the log itself when asked). Read-only, so a connection PostgreSQL
     dropped is reopened and the read done once more."""
     try:
-        return _session_record(session_id, with_events=with_events)
+        return _session_record(session_id, namespace, with_events=with_events)
     except Exception as error:
         if not is_connection_lost(error):
             raise
         reopen()
-        return _session_record(session_id, with_events=with_events)
+        return _session_record(session_id, namespace, with_events=with_events)
 
 
-def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
-    _settled(session_id)
+def _session_record(session_id: str, namespace: str | None, *, with_events: bool) -> dict[str, Any]:
+    _settled(session_id, namespace)
     row = SessionRow.get_or_none(SessionRow.id == session_id)
     if row is None:
         raise SessionNotFound(f"no session {session_id!r}")
@@ -118,7 +125,7 @@ def _session_record(session_id: str, *, with_events: bool) -> dict[str, Any]:
         "events": _disposition_counts(session_id),
         # What callers waited for the agent's answers (the call log's `turn.agent.heard_ms`): its
         # projection is folded once more per read, which a read on the reads queue affords.
-        "heard_latency": heard_latency(call_log(session_id)),
+        "heard_latency": heard_latency(call_log(session_id, namespace=namespace)),
     }
     if with_events:
         # The log as it may be shown: a creation's events URL masked (folds read `event_log`).
@@ -212,10 +219,10 @@ SELECT status, end_reason, created_at, coalesce(ended_at, erased_at), erased_bec
 """
 
 
-def call_log(session_id: str, after: int = 0) -> list[CallLogEntry]:
+def call_log(session_id: str, after: int = 0, *, namespace: str | None = None) -> list[CallLogEntry]:
     """The session's call log (entries numbered above `after`), projected from its durable log
     in applied order: the same after any crash."""
-    _settled(session_id)
+    _settled(session_id, namespace)
     erased = database.execute_sql(ERASED_CALL, (session_id,)).fetchone()
     if erased is not None:
         status, end_reason, created, ended, because = erased

@@ -109,11 +109,13 @@ SELECT generation, applied_seq, logged_seq, applied_count, owning_gateway, state
        ARRAY(SELECT provider_event_id FROM session_events
               WHERE session_id = %(id)s AND provider_event_id = ANY(%(events)s)
                 AND disposition IN ('applied', 'late'))
-  FROM sessions WHERE id = %(id)s
+  FROM sessions WHERE id = %(id)s AND namespace = coalesce(%(namespace)s, namespace)
 """
+# Deployments may share a database: a worker locks only its own deployment's sessions (the
+# namespace it is given), so another deployment's id is a session it cannot find.
 LOCK_SESSION = f"""
 BEGIN;
-SELECT 1 FROM sessions WHERE id = %(id)s FOR UPDATE;
+SELECT 1 FROM sessions WHERE id = %(id)s AND namespace = coalesce(%(namespace)s, namespace) FOR UPDATE;
 {_READ_SESSION}"""
 
 # A session's first transaction publishes what it decided before it commits (a dial, say), and
@@ -131,7 +133,7 @@ ON CONFLICT DO NOTHING RETURNING id
 # Shared: waiters never wait for each other, only for the transaction creating the row.
 AWAIT_CREATION = f"""
 SELECT pg_advisory_xact_lock_shared(%(creation)s);
-SELECT 1 FROM sessions WHERE id = %(id)s FOR UPDATE;
+SELECT 1 FROM sessions WHERE id = %(id)s AND namespace = coalesce(%(namespace)s, namespace) FOR UPDATE;
 {_READ_SESSION}"""
 
 _EVENT_COLUMNS = (
@@ -245,7 +247,7 @@ _UNFINISHED = ", ".join(f"'{phase}'" for phase in Phase if phase not in TERMINAL
 # The sessions a gateway holds a sideband for, or will: a takeover moves all of them.
 OWNED_UNFINISHED = f"""
 SELECT id FROM sessions
- WHERE owning_gateway = %s AND status IN ({_UNFINISHED})
+ WHERE namespace = %s AND owning_gateway = %s AND status IN ({_UNFINISHED})
  ORDER BY created_at
 """
 
@@ -283,9 +285,11 @@ def _as_logged(item: Outbound) -> dict[str, Any]:
     return logged
 
 
-def sessions_owned_by(gateway_id: str) -> list[str]:
-    """The unfinished sessions a gateway owns (read without locks: each is locked to move)."""
-    return [str(row[0]) for row in database.execute_sql(OWNED_UNFINISHED, (gateway_id,)).fetchall()]
+def sessions_owned_by(namespace: str, gateway_id: str) -> list[str]:
+    """The unfinished sessions a gateway of the deployment `namespace` owns (read without locks:
+    each is locked to move). Gateway ids are a deployment's own: another's gw1 is not this one's."""
+    rows = database.execute_sql(OWNED_UNFINISHED, (namespace, gateway_id)).fetchall()
+    return [str(row[0]) for row in rows]
 
 
 # ── results ─────────────────────────────────────────────────────────────────────────────
@@ -367,21 +371,23 @@ class _Head:
 
 
 @contextmanager
-def locked_session(session_id: str) -> Iterator[LockedSession]:
+def locked_session(session_id: str, *, namespace: str | None = None) -> Iterator[LockedSession]:
     """Open a transaction and lock the session row (blocking, never NOWAIT: a waiting worker
     must see every event the holder logged). Commits when the block ends, rolls back if it
-    raises."""
-    with _transaction(session_id, create_for=None) as session:
+    raises. With `namespace`, only a session of that deployment is found (a worker always
+    names its own; only the tests' checks of the whole database leave it out)."""
+    with _transaction(session_id, namespace, create_for=None) as session:
         yield session
 
 
 @contextmanager
-def locked_for(envelopes: list[EventEnvelope]) -> Iterator[LockedSession]:
+def locked_for(envelopes: list[EventEnvelope], *, namespace: str | None = None) -> Iterator[LockedSession]:
     """`locked_session` for delivering these envelopes of one session: the lock's round trip
     also reads which of their provider events were applied already (under other seqs), which
     the hot path must know before it publishes anything."""
     event_ids = [event_id for e in envelopes if (event_id := _provider_event_id(e.event)) is not None]
-    with _transaction(envelopes[0].session_id, create_for=None, provider_event_ids=event_ids) as session:
+    session_id = envelopes[0].session_id
+    with _transaction(session_id, namespace, create_for=None, provider_event_ids=event_ids) as session:
         yield session
 
 
@@ -393,7 +399,7 @@ def new_session(
     transaction, for its first input (its creation). An id that exists already is a
     `SessionExists` refusal. With the deployment's `keys`, the session's key pair is made in
     the same transaction (its public half seals the tools' sensitive parameters)."""
-    with _transaction(session_id, create_for=(owning_gateway, namespace)) as session:
+    with _transaction(session_id, namespace, create_for=(owning_gateway, namespace)) as session:
         if keys:
             create_session_key(session_id, keys, execute=session.execute)
         yield session
@@ -401,9 +407,13 @@ def new_session(
 
 @contextmanager
 def _transaction(
-    session_id: str, *, create_for: tuple[str, str] | None, provider_event_ids: list[str] | None = None
+    session_id: str,
+    namespace: str | None,
+    *,
+    create_for: tuple[str, str] | None,
+    provider_event_ids: list[str] | None = None,
 ) -> Iterator[LockedSession]:
-    reading = {"id": session_id, "events": provider_event_ids or []}
+    reading = {"id": session_id, "namespace": namespace, "events": provider_event_ids or []}
     opening: tuple[str, Any] = (LOCK_SESSION, reading)
     if create_for is not None:
         initial = SessionState().model_dump_json()

@@ -117,6 +117,12 @@ _REQUEST_POLICY: dict[str, Any] = {"max_retries": 1, "min_backoff": 50, "max_bac
 _NEVER_RETRIED = (Refusal, BadInput)
 
 
+def _deployment() -> str:
+    """This worker's deployment: every session it reads or locks by id must be one of its own
+    (deployments may share a database, and one's ids must never reach another's calls)."""
+    return _runtime.settings.broker_namespace
+
+
 # ── numbered events ─────────────────────────────────────────────────────────────────────
 
 
@@ -130,7 +136,7 @@ def deliver(envelope_messages: list[dict[str, Any]]) -> Applied:
     if not envelopes or len({envelope.session_id for envelope in envelopes}) != 1:
         raise MalformedEnvelope("a message carries the events of exactly one session")
     with tracing.applying(envelopes) as spans:
-        with locked_for(envelopes) as session:
+        with locked_for(envelopes, namespace=_deployment()) as session:
             each = [session.deliver(envelope) for envelope in envelopes]
             applied = Applied.together(each)
             # Under the lock, before the writes and the COMMIT go in one round trip: a rollback
@@ -214,9 +220,9 @@ def create_session(
             # The gateway names each new session afresh, so the session is this request's own:
             # it was created by an earlier run of this message, which failed after the commit
             # (a PostgreSQL restart while the record was read). The answer is the same.
-            return 201, session_record(session_id)
+            return 201, session_record(session_id, namespace=_deployment())
         _after_commit(session_id, applied)
-        return 201, session_record(session_id)
+        return 201, session_record(session_id, namespace=_deployment())
 
     _answer(request_id, gateway_id, create)
 
@@ -300,7 +306,7 @@ def phone_call_answered(
             if outcome == "accepted"
             else AdmissionFailed(code="provider_rejected_call", detail=detail)
         )
-        with locked_session(session_id) as session:
+        with locked_session(session_id, namespace=_deployment()) as session:
             if not phone.mark_answered(session, call_id, claim, outcome):
                 return 200, {"call_id": call_id, "outcome": outcome}  # answered already: once
             applied = session.apply_host(event, now)
@@ -662,7 +668,10 @@ def _line_out(to: str, keys: Mapping[str, str]) -> PhoneLine:
 
 
 def _placed(session_id: str, call_id: str, to: str) -> dict[str, Any]:
-    return {"session": session_record(session_id), "call": {"id": call_id, "to": to, "status": "dialing"}}
+    return {
+        "session": session_record(session_id, namespace=_deployment()),
+        "call": {"id": call_id, "to": to, "status": "dialing"},
+    }
 
 
 def _capacity() -> dialer.Capacity:
@@ -866,7 +875,7 @@ def begin_admission(request_id: str, gateway_id: str, session_id: str, now: floa
     """Move a created session to admitting and hand the gateway what the call needs."""
 
     def begin() -> tuple[int, dict[str, Any]]:
-        with locked_session(session_id) as session:
+        with locked_session(session_id, namespace=_deployment()) as session:
             if session.state.tool_versions and _current_digest(session.state.tool_versions) != (
                 session.state.catalog_digest
             ):
@@ -913,7 +922,7 @@ def attach_call(
     the owning gateway is told to open the sideband."""
 
     def attach() -> tuple[int, dict[str, Any]]:
-        with locked_session(session_id) as session:
+        with locked_session(session_id, namespace=_deployment()) as session:
             applied = session.apply_host(CallAttached(call_id=call_id, medium=medium), now)
             _publish(session, applied)
             state = session.state
@@ -935,7 +944,7 @@ def dial_committed(request_id: str, gateway_id: str, session_id: str, call_id: s
     call's). The lock waits for a transaction still creating the session."""
 
     def read() -> tuple[int, dict[str, Any]]:
-        with locked_session(session_id) as session:
+        with locked_session(session_id, namespace=_deployment()) as session:
             state = session.state
         if not still_to_dial(state, call_id):
             message = f"session is {state.phase}; call {call_id} is not to be dialled"
@@ -952,7 +961,7 @@ def admission_failed(
     """The provider refused or failed the call: the session fails with that reason."""
 
     def record() -> tuple[int, dict[str, Any]]:
-        with locked_session(session_id) as session:
+        with locked_session(session_id, namespace=_deployment()) as session:
             applied = session.apply_host(AdmissionFailed(code=code, detail=detail), now)
             _publish(session, applied)
             state = session.state
@@ -974,7 +983,7 @@ def session_timer(session_id: str, name: str) -> None:
     name is not scheduled again once it fired or was cancelled."""
     if not timers.is_pending(session_id, name):
         return
-    with locked_session(session_id) as session:
+    with locked_session(session_id, namespace=_deployment()) as session:
         applied = session.fire_timer(name, time.time())
         _publish(session, applied)
     _after_commit(session_id, applied)
@@ -990,7 +999,7 @@ def take_over(request_id: str, gateway_id: str, dead_gateway: str, now: float) -
         refusal = _takeover_refusal(dead_gateway, gateway_id)
         if refusal is not None:
             return 409, {"error": {"code": "takeover_refused", "message": refusal}}
-        owned = sessions_owned_by(dead_gateway)
+        owned = sessions_owned_by(_deployment(), dead_gateway)
         for session_id in owned:
             take_over_session.send(
                 session_id=session_id, dead_gateway=dead_gateway, gateway_id=gateway_id, now=now
@@ -1009,7 +1018,7 @@ def take_over_session(session_id: str, dead_gateway: str, gateway_id: str, now: 
     under the row lock: the session still belongs to the dead gateway, which is still dead, and
     the new owner is alive (a replayed dead letter moved three live calls of a healthy gateway
     to one that did not exist)."""
-    with locked_session(session_id) as session:
+    with locked_session(session_id, namespace=_deployment()) as session:
         if session.owning_gateway != dead_gateway:
             return  # finished, or moved meanwhile
         refusal = _takeover_refusal(dead_gateway, gateway_id)
@@ -1028,7 +1037,7 @@ def hand_over_session(request_id: str, gateway_id: str, session_id: str, now: fl
     moved, and if not, why (the gateway asks again)."""
 
     def hand_over() -> tuple[int, dict[str, Any]]:
-        with locked_session(session_id) as session:
+        with locked_session(session_id, namespace=_deployment()) as session:
             if session.owning_gateway != gateway_id or session.state.is_terminal:
                 return 200, {"session_id": session_id, "moved": True}
             busy = busy_for_handover(session.state)
@@ -1066,7 +1075,7 @@ def session_call_log(request_id: str, gateway_id: str, session_id: str, after: i
     """A session's call log (the entries after `after`), projected from its durable log."""
 
     def read() -> tuple[int, dict[str, Any]]:
-        entries = call_log(session_id)
+        entries = call_log(session_id, namespace=_deployment())
         return 200, {
             "session_id": session_id,
             "entries": [entry.model_dump(mode="json") for entry in entries if entry.seq > after],
@@ -1081,7 +1090,7 @@ def describe_session(request_id: str, gateway_id: str, session_id: str, with_eve
     """The session's durable record, with what its usage cost (from the deployment's prices)."""
 
     def read() -> tuple[int, dict[str, Any]]:
-        record = session_record(session_id, with_events=with_events)
+        record = session_record(session_id, namespace=_deployment(), with_events=with_events)
         settings = _runtime.settings
         usage = read_across(Usage, record["usage"], "stored usage") if record["usage"] else Usage()
         model = settings.model_for(record["provider"])
@@ -1204,7 +1213,7 @@ def run_tool(
     message, or the backup of an inline run that went through) is not run again."""
     if tool_steps.is_finished(session_id, call_id):
         return
-    with locked_session(session_id) as session:
+    with locked_session(session_id, namespace=_deployment()) as session:
         step = tool_steps.find_step(session, call_id)
     if step is None or step.is_terminal:
         return
@@ -1253,7 +1262,7 @@ def _run_and_finish(
         outcome = _outcome_of(session_id, call_id, name, arguments, timeout_ms=timeout_ms, waited=waited)
         traced.append(outcome)
         event = ToolFinished(call_id=call_id, outcome=outcome.model_dump(mode="json"))
-        with locked_session(session_id) as session:
+        with locked_session(session_id, namespace=_deployment()) as session:
             try:
                 tool_steps.finish_step(session, call_id, outcome)
             except ToolOutcomeConflict:

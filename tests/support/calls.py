@@ -77,12 +77,13 @@ def spoken_turns(turns: int, *, first_seq: int = 1) -> list[dict[str, Any]]:
     return events
 
 
-def admit(session_id: str, instructions: str = "Be brief.") -> None:
-    """Create a session and take it through admission to an attached call (not yet connected)."""
+def admit(session_id: str, instructions: str = "Be brief.", *, namespace: str = "") -> None:
+    """Create a session (of the deployment `namespace`) and take it through admission to an
+    attached call (not yet connected)."""
     from models.sessions import locked_session, new_session
 
     now = time.time()
-    with new_session(session_id, GATEWAY) as session:
+    with new_session(session_id, GATEWAY, namespace) as session:
         session.apply_host(SessionCreated(instructions=instructions), now)
     for event in (AdmissionBegun(), CallAttached(call_id="rtc_test")):
         with locked_session(session_id) as session:

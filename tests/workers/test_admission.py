@@ -26,7 +26,7 @@ def test_a_call_created_after_the_admission_timeout_is_hung_up_and_refused(
     from workers.actors import attach_call, session_timer
 
     session_id = new_session_id()
-    with new_session(session_id, GATEWAY) as session:
+    with new_session(session_id, GATEWAY, worker_runtime.settings.broker_namespace) as session:
         session.apply_host(SessionCreated(instructions="Hi."), time.time())
     with locked_session(session_id) as session:
         session.apply_host(AdmissionBegun(), time.time())
@@ -51,7 +51,7 @@ def test_connect_is_refused_unless_the_session_was_just_created(
     from workers.actors import begin_admission
 
     session_id = new_session_id()
-    with new_session(session_id, GATEWAY) as session:
+    with new_session(session_id, GATEWAY, worker_runtime.settings.broker_namespace) as session:
         session.apply_host(SessionCreated(instructions="Hi."), time.time())
     begin_admission.fn(request_id="req_1", gateway_id=GATEWAY, session_id=session_id, now=time.time())
     begin_admission.fn(request_id="req_2", gateway_id=GATEWAY, session_id=session_id, now=time.time())
@@ -126,7 +126,8 @@ def test_a_dial_is_confirmed_only_once_its_decision_is_committed(
     from workers.actors import dial_committed, session_timer
 
     outbound.use_keys([DeploymentKey.generate()])
-    namespace = f"dial-{uuid.uuid4().hex[:8]}"
+    # The worker's own deployment: its actors find only their deployment's sessions.
+    namespace = worker_runtime.settings.broker_namespace
     outbound.add_trunk(namespace, "main", "sips:trunk.example.com", "agent", "pw", "+15550100000")
     session_id, call_id = new_session_id(), f"call_{uuid.uuid4().hex}"
     answered: list[None] = []

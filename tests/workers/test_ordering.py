@@ -55,7 +55,7 @@ def test_racing_workers_apply_out_of_order_events_once_in_seq_order(
     """Four threads delivering a shuffled, duplicated stream apply each seq once, in seq order,
     and the controls reach the gateway queue once each, in apply order."""
     session_id = new_session_id()
-    admit(session_id)
+    admit(session_id, namespace=worker_runtime.settings.broker_namespace)
     events = spoken_turns(4)
     envelopes = [envelope(session_id, seq, event) for seq, event in enumerate(events, start=1)]
     stream = envelopes * 2
@@ -84,7 +84,7 @@ def test_an_early_event_waits_in_the_log_until_the_gap_fills(worker_runtime: Any
     from workers.actors import deliver
 
     session_id = new_session_id()
-    admit(session_id)
+    admit(session_id, namespace=worker_runtime.settings.broker_namespace)
     events = spoken_turns(1)
     first = deliver([envelope(session_id, 1, events[0])])
     early = deliver([envelope(session_id, 4, events[3])])
@@ -104,7 +104,7 @@ def test_a_provider_event_under_a_new_seq_is_a_duplicate_that_changes_nothing(
     from workers.actors import deliver
 
     session_id = new_session_id()
-    admit(session_id)
+    admit(session_id, namespace=worker_runtime.settings.broker_namespace)
     events = spoken_turns(1)
     for seq, event in enumerate(events[:4], start=1):
         deliver([envelope(session_id, seq, event)])
@@ -120,7 +120,7 @@ def test_a_redelivered_seq_changes_nothing(worker_runtime: Any, control_inbox: A
     from workers.actors import deliver
 
     session_id = new_session_id()
-    admit(session_id)
+    admit(session_id, namespace=worker_runtime.settings.broker_namespace)
     first = envelope(session_id, 1, spoken_turns(0)[0])
     deliver([first])
     drain(control_inbox)
@@ -132,7 +132,7 @@ def test_a_redelivered_seq_changes_nothing(worker_runtime: Any, control_inbox: A
 def test_the_state_equals_the_fold_of_the_applied_log(worker_runtime: Any, control_inbox: Any) -> None:
     """Re-folding the log in applied order reproduces the stored state (invariant 4)."""
     session_id = new_session_id()
-    admit(session_id)
+    admit(session_id, namespace=worker_runtime.settings.broker_namespace)
     events = [*spoken_turns(3), {"type": "switchboard.end_requested", "reason": "app_ended"}]
     events.append({**spoken_turns(1)[3], "event_id": "ev_after_end"})  # a late user final
     stream = [envelope(session_id, seq, event) for seq, event in enumerate(events, start=1)]
@@ -158,7 +158,7 @@ def test_the_lower_seq_of_a_repeated_provider_event_wins_whatever_arrives_first(
     from workers.actors import deliver
 
     session_id = new_session_id()
-    admit(session_id)
+    admit(session_id, namespace=worker_runtime.settings.broker_namespace)
     events = spoken_turns(1)
     deliver([envelope(session_id, 1, events[0])])
     deliver([envelope(session_id, 2, events[1])])
@@ -178,7 +178,7 @@ def test_a_sessions_events_in_one_message_apply_in_one_transaction_and_publish_o
     from workers.actors import deliver
 
     session_id = new_session_id()
-    admit(session_id)
+    admit(session_id, namespace=worker_runtime.settings.broker_namespace)
     events = spoken_turns(1)
     deliver([envelope(session_id, seq, event) for seq, event in enumerate(events[:3], start=1)])
     batches = drain(control_inbox)
@@ -200,8 +200,8 @@ def test_a_message_with_the_events_of_two_sessions_is_refused(worker_runtime: An
     from workers.actors import deliver
 
     first, second = new_session_id(), new_session_id()
-    admit(first)
-    admit(second)
+    admit(first, namespace=worker_runtime.settings.broker_namespace)
+    admit(second, namespace=worker_runtime.settings.broker_namespace)
     event = spoken_turns(0)[0]
     with pytest.raises(MalformedEnvelope):
         deliver([envelope(first, 1, event), envelope(second, 1, event)])
@@ -219,7 +219,7 @@ def test_a_rolling_deploy_s_two_releases_apply_each_other_s_events_and_load_each
     from workers.actors import deliver
 
     session_id = new_session_id()
-    admit(session_id)
+    admit(session_id, namespace=worker_runtime.settings.broker_namespace)
     events = spoken_turns(1)
     stored = SessionRow.get_by_id(session_id).state
     stored = stored if isinstance(stored, dict) else json.loads(stored)

@@ -35,9 +35,9 @@ def liveness(worker_runtime: Any) -> Iterator[tuple[redis.Redis, str, Callable[[
         client.delete(*keys)
 
 
-def _live_session_owned_by(gateway_id: str) -> str:
+def _live_session_owned_by(gateway_id: str, namespace: str) -> str:
     session_id = new_session_id()
-    with new_session(session_id, gateway_id) as session:
+    with new_session(session_id, gateway_id, namespace) as session:
         session.apply_host(SessionCreated(instructions="Hi."), time.time())
     with locked_session(session_id) as session:
         session.apply_host(AdmissionBegun(), time.time())
@@ -60,7 +60,7 @@ def test_a_dead_gateways_sessions_move_to_a_live_one_a_message_each(
     _, _, alive = liveness
     dead = f"gw-dead-{uuid.uuid4().hex[:6]}"
     alive(GATEWAY)
-    sessions = [_live_session_owned_by(dead) for _ in range(3)]
+    sessions = [_live_session_owned_by(dead, worker_runtime.settings.broker_namespace) for _ in range(3)]
     take_over.fn(request_id="req_t", gateway_id=GATEWAY, dead_gateway=dead, now=time.time())
     (reply,) = [item for batch in drain(control_inbox) for item in batch["items"] if item["kind"] == "reply"]
     assert reply["status"] == 200 and sorted(reply["body"]["sessions"]) == sorted(sessions)
@@ -83,14 +83,16 @@ def test_a_stale_takeover_of_a_healthy_gateway_moves_nothing(
     gone = f"gw-gone-{uuid.uuid4().hex[:6]}"
     alive(healthy)
     alive(GATEWAY)
-    session_id = _live_session_owned_by(healthy)
+    session_id = _live_session_owned_by(healthy, worker_runtime.settings.broker_namespace)
     take_over.fn(request_id="req_stale", gateway_id=GATEWAY, dead_gateway=healthy, now=time.time())
     (reply,) = [item for batch in drain(control_inbox) for item in batch["items"] if item["kind"] == "reply"]
     assert (reply["status"], reply["body"]["error"]["code"]) == (409, "takeover_refused")
     take_over_session.fn(session_id=session_id, dead_gateway=healthy, gateway_id=GATEWAY, now=time.time())
     assert _owner(session_id) == healthy
 
-    orphan = _live_session_owned_by(f"gw-dead-{uuid.uuid4().hex[:6]}")
+    orphan = _live_session_owned_by(
+        f"gw-dead-{uuid.uuid4().hex[:6]}", worker_runtime.settings.broker_namespace
+    )
     with locked_session(orphan) as session:
         dead = session.owning_gateway
     take_over_session.fn(session_id=orphan, dead_gateway=dead, gateway_id=gone, now=time.time())
@@ -106,7 +108,7 @@ def test_a_gateway_restarting_under_its_own_id_takes_its_sessions_back(
     _, _, alive = liveness
     restarted = f"gw-restarted-{uuid.uuid4().hex[:6]}"
     alive(restarted)
-    session_id = _live_session_owned_by(restarted)
+    session_id = _live_session_owned_by(restarted, worker_runtime.settings.broker_namespace)
     take_over_session.fn(session_id=session_id, dead_gateway=restarted, gateway_id=restarted, now=time.time())
     with locked_session(session_id) as session:
         assert session.state.generation == 2

@@ -61,7 +61,7 @@ def test_a_timer_that_fires_on_time_leaves_nothing_to_sweep(worker_runtime: Any,
     from workers.actors import session_timer
 
     session_id = new_session_id()
-    with new_session(session_id, GATEWAY) as session:
+    with new_session(session_id, GATEWAY, worker_runtime.settings.broker_namespace) as session:
         session.apply_host(parse_inbound(ev.session_created()), time.time())
     session_timer(session_id=session_id, name="admission_timeout")
     assert _timers(session_id) == []
