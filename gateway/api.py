@@ -67,6 +67,7 @@ from pipeline.limits import (
 from pipeline.outbound.specs import CallSpec, CampaignSpec, ContactsPage, SuppressionSpec, TrunkSpec
 from pipeline.pages import requested
 from pipeline.privacy.boundary import Redactor
+from pipeline.privacy.inputs import redacted_input
 from pipeline.privacy.policy import ALWAYS_REDACTED, Kind
 from pipeline.refusals import not_in_call, over
 from pipeline.roles import Identity, Permission, Role, permission_for
@@ -604,10 +605,7 @@ class _Api:
         item_id = f"{TYPED_ITEM_PREFIX}{uuid.uuid4().hex[:16]}"
         # The worker answers: 202 once the text is in the conversation, or the provider's refusal.
         queued = {"session_id": session_id, "item_id": item_id, "status": "queued"}
-        # Typed text is logged as the caller's words are: through the session's boundary. The
-        # model reads it masked too, since the log is what the worker sends it from.
-        redactor = Redactor(Kind(kind) for kind in record.get("privacy", {}).get("redact", ALWAYS_REDACTED))
-        event = TextInjected(item_id=item_id, text=redactor.text(typed.text))
+        event = TextInjected(item_id=item_id, text=typed.text)
         return await self._asked(session_id, record, event, API_REPLY_TIMEOUT_MS, queued)
 
     async def interrupt(self, request: Request, session_id: str) -> Response:
@@ -998,7 +996,10 @@ class _Api:
             command = f"supervisor.{event.verb.type}"
         request_id = uuid.uuid4().hex
         reply = self.rpc.expect(request_id)
-        asking = event.model_copy(update={"request_id": request_id, "gateway_id": self.gateway.gateway_id})
+        # Whatever the request carries passes the session's privacy boundary before it is
+        # numbered: the log, and all that reads it, keeps only what the boundary lets through.
+        private = redacted_input(event, self._redactor(session_id, record))
+        asking = private.model_copy(update={"request_id": request_id, "gateway_id": self.gateway.gateway_id})
         with tracing.verb(session_id, command) as traceparent:
             self._submit(session_id, record, asking, traceparent)
             answer = await self.rpc.wait(request_id, reply, timeout_ms)
@@ -1008,6 +1009,14 @@ class _Api:
         status, answered = answer
         self.gateway.count_command(command, status)
         return JSONResponse(answered, status_code=status)
+
+    def _redactor(self, session_id: str, record: dict[str, Any]) -> Redactor:
+        """The session's redaction: the boundary of its call when this gateway holds it, else
+        the kinds its record names."""
+        held = self.gateway.redactor_of(session_id)
+        if held is not None:
+            return held
+        return Redactor(Kind(kind) for kind in record.get("privacy", {}).get("redact", ALWAYS_REDACTED))
 
     def _submit(
         self, session_id: str, record: dict[str, Any], event: HostInput, traceparent: str | None = None

@@ -578,6 +578,13 @@ class Gateway:
         socket = self.sockets.get(session_id)
         return socket.playback(time.monotonic()) if socket is not None else None
 
+    def redactor_of(self, session_id: str) -> Redactor | None:
+        """The redaction of a call held here, its privacy boundary's (None when its sideband is
+        held elsewhere): what an operator types into the call is masked as its caller's words are."""
+        socket = self.sockets.get(session_id)
+        boundary = socket.sideband if socket is not None else None
+        return boundary.redactor if isinstance(boundary, PrivateSideband) else None
+
     async def listen(self, session_id: str, websocket: WebSocket) -> None:
         """Stream a session's live messages to an accepted listener. A session whose sideband
         is held elsewhere has its end noticed by asking, so no listener is held forever."""

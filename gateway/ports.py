@@ -20,6 +20,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.providers.rest import ProviderRest
 from gateway.rpc import WorkerRpc
 from gateway.sink import EventSink
+from pipeline.privacy.boundary import Redactor
 
 
 class WebhookEvent(Protocol):
@@ -104,5 +105,7 @@ class ApiPort(Protocol):
     def held_generation(self, session_id: str) -> int | None: ...
 
     def playback(self, session_id: str) -> dict[str, Any] | None: ...
+
+    def redactor_of(self, session_id: str) -> Redactor | None: ...
 
     async def listen(self, session_id: str, websocket: WebSocket) -> None: ...

@@ -7,6 +7,10 @@ handler's filters see every record the handler emits, wherever it was logged. So
 goes on the root's handlers, after `logging.basicConfig` made them. A handler added later, or
 one on a logger that does not propagate to the root, is not covered: add the filter to it too.
 
+A Dramatiq message among a record's arguments is shown as its actor and id only: Dramatiq logs
+each failed attempt as "Failed to process message notify_app(…)" with every argument, and those
+are a call's content (an attention reason, a transcript), which a log keeps beyond any erasure.
+
 The filter formats the message once (`record.getMessage()`), redacts it with every kind
 (`pipeline.privacy.detect.redact`) and leaves the record holding only the redacted text
 (`record.msg`, `record.args = None`); a traceback is formatted into `record.exc_text` (which a
@@ -18,6 +22,9 @@ The filter formats the message once (`record.getMessage()`), redacts it with eve
 from __future__ import annotations
 
 import logging
+from typing import Any
+
+import dramatiq
 
 from pipeline.privacy import detect
 
@@ -43,6 +50,7 @@ class RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, _REDACTED, False):
             return True
+        record.args = _without_contents(record.args)
         record.msg = redacted(_message_of(record))
         record.args = None
         if record.exc_info:
@@ -57,6 +65,30 @@ class RedactingFilter(logging.Filter):
             record.stack_info = redacted(record.stack_info)
         setattr(record, _REDACTED, True)
         return True
+
+
+# What a worker logs a message as: the message itself, or the proxy a consumer hands its worker.
+_MESSAGES = (dramatiq.Message, dramatiq.MessageProxy)
+
+
+class _MessageNamed:
+    """A Dramatiq message as a log line names it: its actor and id, never its arguments."""
+
+    def __init__(self, message: dramatiq.Message[Any] | dramatiq.MessageProxy) -> None:
+        self.text = f"{message.actor_name}(message {message.message_id})"
+
+    def __str__(self) -> str:
+        return self.text
+
+    __repr__ = __str__
+
+
+def _without_contents(args: Any) -> Any:
+    if isinstance(args, tuple) and any(isinstance(arg, _MESSAGES) for arg in args):
+        return tuple(_MessageNamed(arg) if isinstance(arg, _MESSAGES) else arg for arg in args)
+    if isinstance(args, _MESSAGES):
+        return _MessageNamed(args)
+    return args
 
 
 def _message_of(record: logging.LogRecord) -> str:

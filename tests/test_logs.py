@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -155,3 +156,23 @@ def test_every_root_handler_is_redacted(output: io.StringIO) -> None:
         logging.getLogger().removeHandler(added)
     assert CARD_MASK in output.getvalue()
     assert second.getvalue() == f"card {CARD_MASK}\n"
+
+
+def test_a_failed_message_is_named_by_its_actor_and_id_never_its_arguments(output: io.StringIO) -> None:
+    """Dramatiq logs each failed attempt with the message, whose arguments are a call's content
+    (an attention reason the app gave): the line names the message, and says nothing of them."""
+    import dramatiq
+
+    message: dramatiq.Message[Any] = dramatiq.Message(
+        queue_name="app_webhooks",
+        actor_name="notify_app",
+        args=(),
+        kwargs={"data": {"reason": "the caller wants to cancel the Lisbon trip"}},
+        options={},
+    )
+    logging.getLogger("dramatiq.worker.WorkerThread").error(
+        "Failed to process message %s with unhandled exception.", message
+    )
+    line = output.getvalue()
+    assert "Lisbon" not in line and "reason" not in line
+    assert f"notify_app(message {message.message_id})" in line

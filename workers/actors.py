@@ -79,6 +79,7 @@ from pipeline.outbound.specs import CallSpec, CampaignSpec, SuppressionSpec, Tru
 from pipeline.outbound.vars import MissingVars, fill
 from pipeline.pages import in_memory, requested
 from pipeline.phone import PhoneLine, kept_headers, line_of
+from pipeline.privacy.inputs import redacted_creation
 from pipeline.privacy.sealing import open_sealed
 from pipeline.realtime.configuration import offered_tools
 from pipeline.refusals import over_for
@@ -1465,8 +1466,9 @@ def _answer(request_id: str, gateway_id: str, work: Callable[[], tuple[int, dict
 
 def session_created(checked: SessionSpec) -> SessionCreated:
     """A session's first input, from its spec: its tools and delegation handler resolved
-    against the registries now (an unknown one is refused), its limits filled in."""
-    return SessionCreated(
+    against the registries now (an unknown one is refused), its limits filled in, its own texts
+    through its privacy boundary."""
+    created = SessionCreated(
         instructions=checked.instructions,
         limits=_limits(checked),
         greeting=Greeting.model_validate(checked.greeting.model_dump()) if checked.greeting else None,
@@ -1479,6 +1481,7 @@ def session_created(checked: SessionSpec) -> SessionCreated:
         storage=checked.storage,
         **_session_catalog(checked.tools),
     )
+    return redacted_creation(created)
 
 
 def _session_catalog(names: tuple[str, ...]) -> dict[str, Any]:
