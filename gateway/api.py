@@ -57,6 +57,7 @@ from pipeline.call.messages import Playback
 from pipeline.desk import MAXIMUM_SEARCH_CHARS
 from pipeline.erasure import checked_number
 from pipeline.errors import BadInput, MalformedRequest, ProviderUnavailable
+from pipeline.idempotency import derived_id
 from pipeline.limits import (
     API_REPLY_TIMEOUT_MS,
     COMPACTION_REPLY_TIMEOUT_MS,
@@ -100,6 +101,11 @@ logger = logging.getLogger(__name__)
 
 SESSION_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 WEBHOOK_PATH = "/v1/webhooks/openai"
+# Creates that find what an earlier run of the same keyed request made (their ids derive from
+# the key, or they add or replace by name or number): a 5xx of theirs is not kept for a day.
+RERUNS_SAFELY = frozenset(
+    {"/v1/sessions", "/v1/calls", "/v1/campaigns", "/v1/routes", "/v1/trunks", "/v1/suppressions"}
+)
 _TERMINAL_STATUSES = frozenset(str(phase) for phase in TERMINAL_PHASES)
 
 Handler = Callable[[Request, str], Awaitable[Response]]
@@ -349,7 +355,7 @@ class _Api:
             spec = SessionSpec.model_validate(await _json_body(request))
         except (ValidationError, BadInput) as error:
             return _invalid(error)
-        session_id = f"sess_{uuid.uuid4().hex}"
+        session_id = _new_id(request, "sess")
         status, body = await self.rpc.call(
             "create_session", session_id=session_id, spec=spec.model_dump(mode="json"), now=time.time()
         )
@@ -714,8 +720,7 @@ class _Api:
             spec = CallSpec.model_validate(await _json_body(request))
         except (ValidationError, BadInput) as error:
             return _invalid(error)
-        session_id = f"sess_{uuid.uuid4().hex}"
-        call_id = f"call_{uuid.uuid4().hex}"
+        session_id, call_id = _new_id(request, "sess"), _new_id(request, "call")
         status, body = await self.rpc.call(
             "place_call",
             session_id=session_id,
@@ -735,7 +740,7 @@ class _Api:
             spec = CampaignSpec.model_validate(await _json_body(request))
         except (ValidationError, BadInput) as error:
             return _invalid(error)
-        campaign_id = f"camp_{uuid.uuid4().hex}"
+        campaign_id = _new_id(request, "camp")
         status, body = await self.rpc.call(
             "campaigns",
             verb="create",
@@ -1056,6 +1061,14 @@ class _Api:
         if not_live is not None:
             return None, JSONResponse(not_live.body(), status_code=409)
         return record, refusal
+
+
+def _new_id(request: Request, kind: str) -> str:
+    """A new id of `kind` ("sess", "call", "camp"): derived from the request's Idempotency-Key
+    when it has one, so a retry of a create that made something (and lost its answer) finds it
+    instead of making it twice; else fresh."""
+    seed: str | None = request.scope.get("idempotency_seed")
+    return derived_id(seed, kind) if seed is not None else f"{kind}_{uuid.uuid4().hex}"
 
 
 def _supervisor(request: Request, command: SupervisorCommand) -> dict[str, str]:

@@ -26,7 +26,7 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from gateway import tracing
-from gateway.api import WEBHOOK_PATH, authenticated, build_api, json_bodies, storable_addresses
+from gateway.api import RERUNS_SAFELY, WEBHOOK_PATH, authenticated, build_api, json_bodies, storable_addresses
 from gateway.controls import ControlConsumer
 from gateway.idempotency import idempotent
 from gateway.keys import KeyRing
@@ -41,7 +41,7 @@ from gateway.sink import EventSink, NumberingBroker
 from gateway.tracing import CallTrace
 from gateway.watch import WatchHub
 from gateway.web import HttpLimits, RunningServer, start_server
-from pipeline import watch_tokens
+from pipeline import idempotency, watch_tokens
 from pipeline.call.sideband import Sideband
 from pipeline.config import Settings
 from pipeline.envelope import (
@@ -152,7 +152,13 @@ class Gateway:
     async def start(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
         # Keys are checked before routing, idempotency after: a key's requests own its keys.
-        routes = idempotent(build_api(self), self.rpc, excluded=frozenset({WEBHOOK_PATH}))
+        routes = idempotent(
+            build_api(self),
+            self.rpc,
+            idempotency.fingerprint_key(self.watch_secret, self.settings.broker_namespace),
+            excluded=frozenset({WEBHOOK_PATH}),
+            reruns_safely=RERUNS_SAFELY,
+        )
         # A path or query PostgreSQL cannot hold, and a body of a media type its route does not
         # take, are refused before an idempotency key stores them.
         app = authenticated(storable_addresses(json_bodies(routes)), self.keyring)

@@ -9,13 +9,17 @@ answer it gave (`finish_idempotency_key`); a duplicate gets the stored answer wi
 decides). The key is its sender's: the claim names the API key of the request.
 
 Every answer is stored, an error or a 5xx too: a request answered 503 `reply_timeout` may still
-have acted, so running it again could act twice. A route that fails before answering (an
-exception) lets its claim go. If this gateway dies half-way, the claim stays `running` until it
-is stale (`STALE_CLAIM_S`), and the next duplicate takes it over.
+have acted, so running it again could act twice — except a create's: its ids derive from the key
+(`idempotency.request_seed`), so a retry finds what an earlier run made instead of making it
+again, and a 5xx of a create is not kept (kept, it was replayed for a day). A route that fails
+before answering (an exception), or a claim whose answer never came, is let go, and the release
+is asked for again until a worker has done it. If this gateway dies half-way, the claim stays
+`running` until it is stale (`STALE_CLAIM_S`), and the next duplicate takes it over.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import time
@@ -35,10 +39,19 @@ _HEADER = idempotency.HEADER.lower().encode()
 _NOT_STORED = frozenset({b"content-length", b"date", b"server"})
 
 
-def idempotent(app: ASGIApp, rpc: WorkerRpc, excluded: frozenset[str] = frozenset()) -> ASGIApp:
+def idempotent(
+    app: ASGIApp,
+    rpc: WorkerRpc,
+    fingerprint_key: bytes,
+    excluded: frozenset[str] = frozenset(),
+    reruns_safely: frozenset[str] = frozenset(),
+) -> ASGIApp:
     """`app` with Idempotency-Key honoured on every POST but those of the `excluded` paths
     (the provider's webhooks, which carry their own delivery ids). It runs after
-    authentication: the request's identity (`scope["identity"]`) owns its keys."""
+    authentication: the request's identity (`scope["identity"]`) owns its keys. The paths of
+    `reruns_safely` are creates that find what an earlier run made (their ids derive from the
+    key: `scope["idempotency_seed"]`): a 5xx answer of theirs is not stored, so a retry runs."""
+    releases = _Releases(rpc)
 
     async def guard(scope: Scope, receive: Receive, send: Send) -> None:
         sent_key = header(scope, _HEADER, None) if scope["type"] == "http" else None
@@ -65,11 +78,15 @@ def idempotent(app: ASGIApp, rpc: WorkerRpc, excluded: frozenset[str] = frozense
             "claim_idempotency_key",
             owner=owner,
             key=key,
-            fingerprint=idempotency.fingerprint("POST", target, body),
+            fingerprint=idempotency.fingerprint("POST", target, body, fingerprint_key),
             claim_id=claim_id,
             now=time.time(),
         )
         if status != 200:
+            # The claim may have been taken with its answer lost (a worker slow past the reply
+            # timeout, a Redis restart): this claim is let go as soon as a worker can be asked,
+            # or every retry would be answered request_in_progress until the claim went stale.
+            releases.owe(owner, key, claim_id)
             await error_response(status, _code(claimed), "the Idempotency-Key could not be checked")(
                 scope, receive, send
             )
@@ -87,20 +104,68 @@ def idempotent(app: ASGIApp, rpc: WorkerRpc, excluded: frozenset[str] = frozense
             await error_response(409, "request_in_progress", message)(scope, receive, send)
             return
         answer = _Recorded()
+        scope = {**scope, "idempotency_seed": idempotency.request_seed(fingerprint_key, owner, key)}
         try:
             await app(scope, _replaying(messages, receive), answer.record)
         except BaseException:
-            await rpc.call("finish_idempotency_key", owner=owner, key=key, claim_id=claim_id, answer=None)
+            await releases.release(owner, key, claim_id)
             raise
-        # Stored before it is sent: a client that has its answer and asks again is replayed it,
-        # never told the first is still running.
-        await rpc.call(
-            "finish_idempotency_key", owner=owner, key=key, claim_id=claim_id, answer=answer.stored()
-        )
+        if answer.status >= 500 and scope["path"] in reruns_safely:
+            # Not kept: a retry runs again and finds what this run made, if it made anything.
+            await releases.release(owner, key, claim_id)
+        else:
+            # Stored before it is sent: a client that has its answer and asks again is replayed
+            # it, never told the first is still running.
+            stored, _ = await rpc.call(
+                "finish_idempotency_key", owner=owner, key=key, claim_id=claim_id, answer=answer.stored()
+            )
+            if stored != 200:
+                releases.owe(owner, key, claim_id)
         for sent in answer.messages:
             await send(sent)
 
     return guard
+
+
+# A claim owed its release is asked for again this often, until a worker takes it or the claim
+# is stale anyway (a duplicate takes a stale claim over).
+RELEASE_EVERY_S = 1.0
+
+
+class _Releases:
+    """Claims this gateway must let go, asked for until a worker has done it: a release lost
+    with Redis or a worker must not hold a key for STALE_CLAIM_S."""
+
+    def __init__(self, rpc: WorkerRpc) -> None:
+        self._rpc = rpc
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def release(self, owner: str, key: str, claim_id: str) -> None:
+        """Let the claim go now, or, if no worker takes it, owe it."""
+        if not await self._released(owner, key, claim_id):
+            self.owe(owner, key, claim_id)
+
+    def owe(self, owner: str, key: str, claim_id: str) -> None:
+        """Let the claim go in the background, asking until a worker has done it."""
+        task = asyncio.get_running_loop().create_task(
+            self._keep_asking(owner, key, claim_id), name=f"idempotency-release-{claim_id}"
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _keep_asking(self, owner: str, key: str, claim_id: str) -> None:
+        given_up_at = time.monotonic() + idempotency.STALE_CLAIM_S
+        while not await self._released(owner, key, claim_id) and time.monotonic() < given_up_at:
+            await asyncio.sleep(RELEASE_EVERY_S)
+
+    async def _released(self, owner: str, key: str, claim_id: str) -> bool:
+        try:
+            status, _ = await self._rpc.call(
+                "finish_idempotency_key", owner=owner, key=key, claim_id=claim_id, answer=None
+            )
+        except Exception:  # noqa: BLE001 - Redis away: asked again later, as for a 5xx
+            return False
+        return status == 200
 
 
 class _Recorded:

@@ -16,6 +16,7 @@ so two apps choosing the same key never meet.
 from __future__ import annotations
 
 import hashlib
+import hmac
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -70,9 +71,36 @@ def checked_key(text: str) -> str:
     return text
 
 
-def fingerprint(method: str, target: str, body: bytes) -> str:
-    """The SHA-256 of a request as a key binds it: its method, path with query, and body bytes."""
-    digest = hashlib.sha256()
+def fingerprint_key(deployment_secret: bytes, namespace: str = "") -> bytes:
+    """The key a deployment's fingerprints and derived ids are made with, from a secret all its
+    gateways share (a retry may reach any of them) and its namespace (two deployments on the
+    development token are still two), used for nothing else."""
+    label = b"switchboard idempotency\0" + namespace.encode()
+    return hmac.new(deployment_secret, label, hashlib.sha256).digest()
+
+
+def request_seed(key: bytes, owner: str, idempotency_key: str) -> str:
+    """What the ids a keyed create makes derive from: the same for a retry of the request, so
+    the retry finds what an earlier run made (insert-if-absent), and no other sender's key can
+    name the same ids."""
+    seed = hmac.new(key, digestmod=hashlib.sha256)
+    for part in (b"request ids", owner.encode(), idempotency_key.encode()):
+        seed.update(len(part).to_bytes(8, "big"))
+        seed.update(part)
+    return seed.hexdigest()
+
+
+def derived_id(seed: str, kind: str) -> str:
+    """The id of a `kind` ("sess", "call", "camp") a keyed create makes: `kind_` and 32 hex."""
+    return f"{kind}_{hashlib.sha256(f'{seed}:{kind}'.encode()).hexdigest()[:32]}"
+
+
+def fingerprint(method: str, target: str, body: bytes, key: bytes) -> str:
+    """The HMAC-SHA256 of a request as an Idempotency-Key binds it: its method, path with query,
+    and body bytes. Keyed, because a body may carry a secret (a trunk's password): an unkeyed
+    digest stored for a day gave a common password back to whoever read the table, by trying
+    guesses against it; without the deployment's key no guess can be checked."""
+    digest = hmac.new(key, digestmod=hashlib.sha256)
     for part in (method.upper().encode(), target.encode(), body):
         digest.update(len(part).to_bytes(8, "big"))
         digest.update(part)

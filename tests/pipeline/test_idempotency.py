@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from pipeline.errors import MalformedIdempotencyKey
@@ -14,12 +16,14 @@ from pipeline.idempotency import (
     Verdict,
     checked_key,
     fingerprint,
+    fingerprint_key,
     verdict,
 )
 from pipeline.limits import COMPACTION_REPLY_TIMEOUT_MS
 
+KEY = fingerprint_key(b"the deployment's secret")
 NOW = 1_800_000_000.0
-BODY = fingerprint("POST", "/v1/sessions", b'{"instructions": "Hi"}')
+BODY = fingerprint("POST", "/v1/sessions", b'{"instructions": "Hi"}', KEY)
 
 
 def _stored(state: ClaimState, age_s: float, print_: str = BODY) -> StoredClaim:
@@ -43,7 +47,7 @@ def test_the_same_request_still_running_is_in_progress() -> None:
 
 def test_another_request_under_the_key_is_refused_whatever_the_first_state() -> None:
     """Another body (or path) under a key is the client's mistake, running or answered."""
-    other = fingerprint("POST", "/v1/sessions", b'{"instructions": "Bye"}')
+    other = fingerprint("POST", "/v1/sessions", b'{"instructions": "Bye"}', KEY)
     assert verdict(_stored(ClaimState.DONE, 60), other, NOW) is Verdict.REUSED
     assert verdict(_stored(ClaimState.RUNNING, 1), other, NOW) is Verdict.REUSED
 
@@ -57,7 +61,7 @@ def test_a_claim_running_past_any_request_timeout_is_taken_over() -> None:
 
 def test_a_key_past_its_day_is_new_again() -> None:
     """After KEPT_S the stored answer is gone: any request under the key acts."""
-    other = fingerprint("POST", "/v1/calls", b"{}")
+    other = fingerprint("POST", "/v1/calls", b"{}", KEY)
     assert verdict(_stored(ClaimState.DONE, KEPT_S), other, NOW) is Verdict.PROCEED
     assert verdict(_stored(ClaimState.DONE, KEPT_S - 1), BODY, NOW) is Verdict.REPLAY
 
@@ -65,14 +69,28 @@ def test_a_key_past_its_day_is_new_again() -> None:
 def test_the_fingerprint_binds_method_path_and_body() -> None:
     """Each of method, path (with its query) and body changes the fingerprint; parts cannot slide."""
     prints = {
-        fingerprint("POST", "/v1/sessions", b"{}"),
-        fingerprint("PUT", "/v1/sessions", b"{}"),
-        fingerprint("POST", "/v1/sessions?x=1", b"{}"),
-        fingerprint("POST", "/v1/sessions", b"{ }"),
-        fingerprint("POST", "/v1/session", b"s{}"),
+        fingerprint("POST", "/v1/sessions", b"{}", KEY),
+        fingerprint("PUT", "/v1/sessions", b"{}", KEY),
+        fingerprint("POST", "/v1/sessions?x=1", b"{}", KEY),
+        fingerprint("POST", "/v1/sessions", b"{ }", KEY),
+        fingerprint("POST", "/v1/session", b"s{}", KEY),
     }
     assert len(prints) == 5
-    assert fingerprint("post", "/v1/sessions", b"{}") == fingerprint("POST", "/v1/sessions", b"{}")
+    assert fingerprint("post", "/v1/sessions", b"{}", KEY) == fingerprint("POST", "/v1/sessions", b"{}", KEY)
+
+
+def test_a_fingerprint_cannot_be_checked_against_a_guess_without_the_deployments_key() -> None:
+    """A trunk's body carries its password: what is stored for a day is keyed, so reading the
+    table and hashing guessed bodies finds nothing; another deployment's key finds nothing."""
+    body = b'{"name": "main", "password": "summer2026"}'
+    stored = fingerprint("POST", "/v1/trunks", body, KEY)
+    unkeyed = hashlib.sha256()
+    for part in (b"POST", b"/v1/trunks", body):
+        unkeyed.update(len(part).to_bytes(8, "big"))
+        unkeyed.update(part)
+    assert stored != unkeyed.hexdigest()
+    assert stored != fingerprint("POST", "/v1/trunks", body, fingerprint_key(b"another deployment"))
+    assert stored == fingerprint("POST", "/v1/trunks", body, fingerprint_key(b"the deployment's secret"))
 
 
 @pytest.mark.parametrize("key", ["a", "order-42:retry", " ~!", "x" * MAXIMUM_KEY_CHARS])
