@@ -41,11 +41,15 @@ def claim(namespace: str, owner: str, key: str, fingerprint: str, claim_id: str,
         if inserted is not None:
             return Claimed(Verdict.PROCEED)
         row = database.execute_sql(
-            "SELECT fingerprint, state, extract(epoch FROM created_at), status, headers, body"
+            "SELECT fingerprint, state, extract(epoch FROM created_at), status, headers, body, claim"
             " FROM idempotency_keys WHERE namespace = %s AND owner = %s AND key = %s FOR UPDATE",
             (namespace, owner, key),
         ).fetchone()
         stored = None if row is None else StoredClaim(row[0], ClaimState(row[1]), float(row[2]))
+        if stored is not None and stored.state is ClaimState.RELEASED and row[6] == claim_id:
+            # This claim's gateway gave up on it and let it go before the claim was made: nobody
+            # waits for this answer, and the key stays free.
+            return Claimed(Verdict.IN_PROGRESS)
         decided = verdict(stored, fingerprint, now)
         if decided is Verdict.PROCEED:
             # Expired or stale (or swept between the two statements): this request takes it over.
@@ -76,10 +80,15 @@ def finish(namespace: str, owner: str, key: str, claim_id: str, answer: StoredAn
 
 
 def release(namespace: str, owner: str, key: str, claim_id: str) -> None:
-    """Let go of a claim whose request did nothing (it failed before acting): the key is free."""
+    """Let go of a claim whose request did nothing (it failed before acting, or its claim's
+    answer was lost): the key is free. A release that finds no row leaves one, `released` under
+    the claim's id, so the claim it lets go, made late (its message still queued, or its write
+    waiting on a lock), finds it and keeps nothing; a claim being written is waited for."""
     database.execute_sql(
-        "DELETE FROM idempotency_keys WHERE namespace = %s AND owner = %s AND key = %s AND claim = %s"
-        " AND state = 'running'",
+        "INSERT INTO idempotency_keys (namespace, owner, key, fingerprint, claim, state, created_at)"
+        " VALUES (%s, %s, %s, '', %s, 'released', now())"
+        " ON CONFLICT (namespace, owner, key) DO UPDATE SET state = 'released'"
+        " WHERE idempotency_keys.claim = excluded.claim AND idempotency_keys.state = 'running'",
         (namespace, owner, key, claim_id),
     )
 

@@ -35,10 +35,12 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 
 
 class ClaimState(StrEnum):
-    """A stored key is `running` (claimed, its request acting) or `done` (its answer stored)."""
+    """A stored key is `running` (claimed, its request acting), `done` (its answer stored) or
+    `released` (let go by a request that did nothing: free for the next)."""
 
     RUNNING = "running"
     DONE = "done"
+    RELEASED = "released"
 
 
 class Verdict(StrEnum):
@@ -113,7 +115,7 @@ def is_expired(claimed_at: float, now: float) -> bool:
 
 def verdict(stored: StoredClaim | None, request_fingerprint: str, now: float) -> Verdict:
     """What a request with this fingerprint does, finding `stored` under its key at `now`."""
-    if stored is None or is_expired(stored.claimed_at, now):
+    if stored is None or stored.state is ClaimState.RELEASED or is_expired(stored.claimed_at, now):
         return Verdict.PROCEED
     if stored.fingerprint != request_fingerprint:
         return Verdict.REUSED

@@ -17,7 +17,8 @@ from typing import Any
 
 import psycopg2
 
-from pipeline.idempotency import STALE_CLAIM_S, fingerprint
+from pipeline import watch_tokens
+from pipeline.idempotency import STALE_CLAIM_S, fingerprint, fingerprint_key
 from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack
@@ -198,7 +199,9 @@ def test_a_claim_left_running_by_a_dead_gateway_is_taken_over_once_stale(
     instructions = f"You are the night desk {uuid.uuid4().hex}."
     body = json.dumps({"instructions": instructions}).encode()
     key = f"orphan-{uuid.uuid4().hex}"
-    print_ = fingerprint("POST", "/v1/sessions", body)
+    # The deployment's fingerprint key, as its gateways derive it (from the API token).
+    deployment = fingerprint_key(watch_tokens.derive_secret(stack.api_token), stack.namespace)
+    print_ = fingerprint("POST", "/v1/sessions", body, deployment)
 
     def claimed_ago(seconds: float) -> None:
         with psycopg2.connect(services.database_url) as connection, connection.cursor() as cursor:

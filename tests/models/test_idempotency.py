@@ -10,10 +10,11 @@ from typing import Any
 
 from models import idempotency
 from models.idempotency import StoredAnswer
-from pipeline.idempotency import KEPT_S, STALE_CLAIM_S, Verdict, fingerprint
+from pipeline.idempotency import KEPT_S, STALE_CLAIM_S, Verdict, fingerprint, fingerprint_key
 
 NOW = 1_800_000_000.0
-PRINT = fingerprint("POST", "/v1/sessions", b'{"instructions": "Hi"}')
+KEY = fingerprint_key(b"the deployment's secret")
+PRINT = fingerprint("POST", "/v1/sessions", b'{"instructions": "Hi"}', KEY)
 ANSWER = StoredAnswer(201, [("content-type", "application/json")], b'{"session_id": "sess_1"}')
 
 
@@ -44,7 +45,7 @@ def test_an_answer_kept_is_replayed_and_another_body_is_refused(database: Any) -
     assert idempotency.finish(namespace, "key_a", "k", claim_id, ANSWER)
     again = _claim(namespace, "k", NOW + 5)[1]
     assert (again.verdict, again.answer) == (Verdict.REPLAY, ANSWER)
-    other = fingerprint("POST", "/v1/sessions", b"{}")
+    other = fingerprint("POST", "/v1/sessions", b"{}", KEY)
     assert _claim(namespace, "k", NOW + 5, print_=other)[1].verdict is Verdict.REUSED
 
 
@@ -75,8 +76,28 @@ def test_a_released_claim_frees_the_key(database: Any) -> None:
     namespace = _namespace()
     claim_id, _ = _claim(namespace, "k")
     idempotency.release(namespace, "key_a", "k", claim_id)
-    assert idempotency.stored(namespace, "key_a", "k") is None
+    assert idempotency.stored(namespace, "key_a", "k")["state"] == "released"
     assert _claim(namespace, "k")[1].verdict is Verdict.PROCEED
+
+
+def test_a_claim_made_after_its_release_keeps_nothing(database: Any) -> None:
+    """Its gateway gave up on the claim and let it go before a worker took the claim's message:
+    the late claim finds its own release and leaves the key free for the retry."""
+    namespace = _namespace()
+    late = uuid.uuid4().hex
+    idempotency.release(namespace, "key_a", "k", late)
+    assert idempotency.claim(namespace, "key_a", "k", PRINT, late, NOW).verdict is Verdict.IN_PROGRESS
+    assert idempotency.stored(namespace, "key_a", "k")["state"] == "released"
+    assert _claim(namespace, "k")[1].verdict is Verdict.PROCEED
+    assert idempotency.stored(namespace, "key_a", "k")["state"] == "running"
+
+
+def test_a_release_of_another_claim_leaves_the_key_held(database: Any) -> None:
+    """A late release of a claim taken over since does not free the new holder's key."""
+    namespace = _namespace()
+    _claim(namespace, "k")
+    idempotency.release(namespace, "key_a", "k", uuid.uuid4().hex)
+    assert idempotency.stored(namespace, "key_a", "k")["state"] == "running"
 
 
 def test_keys_past_their_day_are_swept_and_then_new(database: Any) -> None:
@@ -96,6 +117,6 @@ def test_an_expired_key_not_yet_swept_acts_again(database: Any) -> None:
     namespace = _namespace()
     claim_id, _ = _claim(namespace, "k", NOW - KEPT_S)
     idempotency.finish(namespace, "key_a", "k", claim_id, ANSWER)
-    other = fingerprint("POST", "/v1/calls", b"{}")
+    other = fingerprint("POST", "/v1/calls", b"{}", KEY)
     assert _claim(namespace, "k", print_=other)[1].verdict is Verdict.PROCEED
     assert idempotency.stored(namespace, "key_a", "k")["state"] == "running"
