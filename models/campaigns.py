@@ -29,8 +29,8 @@ from typing import Any
 from models import outbound
 from models.db import database
 from models.pages import keyset
+from pipeline.api import shown_spec
 from pipeline.errors import CampaignNotFound, CampaignOver, TooManyContacts
-from pipeline.event_streams import shown_spec
 from pipeline.outbound.contacts import MAXIMUM_CONTACTS, Contact
 from pipeline.outbound.numbers import timezone_of
 from pipeline.outbound.outcomes import Outcome
@@ -487,11 +487,7 @@ def _counts(campaign_id: str) -> dict[str, dict[str, int]]:
 
 def _campaign_json(row: Any, counts: dict[str, dict[str, int]]) -> dict[str, Any]:
     campaign_id, name, spec, status, total, created, updated, completed = row
-    session = dict(spec.get("session") or {})
-    webhook = session.get("webhook")
-    if isinstance(webhook, dict):
-        session["webhook"] = {"url": webhook.get("url")}  # never its secret
-    session = shown_spec(session)  # nor its events URL's password
+    session = shown_spec(dict(spec.get("session") or {}))
     return {
         "id": campaign_id,
         "name": name,

@@ -19,9 +19,8 @@ import psycopg2.errors
 from models.db import database
 from models.pages import keyset
 from models.sessions import Applied, LockedSession, locked_session, new_session
-from pipeline.api import RouteSpec, RouteTerms
+from pipeline.api import RouteSpec, RouteTerms, shown_spec
 from pipeline.errors import PhoneCallNotFound, RouteNotFound, SessionNotFound
-from pipeline.event_streams import shown_spec
 from pipeline.pages import PageRequest, next_cursor
 from pipeline.phone import ALL_FULL, GONE_BEFORE_ANSWER, ROUTE_FULL, UNKNOWN_NUMBER, PhoneLine, route_matches
 from pipeline.privacy.sealing import DeploymentKey

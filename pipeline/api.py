@@ -20,7 +20,7 @@ from pipeline.call.keypad import (
 )
 from pipeline.consent import DECLINE_RECORDING
 from pipeline.dialects import capabilities_for
-from pipeline.event_streams import DEFAULT_EXCHANGE, SCHEMES, is_supported
+from pipeline.event_streams import DEFAULT_EXCHANGE, SCHEMES, is_supported, shown
 from pipeline.limits import (
     MAXIMUM_ATTENTION_WAIT_S,
     MAXIMUM_INSTRUCTIONS_BYTES,
@@ -494,3 +494,16 @@ class RouteSpec(RouteTerms):
     @property
     def terms(self) -> RouteTerms:
         return RouteTerms.model_validate(self.model_dump(exclude={"number", "session"}))
+
+
+def shown_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """A session spec (a route's, a campaign's) as an answer may show it, to any key: its
+    webhook's secret left out and its events URL's password masked. A secret is given once,
+    never answered back."""
+    shown_as = dict(spec)
+    webhook = spec.get("webhook")
+    if isinstance(webhook, dict):
+        shown_as["webhook"] = {name: value for name, value in webhook.items() if name != "secret"}
+    if spec.get("events") is not None:
+        shown_as["events"] = shown(spec["events"])
+    return shown_as

@@ -70,10 +70,3 @@ def shown(events: object) -> dict[str, Any] | None:
     if not isinstance(events, dict) or not isinstance(events.get("url"), str):
         return None
     return {"url": masked(events["url"]), "exchange": events.get("exchange", DEFAULT_EXCHANGE)}
-
-
-def shown_spec(spec: dict[str, Any]) -> dict[str, Any]:
-    """A session spec as an answer may show it: its events URL masked."""
-    if spec.get("events") is None:
-        return spec
-    return {**spec, "events": shown(spec["events"])}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pipeline.api import EVENTS_URL_UNSUPPORTED, RouteSpec, SessionSpec
+from pipeline.api import EVENTS_URL_UNSUPPORTED, RouteSpec, SessionSpec, shown_spec
 from pipeline.event_streams import (
     DEFAULT_EXCHANGE,
     entry_id,
@@ -14,7 +14,6 @@ from pipeline.event_streams import (
     report_id,
     routing_key,
     shown,
-    shown_spec,
 )
 
 
@@ -83,6 +82,15 @@ def test_a_spec_is_shown_without_the_password() -> None:
     assert shown_spec(spec)["events"] == {"url": "amqp://u:***@h//", "exchange": "calls"}
     assert shown_spec({"instructions": "x"}) == {"instructions": "x"}
     assert shown(None) is None
+
+
+def test_a_spec_is_shown_without_its_webhook_secret() -> None:
+    """A secret is given once and answered back to no key: a route's or a campaign's webhook
+    shows its URL only."""
+    secret = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0"
+    spec = {"instructions": "x", "webhook": {"url": "https://app.example.com/hooks", "secret": secret}}
+    assert shown_spec(spec)["webhook"] == {"url": "https://app.example.com/hooks"}
+    assert secret not in str(shown_spec(spec))
 
 
 def test_message_ids_and_topics_are_stable() -> None:
