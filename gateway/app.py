@@ -53,6 +53,7 @@ from pipeline.envelope import (
     Reply,
     SendControl,
     TransferCall,
+    Trunk,
 )
 from pipeline.errors import ProviderUnavailable
 from pipeline.limits import ADMISSION_TIMEOUT_MS
@@ -61,6 +62,7 @@ from pipeline.live.sideband import LiveSideband
 from pipeline.names import control_queue
 from pipeline.phone import MAXIMUM_SIP_HEADERS, kept_headers
 from pipeline.privacy.boundary import Keypad, PrivateSideband, Redactor, Sealing
+from pipeline.privacy.sealing import SealedValueUnreadable, new_session_key_pair, open_sealed
 from pipeline.realtime.sideband import KEY_PRESS_TYPE as REALTIME_KEY_PRESS
 from pipeline.realtime.sideband import RealtimeSideband
 from pipeline.releases import across_releases, first_report
@@ -124,6 +126,10 @@ class Gateway:
             else watch_tokens.derive_secret(settings.api_token)
         )
         self.sockets: dict[str, SidebandSocket] = {}
+        # A key pair of this process's own, made afresh at each start: a trunk's password comes
+        # to it sealed to the public half (never in a directive, never readable in Redis), and
+        # only this process's memory holds the private half.
+        self._dial_private, self._dial_public = new_session_key_pair()
         self._stopping = threading.Event()
         # Set by drain(): no new calls (503 `draining`), /readyz answers 503.
         self.draining = False
@@ -411,7 +417,8 @@ class Gateway:
         again dials nothing), and with that id as the provider's idempotency key. The call's
         sideband is opened from here as soon as the provider answers (it replays nothing to a
         late one); the workers are told the call's id, or why it was not placed."""
-        if not await self._dial_committed(session_id, directive.call):
+        committed, password = await self._dial_committed(session_id, directive.call)
+        if not committed:
             return
         try:
             if not await asyncio.wrap_future(self.sink.first_time(session_id, f"dial:{directive.call}")):
@@ -420,13 +427,14 @@ class Gateway:
             # Not placed (so never twice): the call fails, saying why.
             await self._dial_failed(session_id, "dial_not_claimed", f"the dial could not be claimed: {error}")
             return
-        if directive.trunk is None:
+        if directive.trunk is None or password is None:
             detail = "the call's trunk is gone, or its password does not open"
             await self._dial_failed(session_id, "trunk_not_found", detail)
             return
+        trunk = Trunk(**directive.trunk.model_dump(), password=password)
         try:
             call_id = await self._wing(directive.provider).rest.place_call(
-                directive.to, directive.trunk, directive.session, idempotency_key=directive.call
+                directive.to, trunk, directive.session, idempotency_key=directive.call
             )
         except ProviderUnavailable as error:
             code = "dial_refused" if isinstance(error, ProviderCallError) else "provider_unavailable"
@@ -445,20 +453,31 @@ class Gateway:
         if status != 200:
             logger.warning("attach of dialled call %s for %s answered %s", call_id, session_id, status)
 
-    async def _dial_committed(self, session_id: str, call: str) -> bool:
-        """Whether the decision to dial `call` was committed and still stands. A worker publishes
-        the dial before its transaction commits; one killed in between leaves a directive no
-        session stands behind, and the decision is made again under the same ids: that one
-        dials. Asked again while no worker answers (a worker killed holding the question), for
-        as long as the session could still connect: waiting costs a delay, never a call."""
+    async def _dial_committed(self, session_id: str, call: str) -> tuple[bool, str | None]:
+        """Whether the decision to dial `call` was committed and still stands, and its trunk's
+        password (None: the trunk is gone or its password does not open), sealed by the worker
+        to this gateway's dial key and opened here. A worker publishes the dial before its
+        transaction commits; one killed in between leaves a directive no session stands behind,
+        and the decision is made again under the same ids: that one dials. Asked again while no
+        worker answers (a worker killed holding the question), for as long as the session could
+        still connect: waiting costs a delay, never a call."""
         give_up_at = time.monotonic() + ADMISSION_TIMEOUT_MS / 1000
+        dial_key = base64.b64encode(self._dial_public).decode()
         while True:
-            status, body = await self.rpc.call("dial_committed", session_id=session_id, call_id=call)
+            status, body = await self.rpc.call(
+                "dial_committed", session_id=session_id, call_id=call, dial_key=dial_key
+            )
             if status == 200:
-                return True
+                sealed = body.get("password")
+                if sealed is None:
+                    return True, None
+                try:
+                    return True, open_sealed(sealed, private_key=self._dial_private, session_id=session_id)
+                except SealedValueUnreadable:
+                    return True, None
             if status != 503 or time.monotonic() >= give_up_at:
                 logger.info("dial of %s for %s not carried out: %s %s", call, session_id, status, body)
-                return False
+                return False, None
 
     async def _dial_failed(self, session_id: str, code: str, detail: str) -> None:
         status, _ = await self.rpc.call(

@@ -17,7 +17,7 @@ from typing import Any
 
 from models.db import advisory_key, database
 from models.pages import keyset
-from pipeline.envelope import Trunk
+from pipeline.envelope import DialTrunk
 from pipeline.errors import CallNotFound, SuppressionNotFound, TrunkNotFound, TrunkRequired
 from pipeline.pages import PageRequest, next_cursor
 from pipeline.privacy.sealing import (
@@ -25,6 +25,7 @@ from pipeline.privacy.sealing import (
     SealedValueUnreadable,
     decrypt_secret,
     encrypt_secret,
+    seal,
     secret_key_id,
 )
 from pipeline.step import OutboundEnded
@@ -145,22 +146,36 @@ def trunk_named(namespace: str, name: str | None, execute: Any = None) -> str:
     return str(names[0])
 
 
-def trunk_for_dial(session_id: str, name: str, execute: Any) -> Trunk | None:
-    """A trunk with its password opened, for the directive that dials (None: it is gone, or its
-    password does not open under the keys given)."""
+def trunk_for_dial(session_id: str, name: str, execute: Any) -> DialTrunk | None:
+    """A trunk as a dial directive names it, its password left out (None: it is gone)."""
     row = execute(
-        "SELECT t.namespace, t.url, t.username, t.password, t.caller_number FROM trunks t"
+        "SELECT t.url, t.username, t.caller_number FROM trunks t"
         " JOIN sessions s ON s.namespace = t.namespace WHERE s.id = %s AND t.name = %s",
         (session_id, name),
     ).fetchone()
     if row is None:
         return None
-    namespace, url, username, encrypted, caller_number = row
+    url, username, caller_number = row
+    return DialTrunk(name=name, url=url, username=username, caller_number=caller_number)
+
+
+def trunk_password_sealed(session_id: str, name: str, dial_key: bytes) -> str | None:
+    """The password of the trunk a session dials through, opened with the deployment keys and
+    sealed to the dialling gateway's key (`dial_key`, a public key of its own), so it crosses
+    Redis unreadable; None when the trunk is gone or its password does not open."""
+    row = database.execute_sql(
+        "SELECT t.namespace, t.password FROM trunks t"
+        " JOIN sessions s ON s.namespace = t.namespace WHERE s.id = %s AND t.name = %s",
+        (session_id, name),
+    ).fetchone()
+    if row is None:
+        return None
+    namespace, encrypted = row
     try:
         password = decrypt_secret(encrypted, _keys, _context(namespace, name))
     except SealedValueUnreadable:
         return None
-    return Trunk(name=name, url=url, username=username, password=password, caller_number=caller_number)
+    return seal(password, public_key=dial_key, session_id=session_id)
 
 
 def rotate_trunks(keys: Sequence[DeploymentKey], *, namespace: str | None = None) -> int:

@@ -274,15 +274,9 @@ _Write = Callable[[Step, str, int, list[Outbound]], _Written]
 
 
 def _controls(outbound: list[Outbound]) -> str:
-    """What an event emitted, as its log row keeps it: each item as sent, but a dial's trunk
-    password, which travels to the gateway and is never stored in the clear."""
-    return json.dumps([_as_logged(item) for item in outbound])
-
-
-def _as_logged(item: Outbound) -> dict[str, Any]:
-    exclude = {"trunk": {"password"}} if isinstance(item, PlaceCall) else None
-    logged: dict[str, Any] = item.model_dump(mode="json", exclude=exclude)
-    return logged
+    """What an event emitted, as its log row keeps it: each item as sent (a dial names its
+    trunk, never the trunk's password)."""
+    return json.dumps([item.model_dump(mode="json") for item in outbound])
 
 
 def sessions_owned_by(namespace: str, gateway_id: str) -> list[str]:

@@ -103,17 +103,24 @@ class CollectDigits(BaseModel):
     stop: bool = False
 
 
-class Trunk(BaseModel):
-    """The SIP trunk a call goes out through, as the provider is given it. Its password is in the
-    clear only here, on its way to the gateway that dials (it is stored encrypted)."""
+class DialTrunk(BaseModel):
+    """The SIP trunk a call goes out through, as a dial directive names it: never its password,
+    which the gateway that dials asks for sealed to a key of its own (`Trunk`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     url: str
     username: str
-    password: str = Field(repr=False)
     caller_number: str
+
+
+class Trunk(DialTrunk):
+    """A trunk as the provider is given it: its password in the clear only here, in the memory
+    of the gateway that dials, opened from what a worker sealed to that gateway's key (it is
+    stored encrypted, and crosses Redis sealed)."""
+
+    password: str = Field(repr=False)
 
 
 class PlaceCall(BaseModel):
@@ -133,7 +140,7 @@ class PlaceCall(BaseModel):
     id: str
     call: str
     to: str
-    trunk: Trunk | None
+    trunk: DialTrunk | None
     # What the provider session is created with (its startup configuration; the gateway adds
     # the model), and which provider.
     session: dict[str, Any]

@@ -939,18 +939,27 @@ def attach_call(
 
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="dial_committed", **_REQUEST_POLICY)
-def dial_committed(request_id: str, gateway_id: str, session_id: str, call_id: str) -> None:
+def dial_committed(
+    request_id: str, gateway_id: str, session_id: str, call_id: str, dial_key: str = ""
+) -> None:
     """Whether the decision to dial the session's call was committed and still stands: 200, or
     404 (the decision was lost with its worker), or 409 (the session ended, or is not this
-    call's). The lock waits for a transaction still creating the session."""
+    call's). The lock waits for a transaction still creating the session. With the gateway's
+    `dial_key` (a public key of its own, base64), the answer carries the trunk's password sealed
+    to it (None: the trunk is gone, or its password does not open): the dial directive never
+    carries it, and Redis never holds it readable."""
 
     def read() -> tuple[int, dict[str, Any]]:
         with locked_session(session_id, namespace=_deployment()) as session:
             state = session.state
-        if not still_to_dial(state, call_id):
+        if not still_to_dial(state, call_id) or state.outbound is None:
             message = f"session is {state.phase}; call {call_id} is not to be dialled"
             return 409, {"error": {"code": "dial_not_wanted", "message": message}}
-        return 200, {"session_id": session_id, "call": call_id}
+        answer: dict[str, Any] = {"session_id": session_id, "call": call_id}
+        if dial_key:
+            public_key = base64.b64decode(dial_key)
+            answer["password"] = outgoing.trunk_password_sealed(session_id, state.outbound.trunk, public_key)
+        return 200, answer
 
     _answer(request_id, gateway_id, read)
 

@@ -18,7 +18,7 @@ from models.sessions import Applied, LockedSession, locked_session
 from pipeline.envelope import PlaceCall
 from pipeline.errors import NotFound, NumberSuppressed, OutboundCapacity, TrunkNotFound, TrunkRequired
 from pipeline.pages import PageRequest
-from pipeline.privacy.sealing import DeploymentKey
+from pipeline.privacy.sealing import DeploymentKey, SealedValueUnreadable, new_session_key_pair, open_sealed
 from pipeline.state import OutboundCall, Phase, SessionState
 from pipeline.wire import CallAttached, SessionCreated
 from tests.support.waiting import wait_for
@@ -83,7 +83,16 @@ def test_a_trunk_s_password_is_stored_encrypted_and_opened_only_to_dial(database
 
     placed, published = _place(namespace)
     [directive] = [item for applied in published for item in applied.outbound if isinstance(item, PlaceCall)]
-    assert directive.trunk is not None and directive.trunk.password == PASSWORD
+    # The directive crosses Redis: it names the trunk, never its password.
+    assert directive.trunk is not None and directive.trunk.url == "sips:trunk.example.com"
+    assert PASSWORD not in directive.model_dump_json()
+    # The gateway that dials is given it sealed to a key of its own, which alone opens it.
+    gateway_private, gateway_public = new_session_key_pair()
+    sealed = outbound.trunk_password_sealed(placed.session_id, "main", gateway_public)
+    assert sealed is not None and PASSWORD not in sealed
+    assert open_sealed(sealed, private_key=gateway_private, session_id=placed.session_id) == PASSWORD
+    with pytest.raises(SealedValueUnreadable):
+        open_sealed(sealed, private_key=new_session_key_pair()[0], session_id=placed.session_id)
     # The log keeps what the event emitted, never the password.
     logged = database.execute_sql(
         "SELECT controls::text FROM session_events WHERE session_id = %s", (placed.session_id,)
@@ -100,10 +109,9 @@ def test_a_password_moved_to_another_trunk_does_not_open(database: Any) -> None:
         " WHERE namespace = %s AND name = 'other'",
         (namespace, namespace),
     )
-    placed, published = _place(namespace, trunk="other")
-    [directive] = [item for applied in published for item in applied.outbound if isinstance(item, PlaceCall)]
-    # The dial goes out without a trunk, and the gateway fails it saying so.
-    assert directive.trunk is None
+    placed, _published = _place(namespace, trunk="other")
+    # The gateway that dials is given no password, and fails the dial saying so.
+    assert outbound.trunk_password_sealed(placed.session_id, "other", new_session_key_pair()[1]) is None
     assert placed.state.outbound is not None
 
 
@@ -253,9 +261,11 @@ def test_a_rotation_re_encrypts_the_trunks_passwords_under_the_new_key(database:
     ).fetchone()[0]
     assert stored.startswith(f"secret:v1:{newer.key_id}:")
     outbound.use_keys([newer])
-    _placed, published = _place(namespace)
-    [directive] = [item for applied in published for item in applied.outbound if isinstance(item, PlaceCall)]
-    assert directive.trunk is not None and directive.trunk.password == PASSWORD
+    placed, _published = _place(namespace)
+    private, public = new_session_key_pair()
+    sealed = outbound.trunk_password_sealed(placed.session_id, "main", public)
+    assert sealed is not None
+    assert open_sealed(sealed, private_key=private, session_id=placed.session_id) == PASSWORD
 
 
 def test_erasing_a_number_erases_the_calls_placed_to_it_and_forgets_it_as_a_contact(database: Any) -> None:
