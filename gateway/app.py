@@ -421,7 +421,11 @@ class Gateway:
         if not committed:
             return
         try:
-            if not await asyncio.wrap_future(self.sink.first_time(session_id, f"dial:{directive.call}")):
+            # Claimed per generation: a gateway that takes a session over while its call was
+            # being dialled dials again as a new generation, under the same provider
+            # idempotency key (the call's id), so a call the dead gateway placed is not placed twice.
+            claim = f"dial:{directive.call}:{generation}"
+            if not await asyncio.wrap_future(self.sink.first_time(session_id, claim)):
                 return
         except redis.RedisError as error:
             # Not placed (so never twice): the call fails, saying why.

@@ -45,6 +45,7 @@ from pipeline.step import (
     LogEntry,
     OutboundEnded,
     PlaceCall,
+    RecordIncident,
     Step,
     cancel_timer,
     schedule_timer,
@@ -107,6 +108,27 @@ def dial(state: SessionState) -> Step:
             schedule_timer(OutboundWait("ring"), delay_ms=RING_LIMIT_MS),
         ),
     )
+
+
+def is_being_dialled(state: SessionState) -> bool:
+    """Whether the session's call going out was decided but has no provider call yet."""
+    return state.outbound is not None and state.call_id is None and not state.is_terminal
+
+
+def dial_again(state: SessionState, gateway_id: str) -> Step:
+    """The gateway dialling the call died before the provider's answer reached it (or before it
+    asked): `gateway_id` took the session over and dials again, as a new generation (its claim
+    on the dial is a new one), under the same call id, which is the provider's idempotency key:
+    a call the dead gateway had placed is answered again, never placed twice."""
+    call = state.outbound
+    assert call is not None
+    incident = RecordIncident(
+        code="gateway_lost",
+        summary=f"the gateway dialling the call died; {gateway_id} took the session over and dials again",
+        severity="warning",
+        context={"phase": str(state.phase), "generation": state.generation, "gateway": gateway_id},
+    )
+    return Step(state=state.evolve(generation=state.generation + 1), effects=(incident, PlaceCall()))
 
 
 def still_to_dial(state: SessionState, call_id: str) -> bool:

@@ -207,6 +207,8 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
                 return record_late(state, parse_inbound(event.event))
             except MalformedFrame:
                 return unchanged(state)
+        case GatewayLost() if dialing.is_being_dialled(state):
+            return dialing.dial_again(state, event.gateway_id)
         case GatewayLost():
             return admission.taken_over(state, event.gateway_id, handed_over=event.handed_over)
         case CompactionRequested():

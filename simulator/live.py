@@ -168,6 +168,8 @@ class LiveProvider:
         self.outbound_enabled = outbound_enabled
         self.ringing_limit_ms = ringing_limit_ms
         self.dials = DialLedger()
+        # What a create's answer waits for before it is sent, by the answer (`answer_after_ms`).
+        self._answer_delays: dict[int, float] = {}
 
     def warm_up(self) -> None:
         """Build the oracle's validators now, so the first session is not measured slower."""
@@ -269,7 +271,11 @@ class LiveProvider:
             return _error(405, f"{request.method} is not allowed here", "method_not_allowed")
         body = await request.body()
         if not parts:
-            return self._create(body, request.headers.get(IDEMPOTENCY_HEADER))
+            answer = self._create(body, request.headers.get(IDEMPOTENCY_HEADER))
+            delay_s = self._answer_delays.pop(id(answer), 0.0)
+            if delay_s:
+                await asyncio.sleep(delay_s)
+            return answer
         if len(parts) == 2 and parts[1] in SESSION_ACTIONS:
             return await self._act(parts[0], parts[1], body)
         return _error(404, f"Unknown path {request.url.path}", "not_found")
@@ -322,7 +328,11 @@ class LiveProvider:
         }
         if idempotency_key is not None:
             self.dials.remember(idempotency_key, parsed, answer, session.record)
-        return JSONResponse(answer)
+        response = JSONResponse(answer)
+        planned = self.dial_plan.resolve(parsed["transport"]["destination"])
+        if isinstance(planned, AnsweredByPerson) and planned.answer_after_ms:
+            self._answer_delays[id(response)] = planned.answer_after_ms / 1000
+        return response
 
     def _refuse_outbound(self, parsed: dict[str, Any]) -> Response | None:
         if not self.outbound_enabled:

@@ -86,6 +86,10 @@ class AnsweredByPerson(_Strict):
     outcome: Literal["human"]
     script: str = Field(min_length=1)
     ring_ms: int = Field(default=DEFAULT_RING_MS, ge=0)
+    # The create's answer is sent this long after the call was placed (a slow provider, or what
+    # a gateway killed meanwhile never hears); a repeat under the same Idempotency-Key is
+    # answered at once.
+    answer_after_ms: int = Field(default=0, ge=0)
 
 
 class AnsweredByMachine(_Strict):

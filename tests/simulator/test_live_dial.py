@@ -764,7 +764,7 @@ def test_the_command_line_takes_a_dial_plan_file_and_the_outbound_switches(tmp_p
         process.kill()
         process.wait()
     assert outbound == {"enabled": False, "ringing_limit_ms": 500}
-    assert plan == {"*": {"outcome": "human", "script": "callee", "ring_ms": 1000}}
+    assert plan == {"*": {"outcome": "human", "script": "callee", "ring_ms": 1000, "answer_after_ms": 0}}
 
 
 @pytest.mark.parametrize("greeting", ["", "   "])
