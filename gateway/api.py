@@ -54,7 +54,7 @@ from pipeline.api import (
     TypedText,
 )
 from pipeline.call.messages import Playback
-from pipeline.desk import MAXIMUM_SEARCH_CHARS
+from pipeline.desk import MAXIMUM_SEARCH_CHARS, checked_status
 from pipeline.erasure import checked_number
 from pipeline.errors import BadInput, MalformedRequest, ProviderUnavailable
 from pipeline.idempotency import derived_id
@@ -374,11 +374,12 @@ class _Api:
             return error_response(422, "malformed_request", f"q is at most {MAXIMUM_SEARCH_CHARS} characters")
         try:
             page = requested("sessions", query).as_query()
+            listed_status = checked_status(query.get("status", ""))
         except BadInput as error:
             return _invalid(error)
         status, body = await self.rpc.call(
             "list_sessions",
-            status=query.get("status", "")[:128],
+            status=listed_status,
             route=query.get("route", "")[:128],
             end_reason=query.get("end_reason", "")[:128],
             q=search,

@@ -30,7 +30,7 @@ from gateway.api import RERUNS_SAFELY, WEBHOOK_PATH, authenticated, build_api, j
 from gateway.controls import ControlConsumer
 from gateway.idempotency import idempotent
 from gateway.keys import KeyRing
-from gateway.liveness import Heartbeat, takeover_warning
+from gateway.liveness import GatewayIdTaken, Heartbeat, takeover_warning
 from gateway.metrics import GatewayMetrics
 from gateway.phone import PhoneDoor, answer_call
 from gateway.providers.live import LiveCallTrace, OpenAILive, live_provider_from
@@ -156,7 +156,14 @@ class Gateway:
     # ── lifecycle ──────────────────────────────────────────────────────────────────────
 
     async def start(self) -> None:
+        """Serve. `GatewayIdTaken` when another gateway of the deployment runs under this id (its
+        control queue and event numbering would be shared, each taking the other's)."""
         loop = self._loop = asyncio.get_running_loop()
+        if await asyncio.to_thread(self.heartbeat.held_elsewhere):
+            raise GatewayIdTaken(
+                f"a gateway with id {self.gateway_id!r} is running in this deployment"
+                f" ({self.settings.broker_namespace!r}): give this one another SWITCHBOARD_GATEWAY_ID"
+            )
         # Keys are checked before routing, idempotency after: a key's requests own its keys.
         routes = idempotent(
             build_api(self),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 
 import redis
@@ -42,8 +43,38 @@ def takeover_warning(dead_gateway: str, sessions: int) -> str | None:
     return f"taking over {sessions} {noun} of gateway {dead_gateway}"
 
 
+class GatewayIdTaken(Exception):
+    """Another gateway of the deployment runs under this gateway's id."""
+
+
+# Deletes the liveness key only if it is this process's (its token): a gateway refused for a
+# taken id must not delete the running one's key.
+_DELETE_IF_MINE = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+)
+
+
+def held_elsewhere(client: redis.Redis, namespace: str, gateway_id: str, token: str = "") -> bool:
+    """Whether another gateway runs under `gateway_id` now: its liveness key, of another process
+    (not `token`), is still there a liveness window later (renewed). A key that lapses meanwhile
+    was this id's earlier life (killed, not stopped): its sessions are this gateway's to take
+    back. Asked before a gateway starts anything that writes under its id."""
+    key = gateway_alive_key(namespace, gateway_id)
+    found = client.get(key)
+    if found is None or (found.decode() if isinstance(found, bytes) else found) == token:
+        return False
+    deadline = time.monotonic() + (GATEWAY_DEAD_AFTER_MS + GATEWAY_HEARTBEAT_MS) / 1000
+    while time.monotonic() < deadline:
+        if not client.exists(key):
+            return False
+        time.sleep(GATEWAY_HEARTBEAT_MS / 1000 / 4)
+    return bool(client.exists(key))
+
+
 class Heartbeat:
-    """Renews this gateway's liveness key and reports dead peers it claimed."""
+    """Renews this gateway's liveness key and reports dead peers it claimed. The key holds a
+    token of this process's, so another process under the same id is told apart from this
+    one's earlier life."""
 
     def __init__(
         self, redis_url: str, namespace: str, gateway_id: str, on_dead: Callable[[str], None]
@@ -57,6 +88,7 @@ class Heartbeat:
         self._on_dead = on_dead
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+        self.token = uuid.uuid4().hex
         self.beats = 0
         # Since when beats have succeeded without a break (None: the last one failed). Peers are
         # judged only after a liveness window of that: when Redis comes back from an outage, every
@@ -67,15 +99,22 @@ class Heartbeat:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop beating and delete the key: a stopping gateway is as good as dead to its peers,
-        and one takes its calls over at once."""
+        """Stop beating and delete the key (if it is this process's): a stopping gateway is as
+        good as dead to its peers, and one takes its calls over at once."""
         self._stopping.set()
-        self._thread.join(GATEWAY_HEARTBEAT_MS / 1000 * 3)
+        if self._thread.is_alive():
+            self._thread.join(GATEWAY_HEARTBEAT_MS / 1000 * 3)
         try:
-            self._redis.delete(gateway_alive_key(self._namespace, self.gateway_id))
+            self._redis.eval(
+                _DELETE_IF_MINE, 1, gateway_alive_key(self._namespace, self.gateway_id), self.token
+            )
         except redis.RedisError:
             pass  # it expires by itself
         self._redis.close()
+
+    def held_elsewhere(self) -> bool:
+        """Whether another gateway runs under this id now (`held_elsewhere`)."""
+        return held_elsewhere(self._redis, self._namespace, self.gateway_id, self.token)
 
     def release(self, dead_gateway: str) -> None:
         """A dead peer's sessions are all taken over: forget it."""
@@ -112,7 +151,9 @@ class Heartbeat:
 
     def beat(self) -> None:
         with self._redis.pipeline(transaction=False) as beat:
-            beat.set(gateway_alive_key(self._namespace, self.gateway_id), "1", px=GATEWAY_DEAD_AFTER_MS)
+            beat.set(
+                gateway_alive_key(self._namespace, self.gateway_id), self.token, px=GATEWAY_DEAD_AFTER_MS
+            )
             beat.sadd(gateway_registry_key(self._namespace), self.gateway_id)
             beat.execute()
         self.beats += 1

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.call.heard import percentile
+from pipeline.errors import MalformedRequest
 from pipeline.state import IN_CALL, Phase
 
 # The failures of a session that never had a call: nobody connected it, or it was refused before
@@ -35,6 +36,17 @@ SLOW_ANSWER_MS = 1_500
 SLOW_TURNS_READ = 3
 # The longest search text: words said, a number or an id.
 MAXIMUM_SEARCH_CHARS = 200
+# What `GET /v1/sessions?status=` may ask for: a status, or the calls live (connecting included)
+# or never connected. Anything else is refused: an empty list would read as "no such calls".
+LISTED_STATUSES = frozenset({*(str(phase) for phase in Phase), "live", "not_connected"})
+
+
+def checked_status(asked: str) -> str:
+    """The status filter as asked (empty: every status), or `MalformedRequest` naming those known."""
+    if asked and asked not in LISTED_STATUSES:
+        known = ", ".join(sorted(LISTED_STATUSES))
+        raise MalformedRequest(f"status must be one of {known} (got {asked[:40]!r})")
+    return asked
 
 
 def activity(status: str, state: Mapping[str, Any]) -> dict[str, Any]:

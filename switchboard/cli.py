@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
 import logging
 import os
@@ -967,9 +968,21 @@ def run_worker(settings: Settings, threads: int | None, queues: set[str] | None 
     return 0
 
 
+def _gateway_id_taken(redis_url: str, settings: Settings) -> bool:
+    from gateway.liveness import held_elsewhere
+    from gateway.redis_clients import redis_client
+
+    client = redis_client(redis_url)
+    try:
+        return held_elsewhere(client, settings.broker_namespace, settings.gateway_id)
+    finally:
+        client.close()
+
+
 def run_gateway(settings: Settings, port: int | None) -> int:
     from gateway import tracing
     from gateway.app import Gateway
+    from gateway.liveness import GatewayIdTaken
     from gateway.providers.realtime import provider_from
     from pipeline.roles import DEVELOPMENT_TOKEN, is_loopback
     from switchboard.observability import init_sentry
@@ -999,8 +1012,19 @@ def run_gateway(settings: Settings, port: int | None) -> int:
     )
 
     async def serve() -> None:
+        # Before anything writes under the id: a second gateway under a running one's id would
+        # overwrite its restart marker and share its control queue.
+        if await asyncio.to_thread(_gateway_id_taken, services.redis_url, settings):
+            raise GatewayIdTaken(
+                f"a gateway with id {settings.gateway_id!r} is running in this deployment"
+                f" ({settings.broker_namespace!r}): give this one another SWITCHBOARD_GATEWAY_ID"
+            )
         gateway = Gateway(settings, services.redis_url, broker, provider_from(settings))
-        await gateway.start()
+        try:
+            await gateway.start()
+        except BaseException:
+            await gateway.stop()
+            raise
         print(
             f"gateway ready id={gateway.gateway_id} http={gateway.http_port} provider={settings.provider}",
             flush=True,
@@ -1019,5 +1043,18 @@ def run_gateway(settings: Settings, port: int | None) -> int:
         draining.cancel()
         await gateway.stop()
 
-    asyncio.run(serve())
+    try:
+        asyncio.run(serve())
+    except GatewayIdTaken as taken:
+        print(f"switchboard gateway: {taken}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        if error.errno != errno.EADDRINUSE:
+            raise
+        print(
+            f"switchboard gateway: {settings.gateway_host}:{settings.gateway_port} is in use (another"
+            " gateway?): give this one another port (--port or SWITCHBOARD_GATEWAY_PORT)",
+            file=sys.stderr,
+        )
+        return 2
     return 0

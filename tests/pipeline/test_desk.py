@@ -6,13 +6,17 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from pipeline.desk import (
     QueuedCall,
     activity,
     call_queue,
+    checked_status,
     outcome,
     slow_answers_ms,
 )
+from pipeline.errors import MalformedRequest
 
 
 def _call(
@@ -113,3 +117,15 @@ def test_a_call_whose_callers_wait_too_long_for_its_answers_struggles_and_says_h
     assert (
         slow_answers_ms([]) is None and slow_answers_ms([1_500]) is None and slow_answers_ms([1_501]) == 1_501
     )
+
+
+@pytest.mark.parametrize("asked", ["", "live", "not_connected", "listening", "ended", "failed"])
+def test_a_known_status_filter_is_taken(asked: str) -> None:
+    assert checked_status(asked) == asked
+
+
+@pytest.mark.parametrize("asked", ["bogus", "LIVE", "end", "ended,failed"])
+def test_an_unknown_status_filter_is_refused_naming_the_known_ones(asked: str) -> None:
+    """An empty page would read as "no such calls": a status nobody has is a typed 422."""
+    with pytest.raises(MalformedRequest, match=r"status must be one of .*listening.*not_connected"):
+        checked_status(asked)
