@@ -35,6 +35,7 @@ from pipeline.outbound.contacts import MAXIMUM_CONTACTS, Contact
 from pipeline.outbound.numbers import timezone_of
 from pipeline.outbound.outcomes import Outcome
 from pipeline.outbound.retry import Final, Retry, after_attempt
+from pipeline.outbound.schedule import activity
 from pipeline.outbound.specs import CampaignSettings
 from pipeline.outbound.window import is_open, next_open
 from pipeline.pages import PageRequest, next_cursor
@@ -485,6 +486,24 @@ def _counts(campaign_id: str) -> dict[str, dict[str, int]]:
     return {"by_state": by_state, "by_outcome": by_outcome}
 
 
+def _activity(
+    campaign_id: str, spec: dict[str, Any], status: str, counts: dict[str, dict[str, int]]
+) -> str | None:
+    """What the campaign is doing now (`pipeline.outbound.schedule.activity`), from its next
+    waiting contact."""
+    if status not in ("scheduled", "running"):
+        return None
+    soonest = database.execute_sql(
+        "SELECT next_at, number, timezone FROM campaign_contacts"
+        " WHERE campaign_id = %s AND state = 'waiting' ORDER BY next_at LIMIT 1",
+        (campaign_id,),
+    ).fetchone()
+    window = _stored_spec(spec).window
+    due, zone = (soonest[0], soonest[2] or timezone_of(soonest[1])) if soonest is not None else (None, None)
+    calling = counts["by_state"].get("calling", 0)
+    return activity(status, calling, due, window, zone, datetime.now(UTC))
+
+
 def _campaign_json(row: Any, counts: dict[str, dict[str, int]]) -> dict[str, Any]:
     campaign_id, name, spec, status, total, created, updated, completed = row
     session = shown_spec(dict(spec.get("session") or {}))
@@ -492,6 +511,7 @@ def _campaign_json(row: Any, counts: dict[str, dict[str, int]]) -> dict[str, Any
         "id": campaign_id,
         "name": name,
         "status": status,
+        "activity": _activity(campaign_id, spec, status, counts),
         "contacts": total,
         "counts": counts,
         "max_concurrent": spec.get("max_concurrent"),

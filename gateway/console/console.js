@@ -136,6 +136,11 @@ function describe(answer, done) {
   return done || "Done.";
 }
 
+// What a campaign under way is doing ("waiting for its window", "calling" …), else its status.
+function campaignState(c) {
+  return c.activity || c.status;
+}
+
 function answerLine(target, answer, done) {
   target.className = "answer " + (answer.status >= 200 && answer.status < 300 ? "ok" : "refused");
   target.textContent = describe(answer, done);
@@ -609,7 +614,7 @@ function viewCampaigns() {
     const listed = await api("GET", "/v1/campaigns");
     if (listed.status !== 200) { answerLine(answer, listed); return; }
     rows.replaceChildren(...listed.body.campaigns.map((c) => el("tr", { "data-campaign": c.id },
-      el("td", {}, el("a", { href: `#/campaign/${c.id}` }, c.name)), el("td", {}, c.status),
+      el("td", {}, el("a", { href: `#/campaign/${c.id}` }, c.name)), el("td", {}, campaignState(c)),
       el("td", {}, progress(c)), el("td", {}, outcomes(c)), el("td", {}, c.max_concurrent), el("td", {}, localTime(c.created_at)))));
   }
   show(el("h1", {}, "Campaigns"), answer,
@@ -632,7 +637,7 @@ function viewCampaign(campaignId) {
     const shown = await api("GET", `/v1/campaigns/${campaignId}`);
     if (shown.status !== 200) { answerLine(answer, shown); return; }
     const c = shown.body;
-    summary.replaceChildren(el("div", {}, `${c.name}: ${c.status}`), el("div", {}, progress(c)), el("div", {}, outcomes(c)));
+    summary.replaceChildren(el("div", {}, `${c.name}: ${campaignState(c)}`), el("div", {}, progress(c)), el("div", {}, outcomes(c)));
     const over = c.status === "completed" || c.status === "cancelled";
     for (const button of buttons.querySelectorAll("button")) button.disabled = over || !may("steer");
     const page = await api("GET", `/v1/campaigns/${campaignId}/contacts?limit=200`);

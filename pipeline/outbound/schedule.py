@@ -67,3 +67,27 @@ def next_dial(
     if expires_at is not None and at >= expires_at:
         return Final(outcome)
     return Dial(at)
+
+
+def activity(
+    status: str,
+    calling: int,
+    soonest: datetime | None,
+    window: Window | None,
+    zone: str | None,
+    now: datetime,
+) -> str | None:
+    """What a campaign that is under way is doing now, as a person would say it: "calling" (a
+    call is up), "dialing" (a contact is due), "waiting for its window" (its next contact is due
+    when the window opens: a campaign outside its hours is not running as far as anyone can
+    tell), "waiting to retry". None when its status says it all (paused, completed, cancelled).
+    `soonest` is when its next waiting contact is due, `zone` that contact's time zone."""
+    if status not in ("scheduled", "running"):
+        return None
+    if calling > 0:
+        return "calling"
+    if soonest is None or soonest <= now:
+        return "dialing"
+    if window is not None and next_open(window, zone, now) >= soonest:
+        return "waiting for its window"
+    return "waiting to retry"

@@ -7,9 +7,11 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 
 from switchboard.client import Client
 from switchboard.stack import Stack
+from tests.support.waiting import wait_for
 
 
 def _gateway(stack: Stack, **env: str) -> subprocess.CompletedProcess[str]:
@@ -57,3 +59,38 @@ def test_a_status_filter_nobody_has_is_refused_not_answered_empty(stack: Stack) 
     assert (status, answer["error"]["code"]) == (422, "malformed_request")
     assert "listening" in answer["error"]["message"]
     assert client.request("GET", "/v1/sessions?status=live")[0] == 200
+
+
+def test_a_campaign_outside_its_window_says_it_waits_for_it(stack: Stack) -> None:
+    """Not `running` and nothing more: a contact centre reading that wonders why nobody is rung."""
+    client = Client(stack.api_url, stack.api_token)
+    client.request(
+        "POST",
+        "/v1/trunks",
+        {
+            "name": "first-hour",
+            "url": "sips:sip.example.com",
+            "username": "acme",
+            "password": "any-on-the-simulator",
+            "caller_number": "+15550100000",
+        },
+    )
+    # Open only on the day after tomorrow: closed now on every contact's clock.
+    day = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")[(datetime.now(UTC).weekday() + 2) % 7]
+    created = client.create_campaign(
+        {
+            "name": "reminders after hours",
+            "session": {"instructions": "Remind them.", "provider": "live"},
+            "trunk": "first-hour",
+            "contacts": [{"to": "+14155550124"}],
+            "window": {"days": [day], "start": "09:00", "end": "17:00"},
+        }
+    )
+    shown = wait_for(
+        lambda: (c := client.campaign(created["id"]))["status"] == "running" and c,
+        "the campaign's first tick",
+    )
+    assert shown["activity"] == "waiting for its window"
+    listed = [c for c in client.campaigns()["campaigns"] if c["id"] == created["id"]]
+    assert listed[0]["activity"] == "waiting for its window"
+    client.campaign_verb(created["id"], "cancel")

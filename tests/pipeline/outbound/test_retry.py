@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from pipeline.outbound.outcomes import ALWAYS_FINAL, RETRYABLE, Outcome
 from pipeline.outbound.retry import Final, Retry, RetryPolicy, RetryRule, after_attempt
-from pipeline.outbound.schedule import Dial, first_dial, next_dial
+from pipeline.outbound.schedule import Dial, activity, first_dial, next_dial
 from pipeline.outbound.window import Window, is_open
 
 NOW = datetime(2024, 6, 4, 14, 0, tzinfo=UTC)
@@ -172,3 +172,23 @@ def test_a_dial_is_inside_the_window_and_before_the_expiry(
             assert decided.at >= now
             assert is_open(WEEKDAYS_9_TO_5, "Europe/Paris", decided.at)
             assert expiry is None or decided.at < expiry
+
+
+def test_a_campaign_outside_its_window_says_it_waits_for_it_not_that_it_runs() -> None:
+    """At 08:00 in New York, its first contact due at the 09:00 opening: waiting for its window."""
+    early = datetime(2024, 6, 4, 12, 0, tzinfo=UTC)
+    opening = datetime(2024, 6, 4, 13, 0, tzinfo=UTC)
+    assert activity("running", 0, opening, WEEKDAYS_9_TO_5, None, early) == "waiting for its window"
+    assert activity("scheduled", 0, opening, WEEKDAYS_9_TO_5, None, early) == "waiting for its window"
+
+
+def test_a_campaign_says_what_it_is_doing_when_its_window_is_open() -> None:
+    """A call up, a contact due, or a retry later in the open window; nothing beside a status
+    that says it all."""
+    assert activity("running", 2, NOW, WEEKDAYS_9_TO_5, None, NOW) == "calling"
+    assert activity("running", 0, NOW - timedelta(seconds=1), WEEKDAYS_9_TO_5, None, NOW) == "dialing"
+    retry = NOW + timedelta(minutes=30)
+    assert activity("running", 0, retry, WEEKDAYS_9_TO_5, None, NOW) == "waiting to retry"
+    assert activity("running", 0, retry, None, None, NOW) == "waiting to retry"
+    assert activity("paused", 0, retry, WEEKDAYS_9_TO_5, None, NOW) is None
+    assert activity("completed", 0, None, None, None, NOW) is None
