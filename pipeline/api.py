@@ -249,7 +249,7 @@ class EndRequest(BaseModel):
 
 
 class TypedText(BaseModel):
-    """`POST /v1/sessions/{id}/say`: text typed into a live call, trimmed and bounded."""
+    """`POST /v1/sessions/{id}/caller/text`: text typed into a live call, trimmed and bounded."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
