@@ -729,18 +729,18 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET",
         "/v1/suppressions/{number}",
-        "A number never dialled: why, by whom, since when",
+        "A number never dialled (in any spelling): why, by whom, since when",
         "outbound",
         {200: "the suppression"},
-        errors={404: ("suppression_not_found",)},
+        errors={404: ("suppression_not_found",), 422: ("malformed_number",)},
     ),
     Operation(
         "DELETE",
         "/v1/suppressions/{number}",
-        "Dial this number again (admin)",
+        "Dial this number again (admin; in any spelling)",
         "outbound",
         {200: "removed"},
-        errors={404: ("suppression_not_found",)},
+        errors={404: ("suppression_not_found",), 422: ("malformed_number",)},
     ),
     # admin
     Operation(

@@ -26,7 +26,6 @@ from models.db import database
 from models.sessions import LockedSession, locked_session
 from pipeline.erasure import (
     Because,
-    checked_number,
     erased_controls,
     erased_payload,
     erased_state,
@@ -37,6 +36,7 @@ from pipeline.erasure import (
     retention_over,
 )
 from pipeline.errors import SessionLive, SessionNotFound
+from pipeline.numbers import e164
 from pipeline.timestamps import rfc3339
 
 _ROW = "SELECT erased_at, ended_at, now(), namespace FROM sessions WHERE id = %s"
@@ -229,7 +229,7 @@ class CallerErased:
 def sessions_of_number(namespace: str, number: str) -> list[str]:
     """The sessions of a deployment whose phone call came from or went to `number` (checked:
     `MalformedNumber` otherwise), oldest first."""
-    numbers = list(numbers_matching(checked_number(number)))
+    numbers = list(numbers_matching(e164(number)))
     rows = database.execute_sql(_SESSIONS_OF_NUMBER, {"namespace": namespace, "numbers": numbers}).fetchall()
     return [str(row[0]) for row in rows]
 
@@ -261,7 +261,7 @@ def _forget_contacts(namespace: str, number: str) -> None:
         " outcome = CASE WHEN state = 'done' THEN outcome ELSE 'cancelled' END"
         " WHERE number = ANY(%s) AND state <> 'calling'"
         " AND campaign_id IN (SELECT id FROM campaigns WHERE namespace = %s)",
-        (list(numbers_matching(checked_number(number))), namespace),
+        (list(numbers_matching(e164(number))), namespace),
     )
 
 

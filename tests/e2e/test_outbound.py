@@ -37,7 +37,7 @@ TRUNK = {
     "url": "sips:sip.example.com",
     "username": "acme",
     "password": f"pw-{uuid.uuid4().hex}",
-    "caller_number": "+15550100000",
+    "caller_number": "+12125550100",
 }
 VOICEMAIL = "Hi, you have reached Dana. Please leave a message after the tone."
 
@@ -71,7 +71,8 @@ def _entries(client: Client, session_id: str, kind: str) -> list[dict[str, Any]]
 
 
 def _number() -> str:
-    return f"+1415{random.randrange(10**6, 10**7)}"
+    """A valid San Francisco number (an exchange of 200 to 999: none starts with 0 or 1)."""
+    return f"+1415{random.randrange(2 * 10**6, 10**7)}"
 
 
 def test_one_call_to_a_person_is_dialled_once_and_the_agent_greets_them(dialing: Stack) -> None:
@@ -267,6 +268,54 @@ def test_calls_are_refused_with_typed_errors(dialing: Stack, services: Services)
     assert sorted(d["idempotency_key"] for d in dials) == sorted(ids)
 
 
+def test_a_suppressed_number_is_never_dialled_in_any_spelling_and_a_number_that_is_none_is_refused(
+    dialing: Stack, services: Services
+) -> None:
+    """Issue 44: with +442071234567 on the list, a call to +4402071234567 (the same number, the
+    UK trunk prefix written inside) is 409 `suppressed` and never dialled; +490301234567 listed
+    stops +49301234567 likewise, and a campaign's contact written either way ends `suppressed`;
+    +1415 and +99912345678 are 422 wherever a number is taken, never dialled; the list shows and
+    removes a number by any spelling, and a call placed once it is removed dials its E.164 form."""
+    client = Client(dialing.api_url, dialing.api_token)
+    sent = {"session": SESSION, "vars": {"name": "Dana"}}
+    for listed, dialled in (("+442071234567", "+4402071234567"), ("+490301234567", "+49301234567")):
+        assert client.suppress(listed, "asked")["number"] == listed.replace("+490", "+49")
+        status, answer = client.request("POST", "/v1/calls", {**sent, "to": dialled})
+        assert (status, answer["error"]["code"]) == (409, "suppressed"), answer
+    for nonsense in ("+1415", "+99912345678"):
+        status, answer = client.request("POST", "/v1/calls", {**sent, "to": nonsense})
+        assert (status, answer["error"]["code"]) == (422, "malformed_request"), answer
+        assert "phone number" in answer["error"]["message"]
+        status, answer = client.request("POST", "/v1/suppressions", {"number": nonsense})
+        assert (status, answer["error"]["code"]) == (422, "malformed_request"), answer
+        status, answer = client.request("GET", f"/v1/suppressions/{_q(nonsense)}")
+        assert (status, answer["error"]["code"]) == (422, "malformed_number"), answer
+    status, shown = client.request("GET", f"/v1/suppressions/{_q('+44 (0)20 7123 4567')}")
+    assert (status, shown["suppression"]["number"]) == (200, "+442071234567")
+
+    campaign = client.create_campaign(
+        {
+            "name": "spellings",
+            "session": SESSION,
+            "contacts": [{"to": "+44 020 7123 4567", "vars": {"name": "Ada"}}],
+        }
+    )
+    _run_to_completion(services, client, campaign["id"])
+    [contact] = client.campaign_contacts(campaign["id"])["contacts"]
+    assert (contact["to"], contact["outcome"], contact["attempts"]) == ("+442071234567", "suppressed", [])
+
+    status, removed = client.request("DELETE", f"/v1/suppressions/{_q('+49 030 1234567')}")
+    assert (status, removed["number"]) == (200, "+49301234567")
+    _plan(dialing, {"+49301234567": {"outcome": "busy", "after_ms": 100}})
+    placed = client.place_call("+490301234567", SESSION, vars={"name": "Dana"})
+    assert placed["call"]["to"] == "+49301234567"
+    client.wait_for_status(placed["session"]["id"], timeout_s=60)
+    dials = [d["destination"] for d in _dials(dialing)["dials"]]
+    assert dials.count("+49301234567") == 1
+    never = {"+442071234567", "+4402071234567", "+490301234567", "+1415", "+99912345678"}
+    assert not never & set(dials)
+
+
 def test_a_call_retried_with_its_idempotency_key_is_dialled_once(dialing: Stack) -> None:
     """Two POST /v1/calls with one Idempotency-Key at once, then a retry: one call, one dial
     under the call's id, and the retry answered the first answer (the same call id)."""
@@ -296,7 +345,8 @@ def test_a_list_paged_while_numbers_are_added_yields_each_once_in_order(dialing:
     creation time; a cursor this list never gave, a limit out of bounds and a time range on
     contacts (they keep no creation time) are 422."""
     client = Client(dialing.api_url, dialing.api_token)
-    run = random.randrange(100, 1_000)
+    # An exchange above 200, so the number just below the first (+1646{run}0000 - 1) is valid too.
+    run = random.randrange(201, 1_000)
     mine = [f"+1646{run}{index:04d}" for index in range(0, 7_000, 1_000)]
     for number in mine:
         client.suppress(number, "paged")

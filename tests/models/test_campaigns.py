@@ -34,7 +34,7 @@ def _keys() -> None:
 
 def _campaign(contacts: int, **settings: Any) -> tuple[str, str]:
     namespace = f"camp-{uuid.uuid4().hex[:8]}"
-    outbound.add_trunk(namespace, "main", "sips:trunk.example.com", "agent", "pw", "+15550100000")
+    outbound.add_trunk(namespace, "main", "sips:trunk.example.com", "agent", "pw", "+12125550100")
     campaign_id = f"camp_{uuid.uuid4().hex}"
     spec = CampaignSettings.model_validate(
         {"name": "reminders", "session": {"instructions": "Remind.", "provider": "live"}, **settings}
@@ -206,7 +206,7 @@ def test_contacts_are_paged_in_and_out_and_bounded(database: Any) -> None:
     rest = campaigns.contacts(namespace, campaign_id, after)
     assert len(rest["contacts"]) == 1_501 and rest["next"] is None
     assert rest["contacts"][0]["position"] == page["contacts"][-1]["position"] + 1
-    monkey = iter(Contact(to=f"+1213{index:07d}") for index in range(100_000))
+    monkey = iter(Contact(to=f"+1213{2_000_000 + index:07d}") for index in range(100_000))
     with pytest.raises(TooManyContacts):
         campaigns.add_contacts(namespace, campaign_id, monkey)
     assert campaigns.campaign(namespace, campaign_id)["contacts"] == 2_501  # nothing of it kept
