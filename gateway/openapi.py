@@ -746,7 +746,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "DELETE",
         "/v1/callers/{number}",
-        "Erase every ended session of a caller's number",
+        "Erase every ended session of a caller's number, and the number from its calls turned away",
         "admin",
         {200: "what was erased"},
         errors={422: ("malformed_number",)},
