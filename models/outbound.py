@@ -306,6 +306,19 @@ def in_progress(namespace: str, execute: Any, campaign_id: str | None = None) ->
     return int(row[0])
 
 
+def numbers_in_a_call(namespace: str, numbers: Sequence[str], execute: Any) -> set[str]:
+    """Which of `numbers` a call of the deployment's is dialling or talking to now (its row
+    written, its outcome not yet): read under the dialer lock, so no other claim is between."""
+    if not numbers:
+        return set()
+    rows = execute(
+        "SELECT DISTINCT to_number FROM outbound_calls"
+        " WHERE namespace = %s AND outcome IS NULL AND to_number = ANY(%s)",
+        (namespace, list(numbers)),
+    ).fetchall()
+    return {str(row[0]) for row in rows}
+
+
 def inbound_in_progress(namespace: str, execute: Any) -> int:
     """The deployment's phone calls that came in and are not over."""
     row = execute(
