@@ -152,6 +152,20 @@ def _row(header: _Header, cells: list[str]) -> Contact | str:
 def iter_contacts(lines: Iterable[str]) -> Iterator[Contact | RefusedRow]:
     """The CSV's contacts and refused rows, in file order (see the module docstring). `lines`
     is the file's lines, as a file opened with `newline=""` gives them."""
+    for row in iter_numbered_contacts(lines):
+        yield row if isinstance(row, RefusedRow) else row.contact
+
+
+@dataclass(frozen=True, slots=True)
+class NumberedContact:
+    """A CSV row taken: the line it starts on (the header is line 1) and its contact."""
+
+    line: int
+    contact: Contact
+
+
+def iter_numbered_contacts(lines: Iterable[str]) -> Iterator[NumberedContact | RefusedRow]:
+    """`iter_contacts`, each contact with the line its row starts on."""
     # Strict: a quote left open or a stray one after a closing quote refuses the file, instead of
     # silently running rows together.
     reader = csv.reader(lines, strict=True)
@@ -181,7 +195,7 @@ def iter_contacts(lines: Iterable[str]) -> Iterator[Contact | RefusedRow]:
                 yield RefusedRow(line, f"{taken.to} is on line {seen[taken.to]} already")
             else:
                 seen[taken.to] = line
-                yield taken
+                yield NumberedContact(line, taken)
     except csv.Error as malformed:
         raise MalformedRequest(f"line {reader.line_num}: not CSV ({malformed})") from malformed
     if header is None:

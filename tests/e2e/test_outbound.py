@@ -8,14 +8,19 @@ from __future__ import annotations
 import json
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -452,6 +457,93 @@ def _listed(client: Client, path: str) -> list[dict[str, Any]]:
 
 def _q(text: str) -> str:
     return quote(text, safe="")
+
+
+def _cli(stack: Stack, *arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "switchboard", *arguments, "--api", stack.api_url],
+        env=stack.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def _closed_window() -> str:
+    """`--window` for one weekday three days from now in New York, so a campaign made in a test
+    is created and takes its contacts, and dials nobody."""
+    day = (datetime.now(ZoneInfo("America/New_York")) + timedelta(days=3)).strftime("%a").lower()
+    return f"{day},09:00-10:00"
+
+
+def test_the_cli_makes_a_campaign_of_a_csv_s_good_rows_in_pages_the_api_takes_and_names_each_refused_row(
+    dialing: Stack, tmp_path: Path
+) -> None:
+    """Issue 44: a CSV whose first 1,200 rows are refused, then 1,500 rows of about 1.6 KB each
+    (a thousand of them are over the API's 1 MiB body bound): the campaign is made with all
+    1,500, sent in pages the API takes, and each refused row is printed with its line and why.
+    A file of refused rows only makes no campaign, exits 1 and says so, row by row."""
+    client = Client(dialing.api_url, dialing.api_token)
+    notes = ",".join(f"note{index}" for index in range(8))
+    rows = [f"to,name,{notes}"]
+    rows += ["+1415,Short" + "," * 8 if index % 2 else "555-0100,Local" + "," * 8 for index in range(1_200)]
+    long_values = ",".join(chr(ord("a") + index) * 190 for index in range(8))
+    rows += [f"+1212{2_000_000 + index},Contact {index},{long_values}" for index in range(1_500)]
+    listed = tmp_path / "contacts.csv"
+    listed.write_text("\n".join(rows) + "\n")
+    assert len(listed.read_bytes()) > 2 * 1024 * 1024
+    name = f"paged-{uuid.uuid4().hex[:8]}"
+
+    made = _cli(
+        dialing,
+        "campaigns",
+        "create",
+        "--name",
+        name,
+        "--contacts",
+        str(listed),
+        "--instructions",
+        "Remind {name} of tomorrow.",
+        "--window",
+        _closed_window(),
+        "--timezone",
+        "America/New_York",
+    )
+
+    assert made.returncode == 0, made.stderr[-2_000:]
+    campaign = json.loads(made.stdout)
+    try:
+        assert (campaign["name"], campaign["contacts"], campaign["status"]) == (name, 1_500, "running")
+        refused = campaign["refused_rows"]
+        assert [row["line"] for row in refused] == list(range(2, 1_202))
+        assert refused[0]["reason"].startswith("'555-0100' is not an E.164 number")
+        assert refused[1]["reason"] == "'+1415' is not a valid phone number: too short for a number of +1"
+        assert f"{listed}:2: refused: '555-0100' is not an E.164 number" in made.stderr
+        assert f"{listed}:1201: refused: '+1415' is not a valid phone number" in made.stderr
+        first = client.campaign_contacts(campaign["id"], limit=1)["contacts"][0]
+        assert (first["to"], first["state"]) == ("+12122000000", "waiting")
+    finally:
+        client.campaign_verb(campaign["id"], "cancel")
+
+    only_refused = tmp_path / "refused.csv"
+    only_refused.write_text("to,name\n+1415,Short\n+99912345678,Nowhere\n")
+    none = _cli(
+        dialing,
+        "campaigns",
+        "create",
+        "--name",
+        f"{name}-none",
+        "--contacts",
+        str(only_refused),
+        "--instructions",
+        "Hi.",
+    )
+    assert none.returncode == 1 and none.stdout == ""
+    assert f"{only_refused}:2: refused: '+1415' is not a valid phone number" in none.stderr
+    assert f"{only_refused}:3: refused: '+99912345678' is not a phone number" in none.stderr
+    assert "no campaign was created: every one of the 2 rows" in none.stderr
+    assert f"{name}-none" not in {shown["name"] for shown in client.campaigns(limit=100)["campaigns"]}
 
 
 def test_a_campaign_with_every_outcome_completes_as_its_policy_says(
