@@ -254,3 +254,18 @@ def test_two_campaigns_sharing_a_number_ring_it_once_at_a_time_and_dial_it_later
     _end(ringing, "completed", namespace)
     [dialled] = campaigns.claim_dials(other, later + timedelta(seconds=60), capacity=ROOMY).claimed
     assert (dialled.campaign_id, dialled.to, dialled.attempt) == (other, shared, 1)
+
+
+def test_a_claim_its_cancelled_campaign_never_placed_holds_no_number(database: Any) -> None:
+    """A campaign cancelled while a claim of its was still unplaced (its worker died) never
+    places it: the number it named is dialled by another campaign that lists it."""
+    namespace, first = _campaign(1)
+    [lost] = campaigns.claim_dials(first, NOON, capacity=ROOMY).claimed
+    campaigns.set_status(namespace, first, "cancel")
+    second = f"camp_{uuid.uuid4().hex}"
+    spec = CampaignSettings.model_validate(
+        {"name": "n", "session": {"instructions": "x", "provider": "live"}}
+    )
+    campaigns.create(namespace, second, spec, [Contact(to=lost.to)])
+    [dialled] = campaigns.claim_dials(second, NOON, capacity=ROOMY).claimed
+    assert dialled.to == lost.to

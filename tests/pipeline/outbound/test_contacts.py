@@ -174,8 +174,8 @@ def _rows(count: int) -> Iterator[str]:
 
 def test_a_hundred_thousand_rows_are_read_and_one_more_refuses_the_file() -> None:
     """The bound is the file's rows: 100,000 are read (each number parsed by libphonenumber:
-    about 5 s on an idle core, 20 s allowed on a shared one), 100,001 refuse the whole file with
-    a message saying to split it."""
+    about 4 s of CPU, 20 s allowed on a shared machine), 100,001 refuse the whole file with a
+    message saying to split it."""
     started = time.perf_counter()
     read = sum(1 for item in iter_contacts(_rows(MAXIMUM_CONTACTS)) if isinstance(item, Contact))
     assert read == MAXIMUM_CONTACTS
