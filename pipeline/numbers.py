@@ -47,6 +47,12 @@ _TOO_SHORT = {phonenumbers.ValidationResult.TOO_SHORT, phonenumbers.ValidationRe
 def e164(written: str) -> str:
     """The E.164 form of a number (`+44 (0)20 7123 4567` → `+442071234567`); `MalformedNumber`
     (422) saying why when it is not a valid number written with its `+` and country code."""
+    if len(written) > MAXIMUM_WRITTEN_CHARS or not _WRITTEN.fullmatch(written):
+        raise MalformedNumber(
+            f"{written[:QUOTED_NUMBER_CHARS]!r} is not an E.164 number (a '+', the country code and "
+            "the number, as in +14155550123; spaces, dashes, dots and parentheses between the digits "
+            "are taken)"
+        )
     kept, refusal = _parsed(written)
     if refusal is not None:
         raise MalformedNumber(refusal)
@@ -54,21 +60,19 @@ def e164(written: str) -> str:
 
 
 # A number is often checked twice running (a request body's field, then the row made of it) and
-# a parse is tens of microseconds: the last few thousand answers are kept. `_parsed` is pure.
+# a parse is tens of microseconds: the last few thousand answers are kept (each key at most
+# `MAXIMUM_WRITTEN_CHARS` long, so the cache stays under a megabyte). `_parsed` is pure.
 @functools.lru_cache(maxsize=4_096)
 def _parsed(written: str) -> tuple[str, str | None]:
-    """(the E.164 form, None), or ("", why it is no number)."""
-    quoted = repr(written[:QUOTED_NUMBER_CHARS])
-    if len(written) > MAXIMUM_WRITTEN_CHARS or not _WRITTEN.fullmatch(written):
-        return "", (
-            f"{quoted} is not an E.164 number (a '+', the country code and the number, as in "
-            "+14155550123; spaces, dashes, dots and parentheses between the digits are taken)"
-        )
+    """(the E.164 form, None), or ("", why it is no number), for a number written as E.164."""
+    quoted = repr(written)
     try:
         parsed = phonenumbers.parse(written, None)
     except phonenumbers.NumberParseException as error:
         if error.error_type == phonenumbers.NumberParseException.INVALID_COUNTRY_CODE:
             return "", f"{quoted} is not a phone number: no country has its country code"
+        if error.error_type == phonenumbers.NumberParseException.TOO_LONG:
+            return "", f"{quoted} is not a phone number: too long"
         return "", f"{quoted} is not a phone number: too short"
     if not phonenumbers.is_valid_number(parsed):
         country = f"+{parsed.country_code}"

@@ -64,6 +64,8 @@ def test_every_country_s_trunk_prefix_inside_an_e164_number_is_dropped(region: s
         ("+15550100000", "no number of +1 is given from that range"),
         ("+1415555012345678", "not the length of a number of +1"),
         ("+0123456", "no country has its country code"),
+        ("+44", "is not a phone number: too short"),
+        ("+1234567890123456789012", "is not a phone number: too long"),
     ],
 )
 def test_a_number_that_is_no_valid_number_is_refused_saying_why(written: str, why: str) -> None:
