@@ -55,7 +55,6 @@ from pipeline.api import (
 )
 from pipeline.call.messages import Playback
 from pipeline.desk import MAXIMUM_SEARCH_CHARS, checked_status
-from pipeline.erasure import checked_number
 from pipeline.errors import BadInput, MalformedRequest, ProviderUnavailable
 from pipeline.idempotency import derived_id
 from pipeline.limits import (
@@ -65,6 +64,7 @@ from pipeline.limits import (
     MAXIMUM_REQUEST_JSON_DEPTH,
     TYPED_MESSAGES_PER_MINUTE,
 )
+from pipeline.numbers import e164
 from pipeline.outbound.specs import CallSpec, CampaignSpec, ContactsPage, SuppressionSpec, TrunkSpec
 from pipeline.pages import requested
 from pipeline.privacy.boundary import Redactor
@@ -857,14 +857,21 @@ class _Api:
         return _created(body, status, f"/v1/suppressions/{_segment(spec.number)}")
 
     async def show_suppression(self, request: Request) -> Response:
-        """One number never dialled: why, by whom, since when."""
-        number = request.path_params["number"]
-        status, body = await self.rpc.call("suppressions", verb="show", number=number[:40])
+        """One number never dialled: why, by whom, since when (422 for a number that is none)."""
+        try:
+            number = e164(request.path_params["number"])
+        except BadInput as error:
+            return _invalid(error)
+        status, body = await self.rpc.call("suppressions", verb="show", number=number)
         return JSONResponse(body, status_code=status)
 
     async def remove_suppression(self, request: Request) -> Response:
-        number = request.path_params["number"]
-        status, body = await self.rpc.call("suppressions", verb="remove", number=number[:40])
+        """Dial this number again (422 for a number that is none)."""
+        try:
+            number = e164(request.path_params["number"])
+        except BadInput as error:
+            return _invalid(error)
+        status, body = await self.rpc.call("suppressions", verb="remove", number=number)
         return JSONResponse(body, status_code=status)
 
     # ── erasure (admin) ───────────────────────────────────────────────────────────────
@@ -881,7 +888,7 @@ class _Api:
         """Erase every ended session whose phone call came from or went to an E.164 number
         (422 otherwise): 200 with how many were erased and how many were live (skipped)."""
         try:
-            number = checked_number(request.path_params["number"])
+            number = e164(request.path_params["number"])
         except BadInput as error:
             return _invalid(error)
         status, body = await self.rpc.call(

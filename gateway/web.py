@@ -9,9 +9,10 @@ module adds what neither bounds by itself:
   request line would otherwise hold it for good;
 - a request head (line and headers) beyond `maximum_head_bytes` is refused with 431 (h11
   alone bounds only a head still incomplete in its buffer);
-- a body is refused with 413 beyond `maximum_body_bytes` (by its Content-Length, or counted as
-  it streams when it is chunked), with 400 for a Content-Length that is not a number, and with
-  408 when it does not arrive within `body_timeout_s`: Starlette reads whatever it is sent;
+- a body is refused with 413 beyond `maximum_body_bytes` (by its Content-Length at once, before
+  the body arrives; or counted as it streams when it is chunked), with 400 for a
+  Content-Length that is not a number, and with 408 when it does not arrive within
+  `body_timeout_s`: Starlette reads whatever it is sent;
 - connections beyond `maximum_connections` are closed as they open, and requests beyond
   `maximum_requests_in_flight` answered 503;
 - every error is the API's JSON shape, `{"error": {"code", "message"}}` — a 500, uvicorn's
@@ -195,10 +196,9 @@ class BoundedBody:
                 await _refuse(send, 400, "bad_request", "Content-Length is not a number")
                 return
             if int(declared[0]) > maximum:
-                # Read what the client is sending before answering: closing on an unread body
-                # resets the connection, and the client would never see the 413.
-                await _discard(receive, int(declared[0]), self.limits.body_timeout_s)
-                await _refuse(send, 413, "body_too_large", f"the body exceeds {maximum} bytes")
+                await _refuse_declared(
+                    scope, receive, send, int(declared[0]), maximum, self.limits.body_timeout_s
+                )
                 return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.limits.body_timeout_s
@@ -217,6 +217,33 @@ class BoundedBody:
             return message
 
         await self.app(scope, bounded_receive, send)
+
+
+async def _refuse_declared(
+    scope: Scope, receive: Receive, send: Send, declared: int, maximum: int, timeout_s: float
+) -> None:
+    """Refuse a body declared larger than `maximum` with 413 at once, before any of it arrives:
+    the client hears it then, not after sending megabytes (or after the body's deadline, had it
+    sent only the head). The response is held open while what the client sends anyway is read
+    and dropped (for `timeout_s` at most), since closing on an unread body resets the connection
+    and the client could lose the 413 it has not read yet. A client that asked to be told first
+    (`Expect: 100-continue`) sends no body after a refusal, so none is waited for."""
+    body = _error_bytes("body_too_large", f"the body exceeds {maximum} bytes")
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body, "more_body": True})
+    if header(scope, b"expect").lower() != b"100-continue":
+        await _discard(receive, declared, timeout_s)
+    await send({"type": "http.response.body", "body": b""})
 
 
 async def _discard(receive: Receive, length: int, timeout_s: float) -> None:

@@ -9,7 +9,11 @@ the calls in progress — the campaign's against `max_concurrent`, the deploymen
 now: each claimed contact's attempt gets its call row, with the ids its session and call will
 have (made from the contact and the attempt, so a claim re-run names the same ones). A contact
 on the do-not-call list ends `suppressed`, one past `expires_at` ends `expired`, one outside its
-window waits for it. Then each claimed call is placed in a transaction of its own
+window waits for it, and one whose number is in a call of the deployment's already (two
+campaigns may list the same person) waits for that call to end: a number is rung by one call
+at a time. The claim is the call's row (`outcome` null until it ends), written under the dialer
+lock that every claim and `POST /v1/calls` take, so two ticks cannot both see the number free.
+Then each claimed call is placed in a transaction of its own
 (`models.dialer.place`); a claim whose placing was lost with its worker is placed by a later
 tick (`unplaced`), under the same ids, so it is placed once.
 
@@ -53,6 +57,10 @@ MAXIMUM_LOOKED_AT = 500
 IDLE_TICK_S = 30
 # A claimed call whose session was not created after this long lost its placing with its worker.
 UNPLACED_AFTER_S = 10
+# A contact whose number is in a call of the deployment's already (another campaign's, or one of
+# `POST /v1/calls`) is looked at again this much later: that call's end does not wake this
+# campaign, and a call that was answered lasts a minute or more.
+NUMBER_IN_A_CALL_WAIT_S = 10
 
 STATUSES = ("scheduled", "running", "paused", "completed", "cancelled")
 
@@ -231,6 +239,7 @@ def claim_dials(campaign_id: str, now: datetime, *, capacity: Any) -> Tick:
                 " ORDER BY next_at, position LIMIT %s FOR UPDATE SKIP LOCKED",
                 (campaign_id, now, MAXIMUM_LOOKED_AT),
             ).fetchall()
+            in_a_call = outbound.numbers_in_a_call(namespace, [row[1] for row in due], execute)
             for contact_id, number, values, zone, attempts in due:
                 if len(claimed) >= room:
                     break
@@ -244,6 +253,13 @@ def claim_dials(campaign_id: str, now: datetime, *, capacity: Any) -> Tick:
                         (next_open(spec.window, where, now), contact_id),
                     )
                     continue
+                if number in in_a_call:
+                    execute(
+                        "UPDATE campaign_contacts SET next_at = %s WHERE id = %s",
+                        (now + timedelta(seconds=NUMBER_IN_A_CALL_WAIT_S), contact_id),
+                    )
+                    continue
+                in_a_call.add(number)
                 attempt = int(attempts) + 1
                 call_id, session_id = ids_of(campaign_id, int(contact_id), attempt)
                 execute(

@@ -11,8 +11,10 @@ Erasing an erased session runs the same statements, finds nothing left and write
 is removed and audited. An event that arrives after the erasure is not kept at all
 (`LockedSession.deliver` reads `erased_at` with the row lock).
 
-`erase_caller` erases every ended session whose call came from or went to a number; the Redis
-side (the session's keys and dead letters) is `workers.erasure`'s.
+`erase_caller` erases every ended session whose call came from or went to a number, and the
+number from the calls that number made or was dialled in that no session answered (turned
+away: an unrouted number, a full line); the Redis side (the session's keys and dead letters) is
+`workers.erasure`'s.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from models.db import database
 from models.sessions import LockedSession, locked_session
 from pipeline.erasure import (
     Because,
-    checked_number,
     erased_controls,
     erased_payload,
     erased_state,
@@ -37,6 +38,7 @@ from pipeline.erasure import (
     retention_over,
 )
 from pipeline.errors import SessionLive
+from pipeline.numbers import e164
 from pipeline.timestamps import rfc3339
 
 _ROW = "SELECT erased_at, ended_at, now() FROM sessions WHERE id = %s"
@@ -70,6 +72,12 @@ UPDATE incidents SET summary = '', context = jsonb_build_object('session_id', %(
 _ERASE_PHONE_CALL = (
     "UPDATE phone_calls SET caller = '', number = '' WHERE session_id = %s AND (caller <> '' OR number <> '')"
 )
+# A call turned away has no session to erase with it: its row keeps only what became of it.
+_ERASE_TURNED_AWAY = """
+UPDATE phone_calls SET caller = '', number = ''
+ WHERE namespace = %(namespace)s AND session_id IS NULL
+   AND (caller = ANY(%(numbers)s) OR number = ANY(%(numbers)s))
+"""
 _MARK_ERASED = """
 UPDATE sessions SET state = %s::jsonb, erased_at = coalesce(erased_at, now()),
     erased_because = coalesce(erased_because, %s)
@@ -211,6 +219,8 @@ class CallerErased:
     number: str
     erased: list[Erased]
     skipped_live: list[str]
+    # Calls of the number turned away (no session answered them) whose rows held it.
+    turned_away: int = 0
 
     def as_json(self) -> dict[str, Any]:
         fresh = [e for e in self.erased if not e.already_erased]
@@ -219,6 +229,7 @@ class CallerErased:
             "erased": len(fresh),
             "already_erased": len(self.erased) - len(fresh),
             "skipped_live": len(self.skipped_live),
+            "turned_away": self.turned_away,
             "sessions": [e.session_id for e in self.erased],
             "live_sessions": self.skipped_live,
         }
@@ -227,14 +238,15 @@ class CallerErased:
 def sessions_of_number(namespace: str, number: str) -> list[str]:
     """The sessions of a deployment whose phone call came from or went to `number` (checked:
     `MalformedNumber` otherwise), oldest first."""
-    numbers = list(numbers_matching(checked_number(number)))
+    numbers = list(numbers_matching(e164(number)))
     rows = database.execute_sql(_SESSIONS_OF_NUMBER, {"namespace": namespace, "numbers": numbers}).fetchall()
     return [str(row[0]) for row in rows]
 
 
 def erase_caller(namespace: str, number: str, *, by: str) -> CallerErased:
     """Erase every ended session whose call came from or went to `number`, one transaction
-    each; the live ones are skipped (and named)."""
+    each; the live ones are skipped (and named). The calls of the number turned away lose it
+    too, and so do the campaigns' contacts."""
     erased: list[Erased] = []
     skipped: list[str] = []
     for session_id in sessions_of_number(namespace, number):
@@ -245,8 +257,11 @@ def erase_caller(namespace: str, number: str, *, by: str) -> CallerErased:
             continue
         if done is not None:
             erased.append(done)
+    turned_away = database.execute_sql(
+        _ERASE_TURNED_AWAY, {"namespace": namespace, "numbers": list(numbers_matching(e164(number)))}
+    ).rowcount
     _forget_contacts(namespace, number)
-    return CallerErased(number, erased, skipped)
+    return CallerErased(number, erased, skipped, int(turned_away))
 
 
 def _forget_contacts(namespace: str, number: str) -> None:
@@ -259,7 +274,7 @@ def _forget_contacts(namespace: str, number: str) -> None:
         " outcome = CASE WHEN state = 'done' THEN outcome ELSE 'cancelled' END"
         " WHERE number = ANY(%s) AND state <> 'calling'"
         " AND campaign_id IN (SELECT id FROM campaigns WHERE namespace = %s)",
-        (list(numbers_matching(checked_number(number))), namespace),
+        (list(numbers_matching(e164(number))), namespace),
     )
 
 

@@ -1,4 +1,5 @@
-"""The migration runner: applies `models/migrations/NNNN_*.py` in order, once each."""
+"""The migration runner: applies `models/migrations/NNNN_*.py` in order, once each: its
+`STATEMENTS`, then its `rewrite(execute)` if it has one."""
 
 from __future__ import annotations
 
@@ -35,6 +36,11 @@ def migrate(handle: PostgresqlDatabase) -> list[str]:
             module = importlib.import_module(f"models.migrations.{name}")
             for statement in module.STATEMENTS:
                 handle.execute_sql(statement)
+            # What SQL cannot compute (a phone number's E.164 form) a migration rewrites in
+            # Python, in the same transaction: `rewrite(execute)`.
+            rewrite = getattr(module, "rewrite", None)
+            if rewrite is not None:
+                rewrite(handle.execute_sql)
             handle.execute_sql("INSERT INTO schema_migrations (name) VALUES (%s)", (name,))
             applied_now.append(name)
     return applied_now

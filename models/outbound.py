@@ -321,6 +321,23 @@ def in_progress(namespace: str, execute: Any, campaign_id: str | None = None) ->
     return int(row[0])
 
 
+def numbers_in_a_call(namespace: str, numbers: Sequence[str], execute: Any) -> set[str]:
+    """Which of `numbers` a call of the deployment's is dialling or talking to now, or is about
+    to (its row written, its outcome not yet): read under the dialer lock, so no other claim is
+    between. A claim of a campaign cancelled or completed before the claim was placed is never
+    placed (only a running campaign's tick places a lost one) and holds no number."""
+    if not numbers:
+        return set()
+    rows = execute(
+        "SELECT DISTINCT o.to_number FROM outbound_calls o LEFT JOIN campaigns c ON c.id = o.campaign_id"
+        " WHERE o.namespace = %s AND o.outcome IS NULL AND o.to_number = ANY(%s)"
+        " AND (o.campaign_id IS NULL OR c.status IN ('scheduled', 'running', 'paused')"
+        " OR EXISTS (SELECT 1 FROM sessions s WHERE s.id = o.session_id))",
+        (namespace, list(numbers)),
+    ).fetchall()
+    return {str(row[0]) for row in rows}
+
+
 def inbound_in_progress(namespace: str, execute: Any) -> int:
     """The deployment's phone calls that came in and are not over."""
     row = execute(

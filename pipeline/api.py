@@ -20,6 +20,7 @@ from pipeline.call.keypad import (
 )
 from pipeline.consent import DECLINE_RECORDING
 from pipeline.dialects import capabilities_for
+from pipeline.errors import MalformedNumber
 from pipeline.event_streams import DEFAULT_EXCHANGE, SCHEMES, is_supported, shown
 from pipeline.limits import (
     MAXIMUM_ATTENTION_WAIT_S,
@@ -27,6 +28,7 @@ from pipeline.limits import (
     MAXIMUM_TYPED_TEXT_BYTES,
     MAXIMUM_USAGE_BUDGET_TOKENS,
 )
+from pipeline.numbers import e164
 from pipeline.phone import ROUTE_NUMBER, KeyAction, checked_keys
 from pipeline.privacy.policy import PrivacyPolicy, Storage
 from pipeline.signing import is_secret
@@ -470,6 +472,13 @@ class RouteSpec(RouteTerms):
     @field_validator("number")
     @classmethod
     def _number(cls, value: str) -> str:
+        if value.startswith("+") and not value.endswith("*"):
+            # A whole number is kept as the number dialled is (its E.164 form), and a number no
+            # caller can dial is refused; a prefix, or a SIP user without a `+`, as written.
+            try:
+                return e164(value)
+            except MalformedNumber as refused:
+                raise ValueError(str(refused)) from None
         if not ROUTE_NUMBER.fullmatch(value):
             raise ValueError("number is digits with an optional leading +, an optional trailing *, or *")
         return value

@@ -12,12 +12,11 @@ content, which would land after the erasure. Retention is counted from when the 
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pipeline.dialects import DIALECTS
-from pipeline.errors import MalformedNumber, SessionLive
+from pipeline.errors import SessionLive
 from pipeline.phone import PhoneLine
 from pipeline.state import TERMINAL_PHASES, Phase, SessionState
 
@@ -25,30 +24,14 @@ from pipeline.state import TERMINAL_PHASES, Phase, SessionState
 # call was created so, or the caller declined recording) once the call was over.
 Because = Literal["request", "retention", "storage"]
 
-# An E.164 number: a plus, a country code that does not start with 0, at most 15 digits.
-_E164 = re.compile(r"\+[1-9][0-9]{1,14}")
-
 # What an erased event payload keeps: its type (the log's kind) and that it was erased.
 ERASED = "erased"
 
 
-def is_e164(number: str) -> bool:
-    """Whether `number` is an E.164 phone number (`+14155550123`)."""
-    return _E164.fullmatch(number) is not None
-
-
-def checked_number(number: str) -> str:
-    """The number a caller's erasure is asked for, or `MalformedNumber` (422)."""
-    if not is_e164(number):
-        raise MalformedNumber(
-            f"{number[:40]!r} is not an E.164 number (a '+', the country code and the number, 2 to 15 digits)"
-        )
-    return number
-
-
 def numbers_matching(number: str) -> tuple[str, ...]:
-    """How a checked E.164 number may stand in a call's SIP metadata: as dialled, or without its
-    plus (a `From: <sip:14155550123@…>` names the same caller)."""
+    """How a number in its E.164 form (`pipeline.numbers.e164`) may stand in a call's SIP
+    metadata: as dialled, or without its plus (a `From: <sip:14155550123@…>` names the same
+    caller)."""
     return (number, number[1:])
 
 

@@ -3,7 +3,10 @@ call is turned away.
 
 The provider announces a phone call with a `realtime.call.incoming` webhook carrying the call's
 SIP headers. They are untrusted metadata: kept as they came (bounded), and used only to pick a
-route by the number dialled (the `To` header's user part, or another configured header).
+route by the number dialled (the `To` header's user part, or another configured header). The
+numbers they name (who called, which number, who the carrier asserts) are kept in their E.164
+form when they are valid numbers (`pipeline.numbers.kept_number`), so a route, the do-not-call
+list and an erasure compare them as they compare any other number; else as they came.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from pipeline.numbers import kept_number
 
 # A route's number: a number ("+18005551212"), a prefix ("+1800*"), or "*" for any number.
 ROUTE_NUMBER = re.compile(r"\+?[0-9]{1,20}\*?|\*")
@@ -92,17 +97,18 @@ def number_of(uri: str) -> str:
 
 
 def line_of(headers: tuple[tuple[str, str], ...], route_header: str) -> PhoneLine:
-    """Who called and which number they dialled."""
+    """Who called and which number they dialled (each number in its E.164 form when it is one)."""
     return PhoneLine(
-        caller=number_of(header(headers, "From")),
-        dialled=number_of(header(headers, route_header)),
-        asserted_identity=number_of(header(headers, "P-Asserted-Identity")),
+        caller=kept_number(number_of(header(headers, "From"))),
+        dialled=kept_number(number_of(header(headers, route_header))),
+        asserted_identity=kept_number(number_of(header(headers, "P-Asserted-Identity"))),
         sip_headers=headers,
     )
 
 
 def route_matches(route_number: str, dialled: str) -> bool:
-    """Whether a route's number answers the number dialled (exactly, or as a prefix)."""
+    """Whether a route's number answers the number dialled (exactly, or as a prefix). A route
+    stored before numbers were kept in their E.164 form is compared in it too."""
     if route_number.endswith("*"):
         return dialled.startswith(route_number[:-1])
-    return route_number == dialled
+    return kept_number(route_number) == dialled

@@ -13,6 +13,8 @@ from typing import Literal
 
 from pipeline import admission, line
 from pipeline.consent import declined, declines_by_key
+from pipeline.errors import MalformedNumber
+from pipeline.numbers import e164
 from pipeline.state import IN_CALL, SessionState
 from pipeline.step import LogEntry, Step, Suppress, unchanged
 from pipeline.wire import AttentionRequested, KeyPressed
@@ -44,8 +46,11 @@ def opted_out(state: SessionState, by: Literal["key", "model"], *, ends: bool = 
     """The other party asked never to be called again: their number goes on the do-not-call
     list (logged, with how they asked); a key press ends the call, words the model heard leave
     it to the model to say it will not call again and goodbye (`ends` False)."""
-    number = the_other_party(state)
-    if not number:
+    try:
+        number = e164(the_other_party(state))
+    except MalformedNumber:
+        # A caller who gave no number (`anonymous`, or none a caller can be dialled back on)
+        # has nothing to put on the list: as if no key were mapped.
         return unchanged(state)
     logged = Step(
         state=state,

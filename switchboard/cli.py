@@ -738,9 +738,13 @@ def _suppressions(settings: Settings, arguments: argparse.Namespace) -> int:
     )
 
 
-# A campaign's contacts go to the API in pages: the first with its creation, the rest as CSV of
-# at most this many rows each (a request body is bounded at 1 MiB).
+# A campaign's contacts go to the API as JSON pages: the first with its creation, the rest with
+# `POST /v1/campaigns/{id}/contacts`. A page holds at most the 1,000 contacts a JSON body takes,
+# and is cut by its bytes too: a row may carry 20 vars of 200 characters (kilobytes of JSON), so
+# a thousand long rows would pass the API's body bound (gateway.web.HttpLimits) and be refused
+# whole with 413.
 CONTACTS_PER_REQUEST = 1_000
+REQUEST_BODY_BYTES = 1024 * 1024
 _DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 
@@ -763,36 +767,109 @@ def _campaigns(settings: Settings, arguments: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    from pipeline.errors import BadInput
+
     try:
         spec = _campaign_spec(arguments)
-        lines = arguments.contacts.read_text(encoding="utf-8-sig").splitlines()
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        print(f"switchboard: campaigns create: {error}", file=sys.stderr)
+        contacts, refused = _read_contacts(arguments.contacts, spec.get("window"))
+    except (OSError, UnicodeDecodeError, ValueError, BadInput) as error:
+        print(f"switchboard: campaigns create: {arguments.contacts}: {error}", file=sys.stderr)
         return 2
-    return _through_api(settings, arguments.api, lambda client: _create_campaign(client, spec, lines))
+    for line, reason in refused:
+        print(f"{arguments.contacts}:{line}: refused: {reason}", file=sys.stderr)
+    if not contacts:
+        print(
+            f"switchboard: campaigns create: no campaign was created: every one of the {len(refused):,} "
+            f"rows of {arguments.contacts} was refused, each for the reason above",
+            file=sys.stderr,
+        )
+        return 1
+    return _through_api(
+        settings,
+        arguments.api,
+        lambda client: _create_campaign(client, spec, contacts, refused, source=str(arguments.contacts)),
+    )
 
 
-def _create_campaign(client: Client, spec: dict[str, Any], lines: list[str]) -> dict[str, Any]:
+def _read_contacts(
+    path: Path, window: dict[str, Any] | None
+) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str]]]:
+    """The contacts of a CSV file, each with its line, and its refused rows (line, why): read
+    and checked here as the API would, a contact whose zone the window cannot tell included,
+    so every refusal names its line. A file that is no contact list raises `BadInput`."""
+    from pipeline.outbound.contacts import RefusedRow, iter_numbered_contacts, zone_refusal
+    from pipeline.outbound.window import Window
+
+    checked_window = Window.model_validate(window) if window is not None else None
+    contacts: list[tuple[int, dict[str, Any]]] = []
+    refused: list[tuple[int, str]] = []
+    with path.open(encoding="utf-8-sig", newline="") as lines:
+        for row in iter_numbered_contacts(lines):
+            if isinstance(row, RefusedRow):
+                refused.append((row.line, row.reason))
+                continue
+            why = zone_refusal(row.contact, checked_window)
+            if why is None:
+                contacts.append((row.line, row.contact.model_dump(mode="json", exclude_defaults=True)))
+            else:
+                refused.append((row.line, why))
+    return contacts, refused
+
+
+def _create_campaign(
+    client: Client,
+    spec: dict[str, Any],
+    contacts: list[tuple[int, dict[str, Any]]],
+    refused: list[tuple[int, str]],
+    *,
+    source: str,
+) -> dict[str, Any]:
     """Create the campaign held (paused) with its first page of contacts, send the rest a page at
-    a time, then let it dial; the answer says which rows were refused and why."""
-    from pipeline.outbound.contacts import Contact, iter_contacts
+    a time, then let it dial; the answer lists the rows of `source` refused, by line, and why."""
+    from switchboard.client import ApiError
 
-    header, rows = lines[:1], lines[1:]
-    refused: list[dict[str, Any]] = []
-    first: list[dict[str, Any]] = []
-    for row in iter_contacts(header + rows[:CONTACTS_PER_REQUEST]):
-        if isinstance(row, Contact):
-            first.append(row.model_dump(mode="json"))
-        else:
-            refused.append({"line": row.line, "reason": row.reason})
-    created = client.create_campaign({**spec, "contacts": first, "paused": True})
+    lines = {str(contact["to"]): line for line, contact in contacts}
+    envelope = len(json.dumps({**spec, "contacts": [], "paused": True}).encode())
+    pages = _pages([contact for _, contact in contacts], envelope)
+    created = client.create_campaign({**spec, "contacts": pages[0], "paused": True})
     campaign_id = str(created["id"])
-    for start in range(CONTACTS_PER_REQUEST, len(rows), CONTACTS_PER_REQUEST):
-        page = "\n".join(header + rows[start : start + CONTACTS_PER_REQUEST])
-        added = client.add_campaign_contacts_csv(campaign_id, page, first_line=start + 2)
-        refused += added.get("refused", [])
+    added = len(pages[0])
+    for page in pages[1:]:
+        try:
+            answer = client.add_campaign_contacts(campaign_id, page)
+        except ApiError:
+            print(
+                f"switchboard: campaigns create: campaign {campaign_id} was created held (paused) with "
+                f"its first {added:,} contacts; the contacts from line {lines[str(page[0]['to'])]} on were "
+                f"not taken (below). Add them, then `switchboard campaigns resume {campaign_id}`, or "
+                "cancel it",
+                file=sys.stderr,
+            )
+            raise
+        added += len(page)
+        for row in answer.get("refused", []):
+            line = lines.get(str(row.get("to")), row.get("line"))
+            refused.append((line, str(row.get("reason"))))
+            print(f"{source}:{line}: refused: {row.get('reason')}", file=sys.stderr)
     resumed = client.campaign_verb(campaign_id, "resume")
-    return {**resumed, "refused_rows": refused}
+    return {**resumed, "refused_rows": [{"line": line, "reason": reason} for line, reason in refused]}
+
+
+def _pages(contacts: list[dict[str, Any]], envelope_bytes: int) -> list[list[dict[str, Any]]]:
+    """The contacts cut into pages of at most `CONTACTS_PER_REQUEST`, each of which, placed in a
+    body of `envelope_bytes` without contacts, keeps it within `REQUEST_BODY_BYTES` (as the
+    client encodes it: `json.dumps`, a comma and a space between items)."""
+    pages: list[list[dict[str, Any]]] = [[]]
+    size = envelope_bytes
+    for contact in contacts:
+        length = len(json.dumps(contact).encode()) + len(", ")
+        page = pages[-1]
+        if page and (len(page) == CONTACTS_PER_REQUEST or size + length > REQUEST_BODY_BYTES):
+            pages.append([])
+            size = envelope_bytes
+        pages[-1].append(contact)
+        size += length
+    return pages
 
 
 def _campaign_spec(arguments: argparse.Namespace) -> dict[str, Any]:

@@ -186,6 +186,12 @@ class Client:
         path = f"/v1/campaigns/{quote(campaign_id, safe='')}/contacts"
         return dict(self._ok("GET", _paged(path, cursor, limit)))
 
+    def add_campaign_contacts(self, campaign_id: str, contacts: list[dict[str, Any]]) -> dict[str, Any]:
+        """More contacts as a JSON page (at most 1,000); the answer says how many the campaign
+        has and which were refused, and why."""
+        path = f"/v1/campaigns/{quote(campaign_id, safe='')}/contacts"
+        return dict(self._ok("POST", path, {"contacts": contacts}))
+
     def add_campaign_contacts_csv(self, campaign_id: str, csv: str, first_line: int = 2) -> dict[str, Any]:
         """More contacts as a CSV page (with its header); refused rows are numbered from
         `first_line` of the file they came from."""

@@ -220,7 +220,7 @@ DEMO_TRUNK = {
     "url": "sips:sip.example.com",
     "username": "acme",
     "password": "not-a-real-password",
-    "caller_number": "+15550100000",
+    "caller_number": "+12125550100",
 }
 
 

@@ -5,6 +5,7 @@ and `--version` is the package's."""
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -86,3 +87,21 @@ def test_a_sessions_verb_takes_only_its_own_flags() -> None:
         with pytest.raises(SystemExit) as exited:
             parser.parse_args(refused)
         assert exited.value.code == 2
+
+
+def test_a_campaign_s_contacts_are_paged_to_fit_the_api_s_body_bound() -> None:
+    """Short rows go a thousand to a page; long rows (nine vars of 190 characters) as many as
+    fit in 1 MiB with the campaign's own body around them; every contact once, in order."""
+    from switchboard.cli import CONTACTS_PER_REQUEST, REQUEST_BODY_BYTES, _pages
+
+    spec = {"name": "n", "session": {"instructions": "x" * 30_000, "provider": "live"}}
+    envelope = len(json.dumps({**spec, "contacts": [], "paused": True}).encode())
+    short = [{"to": f"+1212{2_000_000 + index}"} for index in range(2_500)]
+    assert [len(page) for page in _pages(short, envelope)] == [CONTACTS_PER_REQUEST] * 2 + [500]
+    long_values = {f"v{index}": "é" * 190 for index in range(9)}
+    long = [{"to": f"+1212{2_000_000 + index}", "vars": long_values} for index in range(1_500)]
+    pages = _pages(long, envelope)
+    assert len(pages) > 2 and [contact for page in pages for contact in page] == long
+    for page in pages:
+        body = json.dumps({**spec, "contacts": page, "paused": True}).encode()
+        assert len(body) <= REQUEST_BODY_BYTES

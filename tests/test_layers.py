@@ -119,7 +119,8 @@ def test_only_the_composition_root_maps_a_provider_to_its_wing() -> None:
 WINGS = ("realtime", "live")
 
 # What every call is, which a wing stands on: `pipeline/call`, and the session's vocabulary
-# beside it — its state and steps, host inputs, timers, limits, errors, how a call ends, consent.
+# beside it — its state and steps, host inputs, timers, limits, errors, how a call ends, consent,
+# and what a phone number is (`pipeline.numbers`: libphonenumber and the errors, nothing else).
 # `SessionState` stays out of `pipeline/call` because it is one flat value stored as JSON in
 # every session row, with the wings' parts (`ToolChain`, `Compaction`, `LiveCall`) among its
 # fields; moving them would rewrite every stored state for no change in what the wings may
@@ -131,6 +132,7 @@ CALL_CORE = {
     "pipeline.ending",
     "pipeline.errors",
     "pipeline.limits",
+    "pipeline.numbers",
     "pipeline.phone",
     "pipeline.privacy.policy",
     "pipeline.state",

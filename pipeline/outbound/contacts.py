@@ -6,8 +6,9 @@ contact's IANA zone; every other column is a var, named by its header (which mus
 name). An empty cell is no var for that contact; an empty `timezone` is no zone of its own.
 
 Each row is taken or refused on its own, by its line number and the reason: a number that is
-not E.164, an unknown time zone, more than `MAXIMUM_VARS` vars filled, a value too long, a
-number the file had already, or a row with more or fewer cells than the header. Blank lines
+not a valid one (`pipeline.numbers`), an unknown time zone, more than `MAXIMUM_VARS` vars
+filled, a value too long, a number the file had already (in any spelling: a number is kept and
+compared in its E.164 form), or a row with more or fewer cells than the header. Blank lines
 are skipped, and so are the cells of a column with no name (a spreadsheet's trailing comma).
 
 A file that cannot be read as contacts at all (no number column, a column named twice, a
@@ -29,8 +30,9 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from pipeline.errors import MalformedRequest
-from pipeline.outbound.numbers import E164Number, number_refusal, timezone_of
+from pipeline.errors import MalformedNumber, MalformedRequest
+from pipeline.numbers import E164Number, e164
+from pipeline.outbound.numbers import timezone_of
 from pipeline.outbound.vars import MAXIMUM_VAR_NAME_CHARS, VAR_NAME, ContactVars, checked_vars
 from pipeline.outbound.window import Window, is_timezone
 
@@ -132,10 +134,10 @@ def _row(header: _Header, cells: list[str]) -> Contact | str:
     """The row's contact, or why it is refused."""
     if len(cells) != header.width:
         return f"{len(cells)} cells; the header has {header.width}"
-    number = cells[header.number].strip()
-    refusal = number_refusal(number)
-    if refusal is not None:
-        return refusal
+    try:
+        number = e164(cells[header.number].strip())
+    except MalformedNumber as refused:
+        return str(refused)
     timezone = cells[header.timezone].strip() if header.timezone is not None else ""
     if timezone and not is_timezone(timezone):
         return f"{timezone[:64]!r} is not an IANA time zone (such as 'America/New_York')"
@@ -150,6 +152,20 @@ def _row(header: _Header, cells: list[str]) -> Contact | str:
 def iter_contacts(lines: Iterable[str]) -> Iterator[Contact | RefusedRow]:
     """The CSV's contacts and refused rows, in file order (see the module docstring). `lines`
     is the file's lines, as a file opened with `newline=""` gives them."""
+    for row in iter_numbered_contacts(lines):
+        yield row if isinstance(row, RefusedRow) else row.contact
+
+
+@dataclass(frozen=True, slots=True)
+class NumberedContact:
+    """A CSV row taken: the line it starts on (the header is line 1) and its contact."""
+
+    line: int
+    contact: Contact
+
+
+def iter_numbered_contacts(lines: Iterable[str]) -> Iterator[NumberedContact | RefusedRow]:
+    """`iter_contacts`, each contact with the line its row starts on."""
     # Strict: a quote left open or a stray one after a closing quote refuses the file, instead of
     # silently running rows together.
     reader = csv.reader(lines, strict=True)
@@ -179,7 +195,7 @@ def iter_contacts(lines: Iterable[str]) -> Iterator[Contact | RefusedRow]:
                 yield RefusedRow(line, f"{taken.to} is on line {seen[taken.to]} already")
             else:
                 seen[taken.to] = line
-                yield taken
+                yield NumberedContact(line, taken)
     except csv.Error as malformed:
         raise MalformedRequest(f"line {reader.line_num}: not CSV ({malformed})") from malformed
     if header is None:

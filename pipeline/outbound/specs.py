@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from pipeline.numbers import E164Number
 from pipeline.outbound.contacts import Contact, zone_refusal
-from pipeline.outbound.numbers import E164Number
 from pipeline.outbound.retry import RetryPolicy
 from pipeline.outbound.vars import ContactVars
 from pipeline.outbound.window import Window, next_open, utc_instant

@@ -254,6 +254,30 @@ def test_a_caller_s_phone_calls_are_erased_by_number(
     assert (again["erased"], again["sessions"]) == (0, [])
 
 
+def test_a_caller_s_calls_turned_away_are_erased_by_number(
+    erase_stack: Stack, admin: Client, services: Services
+) -> None:
+    """Issue 44: a call from the number to a number no route answers has no session to erase;
+    after `DELETE /v1/callers/{number}` (the number written with separators), its record
+    answers no number and no store of the deployment holds it."""
+    caller = "+1312555" + "".join(random.choices(string.digits, k=4))
+    call_id = ring(erase_stack, "+18005550188", **{"from": caller})
+    turned_away = wait_for(
+        lambda: (lambda shown: shown if shown.get("action") == "reject" else None)(
+            admin.request("GET", f"/v1/phone-calls/{call_id}")[1]
+        ),
+        "the call turned away",
+    )
+    assert (turned_away["caller"], turned_away["session_id"]) == (caller, None)
+
+    answer = admin.erase_caller(f"{caller[:2]} ({caller[2:5]}) {caller[5:8]}-{caller[8:]}")
+
+    shown = admin.phone_call(call_id)
+    assert (shown["caller"], shown["dialled"], shown["reason"]) == ("", "", "unknown_number")
+    assert caller[1:] not in _stores(erase_stack, services)
+    assert (answer["number"], answer["turned_away"], answer["erased"]) == (caller, 1, 0), answer
+
+
 def test_the_cli_erases_a_session(erase_stack: Stack, admin: Client, services: Services) -> None:
     session_id = _ended_call(erase_stack, admin, f"Mirabel {FIDDLEWICK}")
 

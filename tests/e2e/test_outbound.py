@@ -8,14 +8,19 @@ from __future__ import annotations
 import json
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -37,7 +42,7 @@ TRUNK = {
     "url": "sips:sip.example.com",
     "username": "acme",
     "password": f"pw-{uuid.uuid4().hex}",
-    "caller_number": "+15550100000",
+    "caller_number": "+12125550100",
 }
 VOICEMAIL = "Hi, you have reached Dana. Please leave a message after the tone."
 
@@ -71,7 +76,8 @@ def _entries(client: Client, session_id: str, kind: str) -> list[dict[str, Any]]
 
 
 def _number() -> str:
-    return f"+1415{random.randrange(10**6, 10**7)}"
+    """A valid San Francisco number (an exchange of 200 to 999: none starts with 0 or 1)."""
+    return f"+1415{random.randrange(2 * 10**6, 10**7)}"
 
 
 def test_one_call_to_a_person_is_dialled_once_and_the_agent_greets_them(dialing: Stack) -> None:
@@ -267,6 +273,54 @@ def test_calls_are_refused_with_typed_errors(dialing: Stack, services: Services)
     assert sorted(d["idempotency_key"] for d in dials) == sorted(ids)
 
 
+def test_a_suppressed_number_is_never_dialled_in_any_spelling_and_a_number_that_is_none_is_refused(
+    dialing: Stack, services: Services
+) -> None:
+    """Issue 44: with +442071234567 on the list, a call to +4402071234567 (the same number, the
+    UK trunk prefix written inside) is 409 `suppressed` and never dialled; +490301234567 listed
+    stops +49301234567 likewise, and a campaign's contact written either way ends `suppressed`;
+    +1415 and +99912345678 are 422 wherever a number is taken, never dialled; the list shows and
+    removes a number by any spelling, and a call placed once it is removed dials its E.164 form."""
+    client = Client(dialing.api_url, dialing.api_token)
+    sent = {"session": SESSION, "vars": {"name": "Dana"}}
+    for listed, dialled in (("+442071234567", "+4402071234567"), ("+490301234567", "+49301234567")):
+        assert client.suppress(listed, "asked")["number"] == listed.replace("+490", "+49")
+        status, answer = client.request("POST", "/v1/calls", {**sent, "to": dialled})
+        assert (status, answer["error"]["code"]) == (409, "suppressed"), answer
+    for nonsense in ("+1415", "+99912345678"):
+        status, answer = client.request("POST", "/v1/calls", {**sent, "to": nonsense})
+        assert (status, answer["error"]["code"]) == (422, "malformed_request"), answer
+        assert "phone number" in answer["error"]["message"]
+        status, answer = client.request("POST", "/v1/suppressions", {"number": nonsense})
+        assert (status, answer["error"]["code"]) == (422, "malformed_request"), answer
+        status, answer = client.request("GET", f"/v1/suppressions/{_q(nonsense)}")
+        assert (status, answer["error"]["code"]) == (422, "malformed_number"), answer
+    status, shown = client.request("GET", f"/v1/suppressions/{_q('+44 (0)20 7123 4567')}")
+    assert (status, shown["suppression"]["number"]) == (200, "+442071234567")
+
+    campaign = client.create_campaign(
+        {
+            "name": "spellings",
+            "session": SESSION,
+            "contacts": [{"to": "+44 020 7123 4567", "vars": {"name": "Ada"}}],
+        }
+    )
+    _run_to_completion(services, client, campaign["id"])
+    [contact] = client.campaign_contacts(campaign["id"])["contacts"]
+    assert (contact["to"], contact["outcome"], contact["attempts"]) == ("+442071234567", "suppressed", [])
+
+    status, removed = client.request("DELETE", f"/v1/suppressions/{_q('+49 030 1234567')}")
+    assert (status, removed["number"]) == (200, "+49301234567")
+    _plan(dialing, {"+49301234567": {"outcome": "busy", "after_ms": 100}})
+    placed = client.place_call("+490301234567", SESSION, vars={"name": "Dana"})
+    assert placed["call"]["to"] == "+49301234567"
+    client.wait_for_status(placed["session"]["id"], timeout_s=60)
+    dials = [d["destination"] for d in _dials(dialing)["dials"]]
+    assert dials.count("+49301234567") == 1
+    never = {"+442071234567", "+4402071234567", "+490301234567", "+1415", "+99912345678"}
+    assert not never & set(dials)
+
+
 def test_a_call_retried_with_its_idempotency_key_is_dialled_once(dialing: Stack) -> None:
     """Two POST /v1/calls with one Idempotency-Key at once, then a retry: one call, one dial
     under the call's id, and the retry answered the first answer (the same call id)."""
@@ -296,7 +350,8 @@ def test_a_list_paged_while_numbers_are_added_yields_each_once_in_order(dialing:
     creation time; a cursor this list never gave, a limit out of bounds and a time range on
     contacts (they keep no creation time) are 422."""
     client = Client(dialing.api_url, dialing.api_token)
-    run = random.randrange(100, 1_000)
+    # An exchange above 200, so the number just below the first (+1646{run}0000 - 1) is valid too.
+    run = random.randrange(201, 1_000)
     mine = [f"+1646{run}{index:04d}" for index in range(0, 7_000, 1_000)]
     for number in mine:
         client.suppress(number, "paged")
@@ -402,6 +457,93 @@ def _listed(client: Client, path: str) -> list[dict[str, Any]]:
 
 def _q(text: str) -> str:
     return quote(text, safe="")
+
+
+def _cli(stack: Stack, *arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "switchboard", *arguments, "--api", stack.api_url],
+        env=stack.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def _closed_window() -> str:
+    """`--window` for one weekday three days from now in New York, so a campaign made in a test
+    is created and takes its contacts, and dials nobody."""
+    day = (datetime.now(ZoneInfo("America/New_York")) + timedelta(days=3)).strftime("%a").lower()
+    return f"{day},09:00-10:00"
+
+
+def test_the_cli_makes_a_campaign_of_a_csv_s_good_rows_in_pages_the_api_takes_and_names_each_refused_row(
+    dialing: Stack, tmp_path: Path
+) -> None:
+    """Issue 44: a CSV whose first 1,200 rows are refused, then 1,500 rows of about 1.6 KB each
+    (a thousand of them are over the API's 1 MiB body bound): the campaign is made with all
+    1,500, sent in pages the API takes, and each refused row is printed with its line and why.
+    A file of refused rows only makes no campaign, exits 1 and says so, row by row."""
+    client = Client(dialing.api_url, dialing.api_token)
+    notes = ",".join(f"note{index}" for index in range(8))
+    rows = [f"to,name,{notes}"]
+    rows += ["+1415,Short" + "," * 8 if index % 2 else "555-0100,Local" + "," * 8 for index in range(1_200)]
+    long_values = ",".join(chr(ord("a") + index) * 190 for index in range(8))
+    rows += [f"+1212{2_000_000 + index},Contact {index},{long_values}" for index in range(1_500)]
+    listed = tmp_path / "contacts.csv"
+    listed.write_text("\n".join(rows) + "\n")
+    assert len(listed.read_bytes()) > 2 * 1024 * 1024
+    name = f"paged-{uuid.uuid4().hex[:8]}"
+
+    made = _cli(
+        dialing,
+        "campaigns",
+        "create",
+        "--name",
+        name,
+        "--contacts",
+        str(listed),
+        "--instructions",
+        "Remind {name} of tomorrow.",
+        "--window",
+        _closed_window(),
+        "--timezone",
+        "America/New_York",
+    )
+
+    assert made.returncode == 0, made.stderr[-2_000:]
+    campaign = json.loads(made.stdout)
+    try:
+        assert (campaign["name"], campaign["contacts"], campaign["status"]) == (name, 1_500, "running")
+        refused = campaign["refused_rows"]
+        assert [row["line"] for row in refused] == list(range(2, 1_202))
+        assert refused[0]["reason"].startswith("'555-0100' is not an E.164 number")
+        assert refused[1]["reason"] == "'+1415' is not a valid phone number: too short for a number of +1"
+        assert f"{listed}:2: refused: '555-0100' is not an E.164 number" in made.stderr
+        assert f"{listed}:1201: refused: '+1415' is not a valid phone number" in made.stderr
+        first = client.campaign_contacts(campaign["id"], limit=1)["contacts"][0]
+        assert (first["to"], first["state"]) == ("+12122000000", "waiting")
+    finally:
+        client.campaign_verb(campaign["id"], "cancel")
+
+    only_refused = tmp_path / "refused.csv"
+    only_refused.write_text("to,name\n+1415,Short\n+99912345678,Nowhere\n")
+    none = _cli(
+        dialing,
+        "campaigns",
+        "create",
+        "--name",
+        f"{name}-none",
+        "--contacts",
+        str(only_refused),
+        "--instructions",
+        "Hi.",
+    )
+    assert none.returncode == 1 and none.stdout == ""
+    assert f"{only_refused}:2: refused: '+1415' is not a valid phone number" in none.stderr
+    assert f"{only_refused}:3: refused: '+99912345678' is not a phone number" in none.stderr
+    assert "no campaign was created: every one of the 2 rows" in none.stderr
+    assert f"{name}-none" not in {shown["name"] for shown in client.campaigns(limit=100)["campaigns"]}
 
 
 def test_a_campaign_with_every_outcome_completes_as_its_policy_says(

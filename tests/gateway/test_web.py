@@ -115,6 +115,30 @@ def test_a_body_over_the_limit_is_413_whether_declared_or_streamed() -> None:
     asyncio.run(scenario())
 
 
+def test_a_declared_body_over_the_limit_is_refused_before_it_arrives() -> None:
+    """A head declaring 10 MB, with the gateway's own limits (1 MiB, 10 s for a body), is
+    answered 413 body_too_large within a second, before a byte of the body is sent; one that
+    asked to be told first (`Expect: 100-continue`) too, and its connection is closed at once."""
+
+    async def scenario() -> None:
+        async with _serving(HttpLimits()) as server:
+            head = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n"
+            status, body = await _exchange(server.port, head, read_timeout_s=1.0)
+            assert (status, _code(body)) == (413, "body_too_large")
+            assert "1048576" in body["error"]["message"]
+
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            try:
+                writer.write(head.replace(b"\r\n\r\n", b"\r\nExpect: 100-continue\r\n\r\n"))
+                await writer.drain()
+                answer = await asyncio.wait_for(reader.read(), 1.0)  # to the end: closed
+            finally:
+                writer.close()
+            assert answer.startswith(b"HTTP/1.1 413 ") and b"body_too_large" in answer
+
+    asyncio.run(scenario())
+
+
 def test_a_content_length_that_is_not_a_number_is_a_json_400() -> None:
     """`Content-Length: ²` (a digit to str.isdigit, not to HTTP) and `-1` get a typed 400; the
     hand-written server dropped the connection with a traceback."""

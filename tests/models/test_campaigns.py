@@ -34,7 +34,7 @@ def _keys() -> None:
 
 def _campaign(contacts: int, **settings: Any) -> tuple[str, str]:
     namespace = f"camp-{uuid.uuid4().hex[:8]}"
-    outbound.add_trunk(namespace, "main", "sips:trunk.example.com", "agent", "pw", "+15550100000")
+    outbound.add_trunk(namespace, "main", "sips:trunk.example.com", "agent", "pw", "+12125550100")
     campaign_id = f"camp_{uuid.uuid4().hex}"
     spec = CampaignSettings.model_validate(
         {"name": "reminders", "session": {"instructions": "Remind.", "provider": "live"}, **settings}
@@ -206,7 +206,66 @@ def test_contacts_are_paged_in_and_out_and_bounded(database: Any) -> None:
     rest = campaigns.contacts(namespace, campaign_id, after)
     assert len(rest["contacts"]) == 1_501 and rest["next"] is None
     assert rest["contacts"][0]["position"] == page["contacts"][-1]["position"] + 1
-    monkey = iter(Contact(to=f"+1213{index:07d}") for index in range(100_000))
+    monkey = iter(Contact(to=f"+1213{2_000_000 + index:07d}") for index in range(100_000))
     with pytest.raises(TooManyContacts):
         campaigns.add_contacts(namespace, campaign_id, monkey)
     assert campaigns.campaign(namespace, campaign_id)["contacts"] == 2_501  # nothing of it kept
+
+
+def test_two_campaigns_sharing_a_number_ring_it_once_at_a_time_and_dial_it_later(database: Any) -> None:
+    """Two campaigns of a deployment list one number and tick at once: one call rings it, the
+    other campaign's contact waits (not dropped) and is dialled once that call has ended."""
+    namespace = f"camp-{uuid.uuid4().hex[:8]}"
+    shared = "+12125558888"
+    spec = CampaignSettings.model_validate(
+        {"name": "n", "session": {"instructions": "x", "provider": "live"}, "max_concurrent": 10}
+    )
+    ids = []
+    for series in ("558", "559"):
+        campaign_id = f"camp_{uuid.uuid4().hex}"
+        listed = [Contact(to=shared), *(Contact(to=f"+1212{series}{i:04d}") for i in range(3))]
+        campaigns.create(namespace, campaign_id, spec, listed)
+        ids.append(campaign_id)
+
+    def tick(campaign_id: str) -> campaigns.Tick:
+        from models.db import database as handle
+
+        try:
+            return campaigns.claim_dials(campaign_id, NOON, capacity=ROOMY)
+        finally:
+            handle.close()
+
+    with ThreadPoolExecutor(8) as pool:
+        ticks = list(pool.map(tick, ids * 8))
+    claimed = [call for each in ticks for call in each.claimed]
+    [ringing] = [call for call in claimed if call.to == shared]
+    assert len(claimed) == 7  # every other number, each once
+    in_calls = database.execute_sql(
+        "SELECT count(*) FROM outbound_calls WHERE namespace = %s AND to_number = %s AND outcome IS NULL",
+        (namespace, shared),
+    ).fetchone()[0]
+    assert in_calls == 1
+    [other] = [campaign_id for campaign_id in ids if campaign_id != ringing.campaign_id]
+    waiting = campaigns.contacts(namespace, other, PageRequest("contacts"))["contacts"][0]
+    assert (waiting["to"], waiting["state"], waiting["attempts"]) == (shared, "waiting", [])
+    # While the call goes on, the number is left waiting however often the other campaign ticks.
+    later = NOON + timedelta(seconds=campaigns.NUMBER_IN_A_CALL_WAIT_S)
+    assert campaigns.claim_dials(other, later, capacity=ROOMY).claimed == ()
+    _end(ringing, "completed", namespace)
+    [dialled] = campaigns.claim_dials(other, later + timedelta(seconds=60), capacity=ROOMY).claimed
+    assert (dialled.campaign_id, dialled.to, dialled.attempt) == (other, shared, 1)
+
+
+def test_a_claim_its_cancelled_campaign_never_placed_holds_no_number(database: Any) -> None:
+    """A campaign cancelled while a claim of its was still unplaced (its worker died) never
+    places it: the number it named is dialled by another campaign that lists it."""
+    namespace, first = _campaign(1)
+    [lost] = campaigns.claim_dials(first, NOON, capacity=ROOMY).claimed
+    campaigns.set_status(namespace, first, "cancel")
+    second = f"camp_{uuid.uuid4().hex}"
+    spec = CampaignSettings.model_validate(
+        {"name": "n", "session": {"instructions": "x", "provider": "live"}}
+    )
+    campaigns.create(namespace, second, spec, [Contact(to=lost.to)])
+    [dialled] = campaigns.claim_dials(second, NOON, capacity=ROOMY).claimed
+    assert dialled.to == lost.to

@@ -37,7 +37,7 @@ def _namespace(trunks: int = 1) -> str:
     namespace = f"out-{uuid.uuid4().hex[:8]}"
     for index in range(trunks):
         outbound.add_trunk(
-            namespace, f"main{index or ''}", "sips:trunk.example.com", "agent", PASSWORD, "+15550100000"
+            namespace, f"main{index or ''}", "sips:trunk.example.com", "agent", PASSWORD, "+12125550100"
         )
     return namespace
 

@@ -31,7 +31,7 @@ def _outbound(voicemail: str = "hangup", message: str | None = None) -> dict[str
         "id": "call_1",
         "to": TO,
         "trunk": "main",
-        "caller_number": "+15550100000",
+        "caller_number": "+12125550100",
         "voicemail": voicemail,
         "message": message,
     }

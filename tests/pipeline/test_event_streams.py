@@ -49,7 +49,7 @@ def test_any_other_url_is_refused_with_its_own_code_and_not_echoed(url: str) -> 
 def test_a_route_s_session_may_stream_too() -> None:
     """A route's session takes `events` as a session does."""
     route = RouteSpec.model_validate(
-        {"number": "+15550100", "session": {"instructions": "x", "events": {"url": "redis://127.0.0.1/1"}}}
+        {"number": "+18005550100", "session": {"instructions": "x", "events": {"url": "redis://127.0.0.1/1"}}}
     )
     assert route.session.events is not None
 

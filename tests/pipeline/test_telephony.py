@@ -10,7 +10,7 @@ from pipeline.realtime.controls import ItemCreate, ResponseCreate
 from pipeline.realtime.silences import GOODBYE_SILENT
 from pipeline.realtime.turns import SAY_EXACTLY
 from pipeline.state import Phase
-from pipeline.step import LogEntry, ScheduleTimer, Step, TransferCall
+from pipeline.step import LogEntry, ScheduleTimer, Step, Suppress, TransferCall
 from pipeline.wire import SessionUpdate
 from tests.pipeline import events as ev
 from tests.pipeline import line_events as op
@@ -71,6 +71,25 @@ def test_the_attention_key_asks_for_a_person_and_the_end_key_ends_the_call() -> 
     assert ev.step_of(state, _key("5")).state == state  # an unmapped key is only logged
     ended = ev.step_of(state, _key("#"))
     assert ended.state.phase is Phase.ENDED and ended.state.end_reason == "caller_pressed_end"
+
+
+def _opting_out(caller: str) -> list[dict[str, Any]]:
+    line = LINE.model_copy(update={"caller": caller, "keys": {"9": "opt_out"}})
+    return [{**_phone_call()[0], "phone": line.model_dump(mode="json")}, *_phone_call()[1:]]
+
+
+def test_a_caller_who_opts_out_is_suppressed_by_their_e164_number_and_one_with_none_is_not() -> None:
+    """The opt-out key puts the caller's number on the list in its E.164 form and ends the
+    call; a caller with no number to list (`anonymous`, a number no caller has) is as if the
+    key were unmapped: nothing goes on the list, and the call goes on."""
+    pressed = ev.step_of(ev.state_after(_opting_out("+4402071234567")), _key("9"))
+    assert [e.number for e in pressed.effects if isinstance(e, Suppress)] == ["+442071234567"]
+    assert pressed.state.phase is Phase.ENDED and pressed.state.end_reason == "opted_out"
+    for caller in ("anonymous", "+1415", ""):
+        state = ev.state_after(_opting_out(caller))
+        pressed = ev.step_of(state, _key("9"))
+        assert not [e for e in pressed.effects if isinstance(e, Suppress)], caller
+        assert pressed.state.phase is state.phase, caller
 
 
 def test_silences_ask_whether_the_caller_is_there_then_the_agent_says_goodbye_and_hangs_up() -> None:

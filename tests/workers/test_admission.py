@@ -128,7 +128,7 @@ def test_a_dial_is_confirmed_only_once_its_decision_is_committed(
     outbound.use_keys([DeploymentKey.generate()])
     # The worker's own deployment: its actors find only their deployment's sessions.
     namespace = worker_runtime.settings.broker_namespace
-    outbound.add_trunk(namespace, "main", "sips:trunk.example.com", "agent", "pw", "+15550100000")
+    outbound.add_trunk(namespace, "main", "sips:trunk.example.com", "agent", "pw", "+12125550100")
     session_id, call_id = new_session_id(), f"call_{uuid.uuid4().hex}"
     answered: list[None] = []
 

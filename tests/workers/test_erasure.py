@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from typing import Any
 
 import dramatiq
@@ -15,14 +16,14 @@ import pytest
 import redis
 
 from models import dead_letters as dead_letter_rows
-from models import incidents
+from models import incidents, phone
 from models.db import database
 from models.erasure import erase_caller, erase_session, retention_due
 from models.records import call_log, session_record
 from models.records import sessions as listed_sessions
 from models.sessions import locked_session, new_session
 from pipeline.errors import MalformedNumber, SessionLive, SessionNotFound
-from pipeline.phone import PhoneLine
+from pipeline.phone import PhoneLine, line_of
 from pipeline.privacy.policy import PrivacyPolicy
 from pipeline.step import RecordIncident
 from pipeline.wire import AdmissionBegun, CallAttached, SessionCreated
@@ -238,6 +239,43 @@ def test_a_caller_s_sessions_are_found_by_either_number_and_the_live_ones_skippe
     assert erase_caller(namespace, caller, by="admin:token").as_json()["erased"] == 0
     with pytest.raises(MalformedNumber):
         erase_caller(namespace, "4155550199", by="admin:token")
+
+
+def _turned_away(namespace: str, sip_from: str, sip_to: str) -> str:
+    """A call from `sip_from` to `sip_to`, which no route of the deployment answers: rejected,
+    with no session; answers its call id."""
+    call_id = f"rtc_{uuid.uuid4().hex}"
+    line = line_of(
+        (("From", f"<sip:{sip_from}@carrier.example.com>"), ("To", f"<sip:{sip_to}@sip.example>")), "To"
+    )
+    ringing = phone.Ringing(
+        f"wh_{call_id}", call_id, line, f"req_{call_id}", GATEWAY, namespace, maximum_calls=10
+    )
+    assert phone.ring(ringing, lambda _route, _line: [], time.time()).action == "reject"
+    return call_id
+
+
+def test_a_caller_s_calls_turned_away_lose_the_number_too(worker_runtime: Any, namespace: str) -> None:
+    """Calls no session answered (an unrouted number) have no session to erase: erasing the
+    caller blanks the number in theirs too, whichever spelling it came in (the national trunk
+    prefix inside it) — from it, or to it — and leaves other callers' calls as they were."""
+    from_it = _turned_away(namespace, "+4402079460177", "+18005550999")
+    to_it = _turned_away(namespace, "+14155550100", "+442079460177")
+    other = _turned_away(namespace, "+14155550100", "+18005550999")
+    assert phone.phone_call(namespace, from_it)["caller"] == "+442079460177"
+
+    done = erase_caller(namespace, "+44 20 7946 0177", by="admin:token").as_json()
+
+    assert (done["number"], done["turned_away"], done["erased"]) == ("+44 20 7946 0177", 2, 0)
+    for call_id in (from_it, to_it):
+        shown = phone.phone_call(namespace, call_id)
+        assert (shown["caller"], shown["dialled"], shown["action"]) == ("", "", "reject")
+    assert phone.phone_call(namespace, other)["caller"] == "+14155550100"
+    stored = database.execute_sql(
+        "SELECT string_agg(caller || ' ' || number, ' ') FROM phone_calls WHERE namespace = %s", (namespace,)
+    ).fetchone()[0]
+    assert "79460177" not in stored and "+14155550100" in stored
+    assert erase_caller(namespace, "+442079460177", by="admin:token").as_json()["turned_away"] == 0
 
 
 def _plant(client: redis.Redis, namespace: str, session_id: str) -> None:

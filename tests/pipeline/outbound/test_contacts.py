@@ -91,7 +91,8 @@ def test_the_number_column_may_be_to_number_or_phone(header: str) -> None:
 
 
 def test_each_bad_row_is_refused_by_its_line_and_reason_and_the_rest_taken() -> None:
-    """Not E.164, an unknown zone, a long value, a repeated number, the wrong number of cells."""
+    """Not E.164, no valid number, an unknown zone, a long value, a repeated number (in another
+    spelling too), the wrong number of cells."""
     text = (
         "to,timezone,name\n"  # line 1
         "+14155550123,,Dana\n"  # 2: taken
@@ -103,21 +104,26 @@ def test_each_bad_row_is_refused_by_its_line_and_reason_and_the_rest_taken() -> 
         "+14155550127,,Bo,extra\n"  # 8
         '+14155550128,,"two\nlines"\n'  # 9-10: taken, a value over two lines
         "+14155550128,,twice\n"  # 11
+        "+1415,,Short\n"  # 12
+        "+44 20 7123 4567,,Ada\n"  # 13: taken, as +442071234567
+        "+4402071234567,,Ada again\n"  # 14: the same number, with the trunk prefix
     )
     contacts, refused = parse_contacts_csv(text)
-    assert [contact.to for contact in contacts] == ["+14155550123", "+14155550128"]
+    assert [contact.to for contact in contacts] == ["+14155550123", "+14155550128", "+442071234567"]
     assert contacts[1].vars == {"name": "two\nlines"}
     assert [(row.line, row.reason) for row in refused] == [
         (
             3,
-            "'4155550124' is not an E.164 number (a '+', the country code and the number, 2 to 15 digits, "
-            "as in +14155550123)",
+            "'4155550124' is not an E.164 number (a '+', the country code and the number, as in "
+            "+14155550123; spaces, dashes, dots and parentheses between the digits are taken)",
         ),
         (4, "'Mars/Olympus' is not an IANA time zone (such as 'America/New_York')"),
         (6, "var 'name' is 201 characters long; at most 200"),
         (7, "+14155550123 is on line 2 already"),
         (8, "4 cells; the header has 3"),
         (11, "+14155550128 is on line 9 already"),
+        (12, "'+1415' is not a valid phone number: too short for a number of +1"),
+        (14, "+442071234567 is on line 13 already"),
     ]
 
 
@@ -163,16 +169,17 @@ def test_a_file_that_is_no_contact_list_is_refused_whole(text: str, message: str
 def _rows(count: int) -> Iterator[str]:
     yield "to,name\n"
     for index in range(count):
-        yield f"+1415{index:07d},Contact {index}\n"
+        yield f"+1415{2_000_000 + index:07d},Contact {index}\n"
 
 
 def test_a_hundred_thousand_rows_are_read_and_one_more_refuses_the_file() -> None:
-    """The bound is the file's rows: 100,000 are read (in well under a few seconds), 100,001
-    refuse the whole file with a message saying to split it."""
+    """The bound is the file's rows: 100,000 are read (each number parsed by libphonenumber:
+    about 4 s of CPU, 20 s allowed on a shared machine), 100,001 refuse the whole file with a
+    message saying to split it."""
     started = time.perf_counter()
     read = sum(1 for item in iter_contacts(_rows(MAXIMUM_CONTACTS)) if isinstance(item, Contact))
     assert read == MAXIMUM_CONTACTS
-    assert time.perf_counter() - started < 10
+    assert time.perf_counter() - started < 20
     with pytest.raises(MalformedRequest, match=r"more than 100,000 rows \(line 100002\): .* split the list"):
         for _ in iter_contacts(_rows(MAXIMUM_CONTACTS + 1)):
             pass
@@ -197,7 +204,9 @@ def test_rows_are_given_as_they_are_read() -> None:
 VALUES = st.text(st.characters(blacklist_categories=["Cs"]), max_size=40).filter(lambda v: v != "")
 CONTACTS = st.lists(
     st.tuples(
-        st.from_regex(r"\+[1-9][0-9]{6,14}", fullmatch=True),
+        # Valid numbers, in their E.164 form: San Francisco's and Manhattan's.
+        st.integers(2_000_000, 9_999_999).map(lambda n: f"+1415{n}")
+        | st.integers(2_000_000, 9_999_999).map(lambda n: f"+1212{n}"),
         st.none() | st.sampled_from(["Europe/Paris", "America/Chicago", "Asia/Tokyo"]),
         st.lists(VALUES | st.just(""), min_size=3, max_size=3),
     ),

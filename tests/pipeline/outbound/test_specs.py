@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from pipeline.api import RouteSpec
 from pipeline.outbound.specs import (
     MAXIMUM_JSON_CONTACTS,
     CallSpec,
@@ -275,6 +276,49 @@ def test_a_suppression_is_a_number_and_a_short_reason() -> None:
     assert "at most 200 characters" in _refusal(
         SuppressionSpec, {"number": "+14155550123", "reason": "x" * 201}
     )
+
+
+@pytest.mark.parametrize(
+    ("written", "kept"),
+    [
+        ("+4402071234567", "+442071234567"),
+        ("+490301234567", "+49301234567"),
+        ("+1 415 555 0123", "+14155550123"),
+    ],
+)
+def test_every_number_a_body_holds_is_kept_in_its_e164_form(written: str, kept: str) -> None:
+    """A call's `to`, a trunk's caller number, a suppressed number, a campaign's contact, a
+    route's number: each in the one spelling numbers are compared, stored and dialled in."""
+    assert CallSpec.model_validate({"to": written, "session": SESSION}).to == kept
+    assert TrunkSpec.model_validate({**TRUNK, "caller_number": written}).caller_number == kept
+    assert SuppressionSpec.model_validate({"number": written}).number == kept
+    campaign = CampaignSpec.model_validate({"name": "n", "session": SESSION, "contacts": [{"to": written}]})
+    assert campaign.contacts[0].to == kept
+    assert RouteSpec.model_validate({"number": written, "session": {"instructions": "x"}}).number == kept
+
+
+@pytest.mark.parametrize("written", ["+1415", "+99912345678"])
+def test_a_number_that_is_no_valid_number_is_refused_in_every_body(written: str) -> None:
+    """Too short, no such country code: refused wherever a number is taken (422)."""
+    for spec, body in (
+        (CallSpec, {"to": written, "session": SESSION}),
+        (TrunkSpec, {**TRUNK, "caller_number": written}),
+        (SuppressionSpec, {"number": written}),
+        (CampaignSpec, {"name": "n", "session": SESSION, "contacts": [{"to": written}]}),
+        (RouteSpec, {"number": written, "session": {"instructions": "x"}}),
+    ):
+        assert "not a valid phone number" in _refusal(spec, body) or "not a phone number" in _refusal(
+            spec, body
+        )
+
+
+def test_two_spellings_of_one_number_are_one_contact() -> None:
+    """A campaign's JSON contacts are compared in their E.164 form: the same number twice is refused."""
+    refusal = _refusal(
+        CampaignSpec,
+        {"name": "n", "session": SESSION, "contacts": [{"to": "+442071234567"}, {"to": "+44 020 7123 4567"}]},
+    )
+    assert "+442071234567 is contacts[0] and contacts[1]" in refusal
 
 
 def test_request_bodies_are_frozen() -> None:
