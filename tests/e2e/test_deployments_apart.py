@@ -79,17 +79,17 @@ def _a_world(a: Stack, redis_url: str) -> dict[str, Any]:
         "url": "sips:sip.example.com",
         "username": "acme",
         "password": f"pw-{uuid.uuid4().hex}",
-        "caller_number": "+15550100000",
+        "caller_number": "+12125550100",
     }
     client.add_trunk(trunk)
-    route = client.add_route("+15550100999", {"instructions": "A's line."})
+    route = client.add_route("+12125550199", {"instructions": "A's line."})
     client.suppress(A_NUMBER, reason="asked A not to call")
     live = {"instructions": "You remind Sam.", "provider": "live"}
     campaign = client.create_campaign(
         {"name": "A's reminders", "session": live, "contacts": [{"to": "+14155550148"}], "paused": True}
     )
     placed = client.place_call("+14155550149", live, trunk="a-main")
-    phone_call_id = ring(a, "+15550100000")  # no route: turned away, but recorded
+    phone_call_id = ring(a, "+12125550100")  # no route: turned away, but recorded
     wait_for(lambda: _status(client, f"/v1/phone-calls/{phone_call_id}") == 200, "A's phone call recorded")
     return {
         "session_id": session["id"],
@@ -143,13 +143,13 @@ def _bodies(world: dict[str, Any]) -> dict[tuple[str, str], Any]:
         },
         ("POST", "/v1/campaigns/{campaign_id}/contacts"): {"contacts": [{"to": "+14155550150"}]},
         ("POST", "/v1/sessions"): {"instructions": "B's own"},
-        ("POST", "/v1/routes"): {"number": "+15550100999", "session": {"instructions": "B's line."}},
+        ("POST", "/v1/routes"): {"number": "+12125550199", "session": {"instructions": "B's line."}},
         ("POST", "/v1/trunks"): {
             "name": world["name"],
             "url": "sips:b.example.com",
             "username": "b",
             "password": "b-password",
-            "caller_number": "+15550100001",
+            "caller_number": "+12125550101",
         },
         ("POST", "/v1/suppressions"): {"number": world["number"], "reason": "B's own list"},
     }

@@ -72,7 +72,7 @@ def test_a_campaign_outside_its_window_says_it_waits_for_it(stack: Stack) -> Non
             "url": "sips:sip.example.com",
             "username": "acme",
             "password": "any-on-the-simulator",
-            "caller_number": "+15550100000",
+            "caller_number": "+12125550100",
         },
     )
     # Open only on the day after tomorrow: closed now on every contact's clock.

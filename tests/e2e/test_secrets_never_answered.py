@@ -22,7 +22,7 @@ def test_no_answer_holds_a_secret_that_was_given(stack: Stack) -> None:
         "webhook": {"url": "https://app.example.com/hooks", "secret": SECRET},
         "events": {"url": f"amqp://app:{PASSWORD}@127.0.0.1:5672//"},
     }
-    number = f"+1555010{uuid.uuid4().int % 10_000:04d}"
+    number = f"+1212555{uuid.uuid4().int % 10_000:04d}"
     answers = [client.request("POST", "/v1/routes", {"number": number, "session": session})]
     route_id = answers[0][1]["route"]["id"]
     answers += [client.request("GET", "/v1/routes"), client.request("GET", f"/v1/routes/{route_id}")]
@@ -31,12 +31,18 @@ def test_no_answer_holds_a_secret_that_was_given(stack: Stack) -> None:
         "url": "sips:sip.example.com",
         "username": "acme",
         "password": TRUNK_PASSWORD,
-        "caller_number": "+15550100000",
+        "caller_number": "+12125550100",
     }
     answers += [client.request("POST", "/v1/trunks", trunk), client.request("GET", "/v1/trunks")]
     answers += [client.request("GET", f"/v1/trunks/{trunk['name']}")]
     live = {**session, "provider": "live"}
-    campaign = {"name": "secrets", "session": live, "contacts": [{"to": "+14155550123"}], "paused": True}
+    campaign = {
+        "name": "secrets",
+        "session": live,
+        "trunk": trunk["name"],
+        "contacts": [{"to": "+14155550123"}],
+        "paused": True,
+    }
     created = client.request("POST", "/v1/campaigns", campaign)
     answers += [created, client.request("GET", "/v1/campaigns")]
     answers += [client.request("GET", f"/v1/campaigns/{created[1]['id']}")]

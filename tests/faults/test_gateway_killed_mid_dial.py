@@ -45,7 +45,7 @@ def test_a_call_being_dialled_by_a_killed_gateway_is_dialled_again_once_and_goes
                 "url": "sips:sip.example.com",
                 "username": "acme",
                 "password": f"pw-{uuid.uuid4().hex}",
-                "caller_number": "+15550100000",
+                "caller_number": "+12125550100",
             }
         )
         set_live_script(
