@@ -241,12 +241,15 @@ def sweep(
     its broker is down; then the session waits for the broker's next try (`Swept.waiting`), or,
     waiting already longer than its retries allow, `EventStreamGivenUp`."""
     row = SessionRow.get_or_none(SessionRow.id == session_id)
-    if row is None or row.erased_at is not None:
-        # Gone, or erased: an erased session's call log is only how it ended, numbered afresh, and
-        # published its entries would take ids the real ones had. Its stream stops where it was.
-        return Swept(0)
+    if row is None:
+        return Swept(0)  # the session is gone: nothing to stream
     stream = read_across(SessionState, row.state, "stored session state").event_stream
     if stream is None:
+        return Swept(0)
+    if row.erased_at is not None:
+        # An erased session's call log is only how it ended, numbered afresh: published, its
+        # entries would take ids the real ones had. Its stream stops where it was.
+        logger.info("event stream of %s: nothing more is published, the session was erased", session_id)
         return Swept(0)
     broker = broker_key(stream.url, stream.exchange)
     wait_ms, now_ms = gate.arrive(session_id, broker)
@@ -312,7 +315,8 @@ def _publish_wanted(
                     )
                     published += done
                     if erased:
-                        return published  # nothing more of it goes
+                        logger.info("event stream of %s: stopped, the session was erased", session_id)
+                        return published
         # Let go: a sweep that came between the last look and the unlock found the lock taken.
         if not gate.is_wanted(session_id):
             return published
