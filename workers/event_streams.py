@@ -69,7 +69,7 @@ PUBLISH_TIMEOUT_S = 5.0
 # whose back-off is over wait this long for the one that tries it.
 TRY_BOUND_MS = int((CONNECT_TIMEOUT_S + PUBLISH_TIMEOUT_S) * 1000) + 1_000
 # How late a session's waiting sweep may run after its due time (a worker's delay queue takes it
-# on time, or a busy lane a little later) before another sweep of the session may wait instead.
+# on time, or a busy pool a little later) before another sweep of the session may wait instead.
 WAITING_GRACE_MS = 30_000
 # A session's mark that a sweep came for it outlives any sweep by far, and then goes by itself.
 WANTED_TTL_S = 24 * 3_600

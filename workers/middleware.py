@@ -64,7 +64,7 @@ class Sweeps(dramatiq.Middleware):
 
     One middleware for every sweep: Dramatiq warns, at every start, about a middleware type
     added twice, and a sweep each made three warnings greet a clean start. A process runs one
-    Dramatiq worker per lane (`workers.runtime.start_worker`), each booting: the sweeps start with
+    Dramatiq worker per pool (`workers.runtime.start_worker`), each booting: the sweeps start with
     the first, and stop when the first begins to shut down."""
 
     def __init__(self) -> None:
