@@ -13,12 +13,14 @@ import functools
 import hashlib
 import logging
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 import dramatiq
 import sentry_sdk
+from dramatiq.middleware import CurrentMessage
 from psycopg2.errors import UniqueViolation
 from pydantic import ValidationError
 
@@ -730,21 +732,38 @@ def stream_events(session_id: str, waiting: dict[str, Any] | None = None) -> Non
         prices=settings.prices,
         model_for=settings.model_for,
     )
-    if swept.waiting is not None:
-        _runtime.broker.enqueue(_sweep_stream(session_id, swept.waiting), delay=swept.again_in_ms)
+    if swept.waiting is None:
+        return
+    # The waiting sweep carries its last failed try's traceback, as a retried message does: the
+    # dead letter it may become says which broker failed, and how (the keeper keeps the body as
+    # it was queued).
+    last: str | None
+    if swept.failure is not None:
+        last = "".join(traceback.format_exception(swept.failure))
+    else:
+        current = CurrentMessage.get_current_message()
+        last = current.options.get("traceback") if current is not None else None
+    message = _sweep_stream(session_id, swept.waiting, last_traceback=last)
+    _runtime.broker.enqueue(message, delay=swept.again_in_ms)
 
 
-def _sweep_stream(session_id: str, waiting: Waiting | None = None) -> dramatiq.Message[Any]:
+def _sweep_stream(
+    session_id: str, waiting: Waiting | None = None, *, last_traceback: str | None = None
+) -> dramatiq.Message[Any]:
     """A sweep of the session's stream: a commit's, or the session's sweep waiting for its broker."""
     settings = _runtime.settings
     kwargs: dict[str, Any] = {"session_id": session_id}
     if waiting is not None:
         kwargs["waiting"] = waiting.as_json()
+    options: dict[str, Any] = {}
+    if last_traceback:
+        options["traceback"] = last_traceback
     return stream_events.message_with_options(
         kwargs=kwargs,
         max_retries=settings.event_stream_retries,
         min_backoff=settings.event_stream_min_backoff_ms,
         max_backoff=settings.event_stream_max_backoff_ms,
+        **options,
     )
 
 

@@ -98,6 +98,8 @@ class Swept:
     published: int
     waiting: Waiting | None = None
     again_in_ms: int = 0
+    # This sweep's own try of the broker, when it made one and it failed.
+    failure: EventStreamFailed | None = None
 
 
 # ── what Redis keeps of the deployment's streams ─────────────────────────────────────────────
@@ -282,7 +284,7 @@ def sweep(
     if failure is not None and waited_ms >= gate.gives_up_ms:
         gate.done_waiting(session_id, mine.token)
         raise EventStreamGivenUp(f"{failure}; the stream waited {waited_ms / 1000:.1f} s for it") from None
-    return Swept(0, mine, wait_ms)
+    return Swept(0, mine, wait_ms, failure)
 
 
 def _publish_wanted(

@@ -372,6 +372,8 @@ def test_a_broker_that_refuses_is_retried_dead_lettered_and_replayed_once_it_tak
 
     listed = wait_for(dead_letters, "the stream's dead letter")
     assert "guest:guest" not in listed  # a dead letter names the session, never the URL
+    # It says which broker failed, and how: the host and port, never the password.
+    assert "EventStreamFailed: the app's broker amqp://127.0.0.1:5672 could not be reached" in listed, listed
     assert client.session(session["id"])["event_stream"]["published_seq"] == 0
     _rabbitmqctl("add_vhost", vhost)
     try:
