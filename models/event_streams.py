@@ -4,8 +4,10 @@ publisher the only one.
 A session's stream is published by one worker at a time, under a PostgreSQL advisory lock held
 by the publisher's connection, not under a transaction: the session's row is never held while a
 broker is waited on, and a publisher killed mid-publish loses its connection and with it the lock.
-The cursor is written after every message the broker confirmed, so the next publisher starts at
-the first one not confirmed (at least once, in order)."""
+The lock is tried, never waited for: a sweep that finds it taken leaves the publishing to its
+holder (`workers.event_streams`), instead of holding a worker's thread while a broker that never
+answers holds the holder. The cursor is written after every message the broker confirmed, so the
+next publisher starts at the first one not confirmed (at least once, in order)."""
 
 from __future__ import annotations
 
@@ -29,10 +31,15 @@ class StreamCursor:
 
 
 @contextmanager
-def sole_publisher(session_id: str) -> Iterator[StreamCursor]:
-    """Wait to be the session's only publisher (blocking: a waiting publisher must start where
-    the one before it stopped), and its cursor as that one left it."""
-    database.execute_sql("SELECT pg_advisory_lock(%s, hashtext(%s))", (_STREAM_LOCK_CLASS, session_id))
+def sole_publisher(session_id: str) -> Iterator[StreamCursor | None]:
+    """Become the session's only publisher, and its cursor as the one before left it; None, at
+    once, while another publisher holds it."""
+    taken = database.execute_sql(
+        "SELECT pg_try_advisory_lock(%s, hashtext(%s))", (_STREAM_LOCK_CLASS, session_id)
+    ).fetchone()
+    if not taken or not taken[0]:
+        yield None
+        return
     try:
         database.execute_sql(
             "INSERT INTO event_streams (session_id) VALUES (%s) ON CONFLICT (session_id) DO NOTHING",
@@ -68,3 +75,12 @@ def cursor_of(session_id: str) -> StreamCursor | None:
         "SELECT published_seq, report_published FROM event_streams WHERE session_id = %s", (session_id,)
     ).fetchone()
     return StreamCursor(int(row[0]), bool(row[1])) if row else None
+
+
+def is_erased(session_id: str) -> bool:
+    """Whether the session's content was erased (or the session is gone): read before each
+    message a sweep publishes, so an erasure that commits during a sweep stops it there."""
+    row = database.execute_sql(
+        "SELECT erased_at IS NOT NULL FROM sessions WHERE id = %s", (session_id,)
+    ).fetchone()
+    return row is None or bool(row[0])

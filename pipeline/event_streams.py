@@ -1,14 +1,23 @@
 """Event streams: a call's log entries and its end-of-call report, published to the app's own
 broker through kombu (`docs/events.md`). This module is the stream's shape — which brokers, the
-message ids, routing keys and bodies — with no I/O; `workers/event_streams.py` publishes.
+message ids, routing keys and bodies — and the rules of waiting for a broker that is down, with
+no I/O; `workers/event_streams.py` publishes.
 
 Every message of a session has an id that is the same however often it is published (a worker
 killed mid-publish, a retry, a dead letter replayed): `{session_id}:{seq}` for a log entry and
 `{session_id}:report` for the report, so an app that keeps the ids it took drops duplicates.
+
+A broker that failed a try is down until its back-off is over (`backoff_ms`: doubling with each
+failed try in a row, between the deployment's minimum and maximum): no sweep of any session
+streaming to it tries it before then, and after it one sweep tries while the others wait for what
+that try finds. A session's stream that has waited as long as its retries' back-offs add up to
+(`gives_up_after_ms`) is given up: a dead letter, which `switchboard dlq replay` sends again.
 """
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -70,3 +79,42 @@ def shown(events: object) -> dict[str, Any] | None:
     if not isinstance(events, dict) or not isinstance(events.get("url"), str):
         return None
     return {"url": masked(events["url"]), "exchange": events.get("exchange", DEFAULT_EXCHANGE)}
+
+
+def broker_key(url: str, exchange: str) -> str:
+    """What names a stream's broker (and exchange) where its back-off is kept: a digest, since the
+    URL may hold a password. Sessions of one app that stream to one exchange share it."""
+    return hashlib.sha256(f"{url}\n{exchange}".encode()).hexdigest()[:32]
+
+
+def backoff_ms(failures: int, minimum_ms: int, maximum_ms: int) -> int:
+    """How long a broker that failed `failures` tries in a row (one or more) is left alone."""
+    return min(maximum_ms, minimum_ms * 2 ** min(failures - 1, 32))  # type: ignore[no-any-return]
+
+
+def gives_up_after_ms(retries: int, minimum_ms: int, maximum_ms: int) -> int:
+    """How long a session's stream waits for its broker before it is a dead letter: the back-offs
+    of its retries added up (`SWITCHBOARD_EVENT_STREAM_RETRIES` 8, from 1 s: 255 s)."""
+    return sum(backoff_ms(failures, minimum_ms, maximum_ms) for failures in range(1, retries + 1))
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A session's sweep waiting for its broker: since when (ms, the broker's clock), and the
+    token that makes it the session's one waiting sweep (every other sweep of the session, while
+    it waits, leaves the publishing to it)."""
+
+    since_ms: int
+    token: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"since_ms": self.since_ms, "token": self.token}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> Waiting | None:
+        if not isinstance(data, dict):
+            return None
+        since, token = data.get("since_ms"), data.get("token")
+        if not isinstance(since, int) or not isinstance(token, str) or not token:
+            return None
+        return cls(since, token)

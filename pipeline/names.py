@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 ADMISSION_QUEUE = "admission"
 TRANSCRIPT_QUEUE = "transcript"
 TOOL_QUEUE = "tool"
@@ -27,6 +29,38 @@ QUEUES = (
     APP_WEBHOOKS_QUEUE,
     EVENT_STREAMS_QUEUE,
 )
+
+# The queues whose messages wait on the app's own servers (its webhook endpoint, its broker): an
+# app that is slow or down keeps a thread on its delivery for as long as an attempt may take.
+DELIVERY_QUEUES = (APP_WEBHOOKS_QUEUE, EVENT_STREAMS_QUEUE)
+# Threads of each delivery queue's pool in a worker that consumes it beside other queues (the
+# Procfile's app_webhooks and event_streams processes run 4 each).
+DELIVERY_POOL_THREADS = 4
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Queues a worker process consumes with threads of their own: a message of one pool never
+    waits for a thread another pool's messages hold."""
+
+    queues: frozenset[str]
+    threads: int
+
+
+def worker_pools(queues: frozenset[str], threads: int) -> tuple[Pool, ...]:
+    """How a worker consuming `queues` shares out its threads. A call's queues share `threads`;
+    each delivery queue consumed beside them has a pool of its own, so that one `switchboard
+    worker` on every queue (the README's way) is held up by a dead app no more than the
+    Procfile's processes are: an app's broker that never answers once held all 8 threads, and an
+    unrelated call's turns waited 41 s. A worker of one pool only keeps its `threads`."""
+    deliveries = [queue for queue in DELIVERY_QUEUES if queue in queues]
+    calls = queues - frozenset(deliveries)
+    if len(deliveries) + (1 if calls else 0) <= 1:
+        return (Pool(queues, threads),)
+    pools = [Pool(calls, threads)] if calls else []
+    pools += [Pool(frozenset({queue}), DELIVERY_POOL_THREADS if calls else threads) for queue in deliveries]
+    return tuple(pools)
+
 
 # Each durable event goes to the queue of the concern it belongs to; whichever worker takes
 # it applies every contiguous logged event of the session, so queues never reorder a session.

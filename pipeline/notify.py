@@ -49,3 +49,13 @@ def _started(call_id: str, phone: PhoneLine | None) -> dict[str, object]:
     if phone is not None:
         started.update(caller=phone.caller, dialled=phone.dialled, route_id=phone.route_id)
     return started
+
+
+def is_withheld(erased: bool, erased_because: str | None) -> bool:
+    """Whether a notification of a session is withheld when its delivery is attempted: its
+    session was erased since it was decided (on request, or by retention). What the app would be
+    told (a caller's number, why a person was asked for, the report's transcript) went with the
+    erasure, so nothing of it is sent, however long the delivery waited for its retry. A session
+    kept as metadata (`storage`) is erased by design once its call is over, and still owes the app
+    its notifications (docs/privacy.md): those go."""
+    return erased and erased_because != "storage"

@@ -9,15 +9,18 @@ timers and report incidents.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import logging
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 import dramatiq
 import sentry_sdk
+from dramatiq.middleware import CurrentMessage
 from psycopg2.errors import UniqueViolation
 from pydantic import ValidationError
 
@@ -62,6 +65,7 @@ from pipeline.errors import (
     UnknownDelegationHandler,
     UnknownTool,
 )
+from pipeline.event_streams import Waiting
 from pipeline.limits import INLINE_TOOL_BACKUP_MS, INLINE_TOOL_MS, MAXIMUM_TOOL_MS
 from pipeline.live.delegation import DELEGATION_RUN_PREFIX
 from pipeline.names import (
@@ -719,13 +723,72 @@ def notify_app(session_id: str, delivery_id: str, kind: str, data: dict[str, Any
     app_webhooks.deliver(session_id, delivery_id, kind, data, settings.prices, settings.model_for)
 
 
-@dramatiq.actor(queue_name=EVENT_STREAMS_QUEUE, actor_name="stream_events", max_retries=8)
-def stream_events(session_id: str) -> None:
+@dramatiq.actor(
+    queue_name=EVENT_STREAMS_QUEUE,
+    actor_name="stream_events",
+    max_retries=8,
+    throws=(event_streams.EventStreamGivenUp,),
+)
+def stream_events(session_id: str, waiting: dict[str, Any] | None = None) -> None:
     """Publish the session's call-log entries past its stream's cursor (and its report once the
-    call ended) to the app's broker; raises at the first it did not take, so Dramatiq tries
-    again with backoff, then dead-letters it (a replay sweeps again from there)."""
+    call ended) to the app's broker. While the broker is down the session waits for its next try
+    with one sweep, sent again for then (`waiting`); one that waited too long is a dead letter (a
+    replay sweeps again from the cursor)."""
     settings = _runtime.settings
-    event_streams.publish_pending(session_id, settings.prices, settings.model_for)
+    swept = event_streams.sweep(
+        session_id,
+        Waiting.from_json(waiting),
+        gate=_stream_gate(),
+        prices=settings.prices,
+        model_for=settings.model_for,
+    )
+    if swept.waiting is None:
+        return
+    # The waiting sweep carries its last failed try's traceback, as a retried message does: the
+    # dead letter it may become says which broker failed, and how (the keeper keeps the body as
+    # it was queued).
+    last: str | None
+    if swept.failure is not None:
+        last = "".join(traceback.format_exception(swept.failure))
+    else:
+        current = CurrentMessage.get_current_message()
+        last = current.options.get("traceback") if current is not None else None
+    message = _sweep_stream(session_id, swept.waiting, last_traceback=last)
+    _runtime.broker.enqueue(message, delay=swept.again_in_ms)
+
+
+def _sweep_stream(
+    session_id: str, waiting: Waiting | None = None, *, last_traceback: str | None = None
+) -> dramatiq.Message[Any]:
+    """A sweep of the session's stream: a commit's, or the session's sweep waiting for its broker."""
+    settings = _runtime.settings
+    kwargs: dict[str, Any] = {"session_id": session_id}
+    if waiting is not None:
+        kwargs["waiting"] = waiting.as_json()
+    options: dict[str, Any] = {}
+    if last_traceback:
+        options["traceback"] = last_traceback
+    return stream_events.message_with_options(
+        kwargs=kwargs,
+        max_retries=settings.event_stream_retries,
+        min_backoff=settings.event_stream_min_backoff_ms,
+        max_backoff=settings.event_stream_max_backoff_ms,
+        **options,
+    )
+
+
+@functools.cache
+def _stream_gate() -> event_streams.StreamGate:
+    """The deployment's streams' shared back-offs and marks (one per process: its scripts are
+    registered once)."""
+    settings = _runtime.settings
+    return event_streams.StreamGate(
+        _runtime.broker.client,
+        settings.broker_namespace,
+        minimum_ms=settings.event_stream_min_backoff_ms,
+        maximum_ms=settings.event_stream_max_backoff_ms,
+        retries=settings.event_stream_retries,
+    )
 
 
 @dramatiq.actor(queue_name=READS_QUEUE, actor_name="list_sessions", **_REQUEST_POLICY)
@@ -1375,14 +1438,9 @@ def _after_commit(session_id: str, applied: Applied) -> None:
         sends.append((message, None))
     if applied.streams_events:
         # A sweep per commit that applied something: each publishes whatever the cursor has not
-        # (so a lost or failed one is made good by the next), under the session's publisher lock.
-        message = stream_events.message_with_options(
-            kwargs={"session_id": session_id},
-            max_retries=settings.event_stream_retries,
-            min_backoff=settings.event_stream_min_backoff_ms,
-            max_backoff=settings.event_stream_max_backoff_ms,
-        )
-        sends.append((message, None))
+        # (so a lost or failed one is made good by the next), or leaves it to the session's
+        # publisher, or to its sweep waiting for a broker that is down.
+        sends.append((_sweep_stream(session_id), None))
     for cancel in applied.tool_cancels:
         _runtime.broker.client.set(
             _cancel_key(session_id, cancel.call_id), cancel.reason, ex=TOOL_CANCEL_TTL_S

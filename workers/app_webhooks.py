@@ -4,12 +4,19 @@ again with backoff until the app answers 2xx, then a dead letter like any other 
 The message carries no secret (dead letters are shown by `switchboard dlq show`): the session's
 webhook is read from PostgreSQL when the delivery is made, and so is `call.ended`'s report —
 the durable record as it is then: transcript, tool steps, end reason and who, usage and cost.
+So is the session's erased mark: a delivery of a session erased since it was queued sends nothing
+(`pipeline.notify.is_withheld`), whether it waited on a queue or in a worker's memory for its retry.
+
+A redirect is never followed: the request would go to a host the session did not name, with its
+signature, and (as urllib follows a 302) as a GET without its body, whose 200 would count as
+delivered. A 3xx is a failed attempt, tried again as a 5xx is.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 import urllib.error
 import urllib.request
@@ -21,9 +28,12 @@ from models.records import session_record
 from models.releases import read_across
 from pipeline.cost import ModelPrices, cost_usd
 from pipeline.errors import Fault
+from pipeline.notify import is_withheld
 from pipeline.signing import signature
 from pipeline.state import SessionState, Usage
 from pipeline.timestamps import rfc3339
+
+logger = logging.getLogger(__name__)
 
 DELIVERY_TIMEOUT_S = 10.0
 # What of a refusal's answer is kept in the error (it reaches the dead letter).
@@ -54,6 +64,9 @@ def deliver(
     row = SessionRow.get_or_none(SessionRow.id == session_id)
     if row is None:
         return 0  # the session is gone: nobody to tell
+    if is_withheld(row.erased_at is not None, row.erased_because):
+        logger.info("%s %s: not sent, its session %s was erased", kind, delivery_id, session_id)
+        return 0
     state = read_across(SessionState, row.state, "stored session state")
     model = model_for(str(state.provider))
     if state.app_webhook is None:
@@ -93,15 +106,34 @@ def post(url: str, secret: str, delivery_id: str, kind: str, payload: dict[str, 
     }
     request = urllib.request.Request(url, data=body.encode(), method="POST", headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=DELIVERY_TIMEOUT_S) as response:
+        # Whatever is not 2xx, a 3xx included, comes back as an HTTPError.
+        with _OPENER.open(request, timeout=DELIVERY_TIMEOUT_S) as response:
             return int(response.status)
     except urllib.error.HTTPError as error:
         answer = error.read()[:MAXIMUM_ANSWER_CHARS].decode(errors="replace")
-        raise AppWebhookFailed(f"{kind} {delivery_id}: the app answered {error.code}: {answer}") from None
+        refused = " (redirects are not followed)" if _is_redirect(error.code) else ""
+        raise AppWebhookFailed(
+            f"{kind} {delivery_id}: the app answered {error.code}{refused}: {answer}"
+        ) from None
     except (urllib.error.URLError, OSError) as error:
         raise AppWebhookFailed(
             f"{kind} {delivery_id}: the app could not be reached ({type(error).__name__})"
         ) from None
+
+
+def _is_redirect(status: int) -> bool:
+    return 300 <= status < 400
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Refuses every redirect: urllib then raises the 3xx as an `HTTPError`."""
+
+    def redirect_request(self, *_args: Any, **_kwargs: Any) -> None:
+        return None
+
+
+# urllib's usual handlers (proxies from the environment, HTTPS), without following redirects.
+_OPENER = urllib.request.build_opener(_NoRedirects)
 
 
 def report(session_id: str, state: SessionState, prices: ModelPrices | None) -> dict[str, Any]:

@@ -4,7 +4,8 @@ session's Redis keys and the messages of it that wait in Redis are scrubbed.
 What Redis may hold of a session, by key of the deployment's namespace `<ns>`:
 
 - `<ns>:seq:<id>`, `<ns>:rate:<kind>:<id>:<minute>`, `<ns>:directive:<id>:<directive>`,
-  `<ns>:tool-cancel:<id>:<call>`: its counters and flags (deleted);
+  `<ns>:tool-cancel:<id>:<call>`, `<ns>:stream-wanted:<id>`, `<ns>:stream-waiting:<id>`: its
+  counters and flags (deleted);
 - its dead letters, `<ns>:<queue>.XQ` and `.XQ.msgs` (dropped: a replay would bring its content
   back), and its messages waiting on a queue, `<ns>:<queue>` and `<ns>:<queue>.DQ` with their
   `.msgs` (an end-of-call webhook waiting for its retry carries the transcript; a late event of
@@ -44,7 +45,7 @@ RETENTION_SWEEP_INTERVAL_S = 60.0
 RETENTION_SWEEP_BATCH = 100
 _RETENTION_LOCK_KEY = 0x5B_0E_7A
 
-_SESSION_KEYS = ("seq:{id}", "rate:*:{id}:*", "directive:{id}:*", "tool-cancel:{id}:*")
+_SESSION_KEYS = ("seq:{id}", "rate:*:{id}:*", "directive:{id}:*", "tool-cancel:{id}:*", "stream-*:{id}")
 
 
 def erase(

@@ -63,11 +63,14 @@ class Sweeps(dramatiq.Middleware):
     at once: each claims its rows with SKIP LOCKED.
 
     One middleware for every sweep: Dramatiq warns, at every start, about a middleware type
-    added twice, and a sweep each made three warnings greet a clean start."""
+    added twice, and a sweep each made three warnings greet a clean start. A process runs one
+    Dramatiq worker per pool (`workers.runtime.start_worker`), each booting: the sweeps start with
+    the first, and stop when the first begins to shut down."""
 
     def __init__(self) -> None:
         self._sweeps: list[tuple[Callable[[], int], float, str, str | None]] = []
         self._stopping = threading.Event()
+        self._running = False
 
     def add(
         self,
@@ -82,6 +85,9 @@ class Sweeps(dramatiq.Middleware):
         self._sweeps.append((sweep, interval_s, name, report))
 
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        if self._running:
+            return
+        self._running = True
         self._stopping.clear()
         for sweep, interval_s, name, report in self._sweeps:
             threading.Thread(
@@ -90,6 +96,7 @@ class Sweeps(dramatiq.Middleware):
 
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self._stopping.set()
+        self._running = False
 
     def _run(self, sweep: Callable[[], int], interval_s: float, name: str, report: str | None) -> None:
         while not self._stopping.wait(interval_s):

@@ -6,7 +6,9 @@ the broker that is current at declaration); a bare import configures from the en
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 from dataclasses import dataclass
 
 import dramatiq
@@ -16,7 +18,7 @@ from dramatiq.middleware import CurrentMessage, Retries, TimeLimit
 from models import outbound
 from models.db import connect, database, reopen
 from pipeline.config import Settings, settings_from
-from pipeline.names import TOOL_RUNS_QUEUE
+from pipeline.names import TOOL_RUNS_QUEUE, worker_pools
 from pipeline.privacy.sealing import DeploymentKey, parse_deployment_key
 from workers.broker import WakeRedisBroker, make_broker
 from workers.dead_letters import keeper
@@ -113,15 +115,59 @@ def deployment_keys(settings: Settings) -> tuple[DeploymentKey, ...]:
 
 def start_worker(
     broker: dramatiq.Broker, *, queues: set[str] | None, threads: int, worker_timeout_ms: int = 1_000
-) -> dramatiq.Worker:
+) -> Pools:
     """Boot this process's middleware and start a Dramatiq worker on ``broker``'s actors
-    (declared by now). Dramatiq's own CLI emits process_boot once the actors are imported;
-    `switchboard worker` is not that CLI, and without it TimeLimit never starts the thread that
-    enforces time limits (a tool body's last-resort bound)."""
+    (declared by now), one per pool of the queues it consumes (`pipeline.names.worker_pools`):
+    the deliveries to apps beside a call's queues get threads of their own. Dramatiq's own CLI
+    emits process_boot once the actors are imported; `switchboard worker` is not that CLI, and
+    without it TimeLimit never starts the thread that enforces time limits (a tool body's
+    last-resort bound)."""
     broker.emit_after("process_boot")
-    worker = dramatiq.Worker(broker, queues=queues, worker_threads=threads, worker_timeout=worker_timeout_ms)
-    worker.start()
-    return worker
+    consumed = frozenset(queues) if queues else frozenset(broker.get_declared_queues())
+    pools = worker_pools(consumed, threads)
+    if len(pools) > 1 and not any(isinstance(kept, _PoolConsumers) for kept in broker.logger.filters):
+        broker.logger.addFilter(_PoolConsumers())
+    workers = []
+    for pool in pools:
+        worker = dramatiq.Worker(
+            broker, queues=set(pool.queues), worker_threads=pool.threads, worker_timeout=worker_timeout_ms
+        )
+        worker.start()
+        workers.append(worker)
+    return Pools(tuple(workers))
+
+
+class Pools:
+    """A worker process's Dramatiq workers, one per pool. Dramatiq's docstring asks for one
+    Worker a process, since each adds its consumer middleware to the one broker; each of these
+    consumes only its own pool's queues (its whitelist), so the consumers never meet, and the
+    process's sweeps start once (`workers.middleware.Sweeps`)."""
+
+    def __init__(self, workers: tuple[dramatiq.Worker, ...]) -> None:
+        self.workers = workers
+
+    def stop(self) -> None:
+        """Drain every pool at once: a delivery still waiting on an app's server holds up no
+        other pool's drain."""
+        stopping = [threading.Thread(target=worker.stop, name="pool-drain") for worker in self.workers]
+        for thread in stopping:
+            thread.start()
+        for thread in stopping:
+            thread.join()
+
+
+class _PoolConsumers(logging.Filter):
+    """Drops Dramatiq's warning that a second Worker's consumer middleware is "of the same type
+    twice": each pool's watches its own queues, and a clean start warns nothing."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not (isinstance(record.msg, str) and record.msg.startswith(_TWICE)):
+            return True
+        added = record.args[0] if isinstance(record.args, tuple) and record.args else None
+        return type(added).__name__ != "_WorkerMiddleware"
+
+
+_TWICE = "You're adding a middleware of the same type twice"
 
 
 def current() -> Runtime:

@@ -196,6 +196,57 @@ def test_a_delivery_the_app_never_takes_is_a_dead_letter_and_replays_with_its_id
     assert refused_ids == {taken["id"]}
 
 
+def test_a_webhook_answered_with_a_redirect_is_not_delivered_and_its_target_hears_nothing(
+    webhook_stack: Stack, services: Services
+) -> None:
+    """The app's endpoint answers 302 to another host: that host is never asked (neither the
+    body nor the signature goes there), each attempt fails as a 5xx would, and the delivery is a
+    dead letter saying why, not a delivery counted as made."""
+    asked: dict[str, list[dict[str, Any]]] = {"redirecting": [], "elsewhere": []}
+
+    def server(name: str, status: int, location: str | None = None) -> ThreadingHTTPServer:
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else b""
+                headers = {key.lower(): value for key, value in self.headers.items()}
+                asked[name].append({"method": self.command, "headers": headers, "body": body})
+                self.send_response(status)
+                if location is not None:
+                    self.send_header("location", location)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, *_args: Any) -> None:
+                return
+
+        running = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=running.serve_forever, daemon=True).start()
+        return running
+
+    elsewhere = server("elsewhere", 200)
+    redirecting = server("redirecting", 302, f"http://127.0.0.1:{elsewhere.server_address[1]}/taken")
+    try:
+        client = Client(webhook_stack.api_url, webhook_stack.api_token, webhook_stack.live_url)
+        url = f"http://127.0.0.1:{redirecting.server_address[1]}/hooks"
+        session = client.create_session("Be brief.", webhook={"url": url, "secret": SECRET})
+        client.end(session["id"])
+        listed = wait_for(
+            lambda: (out := _dlq(webhook_stack, services, "list").stdout) and session["id"] in out and out,
+            "the redirected delivery's dead letter",
+        )
+    finally:
+        redirecting.shutdown()
+        elsewhere.shutdown()
+    # The fault happened: the endpoint was asked, signed, and answered 302 each time (3 attempts).
+    assert len(asked["redirecting"]) == 3
+    assert all(a["method"] == "POST" and "webhook-signature" in a["headers"] for a in asked["redirecting"])
+    assert asked["elsewhere"] == []
+    assert "notify_app" in listed and "302 (redirects are not followed)" in listed
+
+
 # ── event streams ──────────────────────────────────────────────────────────────────────────
 
 RABBITMQ = "amqp://guest:guest@127.0.0.1:5672/"
@@ -321,6 +372,8 @@ def test_a_broker_that_refuses_is_retried_dead_lettered_and_replayed_once_it_tak
 
     listed = wait_for(dead_letters, "the stream's dead letter")
     assert "guest:guest" not in listed  # a dead letter names the session, never the URL
+    # It says which broker failed, and how: the host and port, never the password.
+    assert "EventStreamFailed: the app's broker amqp://127.0.0.1:5672 could not be reached" in listed, listed
     assert client.session(session["id"])["event_stream"]["published_seq"] == 0
     _rabbitmqctl("add_vhost", vhost)
     try:

@@ -9,7 +9,11 @@ from pydantic import ValidationError
 from pipeline.api import EVENTS_URL_UNSUPPORTED, RouteSpec, SessionSpec, shown_spec
 from pipeline.event_streams import (
     DEFAULT_EXCHANGE,
+    Waiting,
+    backoff_ms,
+    broker_key,
     entry_id,
+    gives_up_after_ms,
     masked,
     report_id,
     routing_key,
@@ -99,3 +103,42 @@ def test_message_ids_and_topics_are_stable() -> None:
     assert entry_id("sess_1", 7) == "sess_1:7"
     assert report_id("sess_1") == "sess_1:report"
     assert routing_key("turn.user") == "session.turn.user"
+
+
+def test_a_broker_is_left_alone_longer_after_each_failed_try_up_to_the_maximum() -> None:
+    """The back-off doubles from the minimum with each failure in a row, and stays at the maximum."""
+    assert [backoff_ms(failures, 1_000, 10_000) for failures in range(1, 7)] == [
+        1_000,
+        2_000,
+        4_000,
+        8_000,
+        10_000,
+        10_000,
+    ]
+    assert backoff_ms(10_000, 1_000, 300_000) == 300_000  # no overflow however long it was down
+
+
+def test_a_stream_waits_for_its_broker_as_long_as_its_retries_back_offs_add_up_to() -> None:
+    """8 retries from 1 s: 1 + 2 + … + 128 = 255 s; none: it is given up after its first failure."""
+    assert gives_up_after_ms(8, 1_000, 300_000) == 255_000
+    assert gives_up_after_ms(2, 50, 200) == 150
+    assert gives_up_after_ms(3, 1_000, 2_000) == 5_000
+    assert gives_up_after_ms(0, 1_000, 300_000) == 0
+
+
+def test_a_broker_is_named_by_a_digest_never_by_its_url() -> None:
+    """The URL may hold a password: the key is a digest of the URL and the exchange, one per both."""
+    url = "amqp://app:s3cret@mq.example.com:5672/prod"
+    key = broker_key(url, DEFAULT_EXCHANGE)
+    assert "s3cret" not in key and "mq.example.com" not in key and len(key) == 32
+    assert key == broker_key(url, DEFAULT_EXCHANGE)
+    assert key != broker_key(url, "other.exchange")
+    assert key != broker_key("amqp://app:s3cret@mq.example.com:5672/test", DEFAULT_EXCHANGE)
+
+
+def test_a_waiting_sweep_is_read_back_as_it_was_sent_and_anything_else_is_no_wait() -> None:
+    """What the waiting sweep's message carries comes back whole; a malformed one starts afresh."""
+    waiting = Waiting(since_ms=1_700_000_000_000, token="a1b2")
+    assert Waiting.from_json(waiting.as_json()) == waiting
+    for malformed in (None, {}, {"since_ms": "1", "token": "x"}, {"since_ms": 1, "token": ""}, [1, "x"]):
+        assert Waiting.from_json(malformed) is None  # type: ignore[arg-type]

@@ -443,3 +443,53 @@ def test_a_message_over_its_time_limit_is_failed_and_the_worker_goes_on(namespac
         broker.close()
         client.close()
     assert done == ["quick"]
+
+
+def test_a_delivery_that_hangs_holds_no_thread_of_a_call_s_queues(namespace, caplog):
+    """One worker on every queue (the README's `switchboard worker`), one thread asked for: the
+    event streams' and webhooks' messages run on pools of their own, so deliveries stuck on an
+    app that never answers (every thread the deliveries have) leave a call's event its thread.
+    With one pool, the call's event waited behind them. Nor does a clean start warn about the
+    pools' consumers."""
+    from pipeline.names import (
+        APP_WEBHOOKS_QUEUE,
+        DELIVERY_POOL_THREADS,
+        EVENT_STREAMS_QUEUE,
+        TRANSCRIPT_QUEUE,
+    )
+
+    broker = make_broker(REDIS_URL, namespace=namespace, middleware=[Retries()])
+    app_answers = threading.Event()
+    stuck: list[str] = []
+    heard = threading.Event()
+
+    def deliver(queue: str) -> None:
+        stuck.append(queue)
+        app_answers.wait(30)
+
+    dramatiq.actor(deliver, broker=broker, queue_name=EVENT_STREAMS_QUEUE, actor_name="stream", max_retries=0)
+    dramatiq.actor(deliver, broker=broker, queue_name=APP_WEBHOOKS_QUEUE, actor_name="notify", max_retries=0)
+    dramatiq.actor(heard.set, broker=broker, queue_name=TRANSCRIPT_QUEUE, actor_name="heard", max_retries=0)
+    with caplog.at_level("WARNING"):
+        worker = start_worker(broker, queues=None, threads=1, worker_timeout_ms=200)
+    try:
+        for _ in range(DELIVERY_POOL_THREADS + 1):
+            broker.get_actor("stream").send(EVENT_STREAMS_QUEUE)
+            broker.get_actor("notify").send(APP_WEBHOOKS_QUEUE)
+        deadline = time.monotonic() + ARRIVAL_DEADLINE_S
+        while len(stuck) < 2 * DELIVERY_POOL_THREADS and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # The fault is in place: every delivery thread waits on an app that does not answer.
+        assert sorted(stuck) == sorted([APP_WEBHOOKS_QUEUE, EVENT_STREAMS_QUEUE] * DELIVERY_POOL_THREADS)
+        broker.get_actor("heard").send()
+        assert heard.wait(ARRIVAL_DEADLINE_S), "the call's event waited for the deliveries' threads"
+        app_answers.set()
+        deadline = time.monotonic() + ARRIVAL_DEADLINE_S
+        while len(stuck) < 2 * (DELIVERY_POOL_THREADS + 1) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(stuck) == 2 * (DELIVERY_POOL_THREADS + 1)  # the waiting deliveries ran once freed
+    finally:
+        app_answers.set()
+        worker.stop()
+        broker.close()
+    assert not [record for record in caplog.records if "same type twice" in record.getMessage()]
