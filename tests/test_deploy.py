@@ -118,6 +118,31 @@ def test_the_image_holds_every_package() -> None:
     assert {package.partition(".")[0] for package in packages} == copied
 
 
+def test_the_installed_package_holds_every_module_and_data_file() -> None:
+    """The image installs the package as a wheel, not from the checkout as the virtualenv does:
+    a folder of modules pyproject.toml does not list, or a data file no package-data pattern
+    takes, is missing there (workers once died in the image on `pipeline.outbound`)."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setuptools["packages"])
+    tops = {package.partition(".")[0] for package in listed}
+    found = {
+        ".".join(path.parent.relative_to(ROOT).parts)
+        for top in tops
+        for path in (ROOT / top).rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    assert found == listed
+    data = setuptools.get("package-data", {})
+    for top in tops:
+        for path in (ROOT / top).rglob("*"):
+            if path.is_file() and path.suffix not in (".py", ".pyc"):
+                package = ".".join(path.parent.relative_to(ROOT).parts)
+                assert any(path.match(pattern) for pattern in data.get(package, [])), (
+                    f"{path.relative_to(ROOT)} is not in the wheel:"
+                    f" no package-data pattern of {package} takes it"
+                )
+
+
 def test_gateways_are_probed_on_readyz_which_the_api_serves() -> None:
     probe = _compose()["x-gateway-healthcheck"]["test"]
     assert any("/readyz" in part for part in probe)
