@@ -720,7 +720,9 @@ def notify_app(session_id: str, delivery_id: str, kind: str, data: dict[str, Any
     """Tell the app that owns a call (its session's webhook); raises until it answers 2xx, so
     Dramatiq tries again with backoff, then dead-letters it (a replay keeps its id)."""
     settings = _runtime.settings
-    app_webhooks.deliver(session_id, delivery_id, kind, data, settings.prices, settings.model_for)
+    app_webhooks.deliver(
+        session_id, delivery_id, kind, data, settings.prices, settings.model_for, namespace=_deployment()
+    )
 
 
 @dramatiq.actor(
@@ -741,6 +743,7 @@ def stream_events(session_id: str, waiting: dict[str, Any] | None = None) -> Non
         gate=_stream_gate(),
         prices=settings.prices,
         model_for=settings.model_for,
+        namespace=_deployment(),
     )
     if swept.waiting is None:
         return

@@ -58,10 +58,13 @@ def deliver(
     data: dict[str, Any],
     prices: dict[str, ModelPrices],
     model_for: Callable[[str], str],
+    *,
+    namespace: str,
 ) -> int:
-    """POST one notification to the session's webhook; its HTTP status (raises unless 2xx). Its
-    cost is priced at the model `model_for` names for the session's provider."""
-    row = SessionRow.get_or_none(SessionRow.id == session_id)
+    """POST one notification to the session's webhook (a session of the deployment `namespace`);
+    its HTTP status (raises unless 2xx). Its cost is priced at the model `model_for` names for the
+    session's provider."""
+    row = SessionRow.get_or_none((SessionRow.id == session_id) & (SessionRow.namespace == namespace))
     if row is None:
         return 0  # the session is gone: nobody to tell
     if is_withheld(row.erased_at is not None, row.erased_because):
@@ -73,7 +76,7 @@ def deliver(
         return 0
     payload: dict[str, Any] = {"session_id": session_id, **data}
     if kind == "call.ended":
-        payload["report"] = report(session_id, state, prices.get(model))
+        payload["report"] = report(session_id, state, prices.get(model), namespace=namespace)
     return post(state.app_webhook.url, state.app_webhook.secret, delivery_id, kind, payload)
 
 
@@ -136,9 +139,11 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_NoRedirects)
 
 
-def report(session_id: str, state: SessionState, prices: ModelPrices | None) -> dict[str, Any]:
+def report(
+    session_id: str, state: SessionState, prices: ModelPrices | None, *, namespace: str
+) -> dict[str, Any]:
     """The end-of-call report: what the record holds, and what the call cost."""
-    record = session_record(session_id)
+    record = session_record(session_id, namespace=namespace)
     usage = read_across(Usage, record["usage"], "stored usage") if record["usage"] else state.usage
     return {
         "status": record["status"],

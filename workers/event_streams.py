@@ -238,11 +238,13 @@ def sweep(
     gate: StreamGate,
     prices: dict[str, ModelPrices],
     model_for: Callable[[str], str],
+    namespace: str,
 ) -> Swept:
     """Publish the session's entries past its cursor, and its report once the call ended, unless
     its broker is down; then the session waits for the broker's next try (`Swept.waiting`), or,
-    waiting already longer than its retries allow, `EventStreamGivenUp`."""
-    row = SessionRow.get_or_none(SessionRow.id == session_id)
+    waiting already longer than its retries allow, `EventStreamGivenUp`. A session of another
+    deployment than `namespace` is as good as gone."""
+    row = SessionRow.get_or_none((SessionRow.id == session_id) & (SessionRow.namespace == namespace))
     if row is None:
         return Swept(0)  # the session is gone: nothing to stream
     stream = read_across(SessionState, row.state, "stored session state").event_stream
@@ -262,7 +264,7 @@ def sweep(
             # not leave its entries to this one, which may have read the log before them.
             gate.done_waiting(session_id, waiting.token)
         try:
-            published = _publish_wanted(session_id, stream, broker, gate, prices, model_for)
+            published = _publish_wanted(session_id, stream, broker, gate, prices, model_for, namespace)
         except EventStreamFailed as error:
             failure = error
             wait_ms = gate.failed(broker)
@@ -294,6 +296,7 @@ def _publish_wanted(
     gate: StreamGate,
     prices: dict[str, ModelPrices],
     model_for: Callable[[str], str],
+    namespace: str,
 ) -> int:
     """As the session's only publisher, publish past its cursor for as long as sweeps come for it;
     how many messages the broker confirmed (0 at once when another publisher holds the session:
@@ -314,6 +317,7 @@ def _publish_wanted(
                         publish,
                         prices,
                         model_for,
+                        namespace,
                     )
                     published += done
                     if erased:
@@ -331,11 +335,12 @@ def _publish_past(
     publish: Callable[[dict[str, Any], str, str], None],
     prices: dict[str, ModelPrices],
     model_for: Callable[[str], str],
+    namespace: str,
 ) -> tuple[int, bool]:
     """Publish the entries after `published_seq`, then the report once the call ended (unless it
     went); how many, and whether the session was found erased before one of them (which stops
     the sweep there)."""
-    story = [entry.model_dump(mode="json") for entry in call_log(session_id)]
+    story = [entry.model_dump(mode="json") for entry in call_log(session_id, namespace=namespace)]
     pending = [entry for entry in story if entry["seq"] > published_seq]
     ended = next((entry for entry in story if entry["kind"] == "call.ended"), None)
     published = 0
@@ -350,7 +355,7 @@ def _publish_past(
         fresh = read_across(
             SessionState, SessionRow.get(SessionRow.id == session_id).state, "stored session state"
         )
-        done = report(session_id, fresh, prices.get(model_for(str(fresh.provider))))
+        done = report(session_id, fresh, prices.get(model_for(str(fresh.provider))), namespace=namespace)
         if is_erased(session_id):
             return published, True
         publish(report_body(session_id, ended["seq"], done), report_id(session_id), REPORT_KIND)

@@ -113,7 +113,9 @@ def _end(session_id: str) -> None:
 def _deliver(session_id: str, kind: str, data: dict[str, Any]) -> int:
     from workers.app_webhooks import deliver, webhook_id
 
-    return deliver(session_id, webhook_id(session_id, kind, "1"), kind, data, {}, lambda _p: "gpt-realtime")
+    return deliver(
+        session_id, webhook_id(session_id, kind, "1"), kind, data, {}, lambda _p: "gpt-realtime", namespace=""
+    )
 
 
 def test_a_delivery_attempted_after_its_session_was_erased_sends_nothing(worker_runtime: Any) -> None:

@@ -115,7 +115,9 @@ def _gate(runtime: Any, *, minimum_ms: int = 1_000, maximum_ms: int = 300_000, r
 def _sweep(session_id: str, gate: Any, waiting: Any = None) -> Any:
     from workers.event_streams import sweep
 
-    return sweep(session_id, waiting, gate=gate, prices={}, model_for=lambda _provider: "gpt-realtime")
+    return sweep(
+        session_id, waiting, gate=gate, prices={}, model_for=lambda _provider: "gpt-realtime", namespace=""
+    )
 
 
 def _publish(session_id: str) -> int:
