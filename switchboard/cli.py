@@ -23,6 +23,7 @@ from switchboard.data_key import PREVIOUS, DataKeyError, deployment_keys
 from switchboard.folders import metrics_folder
 from switchboard.logs import redact_logs
 from switchboard.services import Services, check_reachable, resolve_services
+from workers.tools.registry import RegistryError
 
 if TYPE_CHECKING:
     from switchboard.client import Client
@@ -333,6 +334,12 @@ def _add_sessions(commands: argparse._SubParsersAction[argparse.ArgumentParser])
 
 def main(argv: list[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
+    # Tool and delegation modules (SWITCHBOARD_TOOL_MODULES) are named as from the working
+    # directory, as `python -m switchboard` finds them; the `switchboard` script's path starts
+    # at its own folder, so a checkout's `tests.tools.weather_tools` or a `mytools.py` beside the
+    # .env was "no tool module". Last, so nothing there hides an installed package.
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
 
     try:
         settings = settings_from(os.environ)
@@ -365,6 +372,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         # A URL that names nothing reachable, found by the first connection (`_services`).
         print(f"switchboard: {error}", file=sys.stderr)
+        return 2
+    except RegistryError as error:
+        # A tool or delegation module that will not import, or declares its tools wrongly.
+        print(
+            f"switchboard: {error} (SWITCHBOARD_TOOL_MODULES / SWITCHBOARD_DELEGATION_MODULES)",
+            file=sys.stderr,
+        )
         return 2
 
 

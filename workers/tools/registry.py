@@ -183,8 +183,9 @@ def _declared_in(path: str, attribute: str, kind: type[_Declared]) -> list[_Decl
         if exc.name is not None and (path == exc.name or path.startswith(exc.name + ".")):
             raise RegistryError(f"no {_what(attribute)} module {path!r}") from exc
         raise RegistryError(f"{_what(attribute)} module {path!r} failed to import: {exc}") from exc
-    except ImportError as exc:
-        raise RegistryError(f"{_what(attribute)} module {path!r} failed to import: {exc}") from exc
+    except Exception as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+        raise RegistryError(f"{_what(attribute)} module {path!r} failed to import: {reason}") from exc
     declared = getattr(module, attribute, None)
     if declared is None:
         raise RegistryError(f"{_what(attribute)} module {path!r} has no {attribute} list")
