@@ -16,7 +16,7 @@ from typing import Any
 
 from pipeline.config import Settings
 from switchboard.client import Client
-from switchboard.services import resolve_services
+from switchboard.services import check_reachable, resolve_services
 from switchboard.stack import Stack
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "simulator" / "scripts"
@@ -43,6 +43,8 @@ def run_demo(
     services = resolve_services(
         settings.database_url, settings.redis_url, settings.data_dir, log=lambda m: say(f"· {m}")
     )
+    # A URL that names nothing reachable (no server, no such database) is one line, exit 2.
+    check_reachable(services)
     say(f"· PostgreSQL: {_redact(services.database_url)}")
     say(f"· Redis: {services.redis_url}")
     try:

@@ -165,7 +165,14 @@ def check_reachable(services: Services, *, database: bool = True) -> None:
         try:
             psycopg2.connect(services.database_url, connect_timeout=PROBE_CONNECT_TIMEOUT_S).close()
         except psycopg2.Error as error:
-            raise ConfigError(f"SWITCHBOARD_DATABASE_URL: no database there: {_first_line(error)}") from error
+            reason = _first_line(error)
+            if "does not exist" in reason:
+                # The server answers; the database is the operator's to make (its owner, its
+                # encoding), not ours to create behind a URL they wrote.
+                reason += (
+                    " (create it, e.g. `createdb`, or point SWITCHBOARD_DATABASE_URL at one that exists)"
+                )
+            raise ConfigError(f"SWITCHBOARD_DATABASE_URL: no database there: {reason}") from error
     client = redis_client(
         services.redis_url, socket_timeout=PROBE_TIMEOUT_S, socket_connect_timeout=PROBE_TIMEOUT_S, retry=None
     )
