@@ -373,6 +373,16 @@ def main(argv: list[str] | None = None) -> int:
         # A URL that names nothing reachable, found by the first connection (`_services`).
         print(f"switchboard: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # Ctrl-C: what the command started is stopped on the way out (a stack ends its calls);
+        # the shell's convention for an interrupted command.
+        print("switchboard: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went (`campaigns show … | head`): nothing more to say, and nothing to say it
+        # to; stdout goes to /dev/null so the interpreter's flush at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except RegistryError as error:
         # A tool or delegation module that will not import, or declares its tools wrongly.
         print(

@@ -61,7 +61,9 @@ def run_demo(
             "--first-audio-ms",
             str(FIRST_AUDIO_MS),
         )
-        with Stack(services.database_url, services.redis_url, simulator_args=simulator_args) as stack:
+        with Stack(
+            services.database_url, services.redis_url, simulator_args=simulator_args, ends_its_calls=True
+        ) as stack:
             say("· starting simulator, worker and gateway as separate processes …")
             stack.start(workers=1)
             say(f"· gateway API {stack.api_url}, live stream {stack.live_url}")

@@ -235,7 +235,7 @@ def run_evals(
         from models.migrate import migrate
 
         migrate(connect(services.database_url))
-        with Stack(services.database_url, services.redis_url) as stack:
+        with Stack(services.database_url, services.redis_url, ends_its_calls=True) as stack:
             stack.start(workers=1)
             client = Client(stack.api_url, stack.api_token, stack.live_url)
             judge = Judge(

@@ -28,6 +28,10 @@ STOP_TIMEOUT_S = 10.0
 _READY = re.compile(r"(\w+) ready(.*)")
 
 
+# Why a call its stack's command left open was ended when the command stopped.
+HOST_STOPPED = "host_stopped"
+
+
 @dataclass
 class Process:
     name: str
@@ -65,8 +69,11 @@ class Stack:
         simulator_args: tuple[str, ...] = (),
         extra_env: dict[str, str] | None = None,
         echo: Callable[[str, str], None] | None = None,
+        ends_its_calls: bool = False,
     ) -> None:
         self.namespace = namespace or f"sb-{uuid.uuid4().hex[:8]}"
+        # A command's stack (demo, eval, replay) ends the calls still open when it stops.
+        self.ends_its_calls = ends_its_calls
         self.gateway_id = gateway_id or f"gw-{uuid.uuid4().hex[:8]}"
         self.api_token = api_token
         # The secret the simulated provider signs phone calls' webhooks with.
@@ -167,7 +174,10 @@ class Stack:
 
     def stop(self) -> None:
         """Stop every process: each is told at once (gateways first, the simulator last), and
-        each is waited for; one that does not exit within STOP_TIMEOUT_S is killed."""
+        each is waited for; one that does not exit within STOP_TIMEOUT_S is killed. A stack that
+        `ends_its_calls` first ends the calls still open, through its own API."""
+        if self.ends_its_calls:
+            self._end_open_calls()
         processes = [self.gateway, *self.extra_gateways, *self.workers, self.simulator]
         running = [process for process in processes if process is not None and process.popen.poll() is None]
         for process in running:
@@ -179,6 +189,27 @@ class Stack:
             except subprocess.TimeoutExpired:
                 process.kill()
         self._metrics_dir.cleanup()
+
+    def _end_open_calls(self) -> None:
+        """End every session of the stack's deployment not over yet (`host_stopped`): once its
+        processes are gone nothing would, and an interrupted demo, eval or replay left calls
+        `listening` for ever. Best effort: a stack whose gateway or workers are gone already
+        ends nothing."""
+        if self.gateway is None or self.gateway.popen.poll() is not None or not self.workers:
+            return
+        from switchboard.client import Client
+
+        client = Client(self.api_url, self.api_token)
+        try:
+            # One read of every status: a call moves from admitting to listening between two reads.
+            listed = client.request("GET", "/v1/sessions?limit=500", timeout_s=10)[1]
+            sessions = listed.get("sessions", []) if isinstance(listed, dict) else []
+            for session in (each for each in sessions if each["status"] not in ("ended", "failed")):
+                client.request(
+                    "POST", f"/v1/sessions/{session['id']}/end", {"reason": HOST_STOPPED}, timeout_s=15
+                )
+        except OSError:
+            return  # the gateway went meanwhile: nothing more can be ended
 
     def __enter__(self) -> Stack:
         return self
@@ -201,6 +232,10 @@ class Stack:
             stderr=subprocess.STDOUT,
             text=True,
             cwd=Path(__file__).resolve().parent.parent,
+            # A session of its own: a Ctrl-C at the terminal reaches the command that started the
+            # stack (demo, eval, replay), which stops it in order (its calls ended first), not
+            # every process at once mid-call.
+            start_new_session=True,
         )
         process = Process(name, popen)
         ready = threading.Event()

@@ -3,13 +3,21 @@ a mistake is refused rather than answered as if nothing were wrong."""
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from datetime import UTC, datetime
 
+import pytest
+
+from models.db import connect
 from switchboard.client import Client
+from switchboard.services import Services
 from switchboard.stack import Stack
 from tests.support.waiting import wait_for
 
@@ -94,3 +102,76 @@ def test_a_campaign_outside_its_window_says_it_waits_for_it(stack: Stack) -> Non
     listed = [c for c in client.campaigns()["campaigns"] if c["id"] == created["id"]]
     assert listed[0]["activity"] == "waiting for its window"
     client.campaign_verb(created["id"], "cancel")
+
+
+def _started(services_env: dict[str, str], *arguments: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "switchboard", *arguments],
+        env=services_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _found(pattern: str, text: str) -> str:
+    found = re.search(pattern, text)
+    assert found is not None, text
+    return found.group(1)
+
+
+def test_ctrl_c_in_the_demo_ends_its_call_and_stops_its_processes(services: Services) -> None:
+    """Interrupted mid-call: exit 130 with one line, its call ended (not left `listening` for
+    ever), and its simulator, gateway and worker gone (their API no longer answers)."""
+    environment = {
+        **{name: value for name, value in os.environ.items() if not name.startswith("SWITCHBOARD_")},
+        "SWITCHBOARD_DATA_KEY": os.environ["SWITCHBOARD_DATA_KEY"],
+        "SWITCHBOARD_DATABASE_URL": services.database_url,
+        "SWITCHBOARD_REDIS_URL": services.redis_url,
+        "SWITCHBOARD_METRICS": "false",
+    }
+    demo = _started(environment, "demo")
+    assert demo.stdout is not None
+    said: list[str] = []
+    for line in demo.stdout:
+        said.append(line)
+        if "connected: provider call" in line:
+            break
+    text = "".join(said)
+    session_id = _found(r"session (sess_\w+) created", text)
+    api = _found(r"gateway API (http://\S+),", text)
+    demo.send_signal(signal.SIGINT)
+    demo_out, errors = demo.communicate(timeout=60)
+    assert demo.returncode == 130, errors[-2000:]
+    assert "Traceback" not in errors and "switchboard: interrupted" in errors
+    row = (
+        connect(services.database_url)
+        .execute_sql("SELECT status, end_reason FROM sessions WHERE id = %s", (session_id,))
+        .fetchone()
+    )
+    assert tuple(row) == ("ended", "host_stopped"), demo_out
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"{api}/healthz", timeout=5)
+
+
+def test_ctrl_c_while_following_a_call_log_and_a_closed_pipe_are_quiet(
+    stack: Stack, services: Services
+) -> None:
+    """`sessions log --follow` stopped with Ctrl-C, and a command whose reader went away (`| head`):
+    no traceback either way."""
+    client = Client(stack.api_url, stack.api_token)
+    session = client.create_session("Follow me.")
+    following = _started(stack.env, "sessions", "log", session["id"], "--follow")
+    time.sleep(3)  # following: the log is read every second
+    following.send_signal(signal.SIGINT)
+    _, errors = following.communicate(timeout=30)
+    assert following.returncode == 130 and "Traceback" not in errors, errors[-2000:]
+
+    shown = _started(
+        {**stack.env, "SWITCHBOARD_GATEWAY_URL": stack.api_url}, "sessions", "show", session["id"]
+    )
+    assert shown.stdout is not None
+    shown.stdout.close()  # the reader is gone before anything is written
+    errors = shown.communicate(timeout=30)[1]
+    assert "Traceback" not in errors and "BrokenPipeError" not in errors, errors[-2000:]
+    client.end(session["id"])
