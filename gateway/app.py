@@ -36,7 +36,7 @@ from gateway.phone import PhoneDoor, answer_call
 from gateway.providers.live import LiveCallTrace, OpenAILive, live_provider_from
 from gateway.providers.rest import ProviderCallError, ProviderRest
 from gateway.rpc import WorkerRpc
-from gateway.sideband import ActionCarrier, SidebandSocket
+from gateway.sideband import SIDEBAND_CLOSE_TIMEOUT_S, ActionCarrier, SidebandSocket
 from gateway.sink import EventSink, NumberingBroker
 from gateway.tracing import CallTrace
 from gateway.watch import WatchHub
@@ -249,9 +249,12 @@ class Gateway:
         await asyncio.to_thread(self.heartbeat.stop)
         if self._http is not None:
             await self._http.stop()
-        await asyncio.gather(
-            *(socket.close() for socket in list(self.sockets.values())), return_exceptions=True
-        )
+        sockets = list(self.sockets.values())
+        await asyncio.gather(*(socket.close() for socket in sockets), return_exceptions=True)
+        # Each socket's task numbers its close into the log on its way out: the sink closes after.
+        running = [socket.task for socket in sockets if socket.task is not None and not socket.task.done()]
+        if running:
+            await asyncio.wait(running, timeout=SIDEBAND_CLOSE_TIMEOUT_S)
         for task in list(self._tasks):
             task.cancel()
         if self._consumer is not None:
@@ -498,6 +501,11 @@ class Gateway:
             logger.warning("dial failure of %s (%s) answered %s", session_id, code, status)
 
     def _open_sideband(self, session_id: str, generation: int, directive: OpenSideband) -> None:
+        if self._stopping.is_set():
+            # A stopping gateway opens nothing (its sink is closing): the peer that takes the
+            # call over opens it. (Opened anyway, its failure could not be logged: "the sink
+            # thread is shut down" on every Ctrl-C of a Procfile during a call.)
+            return
         existing = self.sockets.get(session_id)
         if existing is not None and existing.generation == generation:
             return

@@ -19,6 +19,7 @@ from models.db import connect
 from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack
+from tests.e2e.conftest import SCRIPTS
 from tests.support.waiting import wait_for
 
 
@@ -175,3 +176,27 @@ def test_ctrl_c_while_following_a_call_log_and_a_closed_pipe_are_quiet(
     errors = shown.communicate(timeout=30)[1]
     assert "Traceback" not in errors and "BrokenPipeError" not in errors, errors[-2000:]
     client.end(session["id"])
+
+
+def test_a_procfile_stopped_during_a_call_stops_without_a_traceback(services: Services) -> None:
+    """Ctrl-C of `honcho start` reaches every process at once: the provider goes first, the
+    gateway's call loses its sideband while the gateway stops. It said "the sink thread is shut
+    down" in a traceback: a stopping gateway opens no sideband, and its sockets' closes are
+    logged before its sink closes."""
+    with Stack(
+        services.database_url,
+        services.redis_url,
+        simulator_args=("--script", str(SCRIPTS / "stays_on_line.json")),
+    ) as procfile:
+        procfile.start(workers=1)
+        client = Client(procfile.api_url, procfile.api_token)
+        session = client.create_session("Stay on the line.")
+        client.connect(session["id"])
+        wait_for(lambda: len(client.session(session["id"])["transcript"]) >= 2, "the call to be under way")
+        assert procfile.simulator is not None and procfile.gateway is not None
+        for process in (procfile.simulator, procfile.gateway, *procfile.workers):
+            process.popen.send_signal(signal.SIGINT)
+        procfile.gateway.popen.wait(30)
+        time.sleep(0.5)  # its last lines read
+    said = "\n".join(procfile.gateway.lines)
+    assert "Traceback" not in said and "sink thread is shut down" not in said, said[-3000:]
