@@ -111,6 +111,12 @@ def _header(cells: list[str]) -> _Header:
         raise MalformedRequest(f"the header names {', '.join(map(repr, twice))} twice")
     numbers = [index for index, name in enumerate(folded) if name in NUMBER_COLUMNS]
     if not numbers:
+        if len(names) == 1 and any(separator in names[0] for separator in ";\t|"):
+            # A spreadsheet of another locale writes ';' between columns: the header is one cell.
+            found = next(separator for separator in ";\t|" if separator in names[0])
+            raise MalformedRequest(
+                f"the columns are separated by {found!r}, not commas: save the file as CSV with commas"
+            )
         raise MalformedRequest("the header has no number column: name it 'to' (or 'number', 'phone')")
     if len(numbers) > 1:
         named = ", ".join(repr(names[index]) for index in numbers)

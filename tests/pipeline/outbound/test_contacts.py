@@ -151,6 +151,8 @@ def test_a_column_with_no_name_is_ignored() -> None:
         ("", "the file is empty"),
         ("\n\n", "the file is empty"),
         ("name,plan\nDana,gold\n", "no number column"),
+        ("to;name\n+14155550123;Sam\n", "the columns are separated by ';', not commas"),
+        ("to\tname\n+14155550123\tSam\n", "the columns are separated by '\\t', not commas"),
         ("to,phone\n+14155550123,+14155550124\n", "2 number columns ('to', 'phone')"),
         ("to,name,Name\n", "names 'name' twice"),
         ("to,first name\n", "column 'first name' is not a var name"),
