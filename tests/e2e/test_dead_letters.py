@@ -11,14 +11,12 @@ import time
 import uuid
 from typing import Any
 
-import dramatiq
-
 from models.db import connect
 from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack
 from tests.e2e.conftest import set_script, simulator_call
-from workers.broker import make_broker
+from tests.support.queues import doomed_message
 
 LOST = "Please also change the delivery address to 12 Harbour Street."
 
@@ -123,24 +121,14 @@ def test_a_dead_lettered_event_is_listed_replayed_once_and_lands_late(
 
 
 def test_a_message_that_can_never_succeed_is_shown_and_purged(stack: Stack, services: Services) -> None:
-    broker = make_broker(services.redis_url, namespace=stack.namespace)
-    broker.declare_queue("transcript")
-    message: dramatiq.Message[Any] = dramatiq.Message(
-        queue_name="transcript",
-        actor_name="transcript_event",
-        args=(),
-        kwargs={"envelope": {"session_id": "sess_not_an_envelope"}},
-        options={},
-    )
-    broker.enqueue(message)
-    broker.close()
+    message_id = doomed_message(stack, services.redis_url)
 
     def dead() -> list[dict[str, Any]]:
-        return [letter for letter in _letters(stack) if letter["id"] == message.message_id]
+        return [letter for letter in _letters(stack) if letter["id"] == message_id]
 
     [letter] = _wait(dead, "the malformed envelope to be dead-lettered", 20)
     assert letter["retries"] == 0 and letter["session_id"] == "sess_not_an_envelope"
-    purged = _dlq(stack, "purge", message.message_id)
-    assert purged.returncode == 0 and f"purged {message.message_id}" in purged.stdout
+    purged = _dlq(stack, "purge", message_id)
+    assert purged.returncode == 0 and f"purged {message_id}" in purged.stdout
     assert not dead()
-    assert _dlq(stack, "purge", message.message_id).returncode == 1
+    assert _dlq(stack, "purge", message_id).returncode == 1

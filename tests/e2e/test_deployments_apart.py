@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
-import dramatiq
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
@@ -21,8 +20,8 @@ from switchboard.services import Services
 from switchboard.stack import Stack
 from tests.e2e.conftest import SCRIPTS
 from tests.support.phone import ring
+from tests.support.queues import doomed_message
 from tests.support.waiting import wait_for
-from workers.broker import make_broker
 
 # Routes that hold nothing of a deployment's calls: health, the document, the console's files,
 # metrics of the gateway asked, who the key is, and the provider's signed webhook (signed with
@@ -104,20 +103,10 @@ def _a_world(a: Stack, redis_url: str) -> dict[str, Any]:
 
 def _a_dead_letter(a: Stack, redis_url: str) -> str:
     """A dead letter of A's (a message that can never succeed), listed by A."""
-    broker = make_broker(redis_url, namespace=a.namespace)
-    broker.declare_queue("transcript")
-    message: dramatiq.Message[Any] = dramatiq.Message(
-        queue_name="transcript",
-        actor_name="transcript_event",
-        args=(),
-        kwargs={"envelope": {"session_id": "sess_not_an_envelope"}},
-        options={},
-    )
-    broker.enqueue(message)
-    broker.close()
+    letter_id = doomed_message(a, redis_url)
     client = Client(a.api_url, a.api_token)
-    wait_for(lambda: _status(client, f"/v1/dead-letters/{message.message_id}") == 200, "A's dead letter")
-    return message.message_id
+    wait_for(lambda: _status(client, f"/v1/dead-letters/{letter_id}") == 200, "A's dead letter")
+    return letter_id
 
 
 def _status(client: Client, path: str) -> int:

@@ -5,30 +5,17 @@ second one), and the call is steered to its end — not left to the admission ti
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable
-from typing import Any
 
 from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack
-from tests.support.live import set_live_script
+from tests.support.live import _sim, set_live_script
 from tests.support.waiting import wait_for
 
 TO = "+14155550177"
-
-
-def _sim(stack: Stack, method: str, path: str, body: Any = None) -> Any:
-    base = stack.simulator_url.removesuffix("/v1")
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        f"{base}{path}", data=data, method=method, headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read() or b"null")
 
 
 def test_a_call_being_dialled_by_a_killed_gateway_is_dialled_again_once_and_goes_on(

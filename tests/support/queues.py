@@ -1,12 +1,17 @@
-"""Waiting for a stack's queues to let go of a call: what the erasure tests need before they
-erase, so that every message of the session is in Redis where the scrub reaches it."""
+"""A stack's queues as the tests use them: waiting for them to let go of a call (what the erasure
+tests need before they erase, so that every message of the session is in Redis where the scrub
+reaches it), and a message that can never succeed, to be dead-lettered."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import dramatiq
 import redis
 
 from switchboard.stack import Stack
 from tests.support.waiting import wait_for
+from workers.broker import make_broker
 
 
 def settled(stack: Stack, words: str) -> None:
@@ -27,3 +32,20 @@ def settled(stack: Stack, words: str) -> None:
         wait_for(quiet, f"the messages carrying {words!r} to be processed", timeout_s=60)
     finally:
         client.close()
+
+
+def doomed_message(stack: Stack, redis_url: str) -> str:
+    """Enqueue, on the stack's transcript queue, an event message that is no envelope: the worker
+    dead-letters it at once (no retry can help). Answers its message id."""
+    broker = make_broker(redis_url, namespace=stack.namespace)
+    broker.declare_queue("transcript")
+    message: dramatiq.Message[Any] = dramatiq.Message(
+        queue_name="transcript",
+        actor_name="transcript_event",
+        args=(),
+        kwargs={"envelope": {"session_id": "sess_not_an_envelope"}},
+        options={},
+    )
+    broker.enqueue(message)
+    broker.close()
+    return message.message_id
