@@ -101,6 +101,9 @@ class Stack:
         self.gateway: Process | None = None
         self.extra_gateways: list[Process] = []
         self.workers: list[Process] = []
+        # Every process started, from the moment it is: a start interrupted half way (a signal,
+        # a process that never became ready) leaves none of them running after `stop`.
+        self._launched: list[Process] = []
 
     @property
     def api_url(self) -> str:
@@ -168,7 +171,8 @@ class Stack:
     def stop(self) -> None:
         """Stop every process: each is told at once (gateways first, the simulator last), and
         each is waited for; one that does not exit within STOP_TIMEOUT_S is killed."""
-        processes = [self.gateway, *self.extra_gateways, *self.workers, self.simulator]
+        named = [self.gateway, *self.extra_gateways, *self.workers, self.simulator]
+        processes = [*named, *(process for process in self._launched if process not in named)]
         running = [process for process in processes if process is not None and process.popen.poll() is None]
         for process in running:
             process.popen.send_signal(signal.SIGTERM)
@@ -203,6 +207,7 @@ class Stack:
             cwd=Path(__file__).resolve().parent.parent,
         )
         process = Process(name, popen)
+        self._launched.append(process)
         ready = threading.Event()
         threading.Thread(target=self._read, args=(process, ready), daemon=True).start()
         return process, ready
