@@ -9,7 +9,6 @@ from models.db import (
     IncidentRow,
     SessionEventRow,
     SessionRow,
-    TranscriptItemRow,
     database,
     is_connection_lost,
     reopen,
@@ -17,6 +16,7 @@ from models.db import (
 from models.erasure import erasures
 from models.event_streams import cursor_of
 from models.pages import keyset
+from pipeline.call.conversation_order import PLACE_FIELD, PlacedLine, in_conversation_order, place_of
 from pipeline.call_log import CallLogEntry, LoggedInput, ended_by, erased_log, heard_latency, project
 from pipeline.desk import activity, direction, outcome
 from pipeline.dialects import capabilities_for
@@ -67,19 +67,7 @@ def _session_record(session_id: str, namespace: str | None, *, with_events: bool
     row = SessionRow.get_or_none(SessionRow.id == session_id)
     if row is None:
         raise SessionNotFound(f"no session {session_id!r}")
-    transcripts = [
-        {
-            "role": item.role,
-            "text": item.text,
-            "item_id": item.provider_item_id,
-            "response_id": item.response_id,
-            "seq": item.seq,
-            "late": item.late,
-        }
-        for item in TranscriptItemRow.select()
-        .where(TranscriptItemRow.session == session_id)
-        .order_by(TranscriptItemRow.id)
-    ]
+    transcripts = transcript(session_id)
     incidents = [
         {
             "code": incident.code,
@@ -132,6 +120,31 @@ def _session_record(session_id: str, namespace: str | None, *, with_events: bool
         logged = event_log(session_id)
         record["log"] = [_shown_event(event) for event in logged]
     return record
+
+
+# A session's lines as they arrived, each with the place the gateway noted on the event that
+# brought it (a Realtime final's `place`; inside an event that arrived late, that event's): the
+# order is put together as the record is read (pipeline.call.conversation_order), so keeping it costs
+# the hot path nothing.
+_LINES = """
+SELECT t.role, t.text, t.provider_item_id, t.response_id, t.seq, t.late,
+       coalesce(e.payload -> 'place', e.payload -> 'event' -> 'place')
+  FROM transcript_items t
+  LEFT JOIN session_events e ON e.session_id = t.session_id AND e.seq = t.seq
+ WHERE t.session_id = %s
+ ORDER BY t.id
+"""
+
+
+def transcript(session_id: str) -> list[dict[str, Any]]:
+    """A session's lines in the conversation's order, whatever order their finals came in."""
+    rows = database.execute_sql(_LINES, (session_id,)).fetchall()
+    lines = [
+        {"role": role, "text": text, "item_id": item_id, "response_id": response_id, "seq": seq, "late": late}
+        for role, text, item_id, response_id, seq, late, _place in rows
+    ]
+    placed = [PlacedLine(item_id=row[2], place=place_of({PLACE_FIELD: row[6]})) for row in rows]
+    return [lines[index] for index in in_conversation_order(placed)]
 
 
 def _event_stream(session_id: str, state: dict[str, Any]) -> dict[str, Any] | None:

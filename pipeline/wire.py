@@ -178,7 +178,7 @@ class CompactionUnsaved(Inbound):
 
 
 # The conversation items Switchboard adds for typed text are named so: their echo on the
-# sideband is the host's own words, recorded already (`is_typed_user_item` passes over them).
+# sideband is the host's own words, recorded already (`is_typed_item` passes over them).
 TYPED_ITEM_PREFIX = "item_typed_"
 
 

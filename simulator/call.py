@@ -339,6 +339,12 @@ class SimulatedCall:
             logger.error("simulated call %s failed", self.call_id, exc_info=error)
             self._record_error(f"internal: {error!r}")
 
+    def request_made(self, kind: str) -> None:
+        """`switchboard replay` made a recorded request of the host again (an app's say, an
+        end): in closed-loop playback the events after it may go on."""
+        self._host.count_request(kind)
+        self._notify()
+
     def _notify(self) -> None:
         # Wake every waiter once; each re-checks its own condition.
         self._changed.set()

@@ -1,9 +1,11 @@
 """Playing a recording back as the provider, for a Realtime call and a Live session alike.
 
 Closed loop (the default): an event that, in the recording, came after a host's control waits
-until the host has sent its own (`simulator.recording.closed_loop_gates`), then the recorded
-pace resumes from there; a control that never comes within the gate timeout fails the playback,
-naming it. Open loop: every event goes on its recorded clock, whatever the host does."""
+until the host has sent its own, and one after a request made of the host (an app's say, an
+end) until `switchboard replay` has made it again (`simulator.recording.closed_loop_gates`);
+then the recorded pace resumes from there. A control or request that never comes within the gate
+timeout fails the playback, naming it. Open loop: every event goes on its recorded clock,
+whatever the host does."""
 
 from __future__ import annotations
 
@@ -21,17 +23,23 @@ STALLED_CODE = 1011
 
 
 class HostControls:
-    """How many controls of each type the host has sent: what closed-loop playback waits on."""
+    """How many controls of each type the host has sent, and how many requests of each type
+    were made of it again (`switchboard replay` says so): what closed-loop playback waits on."""
 
     def __init__(self) -> None:
         self.sent: dict[str, int] = {}
+        self.requested: dict[str, int] = {}
 
     def count(self, control: dict[str, Any]) -> None:
         kind = str(control.get("type"))
         self.sent[kind] = self.sent.get(kind, 0) + 1
 
+    def count_request(self, kind: str) -> None:
+        self.requested[kind] = self.requested.get(kind, 0) + 1
+
     def has_sent(self, gate: Gate) -> bool:
-        return self.sent.get(gate.control_type, 0) >= gate.count
+        made = self.requested if gate.is_request else self.sent
+        return made.get(gate.control_type, 0) >= gate.count
 
 
 async def play(

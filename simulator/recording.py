@@ -7,14 +7,19 @@ in milliseconds from sideband attach, and an optional last line the close frame:
     {"t_ms": 112.4, "event": {"type": "input_audio_buffer.speech_started", …}}
     {"t_ms": 2480.0, "close": {"code": 1000}}
 
-The header may carry `session`, the body of `POST /v1/sessions` a replay creates its session with.
+The header may carry `session`, the body of `POST /v1/sessions` a replay creates its session with,
+and `host`: who was the host of the recorded call, Switchboard (the default) or another program
+(`"other"`), whose controls the provider's answers followed. Besides events, a line may hold a
+control the host sent (`control`) or a request an app or a person made of the host (`request`,
+as the session's log holds it): neither is ever played, both keep a replay in step.
 """
 
 from __future__ import annotations
 
 import bisect
+import heapq
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -22,6 +27,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 # The code a playback closes with when the recording does not say.
 DEFAULT_CLOSE_CODE = 1000
+# Who was the host of a recorded call: Switchboard (its controls, or a host answering as it does),
+# or another program (a client's own `response.create`, another host on the sideband), whose
+# controls the provider answered and Switchboard never sends: played open loop.
+Host = Literal["switchboard", "other"]
+SWITCHBOARD_HOST: Host = "switchboard"
+OTHER_HOST: Host = "other"
 
 
 _LineT = TypeVar("_LineT", bound=BaseModel)
@@ -52,6 +63,8 @@ class RecordingHeader(_Line):
     # creates its session with. The provider never sees it, so the simulator only carries it:
     # the replay checks it against the API's schema, which the simulator may not import.
     session: dict[str, Any] | None = None
+    # Who the provider's answers followed: Switchboard, or another program (played open loop).
+    host: Host = SWITCHBOARD_HOST
 
 
 class _HeaderLine(_Line):
@@ -89,6 +102,24 @@ class ControlAt(BaseModel):
     line: RecordedControl
 
 
+class RecordedRequest(_Line):
+    """A request an app or a person made of the host (`switchboard.agent_say`, an end, …), as
+    the session's log holds it, `t_ms` after attach. Never played: `switchboard replay` makes it
+    again at its place, and in closed-loop playback the events after it wait until it has."""
+
+    t_ms: float = Field(ge=0)
+    request: dict[str, Any]
+
+
+class RequestAt(BaseModel):
+    """A recorded request and its place: how many events the file has before it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    after_events: int
+    line: RecordedRequest
+
+
 class RecordedClose(_Line):
     """The sideband closes `t_ms` after attach."""
 
@@ -106,6 +137,8 @@ class Recording(BaseModel):
     close: RecordedClose | None = None
     # The host's controls, where the recording holds them (an export, `simulator.host`).
     controls: list[ControlAt] = []
+    # The requests made of the host, where the recording holds them (an export).
+    requests: list[RequestAt] = []
 
 
 def read_recording(path: str | Path) -> Recording:
@@ -119,6 +152,7 @@ def parse_recording(lines: Iterable[str]) -> Recording:
     header: RecordingHeader | None = None
     events: list[RecordedEvent] = []
     controls: list[ControlAt] = []
+    requests: list[RequestAt] = []
     close: RecordedClose | None = None
     last_ms = 0.0
     for number, text in enumerate(lines, start=1):
@@ -130,12 +164,15 @@ def parse_recording(lines: Iterable[str]) -> Recording:
             continue
         if close is not None:
             raise RecordingError(number, "nothing may follow the close line")
-        line: RecordedEvent | RecordedControl | RecordedClose
+        line: RecordedEvent | RecordedControl | RecordedRequest | RecordedClose
         if "close" in data:
             line = close = _parse(number, RecordedClose, data, "a close line")
         elif "control" in data:
             line = _parse(number, RecordedControl, data, "a control line")
             controls.append(ControlAt(after_events=len(events), line=line))
+        elif "request" in data:
+            line = _parse(number, RecordedRequest, data, "a request line")
+            requests.append(RequestAt(after_events=len(events), line=line))
         else:
             line = _parse(number, RecordedEvent, data, "an event line")
             events.append(line)
@@ -145,7 +182,7 @@ def parse_recording(lines: Iterable[str]) -> Recording:
         last_ms = line.t_ms
     if header is None:
         raise RecordingError(1, "the recording is empty: the header line is missing")
-    return Recording(header=header, events=events, close=close, controls=controls)
+    return Recording(header=header, events=events, close=close, controls=controls, requests=requests)
 
 
 def _json_object(number: int, text: str) -> dict[str, Any]:
@@ -168,17 +205,25 @@ def _parse(number: int, model: type[_LineT], data: dict[str, Any], what: str) ->
 
 
 def recording_lines(recording: Recording) -> list[str]:
-    """The recording as the JSON lines `parse_recording` reads back (a header without a session
-    is written as the first format had it)."""
-    lines = [_HeaderLine(recording=recording.header).model_dump_json(exclude_none=True)]
-    controls = iter(recording.controls)
-    control = next(controls, None)
-    for index, line in enumerate([*recording.events, None]):
-        while control is not None and control.after_events == index:
-            lines.append(json.dumps({"t_ms": control.line.t_ms, "control": control.line.control}))
-            control = next(controls, None)
-        if line is not None:
-            lines.append(json.dumps({"t_ms": line.t_ms, "event": line.event}))
+    """The recording as the JSON lines `parse_recording` reads back (a header without a session,
+    or made with Switchboard as host, is written as the first format had it). Between two events,
+    the controls and the requests keep their own order and are merged by time, a control first."""
+    header = recording.header
+    unsaid = {"host"} if header.host == SWITCHBOARD_HOST else set()
+    lines = [_HeaderLine(recording=header).model_dump_json(exclude_none=True, exclude={"recording": unsaid})]
+    controls: dict[int, list[tuple[float, str]]] = {}
+    requests: dict[int, list[tuple[float, str]]] = {}
+    for control in recording.controls:
+        line = json.dumps({"t_ms": control.line.t_ms, "control": control.line.control})
+        controls.setdefault(control.after_events, []).append((control.line.t_ms, line))
+    for request in recording.requests:
+        line = json.dumps({"t_ms": request.line.t_ms, "request": request.line.request})
+        requests.setdefault(request.after_events, []).append((request.line.t_ms, line))
+    for index, event in enumerate([*recording.events, None]):
+        merged = heapq.merge(controls.get(index, []), requests.get(index, []), key=lambda timed: timed[0])
+        lines += [line for _t_ms, line in merged]
+        if event is not None:
+            lines.append(json.dumps({"t_ms": event.t_ms, "event": event.event}))
     if recording.close is not None:
         frame = recording.close.close
         close: dict[str, Any] = {"code": frame.code, **({"reason": frame.reason} if frame.reason else {})}
@@ -255,15 +300,16 @@ ANSWERED: dict[str, str] = {
 
 class Gate(BaseModel):
     """One thing an event waits for in closed-loop playback: the host's `count`-th control of
-    `control_type`."""
+    `control_type`, or the `count`-th request of that type made of it (`is_request`)."""
 
     model_config = ConfigDict(frozen=True)
 
     control_type: str
     count: int
+    is_request: bool = False
 
     def describe(self) -> str:
-        return f"{self.control_type} #{self.count}"
+        return f"{'the request ' if self.is_request else ''}{self.control_type} #{self.count}"
 
 
 def answered_control(event: dict[str, Any]) -> str | None:
@@ -283,26 +329,51 @@ def closed_loop_gates(recording: Recording) -> tuple[list[tuple[Gate, ...]], tup
     event waits until the host has sent as many controls of each type as the recording has
     before it, and so does the close. One without them (made without Switchboard) is played with
     the answers counted: the 3rd `response.created` waits for the host's 3rd `response.create`,
-    a `conversation.item.truncated` for its truncate, and so on (`ANSWERED`)."""
+    a `conversation.item.truncated` for its truncate, and so on (`ANSWERED`). Either way an
+    event after a request made of the host waits until that request was made again. A recording
+    whose host was another program (`"host": "other"`) waits for nothing: the provider answered
+    that program's controls, which Switchboard never sends."""
+    if recording.header.host == OTHER_HOST:
+        return [()] * len(recording.events), ()
+    requested = _counted_before(recording.requests, len(recording.events), is_request=True)
     if recording.controls:
-        sent: dict[str, int] = {}
-        controls = iter(recording.controls)
-        control = next(controls, None)
-        gates: list[tuple[Gate, ...]] = []
-        for index in range(len(recording.events) + 1):
-            while control is not None and control.after_events <= index:
-                kind = str(control.line.control.get("type"))
-                sent[kind] = sent.get(kind, 0) + 1
-                control = next(controls, None)
-            gates.append(tuple(Gate(control_type=kind, count=count) for kind, count in sorted(sent.items())))
+        sent = _counted_before(recording.controls, len(recording.events))
+        gates = [controls + requests for controls, requests in zip(sent, requested, strict=True)]
         return gates[:-1], gates[-1]
     answers: dict[str, int] = {}
     inferred: list[tuple[Gate, ...]] = []
-    for line in recording.events:
+    for line, requests in zip(recording.events, requested, strict=False):
         wanted = answered_control(line.event)
         if wanted is None:
-            inferred.append(())
+            inferred.append(requests)
             continue
         answers[wanted] = answers.get(wanted, 0) + 1
-        inferred.append((Gate(control_type=wanted, count=answers[wanted]),))
-    return inferred, ()
+        inferred.append((Gate(control_type=wanted, count=answers[wanted]), *requests))
+    return inferred, requested[-1]
+
+
+def _counted_before(
+    placed: Sequence[ControlAt | RequestAt], events: int, *, is_request: bool = False
+) -> list[tuple[Gate, ...]]:
+    """For each event index and the close (index `events`): the controls or requests of each
+    type the recording has before it, as gates."""
+    counts: dict[str, int] = {}
+    lines = iter(placed)
+    line = next(lines, None)
+    gates: list[tuple[Gate, ...]] = []
+    for index in range(events + 1):
+        while line is not None and line.after_events <= index:
+            kind = str(_what(line).get("type"))
+            counts[kind] = counts.get(kind, 0) + 1
+            line = next(lines, None)
+        gates.append(
+            tuple(
+                Gate(control_type=kind, count=count, is_request=is_request)
+                for kind, count in sorted(counts.items())
+            )
+        )
+    return gates
+
+
+def _what(placed: ControlAt | RequestAt) -> dict[str, Any]:
+    return placed.line.control if isinstance(placed, ControlAt) else placed.line.request

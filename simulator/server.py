@@ -390,6 +390,15 @@ class Simulator:
             call.refuses_sideband = request.query_params.get("refuse") == "1"
             await call.drop_sideband(int(code))
             return JSONResponse({"dropped": call.call_id, "refusing": call.refuses_sideband})
+        if parts[2:] == ["requests"] and request.method == "POST":
+            try:
+                kind = json.loads(await request.body())["type"]
+            except (ValueError, KeyError, TypeError):
+                return _error(400, 'The body must be {"type": str}.', "invalid_json")
+            if not isinstance(kind, str) or not kind:
+                return _error(400, "type must be a request's type", "invalid_value")
+            call.request_made(kind)
+            return JSONResponse({"requested": kind})
         if parts[2:] == ["inject"] and request.method == "POST":
             try:
                 frames = json.loads(await request.body())["frames"]

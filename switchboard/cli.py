@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--open-loop",
         action="store_true",
-        help="play on the recorded clock whatever the host sends (for recordings made without a host)",
+        help='play on the recorded clock whatever the host sends (as a header saying "host": "other" does)',
     )
     replay.add_argument(
         "--gate-timeout",

@@ -5,12 +5,14 @@ The header carries the session spec the session was created with, mapped back fr
 logged input (`switchboard.session_created`): the instructions, the names of its tools, its limits.
 The events are the provider's, from the durable log in seq order — the gateway's numbering, which
 is the order the provider sent them in — each at its offset from the first numbered event (the
-sideband's attach). Host inputs (`switchboard.*`) are Switchboard's own and are left out: a replay
-makes its own.
+sideband's attach). Host inputs (`switchboard.*`) are Switchboard's own and are left out — a replay
+makes its own — but the requests an app or a person made of the session (an app's say, an end, a
+supervisor's verb: `switchboard.requests`), which nothing in a replay would make: each is written
+as a `request` line at its place, and `switchboard replay` makes it again there. The controls the
+session sent are written as `control` lines, so the export replays closed loop to them.
 
 What the log never held cannot be exported: the events Switchboard does not decide on (deltas,
-audio buffer events) were never stored, and an API request or an operator's command is a host
-input, not something the provider sent. A Live call is the exception that proves it: its
+audio buffer events) were never stored. A Live call is the exception that proves it: its
 transcript deltas were written down as `switchboard.live_transcript` events holding every
 fragment (its event id, its place on the timeline, its words), so they are exported as the
 deltas the provider sent, each at its word's end on the session timeline, between what came
@@ -44,10 +46,13 @@ from simulator.recording import (
     RecordedClose,
     RecordedControl,
     RecordedEvent,
+    RecordedRequest,
     Recording,
     RecordingHeader,
+    RequestAt,
     recording_lines,
 )
+from switchboard.requests import as_recorded, is_request
 from switchboard.services import Services
 
 # The log's kinds, as the wire schemas name them.
@@ -109,8 +114,16 @@ def session_recording(record: dict[str, Any]) -> tuple[Recording, list[str]]:
     if created is None:
         raise ValueError(f"the log has no {CREATED} input: its session spec is unknown")
     spec, unsaid = session_spec_of(created)
-    events, close = provider_events(record["log"])
+    sequenced, close = _provider_lines(record["log"])
+    events = [line for _seq, line in sequenced]
     controls = host_controls(record["log"], events)
+    requests = host_requests(record["log"], sequenced)
+    if close is not None:
+        # The sideband closed once the host had sent what it sent and been asked what it was
+        # asked: a control decided after the provider's close is written before the close line,
+        # so the close waits for it, and a line never goes back in time.
+        latest = max([c.line.t_ms for c in controls] + [r.line.t_ms for r in requests], default=close.t_ms)
+        close = close.model_copy(update={"t_ms": max(close.t_ms, latest)})
     header = RecordingHeader(
         name=record["id"],
         instructions=spec.instructions,
@@ -119,7 +132,8 @@ def session_recording(record: dict[str, Any]) -> tuple[Recording, list[str]]:
         # recording reads as it did before Live existed.
         session=spec.model_dump(mode="json", exclude_none=True, exclude=_unsaid_defaults(spec)),
     )
-    return Recording(header=header, events=events, close=close, controls=controls), unsaid
+    recording = Recording(header=header, events=events, close=close, controls=controls, requests=requests)
+    return recording, unsaid
 
 
 def _unsaid_defaults(spec: SessionSpec) -> set[str]:
@@ -175,7 +189,16 @@ def session_spec_of(created: dict[str, Any]) -> tuple[SessionSpec, list[str]]:
 
 def provider_events(log: list[dict[str, Any]]) -> tuple[list[RecordedEvent], RecordedClose | None]:
     """The provider's events of a session log in seq order, with their offsets from the first
-    numbered event, and the close of the sideband when the log ends with one.
+    numbered event, and the close of the sideband when the log ends with one
+    (`_provider_lines`)."""
+    sequenced, close = _provider_lines(log)
+    return [line for _seq, line in sequenced], close
+
+
+def _provider_lines(
+    log: list[dict[str, Any]],
+) -> tuple[list[tuple[int, RecordedEvent]], RecordedClose | None]:
+    """The provider's events with the seq each came from (a Live transcript piece gives several).
 
     Every disposition is kept but `lost`, because a recording is what the provider sent:
     - `duplicate`: the provider event reached a gateway twice (under two seqs); it really went
@@ -192,10 +215,8 @@ def provider_events(log: list[dict[str, Any]]) -> tuple[list[RecordedEvent], Rec
     )
     if not numbered:
         return [], None
-    # A row that arrived late holds the time its seq was declared lost, so it cannot be the start.
-    on_time = [event for event in numbered if event["payload"].get("type") != ARRIVED_LATE]
-    attached_at = epoch_seconds((on_time or numbered)[0]["received_at"])
-    events: list[RecordedEvent] = []
+    attached_at = _attached_at(numbered)
+    events: list[tuple[int, RecordedEvent]] = []
     closed: dict[str, Any] | None = None
     last_ms = 0.0
     for entry in numbered:
@@ -213,7 +234,7 @@ def provider_events(log: list[dict[str, Any]]) -> tuple[list[RecordedEvent], Rec
                 # sideband attaches: its own end, but never before what was sent before it nor
                 # after the piece was logged.
                 last_ms = min(offset_ms, max(last_ms, float(delta["end_ms"])))
-                events.append(RecordedEvent(t_ms=last_ms, event=delta))
+                events.append((entry["seq"], RecordedEvent(t_ms=last_ms, event=delta)))
             last_ms, closed = offset_ms, None
             continue
         elif kind == CLOSED:
@@ -224,7 +245,7 @@ def provider_events(log: list[dict[str, Any]]) -> tuple[list[RecordedEvent], Rec
         else:
             event = payload
             closed = None
-        events.append(RecordedEvent(t_ms=offset_ms, event=_as_sent(event)))
+        events.append((entry["seq"], RecordedEvent(t_ms=offset_ms, event=_as_sent(event))))
         last_ms = offset_ms
     return events, _close_line(closed)
 
@@ -239,8 +260,7 @@ def host_controls(log: list[dict[str, Any]], events: list[RecordedEvent]) -> lis
     if not numbered or not events:
         return []
     # The same origin as the events' offsets (provider_events).
-    on_time = [event for event in numbered if event["payload"].get("type") != ARRIVED_LATE]
-    attached_at = epoch_seconds((on_time or numbered)[0]["received_at"])
+    attached_at = _attached_at(numbered)
     offsets = [line.t_ms for line in events]
     placed: list[ControlAt] = []
     for entry in sorted(log, key=lambda event: event.get("applied_order") or 0):
@@ -253,6 +273,41 @@ def host_controls(log: list[dict[str, Any]], events: list[RecordedEvent]) -> lis
         t_ms = max(offset_ms, placed[-1].line.t_ms if placed else 0.0)
         placed += [ControlAt(after_events=after, line=RecordedControl(t_ms=t_ms, control=c)) for c in sent]
     return placed
+
+
+def host_requests(log: list[dict[str, Any]], sequenced: list[tuple[int, RecordedEvent]]) -> list[RequestAt]:
+    """Every request an app or a person made of the session (`switchboard.requests`), in seq
+    order, each placed after the provider events numbered before it: `switchboard replay` makes
+    it again there, and closed-loop playback holds the events after it until it has. Its time is
+    its own offset, kept between those of the events around it."""
+    numbered = sorted(
+        (event for event in log if event.get("seq") is not None), key=lambda event: event["seq"]
+    )
+    if not numbered:
+        return []
+    attached_at = _attached_at(numbered)
+    seqs = [seq for seq, _line in sequenced]
+    placed: list[RequestAt] = []
+    for entry in numbered:
+        if not is_request(entry["payload"]):
+            continue
+        after = bisect.bisect_left(seqs, entry["seq"])
+        earliest = max(
+            sequenced[after - 1][1].t_ms if after else 0.0, placed[-1].line.t_ms if placed else 0.0
+        )
+        t_ms = max(earliest, _offset_ms(epoch_seconds(entry["received_at"]), attached_at))
+        if after < len(sequenced):
+            t_ms = max(earliest, min(t_ms, sequenced[after][1].t_ms))
+        line = RecordedRequest(t_ms=t_ms, request=as_recorded(entry["payload"]))
+        placed.append(RequestAt(after_events=after, line=line))
+    return placed
+
+
+def _attached_at(numbered: list[dict[str, Any]]) -> float:
+    """When the sideband attached: the first numbered event's time (a row that arrived late holds
+    the time its seq was declared lost, so it cannot be the start)."""
+    on_time = [event for event in numbered if event["payload"].get("type") != ARRIVED_LATE]
+    return epoch_seconds((on_time or numbered)[0]["received_at"])
 
 
 def _deltas(piece: dict[str, Any]) -> list[dict[str, Any]]:
@@ -330,12 +385,19 @@ def _description(record: dict[str, Any], created: dict[str, Any]) -> str:
 # ── as an eval case ──────────────────────────────────────────────────────────────────
 
 
+# The endings a run of a case reproduces: its caller hangs up after the last line, and the model
+# ends the call only if its scripted answers say so. An end the app, a person or the platform made
+# (`app_ended`, a supervisor's, a limit's) is no run's, and expected of one it would always fail.
+REPRODUCED_ENDINGS = frozenset({"caller_hung_up", "agent_hung_up"})
+
+
 def case_of(record: dict[str, Any]) -> dict[str, Any]:
     """A stored call as an eval case (pipeline/evals.py): its session spec, the caller's lines,
     the model's answers as the simulator's script (what it said, the functions it called), and
     what the call did as the expectations — each tool called with its arguments, and how the call
-    ended. Every text is redacted under the session's privacy policy (cards and SSNs always),
-    and an argument that was sealed is expected present, not equal."""
+    ended when a run can end so (`REPRODUCED_ENDINGS`). Every text is redacted under the session's
+    privacy policy (cards and SSNs always), and an argument that was sealed is expected present,
+    not equal."""
     created = next((event["payload"] for event in record["log"] if event["kind"] == CREATED), None)
     if created is None:
         raise ValueError(f"the log has no {CREATED} input: its session spec is unknown")
@@ -364,10 +426,14 @@ def case_of(record: dict[str, Any]) -> dict[str, Any]:
         else:
             model.append({"say": clean(call_or_line["say"])})
     expect: dict[str, Any] = {"tools": tools}
-    if record.get("end_reason"):
-        expect["ends"] = record["end_reason"]
+    description = f"made from the stored call {record['id']}"
+    ending = record.get("end_reason")
+    if ending in REPRODUCED_ENDINGS:
+        expect["ends"] = ending
+    elif ending:
+        description += f"; it ended {ending}, which a run of the case does not, so no end is expected"
     return {
-        "case": {"name": record["id"], "description": f"made from the stored call {record['id']}"},
+        "case": {"name": record["id"], "description": description},
         "session": spec.model_dump(mode="json", exclude_none=True, exclude=_unsaid_defaults(spec)),
         "caller": caller,
         "model": model,

@@ -108,6 +108,9 @@ class Stack:
         self.gateway: Process | None = None
         self.extra_gateways: list[Process] = []
         self.workers: list[Process] = []
+        # Every process started, from the moment it is: a start interrupted half way (a signal,
+        # a process that never became ready) leaves none of them running after `stop`.
+        self._launched: list[Process] = []
 
     @property
     def api_url(self) -> str:
@@ -178,7 +181,8 @@ class Stack:
         `ends_its_calls` first ends the calls still open, through its own API."""
         if self.ends_its_calls:
             self._end_open_calls()
-        processes = [self.gateway, *self.extra_gateways, *self.workers, self.simulator]
+        named = [self.gateway, *self.extra_gateways, *self.workers, self.simulator]
+        processes = [*named, *(process for process in self._launched if process not in named)]
         running = [process for process in processes if process is not None and process.popen.poll() is None]
         for process in running:
             process.popen.send_signal(signal.SIGTERM)
@@ -238,6 +242,7 @@ class Stack:
             start_new_session=True,
         )
         process = Process(name, popen)
+        self._launched.append(process)
         ready = threading.Event()
         threading.Thread(target=self._read, args=(process, ready), daemon=True).start()
         return process, ready

@@ -6,7 +6,14 @@ from __future__ import annotations
 from pipeline.catalog import ToolOutcome
 from pipeline.limits import bounded
 from pipeline.live import delegation, reports
-from pipeline.live.events import Delegated, KeyReceived, LiveClosed, LiveTranscript, UsageUpdated
+from pipeline.live.events import (
+    BackendCalled,
+    Delegated,
+    KeyReceived,
+    LiveClosed,
+    LiveTranscript,
+    UsageUpdated,
+)
 from pipeline.state import SessionState
 from pipeline.step import PersistTranscript, Step
 from pipeline.timers import DelegationDeadline, DelegationSettle, Timer
@@ -23,6 +30,8 @@ def decide(state: SessionState, event: InboundEvent) -> Step | None:
             return delegation.heard(state, event)
         case Delegated():
             return delegation.delegated(state, event)
+        case BackendCalled():
+            return delegation.backend_called(state, event)
         case UsageUpdated():
             return reports.usage_updated(state, event)
         case LiveClosed():

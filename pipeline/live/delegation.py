@@ -29,11 +29,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pipeline import ending
 from pipeline.catalog import ToolOutcome
 from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS, bounded
 from pipeline.live.controls import commentary, instructions, thinking
-from pipeline.live.events import Delegated, LiveTranscript
+from pipeline.live.events import BackendCalled, Delegated, LiveTranscript
 from pipeline.live.frames import DELEGATION_SETTLE_MS, line_of
+from pipeline.live.reports import closing
 from pipeline.live.tasks import build_task
 from pipeline.state import IN_CALL, Delegation, DelegationStatus, LiveCall, SessionState, SpokenLine
 from pipeline.step import (
@@ -67,6 +69,8 @@ MAXIMUM_OPEN_DELEGATIONS = 4
 MAXIMUM_HEARD_FRAGMENTS = 128
 # Delegation ids remembered after their answer: far more than a repeat can arrive late by.
 ANSWERED_KEPT = 64
+# How a session ends whose Responses delegation waits on the host for a tool it does not serve.
+RESPONSES_NOT_SERVED = "responses_delegation_not_served"
 
 PROGRESS = (
     "Switchboard is working on this request now; its result will follow. Let the caller know "
@@ -197,6 +201,22 @@ def delegated(state: SessionState, event: Delegated) -> Step:
         return progress.then(_start(taken, arriving))
     waiting = schedule_timer(DelegationSettle(delegation_id), delay_ms=DELEGATION_SETTLE_MS)
     return progress.then(Step(state=taken, effects=(waiting,)))
+
+
+def backend_called(state: SessionState, event: BackendCalled) -> Step:
+    """A Responses delegation's backend called a function tool and waits for the host's output
+    and `response.create`. Switchboard serves client delegation only: it holds no Responses tool
+    and sends neither, so the backend would wait for ever and the caller with it. Such a session
+    is refused — failed at once, the reason in its record — rather than left hanging."""
+    if state.phase not in IN_CALL:
+        return unchanged(state)
+    call = event.event.item
+    summary = (
+        f"a Responses delegation's backend called {call.name} ({call.call_id}) and waits for the "
+        "host's function_call_output and response.create; Switchboard serves client delegation "
+        "only and sends neither"
+    )
+    return ending.fail(state, RESPONSES_NOT_SERVED, summary, closing(state))
 
 
 def settled(state: SessionState, delegation_id: str) -> Step:

@@ -178,6 +178,28 @@ class TransportFailed(_Inbound):
     error: CallError
 
 
+class BackendCallItem(_Inbound):
+    type: Literal["function_call"]
+    call_id: str
+    name: str
+
+
+class BackendCallDone(_Inbound):
+    type: Literal["response.output_item.done"]
+    item: BackendCallItem
+
+
+class BackendCalled(_Inbound):
+    """A Responses delegation's backend run finished a function call (nested in
+    `response.event`): the run waits for the host's `function_call_output` and `response.create`
+    (LIVE_PROTOCOL.md §1.4; a captured session shows it waiting)."""
+
+    type: Literal["response.event"]
+    event_id: str
+    delegation_id: str
+    event: BackendCallDone
+
+
 # What the provider says on a Live sideband that the workers read (the transcript event is the
 # gateway's, written down from the provider's fragments).
 LiveInbound = (
@@ -190,6 +212,7 @@ LiveInbound = (
     | TransportProgress
     | TransportFailed
     | Decided
+    | BackendCalled
 )
 
 # The provider types these models read (the transcript event is the host's own).
@@ -220,6 +243,22 @@ def parse_live(raw: dict[str, Any]) -> InboundEvent | None:
     """A logged Live input into its model, or None when its type is not one the workers read;
     one of the wrong shape raises `MalformedFrame`."""
     event_type = raw.get("type")
+    if event_type == "response.event":
+        # Of a backend run's nested events only a finished function call asks the host for
+        # anything; its end (`response.completed`, …) is logged and read by no rule.
+        return validated(_LIVE_INPUT, raw) if is_backend_call(raw) else None
     if event_type not in LIVE_PARSED_TYPES and event_type != LIVE_TRANSCRIPT_TYPE:
         return None
     return validated(_LIVE_INPUT, raw)
+
+
+def is_backend_call(raw: dict[str, Any]) -> bool:
+    """A `response.event` carrying a Responses backend's finished function call."""
+    nested = raw.get("event")
+    item = nested.get("item") if isinstance(nested, dict) else None
+    return (
+        isinstance(nested, dict)
+        and nested.get("type") == "response.output_item.done"
+        and isinstance(item, dict)
+        and item.get("type") == "function_call"
+    )

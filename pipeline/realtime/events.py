@@ -272,22 +272,34 @@ def is_function_call_item(event: dict[str, Any]) -> bool:
     )
 
 
-def is_typed_user_item(event: dict[str, Any]) -> bool:
-    """A user text message another client added to the conversation (a WebRTC client's data
-    channel, another host on the sideband): words of the caller's side the transcript would
-    otherwise lack, answered by a response that is not the host's. Switchboard's own typed
-    items (`TYPED_ITEM_PREFIX`) are recorded when they are sent."""
+# The content parts that hold the words of a typed message, by its role: the caller's text, and
+# the assistant's (its GA name and the beta one).
+TYPED_PARTS: dict[str, frozenset[str]] = {
+    "user": frozenset({"input_text"}),
+    "assistant": frozenset({"output_text", "text"}),
+}
+
+
+def is_typed_item(event: dict[str, Any]) -> bool:
+    """A text message another client added to the conversation: the caller's words (a WebRTC
+    client's data channel, another host on the sideband), answered by a response that is not the
+    host's, or the assistant's (a conversation seeded with a history before the call): lines the
+    transcript would otherwise lack. Switchboard's own typed items (`TYPED_ITEM_PREFIX`) are
+    recorded when they are sent, and an item a response is still producing (added `in_progress`,
+    without its words) is the model's own, recorded from its final."""
     item = event.get("item")
     if event.get("type") != "conversation.item.added" or not isinstance(item, dict):
         return False
     item_id, content = item.get("id"), item.get("content")
+    parts = TYPED_PARTS.get(str(item.get("role")))
     return (
         item.get("type") == "message"
-        and item.get("role") == "user"
+        and parts is not None
+        and item.get("status") != "in_progress"
         and isinstance(item_id, str)
         and not item_id.startswith(TYPED_ITEM_PREFIX)
         and isinstance(content, list)
-        and any(isinstance(part, dict) and part.get("type") == "input_text" for part in content)
+        and any(isinstance(part, dict) and part.get("type") in parts for part in content)
     )
 
 
@@ -298,12 +310,12 @@ class TypedPart(Inbound):
 
 class TypedItem(Inbound):
     id: str
-    role: Literal["user"]
+    role: Literal["user", "assistant"]
     content: tuple[TypedPart, ...]
 
 
 class ItemTyped(Inbound):
-    """A user text message another client added to the conversation (`is_typed_user_item`)."""
+    """A text message another client added to the conversation (`is_typed_item`)."""
 
     type: Literal["conversation.item.added"]
     event_id: str
@@ -311,12 +323,13 @@ class ItemTyped(Inbound):
 
     @property
     def text(self) -> str:
-        return typed_text(part.model_dump() for part in self.item.content)
+        return typed_text(self.item.role, (part.model_dump() for part in self.item.content))
 
 
-def typed_text(content: Iterable[dict[str, Any]]) -> str:
-    """The words of a typed item's content: its `input_text` parts, joined."""
-    return "".join(part.get("text", "") for part in content if part.get("type") == "input_text")
+def typed_text(role: str, content: Iterable[dict[str, Any]]) -> str:
+    """The words of a typed item's content: its text parts for its role (`TYPED_PARTS`), joined."""
+    parts = TYPED_PARTS.get(role, frozenset())
+    return "".join(part.get("text", "") for part in content if part.get("type") in parts)
 
 
 # What a Realtime sideband says that the workers read, with what every provider says alike.
@@ -350,6 +363,6 @@ def parse_realtime(raw: dict[str, Any]) -> InboundEvent | None:
         return None
     event_type = ga_type(event_type)
     raw = {**raw, "type": event_type}
-    if event_type not in DURABLE_TYPES and not is_function_call_item(raw) and not is_typed_user_item(raw):
+    if event_type not in DURABLE_TYPES and not is_function_call_item(raw) and not is_typed_item(raw):
         return None
     return validated(_REALTIME_INPUT, raw)

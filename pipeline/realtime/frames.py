@@ -16,7 +16,7 @@ from pipeline.realtime.events import (
     STREAMED_TYPES,
     ga_type,
     is_function_call_item,
-    is_typed_user_item,
+    is_typed_item,
     parse_realtime,
 )
 from pipeline.wire import HOST_TYPES, FrameKind, decode_frame, frame_holds_unstorable, nests_too_deep
@@ -46,7 +46,7 @@ def classify_frame(frame: str | bytes) -> ClassifiedFrame:
         if not isinstance(event.get("item_id"), str) or not isinstance(event.get("delta", ""), str):
             raise MalformedFrame(f"{event_type}: needs a string item_id and delta")
         return ClassifiedFrame(FrameKind.STREAMED, event_type, event)
-    durable = event_type in DURABLE_TYPES or is_function_call_item(event) or is_typed_user_item(event)
+    durable = event_type in DURABLE_TYPES or is_function_call_item(event) or is_typed_item(event)
     if durable or event_type not in IGNORED_TYPES:
         # What is kept (logged, or walked on its way to the log) must be storable and shallow;
         # a live delta or an ignored event is only looked at, never walked.

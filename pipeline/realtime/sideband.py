@@ -12,6 +12,11 @@
 - **A maintenance response is unspoken.** Its `response.created` marks it; its text is a
   compaction summary, so its durable frames are logged and its words are never streamed.
 - **Finals**: a finished transcript line goes to the watchers after its durable event.
+- **A final's place is the gateway's.** Every item added to the conversation is noted with the
+  item it was put after (`pipeline.realtime.conversation`), and each final's durable event (the
+  caller's, the assistant's, a typed line another client added) carries its `place`: the line
+  it follows in the conversation, by which the record is ordered whatever order the finals came
+  in (`pipeline.call.conversation_order`). The provider's own `place` is never trusted.
 - **The caller's wait is the gateway's.** `input_audio_buffer.speech_stopped` and a response's
   first audio (`response.output_audio.delta` on a plain WebSocket; on a WebRTC or SIP sideband,
   where audio does not come, `output_audio_buffer.started` or its first transcript delta) are
@@ -28,10 +33,12 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from pipeline.call.conversation_order import PLACE_FIELD
 from pipeline.call.heard import waited_ms
 from pipeline.call.sideband import Action, Delta, Final, Role, Submit, Waited, bad_frame
 from pipeline.errors import BadInput
 from pipeline.realtime.compaction import is_maintenance_metadata
+from pipeline.realtime.conversation import ANNOUNCING_TYPES, ConversationChain
 from pipeline.realtime.dialect import REALTIME
 from pipeline.realtime.events import function_call_id, typed_text
 from pipeline.realtime.frames import classify_frame
@@ -51,6 +58,8 @@ _USER_FINAL = "conversation.item.input_audio_transcription.completed"
 _ASSISTANT_FINALS = frozenset({"response.output_audio_transcript.done", "response.output_text.done"})
 _SPEECH_ENDED = "input_audio_buffer.speech_stopped"
 _TYPED_ITEM = "conversation.item.added"
+# The durable events that finish a line of the record: each carries its place.
+_FINALS = frozenset({_USER_FINAL, _TYPED_ITEM, *_ASSISTANT_FINALS})
 # Whichever of these comes first for a response is its first audio at the provider.
 _FIRST_AUDIO = frozenset(
     {"response.output_audio.delta", "output_audio_buffer.started", _ASSISTANT_AUDIO_DELTA}
@@ -79,6 +88,7 @@ class RealtimeSideband:
         self._speech_ended_at: float | None = None
         self._sounded: deque[str] = deque(maxlen=ANSWERS_AWAITING_DONE)
         self._answered: dict[str, tuple[float, float]] = {}
+        self._conversation = ConversationChain()
 
     def receive(self, frame: str | bytes, received_at: float, now: float) -> list[Action]:
         try:
@@ -86,6 +96,8 @@ class RealtimeSideband:
         except BadInput as error:
             return [bad_frame(frame, error.code, str(error))]
         kind, event_type, event = classified.kind, classified.type, classified.event
+        if event_type in ANNOUNCING_TYPES:
+            self._conversation.see(event_type, event)
         response_id = event.get("response_id")
         if isinstance(response_id, str) and response_id in self._unspoken:
             return [Submit(event, received_at)] if kind is FrameKind.DURABLE else []
@@ -116,6 +128,8 @@ class RealtimeSideband:
         waited: Waited | None = None
         if event_type == "response.done":
             event, waited = self._with_wait(event)
+        elif event_type in _FINALS:
+            event = self._placed(event)
         actions: list[Action] = [Submit(event, received_at)]
         if waited is not None:
             actions.append(waited)
@@ -123,7 +137,9 @@ class RealtimeSideband:
             actions.append(Final("user", event["item_id"], event.get("transcript", "")))
         elif event_type == _TYPED_ITEM:
             # The one durable conversation.item.added: a line another client typed.
-            actions.append(Final("user", event["item"]["id"], typed_text(event["item"]["content"])))
+            item = event["item"]
+            typist: Role = "assistant" if item["role"] == "assistant" else "user"
+            actions.append(Final(typist, item["id"], typed_text(item["role"], item["content"])))
         elif event_type in _ASSISTANT_FINALS:
             text = event.get("transcript", event.get("text", ""))
             actions.append(Final("assistant", event["item_id"], text))
@@ -178,6 +194,17 @@ class RealtimeSideband:
         event["heard"] = {"speech_ended_at": speech_ended_at, "first_audio_at": first_audio_at}
         wait_ms = waited_ms(speech_ended_at, first_audio_at)
         return event, Waited(REALTIME.name, wait_ms) if wait_ms is not None else None
+
+    def _placed(self, final: dict[str, Any]) -> dict[str, Any]:
+        """A final's event with the place of its item in the conversation, when it was seen
+        added (and without any the provider sent)."""
+        event = {key: value for key, value in final.items() if key != PLACE_FIELD}
+        item = event.get("item")
+        item_id = item.get("id") if isinstance(item, dict) else event.get("item_id")
+        place = self._conversation.place_of(item_id) if isinstance(item_id, str) else None
+        if place is not None:
+            event[PLACE_FIELD] = {"after": place.after}
+        return event
 
     def _heard_delta(self, item_id: str, response_id: str, now: float) -> None:
         # The first delta of an item starts its playback.

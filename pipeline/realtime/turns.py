@@ -82,13 +82,12 @@ def typed(state: SessionState, event: TextInjected) -> Step:
 
 
 def typed_by_another(state: SessionState, event: ItemTyped) -> Step:
-    """Text another client added to the conversation as the caller's (a WebRTC client's data
-    channel): stored as the caller's line, so the record holds what the model's answer answers.
-    That client asks for the answer itself, so the session asks for nothing."""
-    return Step(
-        state=state,
-        effects=(PersistTranscript(role="user", text=bounded(event.text), item_id=event.item.id),),
-    )
+    """Text another client added to the conversation: as the caller's (a WebRTC client's data
+    channel), stored as the caller's line, so the record holds what the model's answer answers;
+    as the assistant's (a history seeded before the call), stored as the agent's line beside the
+    seeded caller lines. That client asks for any answer itself, so the session asks for nothing."""
+    line = PersistTranscript(role=event.item.role, text=bounded(event.text), item_id=event.item.id)
+    return Step(state=state, effects=(line,))
 
 
 def _answer_input(step: Step, input_item_id: str, *, spoken: bool) -> Step:

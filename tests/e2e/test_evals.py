@@ -14,7 +14,7 @@ from xml.etree import ElementTree
 
 from switchboard.client import Client
 from switchboard.services import Services
-from switchboard.stack import Stack
+from switchboard.stack import Stack, wait_until
 from tests.e2e.conftest import set_script
 
 EVALS = Path(__file__).resolve().parents[2] / "evals"
@@ -152,6 +152,49 @@ def test_a_stored_call_made_into_a_case_passes_when_run_back(
     }
     assert [entry.get("say") for entry in case["model"][1:]] == ["It ships Friday.", "Bye."]
     path = tmp_path / "stored.json"
+    path.write_text(exported.stdout)
+    ran = _switchboard(services, "eval", "run", str(path))
+    assert ran.returncode == 0, ran.stdout + ran.stderr[-2000:]
+    assert f"{session['id']}: pass" in ran.stdout
+
+
+def test_a_call_the_app_ended_made_into_a_case_expects_no_end_a_run_cannot_make(
+    services: Services, stack: Stack, client: Client, tmp_path: Path
+) -> None:
+    """A call the app ended (`POST …/end`) made into a case: a run of the case ends as its caller
+    does, never as the app did, so the case expects no end (its description says how the call
+    ended) and passes when run back; the tools and lines are expected as ever."""
+    set_script(
+        stack,
+        {
+            "name": "ended-by-the-app",
+            "timing": {"delta_interval_ms": 5, "chars_per_delta": 24, "speech_ms": 150},
+            "caller": [
+                {"say": "Is my order 4417 on its way?", "after_ms": 150},
+                {"say": "Hello?", "after_ms": 5_000},
+                {"hangup": True, "after_ms": 200},
+            ],
+            "model": [{"say": "It ships Friday."}, {"say": "Yes?"}],
+        },
+    )
+    session = client.create_session("You are the order desk.")
+    client.connect(session["id"])
+
+    def answered() -> bool:
+        record = client.session(session["id"])
+        return any(line["role"] == "assistant" for line in record["transcript"])
+
+    assert wait_until(answered, 30)
+    client.end(session["id"])
+    record = client.wait_for_status(session["id"], timeout_s=60)
+    assert (record["status"], record["end_reason"]) == ("ended", "app_ended")
+    exported = _switchboard(services, "sessions", "export", session["id"], "--as-case")
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    case: dict[str, Any] = json.loads(exported.stdout)
+    assert case["expect"] == {"tools": []}
+    assert "it ended app_ended" in case["case"]["description"]
+    assert case["caller"] == ["Is my order 4417 on its way?"]
+    path = tmp_path / "ended_by_the_app.json"
     path.write_text(exported.stdout)
     ran = _switchboard(services, "eval", "run", str(path))
     assert ran.returncode == 0, ran.stdout + ran.stderr[-2000:]

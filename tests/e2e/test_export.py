@@ -273,3 +273,101 @@ def test_the_export_keeps_what_the_provider_sent_and_nothing_else() -> None:
     assert recording.close is not None
     assert (recording.close.t_ms, recording.close.close.code) == (1000.0, 1011)
     assert parse_recording(recording_lines(recording)) == recording
+
+
+def _applied(
+    entry: dict[str, Any], order: int, applied_at: float, *controls: dict[str, Any]
+) -> dict[str, Any]:
+    # As the record shows an applied input: its place in the fold, when, and what it sent.
+    sent = [{"kind": "control", "control": control} for control in controls]
+    return {**entry, "applied_order": order, "applied_at": rfc3339(applied_at), "controls": sent}
+
+
+def test_a_control_decided_after_the_provider_closed_is_written_before_the_close() -> None:
+    """The provider closed the sideband while a worker was still deciding on its last event (the
+    host asked for one more response): the control is written where it was decided, and the
+    close line after it, never earlier than the line before it, so the file reads back and a
+    closed-loop replay closes once the host has sent it."""
+    heard = {
+        "type": "conversation.item.input_audio_transcription.completed",
+        "event_id": "e2",
+        "item_id": "i1",
+        "transcript": "Thanks, bye.",
+    }
+    create = {"type": "response.create", "event_id": "ctl_3_0", "response": {"tool_choice": "auto"}}
+    closed = {"type": "switchboard.sideband_closed", "code": 1000, "by_host": False}
+    record = {
+        "id": "sess_1",
+        "status": "ended",
+        "end_reason": "caller_hung_up",
+        "created_at": "2026-01-01T00:00:00",
+        "log": [
+            _logged(None, 99.0, {"type": "switchboard.session_created", "instructions": "Be brief."}),
+            _applied(
+                _logged(1, 100.0, {"type": "switchboard.sideband_connected", "call_id": "rtc_1"}), 1, 100.0
+            ),
+            # Its response.create was decided after the provider's close had come.
+            _applied(_logged(2, 100.1, heard), 2, 100.14, create),
+            _applied(_logged(3, 100.12, closed), 3, 100.15),
+        ],
+    }
+
+    recording, _unsaid = session_recording(record)
+
+    assert [line.line.control for line in recording.controls] == [create]
+    assert recording.close is not None
+    assert recording.controls[0].line.t_ms == 140.0 and recording.close.t_ms == 140.0
+    assert parse_recording(recording_lines(recording)) == recording
+
+
+def test_the_requests_an_app_made_are_exported_at_their_place_without_the_gateway_s_fields() -> None:
+    """An app's say and end are the only host inputs a replay cannot make itself: each is a
+    `request` line after the provider events numbered before it, without who waited for its
+    answer or what was playing, at its own time kept between the events around it."""
+    done = {"type": "response.done", "event_id": "e1", "response": {"id": "r1", "status": "completed"}}
+    created = {
+        "type": "response.created",
+        "event_id": "e2",
+        "response": {"id": "r2", "status": "in_progress"},
+    }
+    say = {
+        "type": "switchboard.agent_say",
+        "text": "Your order ships Friday.",
+        "request_id": "req_1",
+        "gateway_id": "gw_1",
+    }
+    end = {
+        "type": "switchboard.end_requested",
+        "reason": "app_ended",
+        "request_id": "req_2",
+        "gateway_id": "gw_1",
+    }
+    hold = {"type": "switchboard.hold", "held": True, "playback": {"item_id": "i2", "played_ms": 300}}
+    record = {
+        "id": "sess_1",
+        "status": "ended",
+        "end_reason": "app_ended",
+        "created_at": "2026-01-01T00:00:00",
+        "log": [
+            _logged(None, 99.0, {"type": "switchboard.session_created", "instructions": "Be brief."}),
+            _logged(1, 100.0, done),
+            _logged(2, 100.5, say),
+            # Numbered by a gateway whose clock is behind: kept between the events around it.
+            _logged(3, 100.4, hold),
+            _logged(4, 100.6, created),
+            _logged(5, 101.0, end),
+            _logged(None, 101.0, {"type": "switchboard.timer_fired", "name": "x"}),
+        ],
+    }
+
+    recording, _unsaid = session_recording(record)
+
+    assert [
+        (placed.after_events, placed.line.t_ms, placed.line.request) for placed in recording.requests
+    ] == [
+        (1, 500.0, {"type": "switchboard.agent_say", "text": "Your order ships Friday."}),
+        (1, 500.0, {"type": "switchboard.hold", "held": True}),
+        (2, 1000.0, {"type": "switchboard.end_requested", "reason": "app_ended"}),
+    ]
+    assert [line.event for line in recording.events] == [done, created]
+    assert parse_recording(recording_lines(recording)) == recording

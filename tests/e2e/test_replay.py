@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import psutil
+import psycopg2
 import pytest
 
 from pipeline.config import Settings
@@ -21,51 +23,13 @@ from simulator.oracle import wire_errors
 from simulator.recording import ControlAt, RecordedControl, read_recording, recording_lines
 from switchboard.replay import run_replay
 from switchboard.services import Services
-
-RECORDINGS = Path(__file__).resolve().parents[2] / "recordings"
-
-
-def _replay(
-    services: Services, recording: Path, speed: str, *flags: str, env: dict[str, str] | None = None
-) -> list[dict[str, Any]]:
-    env = {
-        **os.environ,
-        # Replays run side by side, each its own stack: a worker of 8 threads holds up to 8 of
-        # PostgreSQL's 100 connections, and one call needs 2.
-        "SWITCHBOARD_WORKER_THREADS": "2",
-        **(env or {}),
-        "SWITCHBOARD_DATABASE_URL": services.database_url,
-        "SWITCHBOARD_REDIS_URL": services.redis_url,
-    }
-    finished = subprocess.run(
-        [sys.executable, "-m", "switchboard", "replay", str(recording), "--json", "--speed", speed, *flags],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert finished.returncode == 0, finished.stderr[-3000:]
-    return [json.loads(line) for line in finished.stdout.splitlines()]
+from switchboard.stack import wait_until
+from tests.e2e.replays import RECORDINGS, replay, side_by_side, without_ids
 
 
-def _without_ids(controls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{key: value for key, value in control.items() if key != "event_id"} for control in controls]
-
-
-def _side_by_side(replays: dict[Any, Callable[[], list[dict[str, Any]]]]) -> dict[Any, list[dict[str, Any]]]:
-    """Each replay in its own thread, all at once (each its own stack): what each printed."""
-    printed: dict[Any, list[dict[str, Any]]] = {}
-
-    def replay(key: Any) -> None:
-        printed[key] = replays[key]()
-
-    threads = [threading.Thread(target=replay, args=(key,)) for key in replays]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(300)
-    return printed
+def _without_session(printed: dict[str, Any]) -> dict[str, Any]:
+    """A replay's summary line without the id of the session it made (each replay makes its own)."""
+    return {"summary": {key: value for key, value in printed["summary"].items() if key != "session_id"}}
 
 
 SPEEDS = ("0", "1", "4")
@@ -76,9 +40,9 @@ RECORDED_WITH_CONTROLS = ("spoken_call", "three_turn", "order_lookup")
 def replayed_at_every_speed(services: Services) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """Every recording of RECORDED_WITH_CONTROLS replayed at every speed, all at once (each its
     own replay): closed loop, nothing one replays waits on another's pace."""
-    return _side_by_side(
+    return side_by_side(
         {
-            (name, speed): partial(_replay, services, RECORDINGS / f"{name}.jsonl", speed)
+            (name, speed): partial(replay, services, RECORDINGS / f"{name}.jsonl", speed)
             for name in RECORDED_WITH_CONTROLS
             for speed in SPEEDS
         }
@@ -104,8 +68,11 @@ def test_every_recording_replays_to_its_recorded_controls_at_every_speed(
     for speed, (*controls, last) in replays.items():
         # Ids aside: a tool's output is sent by its outcome or by the response.done it waited
         # for, whichever is applied last, and a control's id names that input.
-        assert _without_ids(controls) == _without_ids(recorded), speed
-        assert last == replays["1"][-1], speed
+        assert without_ids(controls) == without_ids(recorded), speed
+        assert _without_session(last) == _without_session(replays["1"][-1]), speed
+    # Each names the session it made, and each made its own.
+    made = {printed[-1]["summary"]["session_id"] for printed in replays.values()}
+    assert len(made) == len(SPEEDS) and all(session_id.startswith("sess_") for session_id in made)
     for control in recorded:
         assert wire_errors(control, direction="client") == [], control
     summary = replays["0"][-1]["summary"]
@@ -183,7 +150,7 @@ def test_a_recording_holding_a_control_the_host_never_sends_fails_closed_and_pla
     assert closed.returncode == 1, closed.stderr[-2000:]
     never = "the host never sent conversation.item.delete #1, which the recording has before the close"
     assert f"{never} (waited 1 s)" in closed.stderr
-    *controls, _summary = _replay(services, stalls, "0", "--open-loop")
+    *controls, _summary = replay(services, stalls, "0", "--open-loop")
     assert [control["type"] for control in controls] == ["session.update"]
 
 
@@ -195,9 +162,11 @@ WEATHER_TOOLS = "workers.tools.reference,tests.tools.weather_tools"
 
 @pytest.fixture(scope="module")
 def foreign_replays(services: Services, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Every recording made against another host, replayed open loop, all at once (each its own
-    replay): the streams captured from the real APIs (recordings/captured/) and the hand-written
-    one in their shape. Their controls were another client's, so nothing waits for the host."""
+    """Every recording made against another host, replayed as plainly as `switchboard replay
+    FILE`, all at once (each its own replay): the streams captured from the real APIs
+    (recordings/captured/) and the hand-written one in their shape. Their controls were another
+    client's, so their headers say `"host": "other"` and they play open loop, waiting for
+    nothing (a closed-loop gate left waiting would fail the replay after --gate-timeout)."""
     witness = tmp_path_factory.mktemp("weather") / "runs"
     env = {"SWITCHBOARD_TOOL_MODULES": WEATHER_TOOLS, "TEST_TOOL_WITNESS": str(witness)}
     plays = {
@@ -206,10 +175,14 @@ def foreign_replays(services: Services, tmp_path_factory: pytest.TempPathFactory
         "live_bound_history@1": (CAPTURED / "live_bound_history.jsonl", "1"),
         "live_bound_history@0": (CAPTURED / "live_bound_history.jsonl", "0"),
         "client_response_tool": (RECORDINGS / "client_response_tool.jsonl", "2"),
+        "server_vad_barge_in@1": (RECORDINGS / "server_vad_barge_in.jsonl", "1"),
+        "server_vad_barge_in@0": (RECORDINGS / "server_vad_barge_in.jsonl", "0"),
     }
-    replays: dict[str, Any] = _side_by_side(
+    for recording, _speed in plays.values():
+        assert read_recording(recording).header.host == "other", recording
+    replays: dict[str, Any] = side_by_side(
         {
-            name: partial(_replay, services, recording, speed, "--open-loop", env=env)
+            name: partial(replay, services, recording, speed, "--gate-timeout", "5", env=env)
             for name, (recording, speed) in plays.items()
         }
     )
@@ -320,6 +293,41 @@ def test_a_tool_called_in_a_response_the_host_did_not_ask_for_is_refused_and_the
     ]
 
 
+@pytest.mark.parametrize("speed", ["1", "0"])
+def test_a_record_reads_in_the_conversation_s_order_whatever_order_the_finals_came_in(
+    foreign_replays: dict[str, Any], speed: str
+) -> None:
+    """recordings/server_vad_barge_in.jsonl (every event valid against `openai`'s types): another
+    client seeds the call so far, a caller line and an agent line; with server VAD the caller's
+    long question is cut into by a short line, which cuts the provider's own answer short. The
+    finals come in as the cut answer, the short line, the question, the answer: the record reads
+    as the conversation went (`previous_item_id`), the seeded agent line kept beside the seeded
+    caller line."""
+    recording = read_recording(RECORDINGS / "server_vad_barge_in.jsonl")
+    assert all(wire_errors(line.event, direction="server") == [] for line in recording.events)
+    finals = [
+        line.event.get("transcript")
+        for line in recording.events
+        if line.event["type"].endswith(("transcription.completed", "audio_transcript.done"))
+    ]
+    assert finals == [
+        "Sure, let me",
+        "Please look it up.",
+        "When will it arrive, and can you check whether it has left the warehouse yet?",
+        "It left the warehouse this morning and arrives on Friday.",
+    ]
+    summary = foreign_replays[f"server_vad_barge_in@{speed}"][-1]["summary"]
+    assert (summary["status"], summary["incidents"]) == ("ended", [])
+    assert [(t["role"], t["text"]) for t in summary["transcript"]] == [
+        ("user", "Hi, this is Sam, about order 4417."),
+        ("assistant", "Hello Sam, I have order 4417 here. What would you like to know?"),
+        ("user", "When will it arrive, and can you check whether it has left the warehouse yet?"),
+        ("assistant", "Sure, let me"),
+        ("user", "Please look it up."),
+        ("assistant", "It left the warehouse this morning and arrives on Friday."),
+    ]
+
+
 def test_a_broken_recording_is_refused_with_the_line_that_is_wrong(
     tmp_path: Path, services: Services
 ) -> None:
@@ -383,13 +391,13 @@ def test_a_live_recording_replays_through_a_live_session_with_its_golden_control
     provider_log = tmp_path / "provider.json"
     replays: dict[str, list[dict[str, Any]]] = {}
 
-    def replay(speed: str, *flags: str) -> None:
-        replays[speed] = _replay(services, RECORDINGS / "live_order_lookup.jsonl", speed, *flags)
+    def play(speed: str, *flags: str) -> None:
+        replays[speed] = replay(services, RECORDINGS / "live_order_lookup.jsonl", speed, *flags)
 
     speeds = [
-        threading.Thread(target=replay, args=("1", "--provider-log", str(provider_log))),
-        threading.Thread(target=replay, args=("0",)),
-        threading.Thread(target=replay, args=("4",)),
+        threading.Thread(target=play, args=("1", "--provider-log", str(provider_log))),
+        threading.Thread(target=play, args=("0",)),
+        threading.Thread(target=play, args=("4",)),
     ]
     for thread in speeds:
         thread.start()
@@ -399,7 +407,7 @@ def test_a_live_recording_replays_through_a_live_session_with_its_golden_control
     *controls, last = replays["1"]
     assert controls == golden
     for speed, (*others, _summary) in replays.items():
-        assert _without_ids(others) == _without_ids(golden), speed
+        assert without_ids(others) == without_ids(golden), speed
     for control in controls:
         assert live_wire_errors(control, direction="client") == [], control
     summary = last["summary"]
@@ -413,3 +421,73 @@ def test_a_live_recording_replays_through_a_live_session_with_its_golden_control
     played = json.loads(provider_log.read_text())
     assert played["errors"] == [] and played["transport"] == "webrtc"
     assert [entry["control"]["type"] for entry in played["controls"]] == [c["type"] for c in golden]
+
+
+def test_a_replay_stopped_by_sigterm_ends_its_session_and_stops_every_process_it_started(
+    services: Services,
+) -> None:
+    """SIGTERM to `switchboard replay` while its session listens: the session is ended
+    (`host_stopped`) through the replay's own gateway and worker, and its simulator, gateway and
+    worker are gone when it exits (128 + 15)."""
+    env = {
+        **os.environ,
+        "SWITCHBOARD_DATABASE_URL": services.database_url,
+        "SWITCHBOARD_REDIS_URL": services.redis_url,
+    }
+    # A fifth of the recorded pace: the call is still on when the signal comes.
+    replay = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "switchboard",
+            "replay",
+            str(RECORDINGS / "spoken_call.jsonl"),
+            "--speed",
+            "0.2",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started: list[psutil.Process] = []
+    try:
+        assert replay.stderr is not None
+        said = ""
+        for said in replay.stderr:
+            if "replaying into session" in said:
+                break
+        session_id = said.rsplit(" ", 1)[-1].strip()
+        assert session_id.startswith("sess_"), said
+        database = psycopg2.connect(services.database_url)
+        database.autocommit = True
+
+        def status() -> str:
+            with database.cursor() as cursor:
+                cursor.execute("SELECT status FROM sessions WHERE id = %s", (session_id,))
+                row = cursor.fetchone()
+            return str(row[0]) if row else ""
+
+        assert wait_until(lambda: status() == "listening", 60), status()
+        started += psutil.Process(replay.pid).children(recursive=True)
+        assert len(started) >= 3, [child.cmdline() for child in started]
+        replay.send_signal(signal.SIGTERM)
+        rest = replay.stderr.read()
+        exited = replay.wait(60)
+        left = [child for child in started if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
+    finally:
+        # Whatever the outcome, nothing this test started outlives it.
+        if replay.poll() is None:
+            replay.kill()
+        for child in started:
+            if child.is_running():
+                child.kill()
+        replay.wait()
+    assert exited == 128 + signal.SIGTERM, rest
+    assert left == [], [child.cmdline() for child in left]
+    assert f"ended session {session_id} (listening): ended" in rest
+    assert "stopped by SIGTERM" in rest
+    with database.cursor() as cursor:
+        cursor.execute("SELECT status, end_reason FROM sessions WHERE id = %s", (session_id,))
+        assert cursor.fetchone() == ("ended", "host_stopped")
+    database.close()

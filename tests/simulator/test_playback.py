@@ -18,9 +18,10 @@ from simulator.recording import (
     parse_recording,
     read_recording,
     record_call,
+    recording_lines,
 )
 from simulator.server import Simulator
-from tests.simulator.support import running, sideband
+from tests.simulator.support import http, running, sideband
 
 SHIPPED = Path(__file__).parents[2] / "recordings" / "three_turn.jsonl"
 
@@ -171,6 +172,78 @@ def test_the_gates_of_a_recording_with_and_without_the_host_s_controls() -> None
         (),
     ]
     assert closing == ()
+
+
+def test_a_recording_made_with_another_program_as_host_is_played_open_loop() -> None:
+    """A header saying `"host": "other"` (a capture in which another client asked for the
+    responses): closed loop or not, nothing waits for the host, and every event goes at once;
+    the header reads back as written, and one made with Switchboard as host is written without
+    the field."""
+    lines = [
+        json.dumps({"recording": {"version": 1, "host": "other", "name": "captured"}}),
+        json.dumps({"t_ms": 1, "event": UPDATED}),
+        json.dumps({"t_ms": 2, "event": CREATED}),
+    ]
+    recording = parse_recording(lines)
+    assert recording.header.host == "other"
+    assert closed_loop_gates(recording) == ([(), ()], ())
+    assert parse_recording(recording_lines(recording)) == recording
+    assert "host" not in json.loads(recording_lines(parse_recording(_lines()))[0])["recording"]
+
+    async def scenario() -> None:
+        async with running(Simulator(recording=recording, speed=0, gate_timeout_s=0.5)) as simulator:
+            async with sideband(simulator) as host:
+                assert [await host.next(), await host.next()] == [UPDATED, CREATED]
+            assert next(iter(simulator.calls.values())).errors == []
+
+    asyncio.run(scenario())
+
+
+def test_an_event_after_a_recorded_request_waits_until_the_request_is_made_again() -> None:
+    """A request an app made of the host (`request` line) is never played: the events after it
+    wait until `switchboard replay` says it made it again (`POST /_sim/calls/{id}/requests`), as
+    does the close; the line reads back where it was, in the order of the times around it."""
+    say = {"type": "switchboard.agent_say", "text": "Your order ships Friday."}
+    recording = parse_recording(
+        _lines(
+            {"t_ms": 1, "event": CLEARED},
+            {"t_ms": 2, "control": {"type": "response.create"}},
+            {"t_ms": 3, "request": say},
+            {"t_ms": 4, "event": UPDATED},
+            {"t_ms": 5, "close": {"code": 1000}},
+        )
+    )
+    assert [(placed.after_events, placed.line.request) for placed in recording.requests] == [(1, say)]
+    assert parse_recording(recording_lines(recording)) == recording
+    requested = Gate(control_type="switchboard.agent_say", count=1, is_request=True)
+    assert closed_loop_gates(recording) == (
+        [(), (Gate(control_type="response.create", count=1), requested)],
+        (Gate(control_type="response.create", count=1), requested),
+    )
+
+    async def scenario() -> None:
+        async with running(Simulator(recording=recording, speed=0)) as simulator:
+            call_id = simulator.create_call()
+            async with sideband(simulator, call_id) as host:
+                assert await host.next() == CLEARED
+                await host.send({"type": "response.create"})
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(host.socket.recv(), 0.3)
+                base = simulator.http_url.removesuffix("/v1")
+                status, _, body = await http(
+                    base,
+                    "POST",
+                    f"/_sim/calls/{call_id}/requests",
+                    json.dumps({"type": say["type"]}).encode(),
+                )
+                assert (status, json.loads(body)) == (200, {"requested": say["type"]})
+                assert await host.next() == UPDATED
+                with pytest.raises(ConnectionClosed) as closed:
+                    await host.next()
+                assert closed.value.rcvd is not None and closed.value.rcvd.code == 1000
+            assert simulator.calls[call_id].errors == []
+
+    asyncio.run(scenario())
 
 
 def test_playback_keeps_the_recorded_pace() -> None:

@@ -26,6 +26,7 @@ from pipeline.step import (
     CancelTool,
     InterruptToolStep,
     PersistTranscript,
+    RecordIncident,
     RefuseToolStep,
     RequestToolStep,
     RunTool,
@@ -401,12 +402,17 @@ CAPTURED_CALL_DONE = {
 }
 
 
-def test_a_captured_responses_delegation_is_noted_and_its_function_call_left_to_the_provider() -> None:
+def test_a_captured_responses_delegation_s_function_call_waits_on_the_host_and_the_session_is_refused() -> (
+    None
+):
     """The real frames of a Responses delegation: the gateway logs the delegation and the
-    finished function call (the arguments' delta is only shown), and a session that configured
-    client delegation notes the delegation once and sends nothing for either: the run and its
-    tool are the provider's. The frames are valid but for `obfuscation` on the nested delta,
-    newer than openai 3.57's types."""
+    finished function call (the arguments' delta is only shown). The delegation itself is noted
+    once (`delegation_not_client`); its backend then called `lookup_forecast`, and the capture
+    shows the run waiting for the host's `function_call_output` and `response.create`, which
+    Switchboard, serving client delegation only, never sends. So the session is refused at the
+    call: failed `responses_delegation_not_served`, its incident naming the tool, the Live
+    session closed, rather than the caller left waiting for ever. The frames are valid but for
+    `obfuscation` on the nested delta, newer than openai 3.57's types."""
     sideband = LiveSideband()
     frames = (CAPTURED_DELEGATED, CAPTURED_ARGUMENTS_DELTA, CAPTURED_CALL_DONE)
     submitted = [
@@ -421,9 +427,17 @@ def test_a_captured_responses_delegation_is_noted_and_its_function_call_left_to_
         ["unknown field $.event.obfuscation"],
         [],
     ]
-    _, steps = _run(_listening(), *submitted)
-    assert [control for step in steps for control in step.controls] == []
-    assert [e.code for step in steps for e in step.effects] == ["delegation_not_client"]
+    state, steps = _run(_listening(), *submitted)
+    assert steps[0].controls == () and [e.code for e in steps[0].effects] == ["delegation_not_client"]
+    assert (state.phase, state.end_reason) == (Phase.FAILED, delegation.RESPONSES_NOT_SERVED)
+    assert _types(steps[1:]) == ["session.close"]
+    [incident] = [effect for effect in steps[1].effects if isinstance(effect, RecordIncident)]
+    assert incident.code == "responses_delegation_not_served"
+    assert "lookup_forecast (call_sMcOazdoNl2difiyfEE12nUN)" in incident.summary
+    assert "function_call_output and response.create" in incident.summary
+    # Its backend run's end comes after: logged, and it changes nothing.
+    completed = {**CAPTURED_CALL_DONE, "event": {"type": "response.completed", "response": {}}}
+    assert ev.step_of(state, completed).state == state
 
 
 # ── the line decides when the answer is said ────────────────────────────────────────────

@@ -8,14 +8,18 @@ from typing import Any
 
 from pipeline.call.sideband import Action, Delta, Final, Incident, Submit, Waited
 from pipeline.realtime.sideband import RealtimeSideband
+from pipeline.step import PersistTranscript
 from tests.pipeline.events import (
     assistant_final,
     assistant_text_final,
     function_call,
+    listening,
     maintenance,
     response_created,
     response_done,
     speech_started,
+    state_after,
+    step_of,
     unknown,
     user_final,
 )
@@ -357,7 +361,12 @@ def test_a_line_another_client_typed_is_durable_and_shown_and_the_host_s_own_is_
         {"type": "input_text", "text": " in London?"},
     )
     actions = case.receive(typed)
-    assert actions == [Submit(typed, RECEIVED_AT), Final("user", "item_c1", "What is the weather in London?")]
+    # It opens the conversation: its place says so (`pipeline.call.conversation_order`).
+    placed = {**typed, "place": {"after": None}}
+    assert actions == [
+        Submit(placed, RECEIVED_AT),
+        Final("user", "item_c1", "What is the weather in London?"),
+    ]
     assert case.receive(_user_item("item_typed_0123456789abcdef", {"type": "input_text", "text": "Hi"})) == []
     assert case.receive(_user_item("item_spoken", {"type": "input_audio", "transcript": None})) == []
     beta = {
@@ -366,6 +375,37 @@ def test_a_line_another_client_typed_is_durable_and_shown_and_the_host_s_own_is_
     }
     [submitted, _] = case.receive(beta)
     assert isinstance(submitted, Submit) and submitted.event["type"] == "conversation.item.added"
+
+
+def test_an_assistant_line_another_client_seeded_is_durable_shown_and_recorded() -> None:
+    """A conversation seeded with a history (the call so far) holds the agent's lines beside the
+    caller's: an assistant text message another client added is submitted, shown as the agent's
+    final line and stored as the agent's line, as the seeded caller lines are. The assistant item
+    a response is producing (added in progress, without its words) is the model's own, recorded
+    from its final."""
+    case = SidebandCase()
+    seeded = {
+        **_user_item(
+            "item_seed_agent", {"type": "output_text", "text": "Hello Sam, what would you like to know?"}
+        ),
+        "previous_item_id": "item_seed_caller",
+    }
+    seeded["item"] = {**seeded["item"], "role": "assistant"}
+    [submitted, shown] = case.receive(seeded)
+    assert isinstance(submitted, Submit) and submitted.event["item"]["id"] == "item_seed_agent"
+    assert shown == Final("assistant", "item_seed_agent", "Hello Sam, what would you like to know?")
+    answering = {
+        **seeded,
+        "item": {**seeded["item"], "id": "item_answer", "status": "in_progress", "content": []},
+    }
+    assert case.receive(answering) == []
+    step = step_of(state_after(listening()), submitted.event)
+    assert step.controls == ()
+    assert step.effects == (
+        PersistTranscript(
+            role="assistant", text="Hello Sam, what would you like to know?", item_id="item_seed_agent"
+        ),
+    )
 
 
 def test_a_typed_line_of_the_wrong_shape_or_unstorable_is_an_incident_and_nothing_else() -> None:
@@ -380,4 +420,5 @@ def test_a_typed_line_of_the_wrong_shape_or_unstorable_is_an_incident_and_nothin
         (incident,) = case.receive(bad)
         assert isinstance(incident, Incident) and incident.code == "malformed_provider_frame"
     good = _user_item("item_c3", {"type": "input_text", "text": "Thanks"})
-    assert case.receive(good) == [Submit(good, RECEIVED_AT), Final("user", "item_c3", "Thanks")]
+    placed = {**good, "place": {"after": None}}
+    assert case.receive(good) == [Submit(placed, RECEIVED_AT), Final("user", "item_c3", "Thanks")]
