@@ -485,7 +485,7 @@ def test_a_replay_stopped_by_sigterm_ends_its_session_and_stops_every_process_it
         replay.wait()
     assert exited == 128 + signal.SIGTERM, rest
     assert left == [], [child.cmdline() for child in left]
-    assert f"ended session {session_id} (listening): ended" in rest
+    assert f"stopped; ending session {session_id}" in rest
     assert "stopped by SIGTERM" in rest
     with database.cursor() as cursor:
         cursor.execute("SELECT status, end_reason FROM sessions WHERE id = %s", (session_id,))
