@@ -490,12 +490,7 @@ def _run(settings: Settings, arguments: argparse.Namespace) -> int:
             ),
         )
     if arguments.command == "sessions" and arguments.action == "log":
-        return _print_call_log(
-            _services(settings, quiet=True),
-            settings.broker_namespace,
-            arguments.session_id,
-            follow=arguments.follow,
-        )
+        return _print_call_log(_services(settings, quiet=True), arguments.session_id, follow=arguments.follow)
     if arguments.command == "sessions" and arguments.action == "export" and arguments.as_case:
         from switchboard.export import run_export_case
 
@@ -514,9 +509,9 @@ def _run(settings: Settings, arguments: argparse.Namespace) -> int:
 
         connect(services.database_url)
         try:
-            record = session_record(
-                arguments.session_id, namespace=settings.broker_namespace, with_events=True
-            )
+            # Read as the database's administrator (whoever has its URL reads every row): any
+            # deployment's session, such as the one a replay made in a namespace of its own.
+            record = session_record(arguments.session_id, with_events=True)
         except SessionNotFound as error:
             print(f"switchboard sessions show: {error}", file=sys.stderr)
             return 1
@@ -533,7 +528,7 @@ def _run(settings: Settings, arguments: argparse.Namespace) -> int:
 CALL_LOG_POLL_S = 1.0
 
 
-def _print_call_log(services: Services, namespace: str, session_id: str, *, follow: bool) -> int:
+def _print_call_log(services: Services, session_id: str, *, follow: bool) -> int:
     """Print a session's call log as JSON lines; with `follow`, keep printing new entries until
     `call.ended` (exit 1 for an unknown session)."""
     from models.db import connect
@@ -544,7 +539,7 @@ def _print_call_log(services: Services, namespace: str, session_id: str, *, foll
     seen = 0
     while True:
         try:
-            entries = call_log(session_id, seen, namespace=namespace)
+            entries = call_log(session_id, seen)
         except SessionNotFound as error:
             print(f"switchboard sessions log: {error}", file=sys.stderr)
             return 1
