@@ -55,9 +55,10 @@ SELECT l.id, l.status, l.state, extract(epoch FROM l.created_at), p.caller, p.ro
            AND (e.kind = 'switchboard.attention'
                 OR (e.kind = 'input_audio_buffer.dtmf_event_received'
                     AND l.state -> 'phone' -> 'keys' ->> (e.payload ->> 'event') = 'attention'))),
-       coalesce(tr.n, 0), tr.last_code, wt.ms
+       coalesce(tr.n, 0), tr.last_code, wt.ms, c.name
   FROM live l
   LEFT JOIN phone_calls p ON p.session_id = l.id
+  LEFT JOIN campaigns c ON c.id = l.state -> 'outbound' ->> 'campaign_id' AND c.namespace = %(namespace)s
   LEFT JOIN troubles tr ON tr.session_id = l.id
   LEFT JOIN waits wt ON wt.session_id = l.id
  WHERE l.state -> 'attention' <> 'null'::jsonb OR (l.state ->> 'held')::boolean
@@ -90,8 +91,21 @@ def queue(namespace: str) -> dict[str, list[dict[str, Any]]]:
             troubles=int(troubles),
             last_trouble=last,
             recent_heard_ms=tuple(waits or ()),
+            campaign_name=campaign_name,
         )
-        for session_id, status, state, created, caller, route_id, since, troubles, last, waits in rows
+        for (
+            session_id,
+            status,
+            state,
+            created,
+            caller,
+            route_id,
+            since,
+            troubles,
+            last,
+            waits,
+            campaign_name,
+        ) in rows
     ]
     return call_queue(calls, time.time())
 

@@ -17,6 +17,7 @@ from models.erasure import erasures
 from models.event_streams import cursor_of
 from models.pages import keyset
 from pipeline.call.conversation_order import PLACE_FIELD, PlacedLine, in_conversation_order, place_of
+from pipeline.call.dialect import not_supported
 from pipeline.call_log import CallLogEntry, LoggedInput, ended_by, erased_log, heard_latency, project
 from pipeline.desk import activity, direction, outcome
 from pipeline.dialects import capabilities_for
@@ -90,10 +91,12 @@ def _session_record(session_id: str, namespace: str | None, *, with_events: bool
         "usage": row.usage,
         "line": _line(row.state or {}),
         "provider": (row.state or {}).get("provider", "realtime"),
+        # What the provider cannot do, each with the code and message it is refused with.
+        "not_supported": not_supported(capabilities_for((row.state or {}).get("provider") or "realtime")),
         "privacy": _privacy(row.state or {}),
         "storage": (row.state or {}).get("storage", "full"),
         "compaction": _compaction(row.state or {}),
-        "outbound": _outbound(row.state or {}),
+        "outbound": _outbound(row.state or {}, row.namespace),
         # Where the call's events are streamed (the URL's password masked), and how far it got.
         "event_stream": _event_stream(session_id, row.state or {}),
         "applied_seq": row.applied_seq,
@@ -159,14 +162,26 @@ def _event_stream(session_id: str, state: dict[str, Any]) -> dict[str, Any] | No
     }
 
 
-def _outbound(state: dict[str, Any]) -> dict[str, Any] | None:
-    """A call Switchboard placed: its id, whom it dialled, how far it got, who answered and what
-    it came to (None: the call came in). What the callee said while that was decided is not here."""
+def _outbound(state: dict[str, Any], namespace: str) -> dict[str, Any] | None:
+    """A call Switchboard placed: its id, whom it dialled, its campaign's id and name, how far it
+    got, who answered and what it came to (None: the call came in). What the callee said while
+    that was decided is not here."""
     call = state.get("outbound")
     if not isinstance(call, dict):
         return None
     kept = ("id", "to", "trunk", "campaign_id", "attempt", "progress", "answered_by", "outcome", "failure")
-    return {key: call.get(key) for key in kept}
+    shown = {key: call.get(key) for key in kept}
+    shown["campaign_name"] = _campaign_name(call.get("campaign_id"), namespace)
+    return shown
+
+
+def _campaign_name(campaign_id: object, namespace: str) -> str | None:
+    if not isinstance(campaign_id, str):
+        return None
+    row = database.execute_sql(
+        "SELECT name FROM campaigns WHERE id = %s AND namespace = %s", (campaign_id, namespace)
+    ).fetchone()
+    return str(row[0]) if row is not None else None
 
 
 def _privacy(state: dict[str, Any]) -> dict[str, Any]:
@@ -337,8 +352,9 @@ def _disposition_counts(session_id: str) -> dict[str, int]:
 
 LIST_SESSIONS = """
 SELECT s.id, s.status, s.end_reason, s.created_at, s.ended_at, s.provider_call_id,
-       p.route_id, p.caller, p.number, s.usage, s.erased_at, s.state
+       p.route_id, p.caller, p.number, s.usage, s.erased_at, s.state, c.name
   FROM sessions s LEFT JOIN phone_calls p ON p.session_id = s.id
+  LEFT JOIN campaigns c ON c.id = s.state -> 'outbound' ->> 'campaign_id' AND c.namespace = s.namespace
  WHERE s.namespace = %(namespace)s
    AND (%(status)s = '' OR s.status = %(status)s
         OR (%(status)s = 'live' AND s.status = ANY(%(in_call)s))
@@ -432,6 +448,7 @@ def _listed(row: tuple[Any, ...]) -> dict[str, Any]:
         usage,
         erased,
         state,
+        campaign_name,
     ) = row
     state = state or {}
     outbound = state.get("outbound") if isinstance(state.get("outbound"), dict) else None
@@ -453,6 +470,7 @@ def _listed(row: tuple[Any, ...]) -> dict[str, Any]:
         "provider": state.get("provider") or "realtime",
         "direction": direction(state),
         "campaign_id": outbound.get("campaign_id") if outbound else None,
+        "campaign_name": campaign_name,
         "activity": activity(found_status, state),
         "line": {"held": bool(state.get("held")), "taken_by": state.get("taken_by")},
         "outcome": outcome(found_status, reason, call_id),

@@ -15,7 +15,8 @@ tool.result      a tool body's outcome                        {call_id, status, 
 prompt.changed   a block of the instructions was set         {name, hash, chars, changed}
 tools.changed    the tools offered changed                    {tools}
 call.line        the line was held, or given back             {held}
-attention.requested  the caller waits for a person            {reason, wait_s}
+attention.requested  the caller waits for a person            {reason, wait_s, by: "app" |
+                                                              "caller" (a key for a person)}
 attention.answered   once per request: a person came, or not  {ok, by, error?}
 supervisor.said|whispered|took_over|released|ended|transferred  a person acted {by, …}
 call.transferred the provider's answer to a transfer          {to, ok, error}

@@ -99,6 +99,12 @@ def direction(state: Mapping[str, Any]) -> str:
     return "outbound" if isinstance(state.get("outbound"), dict) else "inbound"
 
 
+def _campaign_id(state: Mapping[str, Any]) -> str | None:
+    outbound = state.get("outbound")
+    campaign_id = outbound.get("campaign_id") if isinstance(outbound, dict) else None
+    return campaign_id if isinstance(campaign_id, str) else None
+
+
 @dataclass(frozen=True)
 class QueuedCall:
     """A call in progress as the queue reads it: its line, and what went wrong in it lately."""
@@ -115,6 +121,8 @@ class QueuedCall:
     last_trouble: str | None
     # The heard latency of its latest measured turns, oldest first (at most SLOW_TURNS_READ).
     recent_heard_ms: tuple[int, ...] = ()
+    # The name of the campaign that placed the call (None: no campaign did).
+    campaign_name: str | None = None
 
 
 def slow_answers_ms(recent_heard_ms: Sequence[int]) -> int | None:
@@ -151,6 +159,8 @@ def call_queue(calls: Iterable[QueuedCall], now: float) -> dict[str, list[dict[s
             "caller": call.caller,
             "route_id": call.route_id,
             "direction": direction(state),
+            "campaign_id": _campaign_id(state),
+            "campaign_name": call.campaign_name,
             "provider": state.get("provider") or "realtime",
             "activity": activity(call.status, state),
             "in_call_s": round(max(now - call.created_at, 0.0), 1),

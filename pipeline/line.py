@@ -129,7 +129,10 @@ def attention(state: SessionState, event: AttentionRequested) -> Step:
     step = Step(
         state=waiting,
         effects=(
-            LogEntry(kind="attention.requested", data={"reason": event.reason, "wait_s": event.wait_s}),
+            LogEntry(
+                kind="attention.requested",
+                data={"reason": event.reason, "wait_s": event.wait_s, "by": event.by},
+            ),
             schedule_timer(AttentionWait(number), delay_ms=round(event.wait_s * 1000)),
         ),
     )

@@ -33,7 +33,7 @@ def key_pressed(state: SessionState, event: KeyPressed) -> Step:
         return pressed.then(declined(state, "key"))
     action = state.phone.keys.get(key) if state.phone is not None else None
     if action == "attention" and state.attention is None and state.taken_by is None:
-        wanted = AttentionRequested(reason=f"the caller pressed {key}", wait_s=KEY_WAIT_S)
+        wanted = AttentionRequested(reason=f"the caller pressed {key}", wait_s=KEY_WAIT_S, by="caller")
         return pressed.then(line.attention(state, wanted))
     if action == "end":
         return pressed.then(admission.finish(state, "caller_pressed_end"))

@@ -288,11 +288,14 @@ class HoldRequested(Inbound):
 
 
 class AttentionRequested(Inbound):
-    """The app asks for a person: the caller is held for at most `wait_s`."""
+    """A person is asked for: the caller is held for at most `wait_s`."""
 
     type: Literal["switchboard.attention"] = "switchboard.attention"
     reason: str
     wait_s: float
+    # Who asked: the app (`POST …/attention`, the only way this input is logged), or the caller
+    # (a key their route maps to a person). The call log and the console say which.
+    by: Literal["app", "caller"] = "app"
     # What was playing when it was asked (the gateway knows): a cut keeps only what was heard.
     playback: Playback | None = None
     request_id: str | None = None

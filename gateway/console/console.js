@@ -73,16 +73,27 @@ function table(id, headings, rows, empty) {
 
 // ── words for times, durations, money and states ───────────────────────────────────────────
 
-// The API's times are ISO 8601 with a zone; shown in the reader's own locale and zone.
-function localTime(iso, withDate = true) {
-  if (!iso) return "";
-  const at = new Date(iso);
-  if (Number.isNaN(at.getTime())) return "";
-  const today = new Date().toDateString() === at.toDateString();
-  const options = withDate && !today
-    ? { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" }
-    : { hour: "2-digit", minute: "2-digit", second: "2-digit" };
+// The API's times are RFC 3339 in UTC; shown in the reader's own locale and zone. Today's are
+// shortened to the time of day; any other day's say which day (and year, when not this one), so
+// a call of last week never reads as one of this morning.
+function localTime(iso) {
+  const at = iso ? new Date(iso) : null;
+  if (!at || Number.isNaN(at.getTime())) return "";
+  const now = new Date();
+  const options = { hour: "2-digit", minute: "2-digit", second: "2-digit" };
+  if (now.toDateString() !== at.toDateString()) {
+    options.month = "short";
+    options.day = "numeric";
+    if (now.getFullYear() !== at.getFullYear()) options.year = "numeric";
+  }
   return at.toLocaleString(undefined, options);
+}
+
+// A time as an element: shown as localTime shows it, the full date and time on hover.
+function timeOf(iso) {
+  const at = iso ? new Date(iso) : null;
+  if (!at || Number.isNaN(at.getTime())) return "";
+  return el("time", { datetime: iso, title: at.toLocaleString(undefined, { dateStyle: "full", timeStyle: "long" }) }, localTime(iso));
 }
 
 function duration(seconds) {
@@ -123,6 +134,13 @@ function outcomeText(session) {
   return el("span", { class: "muted" }, "in progress");
 }
 
+// The campaign that placed a call, by its name (its id only when the name is not known), linked
+// to its page; nothing for a call no campaign placed.
+function campaignLink(id, name) {
+  if (!id) return "";
+  return el("a", { class: "campaign", href: `#/campaign/${id}` }, `campaign ${name || shortId(id)}`);
+}
+
 function directionText(direction) {
   return el("span", { class: `direction ${direction}`, title: direction }, direction === "outbound" ? "↗ out" : "↙ in");
 }
@@ -144,6 +162,7 @@ function campaignState(c) {
 function answerLine(target, answer, done) {
   target.className = "answer " + (answer.status >= 200 && answer.status < 300 ? "ok" : "refused");
   target.textContent = describe(answer, done);
+  delete target.dataset.untilOver;
 }
 
 // ── the key ────────────────────────────────────────────────────────────────────────────────
@@ -171,11 +190,15 @@ async function identify() {
 // ── the queue ──────────────────────────────────────────────────────────────────────────────
 
 function viewQueue() {
-  const waiting = el("section", { id: "waiting", class: "panel" });
-  const held = el("section", { id: "held", class: "panel" });
-  const struggling = el("section", { id: "struggling", class: "panel" });
+  // Each cell names its column (data-label): on a phone a row is a card, its headings gone.
+  const waiting = el("section", { id: "waiting", class: "panel queue" });
+  const held = el("section", { id: "held", class: "panel queue" });
+  const struggling = el("section", { id: "struggling", class: "panel queue" });
   const answer = el("div", { class: "answer", id: "queue-answer" });
-  const caller = (entry) => el("a", { href: `#/call/${entry.session_id}` }, entry.caller || shortId(entry.session_id));
+  const caller = (entry) => {
+    const link = el("a", { href: `#/call/${entry.session_id}` }, entry.caller || shortId(entry.session_id));
+    return entry.campaign_id ? [link, " ", el("span", { class: "from" }, campaignLink(entry.campaign_id, entry.campaign_name))] : [link];
+  };
 
   async function take(entry, button) {
     button.disabled = true;
@@ -196,7 +219,7 @@ function viewQueue() {
   function waitCell(entry) {
     const limit = entry.wait_limit_s || 0;
     const meter = el("meter", { min: "0", max: String(Math.max(limit, 1)), value: String(Math.min(entry.waited_s, limit || entry.waited_s)), low: String(limit * 0.5), high: String(limit * 0.8), optimum: "0" });
-    return el("td", { class: "wait" }, el("strong", {}, duration(entry.waited_s)), ` of ${duration(limit)} `, meter);
+    return el("td", { class: "wait", "data-label": "waiting" }, el("strong", {}, duration(entry.waited_s)), ` of ${duration(limit)} `, meter);
   }
 
   async function refresh() {
@@ -205,16 +228,17 @@ function viewQueue() {
     const q = queue.body;
     const acting = may("supervise");
     const waitingRows = q.waiting.map((entry) => el("tr", { "data-session": entry.session_id },
-      el("td", {}, caller(entry), " ", directionText(entry.direction)),
-      el("td", { class: "reason" }, entry.reason || ""),
+      el("td", { class: "caller" }, caller(entry), " ", directionText(entry.direction)),
+      el("td", { class: "reason", "data-label": "why" }, entry.reason || ""),
       waitCell(entry),
-      el("td", {}, duration(entry.in_call_s)),
-      el("td", {}, takeButton(entry, acting))));
+      el("td", { "data-label": "in call" }, duration(entry.in_call_s)),
+      el("td", { class: "act" }, takeButton(entry, acting))));
     const heldRows = q.held.map((entry) => el("tr", { "data-session": entry.session_id },
-      el("td", {}, caller(entry)), el("td", {}, stateBadge(entry.activity)), el("td", {}, duration(entry.in_call_s))));
+      el("td", { class: "caller" }, caller(entry)), el("td", { "data-label": "line" }, stateBadge(entry.activity)),
+      el("td", { "data-label": "in call" }, duration(entry.in_call_s))));
     const strugglingRows = q.struggling.map((entry) => el("tr", { "data-session": entry.session_id },
-      el("td", {}, caller(entry)), el("td", { class: "bad" }, entry.why.join("; ")),
-      el("td", {}, entry.troubles ? `${entry.troubles} in 5 min` : "—"), el("td", {}, stateBadge(entry.activity))));
+      el("td", { class: "caller" }, caller(entry)), el("td", { class: "bad reason", "data-label": "what went wrong" }, entry.why.join("; ")),
+      el("td", { "data-label": "lately" }, entry.troubles ? `${entry.troubles} in 5 min` : "—"), el("td", { "data-label": "line" }, stateBadge(entry.activity))));
     waiting.replaceChildren(el("h2", {}, "Waiting for a person ", el("span", { class: "count" }, String(q.waiting.length))),
       table("waiting-rows", ["caller", "why", "waiting", "in call", ""], waitingRows, "Nobody is waiting for a person."));
     held.replaceChildren(el("h2", {}, "On hold ", el("span", { class: "count" }, String(q.held.length))),
@@ -277,9 +301,9 @@ function viewCalls() {
     const seconds = s.duration_s !== null && s.duration_s !== undefined ? s.duration_s : (LIVE.includes(s.status) ? since(s.created_at) : null);
     const number = s.direction === "outbound" ? s.dialled : s.caller;
     const web = s.provider === "live" ? "web (Live)" : "web";
-    const where = s.campaign_id ? `campaign ${shortId(s.campaign_id)}` : (s.direction === "inbound" && s.dialled ? `line ${s.dialled}` : web);
+    const where = s.campaign_id ? campaignLink(s.campaign_id, s.campaign_name) : (s.direction === "inbound" && s.dialled ? `line ${s.dialled}` : web);
     return el("tr", { "data-session": s.id, "data-status": s.status, class: LIVE.includes(s.status) ? "is-live" : "" },
-      el("td", {}, el("a", { href: `#/call/${s.id}` }, localTime(s.created_at))),
+      el("td", {}, el("a", { href: `#/call/${s.id}` }, timeOf(s.created_at))),
       el("td", { class: "num" }, duration(seconds)),
       el("td", {}, directionText(s.direction)),
       el("td", {}, where),
@@ -311,6 +335,12 @@ function viewCalls() {
 // ── one call ───────────────────────────────────────────────────────────────────────────────
 
 const WHO = { user: "Caller", assistant: "Agent" };
+// Who asked for a person (the call log's attention.requested `by`): the app through the API, or
+// the caller with a key their route maps to a person. An entry that does not say is nobody's.
+const ASKED_BY = { app: "The app asked for a person", caller: "Caller asked for a person" };
+
+// A line with no words in it: a response cut before its first word is stored with empty text.
+function saidNothing(text) { return !text || !String(text).trim(); }
 
 // Each call-log entry in words: [icon, tone, sentence].
 function story(entry) {
@@ -319,13 +349,15 @@ function story(entry) {
   switch (entry.kind) {
     case "call.started": return ["☎", "info", d.caller ? `Call started from ${d.caller}` : "Call started"];
     case "turn.user": return ["❝", "caller", `Caller ${d.typed ? "typed" : "said"}: “${d.text || ""}”`];
-    case "turn.agent": return ["❝", "agent", `Agent said: “${d.text || ""}”${d.interrupted ? " (cut off)" : ""}`];
+    case "turn.agent": return ["❝", "agent", saidNothing(d.text)
+      ? (d.interrupted ? "Agent was cut off before its first word" : "Agent said nothing")
+      : `Agent said: “${d.text}”${d.interrupted ? " (cut off)" : ""}`];
     case "tool.call": return ["⚙", "tool", d.refused ? `Tool ${d.name} refused: ${words(d.refused)}` : `Agent ran the tool ${d.name}`];
     case "tool.result": return ["⚙", d.status === "succeeded" ? "tool" : "bad", `Tool ${words(d.status)}${d.elapsed_ms != null ? ` in ${Math.round(d.elapsed_ms)} ms` : ""}${d.error ? `: ${typeof d.error === "string" ? d.error : words(d.error.code || "error")}` : ""}`];
     case "prompt.changed": return ["✎", "info", `Instructions “${d.name}” ${d.changed ? "changed" : "set (unchanged)"}`];
     case "tools.changed": return ["⚙", "info", `Tools offered: ${(d.tools || []).join(", ") || "none"}`];
     case "call.line": return [d.held ? "‖" : "▶", "held", d.held ? "Line put on hold" : "Line given back"];
-    case "attention.requested": return ["☝", "waiting", `Caller asked for a person: ${d.reason || ""} (waits up to ${duration(d.wait_s)})`];
+    case "attention.requested": return ["☝", "waiting", `${ASKED_BY[d.by] || "A person was asked for"}: ${d.reason || ""} (waits up to ${duration(d.wait_s)})`];
     case "attention.answered": return ["☝", d.ok ? "person" : "bad", d.ok ? `${person(d.by)} came to the caller` : `Nobody came: ${d.error || ""}`];
     case "supervisor.said": return ["☺", "person", `${person(d.by)} said: “${d.text || ""}”`];
     case "supervisor.whispered": return ["☺", "person", `${person(d.by)} whispered to the agent: “${d.text || ""}”`];
@@ -384,6 +416,7 @@ function viewCall(sessionId) {
   const text = el("input", { id: "verb-text", placeholder: "Words to say to the caller or whisper to the agent", "aria-label": "Words" });
   const target = el("input", { id: "verb-target", placeholder: "tel:+1… or sip:…", "aria-label": "Transfer to" });
   const confirmBox = el("div", { class: "confirm", id: "confirm", hidden: true });
+  const takeOverWhy = el("p", { class: "muted why", id: "take-over-why", hidden: true });
   const engineer = el("details", { id: "engineer" }, el("summary", {}, "Engineer's view: events, controls, dispositions, tool steps, incidents"));
   const engineerBody = el("div", {});
   engineer.append(engineerBody);
@@ -397,9 +430,12 @@ function viewCall(sessionId) {
   let logAfter = 0;
   let closed = false;
 
-  const supervise = (verb, done) => async () => {
+  // `done` says what an accepted verb does; one that ends the call ("The call is ending.") says
+  // so only until the call is over, and then that it is.
+  const supervise = (verb, done, endsTheCall = false) => async () => {
     const sent = await api("POST", `/v1/sessions/${sessionId}/supervisor`, { by: { id: me(), name: me() }, verb: verb() });
     answerLine(answer, sent, done);
+    if (endsTheCall && sent.status >= 200 && sent.status < 300) answer.dataset.untilOver = "yes";
     refresh();
   };
   const line = (path, done) => async () => { answerLine(answer, await api("POST", `/v1/sessions/${sessionId}/${path}`), done); refresh(); };
@@ -422,20 +458,38 @@ function viewCall(sessionId) {
     end: el("button", { id: "end", class: "danger" }, "End call…"),
   };
   buttons.transfer.addEventListener("click", confirmed("Transfer this call? The agent leaves the call.", "Transfer now",
-    supervise(() => ({ type: "transfer", to: target.value }), "The call is being transferred.")));
+    supervise(() => ({ type: "transfer", to: target.value }), "The call is being transferred.", true)));
   buttons.end.addEventListener("click", confirmed("End this call now? The caller is cut off.", "End the call",
-    supervise(() => ({ type: "end", reason: "ended from the console" }), "The call is ending.")));
+    supervise(() => ({ type: "end", reason: "ended from the console" }), "The call is ending.", true)));
 
-  function applies(r) {
-    // Which actions make sense now: none once the call is over or before it is connected.
-    const inCall = ["connected", "listening", "responding"].includes(r.status) && !closed;
-    const taken = !!r.line.taken_by;
+  // Why each action is not offered now, or null when it is: none once the call is over or before
+  // it is connected, none the key may not do, and none the call's provider cannot do (the API's
+  // own refusal, from the record's `not_supported`).
+  function whyNot(r) {
+    const over = closed || r.status === "ended" || r.status === "failed";
+    const connected = ["connected", "listening", "responding"].includes(r.status);
+    const call = over ? "The call is over." : connected ? null : "The call is not connected yet.";
+    const supervisor = may("supervise") ? null : "Your key may not do this.";
+    const line = may("line") ? null : "Your key may not do this.";
+    const holder = r.line.taken_by ? (r.line.taken_by.name || r.line.taken_by.id) : null;
+    const lacking = (r.not_supported || {}).take_over;
     return {
-      say: inCall && may("supervise"), whisper: inCall && may("supervise"),
-      takeOver: inCall && !taken && r.provider !== "live" && may("supervise"), release: inCall && taken && may("supervise"),
-      hold: inCall && !r.line.held && may("line"), unhold: inCall && r.line.held && may("line"),
-      transfer: inCall && may("supervise"), end: inCall && may("supervise"),
+      say: call || supervisor, whisper: call || supervisor,
+      takeOver: call || (lacking && lacking.message) || (holder && `${holder} holds the line.`) || supervisor,
+      release: call || (holder ? null : "Nobody holds the line.") || supervisor,
+      hold: call || (r.line.held ? "The line is on hold." : null) || line,
+      unhold: call || (r.line.held ? null : "The line is not on hold.") || line,
+      transfer: call || supervisor, end: call || supervisor,
     };
+  }
+
+  // What the provider can never do is said in the page, not only on hover: the button points here.
+  function drawTakeOverWhy(r) {
+    const lacking = (r.not_supported || {}).take_over;
+    takeOverWhy.hidden = !lacking;
+    takeOverWhy.textContent = lacking ? `Take over is not offered on this call: ${lacking.message}.` : "";
+    if (lacking) buttons.takeOver.setAttribute("aria-describedby", "take-over-why");
+    else buttons.takeOver.removeAttribute("aria-describedby");
   }
 
   function drawTranscript() {
@@ -443,6 +497,9 @@ function viewCall(sessionId) {
     for (const [itemId, live] of speaking) if (!stored.has(itemId)) lines.push(live);
     const bubbles = [];
     for (const item of lines) {
+      // A response cut before its first word (a greeting the caller spoke over at once) is kept
+      // with no text: it said nothing, so it draws no bubble.
+      if (saidNothing(item.text)) continue;
       const last = bubbles[bubbles.length - 1];
       if (last && last.role === item.role && item.joins) { last.text += ` ${item.text}`; continue; }
       bubbles.push({ role: item.role, text: item.text, live: item.live });
@@ -461,7 +518,7 @@ function viewCall(sessionId) {
     const latency = entry.kind === "turn.agent" && typeof (entry.data || {}).heard_ms === "number" ? el("span", { class: "ms" }, `heard in ${entry.data.heard_ms} ms`) : "";
     timeline.append(el("li", { "data-kind": entry.kind, class: tone },
       el("span", { class: "icon", "aria-hidden": "true" }, icon),
-      el("time", { datetime: entry.at }, localTime(entry.at, false)), " ", el("span", { class: "what" }, sentence), " ", latency));
+      timeOf(entry.at), " ", el("span", { class: "what" }, sentence), " ", latency));
     timeline.scrollTop = timeline.scrollHeight;
     if (entry.kind === "turn.agent") { turns.push({ heard_ms: (entry.data || {}).heard_ms }); chart.replaceChildren(latencyChart(turns)); }
     if (entry.kind === "call.ended") closed = true;
@@ -515,11 +572,12 @@ function viewCall(sessionId) {
   function drawFacts(r) {
     const phone = (r.outbound && r.outbound.to) || "";
     title.textContent = phone ? `Call to ${phone}` : (caller ? `Call from ${caller}` : `Call ${shortId(r.id)}`);
-    const started = localTime(r.created_at);
     const length = r.ended_at ? (new Date(r.ended_at) - new Date(r.created_at)) / 1000 : since(r.created_at);
     facts.replaceChildren(
-      el("span", {}, el("b", {}, "Started "), started), el("span", {}, el("b", {}, "Length "), duration(length)),
-      el("span", {}, el("b", {}, "Way "), r.outbound ? "outbound" : "inbound"), el("span", {}, el("b", {}, "Provider "), r.provider === "live" ? "Live" : "Realtime"),
+      el("span", {}, el("b", {}, "Started "), timeOf(r.created_at)), el("span", {}, el("b", {}, "Length "), duration(length)),
+      el("span", {}, el("b", {}, "Way "), r.outbound ? "outbound" : "inbound"),
+      r.outbound && r.outbound.campaign_id ? el("span", { id: "call-campaign" }, el("b", {}, "From "), campaignLink(r.outbound.campaign_id, r.outbound.campaign_name)) : "",
+      el("span", {}, el("b", {}, "Provider "), r.provider === "live" ? "Live" : "Realtime"),
       el("span", {}, el("b", {}, "Cost "), money(r.cost_usd)),
       r.heard_latency && r.heard_latency.p50_ms != null ? el("span", {}, el("b", {}, "Heard "), `p50 ${r.heard_latency.p50_ms} ms · p95 ${r.heard_latency.p95_ms} ms`) : "",
       el("span", { class: "muted" }, r.id));
@@ -527,7 +585,7 @@ function viewCall(sessionId) {
 
   function drawEngineer(r) {
     const tools = r.tool_steps.map((t) => el("tr", {}, el("td", {}, t.tool), el("td", {}, t.status), el("td", {}, t.elapsed_ms != null ? `${Math.round(t.elapsed_ms)} ms` : ""), el("td", {}, t.error ? (t.error.code || JSON.stringify(t.error)) : "")));
-    const incidents = r.incidents.map((i) => el("tr", { class: i.severity === "error" ? "bad" : "" }, el("td", {}, localTime(i.at, false)), el("td", {}, i.code), el("td", {}, i.summary)));
+    const incidents = r.incidents.map((i) => el("tr", { class: i.severity === "error" ? "bad" : "" }, el("td", {}, timeOf(i.at)), el("td", {}, i.code), el("td", {}, i.summary)));
     const events = (r.log || []).slice(-200).map((e) => el("tr", {},
       el("td", {}, e.seq ?? ""), el("td", {}, e.kind), el("td", {}, e.disposition),
       el("td", {}, (e.controls || []).map((c) => (c.control ? c.control.type : c.kind)).join(", "))));
@@ -552,9 +610,18 @@ function viewCall(sessionId) {
     drawTranscript();
     drawBanner(record);
     drawFacts(record);
-    const now = applies(record);
-    for (const [name, button] of Object.entries(buttons)) button.disabled = !now[name];
+    const why = whyNot(record);
+    for (const [name, button] of Object.entries(buttons)) {
+      button.disabled = !!why[name];
+      if (why[name]) button.title = why[name];
+      else button.removeAttribute("title");
+    }
+    drawTakeOverWhy(record);
     if (closed) confirmBox.hidden = true;
+    if (closed && answer.dataset.untilOver) {
+      answer.textContent = "The call has ended.";
+      delete answer.dataset.untilOver;
+    }
     if (engineer.open) drawEngineer(record);
     const log = await api("GET", `/v1/sessions/${sessionId}/log?after=${logAfter}`);
     if (log.status === 200) log.body.entries.forEach(addEntry);
@@ -575,6 +642,7 @@ function viewCall(sessionId) {
   const actions = acting ? el("section", { class: "panel actions", id: "actions" },
     el("h2", {}, "Act on the call"),
     el("div", { class: "controls" }, buttons.takeOver, buttons.release, buttons.hold, buttons.unhold),
+    takeOverWhy,
     may("supervise") ? el("div", { class: "controls" }, text, buttons.say, buttons.whisper) : "",
     may("supervise") ? el("div", { class: "controls" }, target, buttons.transfer, buttons.end) : "",
     confirmBox, answer) : el("p", { class: "muted", id: "read-only" }, "Your key may watch this call but not act on it.");
@@ -615,7 +683,7 @@ function viewCampaigns() {
     if (listed.status !== 200) { answerLine(answer, listed); return; }
     rows.replaceChildren(...listed.body.campaigns.map((c) => el("tr", { "data-campaign": c.id },
       el("td", {}, el("a", { href: `#/campaign/${c.id}` }, c.name)), el("td", {}, campaignState(c)),
-      el("td", {}, progress(c)), el("td", {}, outcomes(c)), el("td", {}, c.max_concurrent), el("td", {}, localTime(c.created_at)))));
+      el("td", {}, progress(c)), el("td", {}, outcomes(c)), el("td", {}, c.max_concurrent), el("td", {}, timeOf(c.created_at)))));
   }
   show(el("h1", {}, "Campaigns"), answer,
     el("div", { class: "table" }, el("table", {}, el("thead", {}, el("tr", {}, ...["campaign", "status", "progress", "outcomes", "at once", "created"].map((h) => el("th", {}, h)))), rows)));
@@ -625,30 +693,63 @@ function viewCampaigns() {
 }
 
 function viewCampaign(campaignId) {
+  const heading = el("h1", { id: "campaign-title" }, "Campaign");
   const summary = el("div", { class: "panel", id: "campaign-summary" }, "…");
   const rows = el("tbody", { id: "contacts" });
   const answer = el("div", { class: "answer", id: "campaign-answer" });
-  const act = (verb) => async () => { answerLine(answer, await api("POST", `/v1/campaigns/${campaignId}/${verb}`)); refresh(); };
-  const buttons = el("div", { class: "controls" },
-    el("button", { id: "pause", onclick: act("pause") }, "Pause"),
-    el("button", { id: "resume", onclick: act("resume") }, "Resume"),
-    el("button", { id: "cancel", onclick: act("cancel") }, "Cancel"));
+  const confirmBox = el("div", { class: "confirm", id: "campaign-confirm", hidden: true });
+  let campaign = null;
+  const act = (verb, done) => async () => { answerLine(answer, await api("POST", `/v1/campaigns/${campaignId}/${verb}`), done); refresh(); };
+  const pause = el("button", { id: "pause", onclick: act("pause", "Paused: nobody new is called; calls in progress finish.") }, "Pause");
+  const resume = el("button", { id: "resume", onclick: act("resume", "Calling again.") }, "Resume");
+  const cancel = el("button", { id: "cancel", class: "danger" }, "Cancel…");
+  // A cancel cannot be undone (every contact still waiting ends `cancelled`): it is asked first.
+  cancel.addEventListener("click", () => {
+    const waiting = campaign ? campaign.counts.by_state.waiting || 0 : 0;
+    const name = campaign ? `“${campaign.name}”` : "this campaign";
+    const left = waiting ? `The ${waiting} contact${waiting === 1 ? "" : "s"} still waiting will not be called` : "Nobody is left waiting to be called";
+    confirmBox.replaceChildren(
+      el("span", {}, `Cancel ${name}? ${left}, and a cancelled campaign cannot be resumed. Calls in progress finish.`),
+      el("button", { class: "danger", id: "cancel-yes", onclick: () => { confirmBox.hidden = true; act("cancel", "Cancelled: nobody else is called.")(); } }, "Cancel the campaign"),
+      el("button", { id: "cancel-no", onclick: () => { confirmBox.hidden = true; } }, "Keep it"));
+    confirmBox.hidden = false;
+  });
+  const buttons = el("div", { class: "controls" }, pause, resume, cancel);
+
+  // Why each verb is not offered now (null: it is), shown on the disabled button.
+  function whyNot(c) {
+    const over = c.status === "completed" || c.status === "cancelled" ? `The campaign is ${c.status}.` : null;
+    return {
+      pause: over || (c.status === "paused" ? "The campaign is paused." : null),
+      resume: over || (c.status === "paused" ? null : "The campaign is not paused."),
+      cancel: over,
+    };
+  }
+
   async function refresh() {
     const shown = await api("GET", `/v1/campaigns/${campaignId}`);
     if (shown.status !== 200) { answerLine(answer, shown); return; }
     const c = shown.body;
-    summary.replaceChildren(el("div", {}, `${c.name}: ${campaignState(c)}`), el("div", {}, progress(c)), el("div", {}, outcomes(c)));
-    const over = c.status === "completed" || c.status === "cancelled";
-    for (const button of buttons.querySelectorAll("button")) button.disabled = over || !may("steer");
+    campaign = c;
+    heading.textContent = c.name;
+    summary.replaceChildren(el("div", {}, el("b", {}, "Status "), campaignState(c)), el("div", {}, progress(c)), el("div", {}, outcomes(c)));
+    const why = whyNot(c);
+    for (const [name, button] of [["pause", pause], ["resume", resume], ["cancel", cancel]]) {
+      button.disabled = !!why[name];
+      if (why[name]) button.title = why[name];
+      else button.removeAttribute("title");
+    }
+    if (why.cancel) confirmBox.hidden = true;
     const page = await api("GET", `/v1/campaigns/${campaignId}/contacts?limit=200`);
     if (page.status !== 200) return;
     rows.replaceChildren(...page.body.contacts.map((contact) => el("tr", {},
       el("td", {}, contact.to), el("td", {}, contact.state), el("td", {}, words(contact.outcome)),
       el("td", {}, contact.attempts.length),
       el("td", {}, ...contact.attempts.map((a) => el("div", {},
-        el("a", { href: `#/call/${a.session_id}` }, words(a.outcome) || "in progress"), ` ${localTime(a.started_at)}`))))));
+        el("a", { href: `#/call/${a.session_id}` }, words(a.outcome) || "in progress"), " ", timeOf(a.started_at)))))));
   }
-  show(el("h1", {}, "Campaign"), summary, may("steer") ? buttons : "", answer,
+  show(el("p", { class: "crumbs" }, el("a", { href: "#/campaigns" }, "← Campaigns")), heading, summary,
+    may("steer") ? buttons : "", may("steer") ? confirmBox : "", answer,
     el("div", { class: "table" }, el("table", {}, el("thead", {}, el("tr", {}, ...["to", "state", "outcome", "attempts", "calls"].map((h) => el("th", {}, h)))), rows)));
   refresh();
   const timer = setInterval(refresh, 3000);

@@ -97,6 +97,17 @@ def refusal(capabilities: Capabilities, ability: Ability) -> Refusal | None:
     return Refusal(409, capabilities.not_supported, capabilities.reasons[ability])
 
 
+def not_supported(capabilities: Capabilities) -> dict[str, dict[str, str]]:
+    """Every ability this provider lacks, with the code and message its refusal is answered
+    with: a client (the console) says why a verb is not offered before anyone asks for it."""
+    shown: dict[str, dict[str, str]] = {}
+    for ability in Ability:
+        cannot = refusal(capabilities, ability)
+        if cannot is not None:
+            shown[ability.value] = {"code": cannot.code, "message": cannot.message}
+    return shown
+
+
 def too_long(capabilities: Capabilities, note: str) -> Refusal | None:
     """Why a note to the model (words to say or heed) is refused for its length on this
     provider, or None: what a person or an app asks for is refused rather than cut."""

@@ -2,7 +2,11 @@
 protocol), on both providers: a person who opens a call mid-way reads what was said; a caller who
 asks for a person appears in the queue and the line is taken from there; an ended call's buttons
 are disabled; what a caller says is shown as text, never as markup; a viewer's key sees no button
-that acts, and a key revoked while the page is open stops working and the page says so.
+that acts, and a key revoked while the page is open stops working and the page says so. And its
+rough edges, each gone (issue 44, item 17): who asked for a person is said; an ended call no longer
+says it is ending; Take over on a Live call says why it is not offered; a campaign is named, not
+numbered; a time of another day shows its date; a campaign's cancel asks first; the queue fits a
+390-pixel phone; a greeting cut at 0 words draws no empty bubble.
 Screenshots go to .switchboard/screenshots/ (docs/console*.png are taken from them)."""
 
 from __future__ import annotations
@@ -10,9 +14,12 @@ from __future__ import annotations
 import base64
 import json
 import os
+import random
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +30,7 @@ from switchboard.services import Services
 from switchboard.stack import Stack
 from tests.e2e.conftest import SCRIPTS, set_script
 from tests.support.browser import Browser
-from tests.support.live import QUICK_TIMING, set_live_script
+from tests.support.live import QUICK_TIMING, _sim, set_live_script
 from tests.support.phone import ring
 from tests.support.waiting import wait_for
 
@@ -451,3 +458,455 @@ def test_the_calls_list_pages_by_cursor_within_a_date_range_and_refuses_a_forged
     for forged in ("cursor=abc", "created_before=yesterday"):
         status, refused = client.request("GET", f"/v1/sessions?{forged}")
         assert (status, refused["error"]["code"]) == (422, "malformed_request")
+
+
+# ── the console's rough edges (issue 44, item 17) ───────────────────────────────────────────
+
+# A caller who stays on the line, says one thing and waits (a Realtime call).
+STAYS = {
+    "name": "stays",
+    "caller": [
+        {"say": "Hello, I'd like some help please.", "after_ms": 200},
+        {"hangup": True, "after_ms": 60_000},
+    ],
+    "model": [{"say": "Of course, how can I help?"}],
+}
+# A trunk for the campaigns' calls out (the simulated Live API checks its shape, never dials it).
+TRUNK = {
+    "name": "console",
+    "url": "sips:sip.example.com",
+    "username": "acme",
+    "password": "console-trunk-password",
+    "caller_number": "+12125550100",
+}
+CAMPAIGN_SESSION = {"instructions": "You remind {name} of an appointment.", "provider": "live"}
+# Each word of an element's text with the number of line boxes it spans: 1 unless it was broken.
+WORD_LINES = """((node) => {
+  const words = [];
+  const walker = document.createTreeWalker(node, NodeFilter.SHOW_TEXT);
+  for (let text = walker.nextNode(); text; text = walker.nextNode()) {
+    for (const found of text.data.matchAll(/\\S+/g)) {
+      const range = document.createRange();
+      range.setStart(text, found.index);
+      range.setEnd(text, found.index + found[0].length);
+      words.push([found[0], range.getClientRects().length]);
+    }
+  }
+  return words;
+})"""
+# Where an element is on the screen, and how much of it the boxes it sits in let be seen.
+SEEN_BOX = """((node) => {
+  const box = node.getBoundingClientRect();
+  let left = 0, right = window.innerWidth;
+  for (let up = node.parentElement; up; up = up.parentElement) {
+    const overflow = getComputedStyle(up).overflowX;
+    if (overflow !== "visible") {
+      const around = up.getBoundingClientRect();
+      left = Math.max(left, around.left);
+      right = Math.min(right, around.right);
+    }
+  }
+  return {left: box.left, right: box.right, width: box.width, seenLeft: left, seenRight: right};
+})"""
+
+
+def _a_number() -> str:
+    """A valid San Francisco number no other test dials (an exchange of 200 to 999)."""
+    return f"+1415{random.randrange(2 * 10**6, 10**7)}"
+
+
+def _entry_text(browser: Browser, kind: str) -> str:
+    return _text(browser, f'#timeline li[data-kind="{kind}"]')
+
+
+def test_an_app_s_request_for_a_person_is_the_app_s_and_a_key_press_is_the_caller_s(
+    stack: Stack, client: Client, browser: Browser
+) -> None:
+    """The call log says who asked for a person: the app through the API ("The app asked"),
+    the caller with the key their route maps to a person ("Caller asked"); the console reads it
+    so, never the app's request as the caller's."""
+    set_script(
+        stack,
+        {
+            "name": "keyed",
+            "caller": [
+                {"say": "Can I talk to a person?", "after_ms": 100},
+                {"dtmf": "0", "after_ms": 200},
+                {"hangup": True, "after_ms": 60_000},
+            ],
+            "model": [{"say": "Let me see."}],
+        },
+    )
+    client.add_route("+18005550417", {"instructions": "Be brief."}, keys={"0": "attention"})
+    keyed = _answered(client, ring(stack, "+18005550417"))
+    set_script(stack, STAYS)
+    asked = client.create_session("You are the order desk.")["id"]
+    client.connect(asked)
+    _listening(client, asked)
+    client.attention(asked, "the app wants a person on this", 120)
+    wait_for(lambda: _turns(client, keyed, "attention.requested"), "the caller's key press for a person")
+    assert _turns(client, keyed, "attention.requested")[0]["data"]["by"] == "caller"
+    assert _turns(client, asked, "attention.requested")[0]["data"]["by"] == "app"
+
+    _sign_in(browser, stack, stack.api_token, page=f"#/call/{asked}")
+    browser.wait_for("!!document.querySelector('#timeline li[data-kind=\"attention.requested\"]')")
+    said = _entry_text(browser, "attention.requested")
+    assert "The app asked for a person: the app wants a person on this" in said, said
+    assert "Caller asked" not in said, said
+    browser.eval(f"location.hash = '#/call/{keyed}'; true")
+    browser.wait_for(
+        "(document.querySelector('#timeline li[data-kind=\"attention.requested\"]') || {}).textContent"
+        "?.includes('Caller asked for a person: the caller pressed 0')"
+    )
+    client.end(keyed)
+    client.end(asked)
+    assert browser.errors == []
+
+
+def test_an_ended_call_says_it_ended_not_that_it_is_ending(
+    stack: Stack, client: Client, browser: Browser
+) -> None:
+    """End, confirmed in the page, says "The call is ending." while it does; once the call is over
+    the page says it ended, and nothing on it still says it is ending."""
+    set_script(stack, STAYS)
+    sid = client.create_session("You are the order desk.")["id"]
+    client.connect(sid)
+    _listening(client, sid)
+
+    _sign_in(browser, stack, stack.api_token, page=f"#/call/{sid}")
+    browser.wait_for("!document.getElementById('end').disabled")
+    browser.eval("document.getElementById('end').click(); true")
+    browser.eval("document.getElementById('confirm-yes').click(); true")
+    browser.wait_for("document.getElementById('line').textContent.startsWith('Call over')")
+    browser.wait_for("document.getElementById('verb-answer').textContent === 'The call has ended.'")
+    # Two refreshes later, still: nothing says the call is ending.
+    browser.wait_for("!!document.querySelector('#timeline li[data-kind=\"call.ended\"]')")
+    assert "is ending" not in str(browser.eval("document.getElementById('main').textContent"))
+    assert client.session(sid)["status"] == "ended"
+    assert browser.errors == []
+
+
+def test_take_over_on_a_live_call_says_why_it_is_not_offered(
+    stack: Stack, client: Client, browser: Browser
+) -> None:
+    """On a Live call Take over is disabled and says why, in the page and on the button, in the
+    words the API refuses it with (409 not_supported_on_live); on a Realtime call it is offered."""
+    set_live_script(
+        stack,
+        {
+            "caller": [
+                {"say": "Hello, is anyone there?", "after_ms": 100},
+                {"hangup": True, "after_ms": 60_000},
+            ],
+            "model": [{"say": "Hello! You're through to the order desk."}],
+        },
+    )
+    sid = client.create_session("You are the order desk.", provider="live")["id"]
+    client.connect(sid)
+    _listening(client, sid)
+    status, refused = client.request(
+        "POST", f"/v1/sessions/{sid}/supervisor", {"by": {"id": "dana"}, "verb": {"type": "take_over"}}
+    )
+    assert (status, refused["error"]["code"]) == (409, "not_supported_on_live"), refused
+    why = refused["error"]["message"]
+    assert client.session(sid)["not_supported"]["take_over"] == {
+        "code": "not_supported_on_live",
+        "message": why,
+    }
+
+    _sign_in(browser, stack, stack.api_token, page=f"#/call/{sid}")
+    browser.wait_for("!document.getElementById('end').disabled")
+    assert browser.eval("document.getElementById('take-over').disabled") is True
+    assert browser.eval("document.getElementById('take-over').title") == why
+    assert (
+        browser.eval("document.getElementById('take-over').getAttribute('aria-describedby')")
+        == "take-over-why"
+    )
+    assert browser.eval("document.getElementById('take-over-why').hidden") is False
+    assert why in _text(browser, "#take-over-why"), _text(browser, "#take-over-why")
+    assert browser.eval("document.getElementById('take-over-why').getBoundingClientRect().height") > 0
+    client.end(sid)
+
+    set_script(stack, STAYS)
+    offered = client.create_session("You are the order desk.")["id"]
+    client.connect(offered)
+    _listening(client, offered)
+    browser.eval(f"location.hash = '#/call/{offered}'; true")
+    browser.wait_for("!document.getElementById('take-over').disabled")
+    assert browser.eval("document.getElementById('take-over-why').hidden") is True
+    assert browser.eval("document.getElementById('take-over').hasAttribute('aria-describedby')") is False
+    client.end(offered)
+    assert browser.errors == []
+
+
+def _campaign_call(stack: Stack, client: Client, tmp_path: Path, name: str) -> tuple[str, str, str]:
+    """A campaign of one contact, who answers and stays on the line; its id, the number it
+    called and the session of that call, once connected."""
+    if not any(t["name"] == TRUNK["name"] for t in client.trunks()["trunks"]):
+        client.add_trunk(TRUNK)
+    script = tmp_path / "stays_on_the_line.json"
+    script.write_text(
+        json.dumps(
+            {
+                "name": "stays-on-the-line",
+                "timing": QUICK_TIMING,
+                "caller": [{"say": "Hello?", "after_ms": 200}, {"hangup": True, "after_ms": 60_000}],
+                "model": [{"say": "Hi, this is Acme Dental calling about your appointment."}],
+            }
+        )
+    )
+    to = _a_number()
+    _sim(
+        stack,
+        "PUT",
+        "/_sim/live/dial-plan",
+        {to: {"outcome": "human", "script": str(script), "ring_ms": 200}},
+    )
+    campaign = client.create_campaign(
+        {"name": name, "session": CAMPAIGN_SESSION, "contacts": [{"to": to, "vars": {"name": "Sam"}}]}
+    )
+
+    def connected() -> str | None:
+        [contact] = client.campaign_contacts(campaign["id"])["contacts"]
+        if not contact["attempts"] or not contact["attempts"][0]["session_id"]:
+            return None
+        session_id = str(contact["attempts"][0]["session_id"])
+        # A call is claimed a moment before its session is made.
+        status, record = client.request("GET", f"/v1/sessions/{session_id}")
+        return session_id if status == 200 and record["status"] in ("listening", "responding") else None
+
+    return campaign["id"], to, str(wait_for(connected, "the campaign's call to connect", timeout_s=30))
+
+
+def test_a_campaign_s_call_is_shown_with_the_campaign_s_name_not_its_id(
+    stack: Stack, client: Client, browser: Browser, tmp_path: Path
+) -> None:
+    """The queue, the calls list and the call's page name the campaign that placed a call (as
+    text, never markup), linked to its page, where they showed its id."""
+    name = "Dental <b>reminders</b>"
+    campaign_id, to, sid = _campaign_call(stack, client, tmp_path, name)
+    client.attention(sid, "the callee wants to reschedule", 120)
+
+    _viewport(browser, 1366, 768)
+    _sign_in(browser, stack, stack.api_token)
+    row = f"#waiting-rows tr[data-session={json.dumps(sid)}]"
+    browser.wait_for(f"!!document.querySelector('{row}')")
+    shown = _text(browser, row)
+    assert to in shown and f"campaign {name}" in shown and campaign_id[-8:] not in shown, shown
+    assert browser.eval(f"document.querySelector('{row} a.campaign').getAttribute('href')") == (
+        f"#/campaign/{campaign_id}"
+    )
+
+    browser.eval("location.hash = '#/calls'; true")
+    listed = f"#calls tr[data-session={json.dumps(sid)}]"
+    browser.wait_for(f"!!document.querySelector('{listed}')")
+    shown = _text(browser, listed)
+    assert f"campaign {name}" in shown and campaign_id[-8:] not in shown, shown
+
+    browser.eval(f"location.hash = '#/call/{sid}'; true")
+    browser.wait_for("!!document.getElementById('call-campaign')")
+    assert _text(browser, "#call-campaign") == f"From campaign {name}"
+    browser.eval(f"location.hash = '#/campaign/{campaign_id}'; true")
+    browser.wait_for(f"document.getElementById('campaign-title').textContent === {json.dumps(name)}")
+    assert browser.eval("document.querySelectorAll('main b').length") == 1  # the summary's label only
+    client.end(sid)
+    assert browser.errors == []
+
+
+def test_cancelling_a_campaign_asks_first_and_keeping_it_cancels_nothing(
+    stack: Stack, client: Client, browser: Browser
+) -> None:
+    """Cancel asks before it acts, saying what it does; "Keep it" leaves the campaign as it
+    was; confirmed, the campaign is cancelled and its waiting contacts with it."""
+    if not any(t["name"] == TRUNK["name"] for t in client.trunks()["trunks"]):
+        client.add_trunk(TRUNK)
+    # A window open only on a day three days from now: nobody is called while the test runs.
+    closed_day = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")[(datetime.now(UTC).weekday() + 3) % 7]
+    window = {"timezone": "UTC", "days": [closed_day], "start": "09:00", "end": "17:00"}
+    contacts = [{"to": _a_number(), "vars": {"name": f"Contact {n}"}} for n in range(3)]
+    campaign = client.create_campaign(
+        {"name": "Not today", "session": CAMPAIGN_SESSION, "contacts": contacts, "window": window}
+    )
+    campaign_id = campaign["id"]
+
+    _sign_in(browser, stack, stack.api_token, page=f"#/campaign/{campaign_id}")
+    browser.wait_for("document.querySelectorAll('#contacts tr').length === 3")
+    browser.wait_for("!document.getElementById('cancel').disabled")
+    browser.eval("document.getElementById('cancel').click(); true")
+    assert browser.eval("document.getElementById('campaign-confirm').hidden") is False
+    question = _text(browser, "#campaign-confirm")
+    assert "Cancel “Not today”?" in question and "3 contacts still waiting" in question, question
+    assert "cannot be resumed" in question, question
+    browser.eval("document.getElementById('cancel-no').click(); true")
+    assert browser.eval("document.getElementById('campaign-confirm').hidden") is True
+    time.sleep(1.0)  # what a click that acted at once would have done by now
+    assert client.campaign(campaign_id)["status"] in ("scheduled", "running")
+
+    browser.eval("document.getElementById('cancel').click(); true")
+    browser.eval("document.getElementById('cancel-yes').click(); true")
+    wait_for(lambda: client.campaign(campaign_id)["status"] == "cancelled", "the campaign to be cancelled")
+    browser.wait_for("document.getElementById('cancel').disabled")
+    assert browser.eval("document.getElementById('cancel').title") == "The campaign is cancelled."
+    outcomes = {c["outcome"] for c in client.campaign_contacts(campaign_id)["contacts"]}
+    assert outcomes == {"cancelled"}, outcomes
+    assert browser.errors == []
+
+
+def test_a_time_of_another_day_shows_its_date(
+    stack: Stack, client: Client, services: Services, browser: Browser
+) -> None:
+    """The calls list, a call's facts and its story give a time of another day with its date
+    (today's may be only the time of day); a call of three days ago never reads as today's."""
+    set_script(
+        stack,
+        {
+            "name": "short",
+            "caller": [
+                {"say": "Just checking my order.", "after_ms": 100},
+                {"hangup": True, "after_ms": 800},
+            ],
+            "model": [{"say": "It is on its way."}],
+        },
+    )
+    sid = client.create_session("You are the order desk.")["id"]
+    client.connect(sid)
+    client.wait_for_status(sid, timeout_s=30)
+    today = client.session(sid)["created_at"]
+    _three_days_back(services, sid)
+    then = client.session(sid)["created_at"]
+    assert then != today
+
+    _sign_in(browser, stack, stack.api_token, page="#/calls")
+    _search(browser, sid)
+    row = f"#calls tr[data-session={json.dumps(sid)}]"
+    browser.wait_for(f"{LISTED} === 1 && !!document.querySelector('{row}')")
+    date = browser.eval(
+        f"new Date({json.dumps(then)}).toLocaleDateString(undefined, {{month: 'short', day: 'numeric'}})"
+    )
+    started = _text(browser, f"{row} td:first-child")
+    assert date in started, (started, date)
+
+    browser.eval(f"location.hash = '#/call/{sid}'; true")
+    browser.wait_for("!!document.querySelector('#timeline li[data-kind=\"call.ended\"]')")
+    assert date in _text(browser, "#call-facts"), _text(browser, "#call-facts")
+    stamps = browser.eval("[...document.querySelectorAll('#timeline time')].map((t) => t.textContent)")
+    assert stamps and all(date in stamp for stamp in stamps), (stamps, date)
+    assert browser.errors == []
+
+
+def _three_days_back(services: Services, session_id: str) -> None:
+    """The session's every moment, as if the call were made three days ago."""
+    import psycopg2
+
+    from models.db import parse_database_url
+
+    with (
+        psycopg2.connect(**parse_database_url(services.database_url)) as connection,
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(
+            "UPDATE sessions SET created_at = created_at - interval '3 days',"
+            " ended_at = ended_at - interval '3 days' WHERE id = %s",
+            (session_id,),
+        )
+        cursor.execute(
+            "UPDATE session_events SET received_at = received_at - 259200,"
+            " taken_at = taken_at - 259200, applied_at = applied_at - 259200 WHERE session_id = %s",
+            (session_id,),
+        )
+        cursor.execute(
+            "UPDATE incidents SET created_at = created_at - interval '3 days' WHERE session_id = %s",
+            (session_id,),
+        )
+
+
+def test_on_a_390_px_phone_the_queue_keeps_its_words_whole_and_its_buttons_on_screen(
+    stack: Stack, client: Client, browser: Browser
+) -> None:
+    """At 390 px each waiting caller's row breaks no word (the reason, the number, the wait) and
+    its button is on the screen and within its box, not scrolled off it; the page does not scroll
+    sideways."""
+    set_script(stack, STAYS)
+    client.add_route("+18005550390", {"instructions": "You are Acme's order desk."}, max_calls=10)
+    sid = _answered(client, ring(stack, "+18005550390", **{"from": "+14155550142"}))
+    _listening(client, sid)
+    client.attention(sid, "wants a refund for order 4417, which arrived broken", 120)
+    set_live_script(
+        stack,
+        {
+            "caller": [{"say": "Hello?", "after_ms": 100}, {"hangup": True, "after_ms": 60_000}],
+            "model": [{"say": "Hello! You're through to the order desk."}],
+        },
+    )
+    live = client.create_session("You are the order desk.", provider="live")["id"]
+    client.connect(live)
+    _listening(client, live)
+    client.attention(live, "asks for the manager", 120)
+
+    _viewport(browser, 390, 844)
+    _sign_in(browser, stack, stack.api_token)
+    for session_id, button in ((sid, "data-take"), (live, "data-open")):
+        row = f"#waiting-rows tr[data-session={json.dumps(session_id)}]"
+        browser.wait_for(f"!!document.querySelector('{row} button[{button}]')")
+        broken = [
+            (word, lines)
+            for word, lines in browser.eval(f"{WORD_LINES}(document.querySelector('{row}'))")
+            if lines != 1
+        ]
+        assert broken == [], broken
+        box = browser.eval(f"{SEEN_BOX}(document.querySelector('{row} button[{button}]'))")
+        assert box["width"] > 0 and box["left"] >= box["seenLeft"] and box["right"] <= box["seenRight"], box
+        assert box["right"] <= 390, box
+    assert browser.eval("document.documentElement.scrollWidth <= 390") is True
+    _shot(browser, "console-queue-phone.png")
+    client.end(sid)
+    client.end(live)
+    assert browser.errors == []
+
+
+def test_a_greeting_cut_before_its_first_word_draws_no_empty_bubble(
+    stack: Stack, client: Client, browser: Browser
+) -> None:
+    """A caller who speaks over the greeting before its first word leaves a stored agent line with
+    no text: the conversation draws no bubble for it, and the story says it was cut off."""
+    set_script(
+        stack,
+        {
+            "name": "spoke over the greeting",
+            "caller": [
+                {"say": "Hi, I need to change my delivery address.", "after_ms": 0, "during_response": True},
+                {"hangup": True, "after_ms": 60_000},
+            ],
+            "model": [{"say": "Sure, what's the new address?"}],
+            # The model thinks 1.5 s before the greeting's first audio: the caller speaks first.
+            "timing": {"first_audio_ms": 1_500},
+        },
+    )
+    sid = client.create_session("You are the order desk.", greeting={"say": "Thanks for calling Acme."})["id"]
+    client.connect(sid)
+
+    def cut() -> list[dict[str, Any]]:
+        said = [t for t in client.session(sid)["transcript"] if t["role"] == "assistant"]
+        return (
+            said if any(not t["text"].strip() for t in said) and any(t["text"].strip() for t in said) else []
+        )
+
+    said = wait_for(cut, "a greeting cut at 0 words, then an answer")
+    _sign_in(browser, stack, stack.api_token, page=f"#/call/{sid}")
+    browser.wait_for(
+        "document.getElementById('transcript').textContent.includes('change my delivery address')"
+    )
+    browser.wait_for("document.querySelectorAll('#transcript .msg.assistant').length >= 1")
+    bubbles = browser.eval(
+        "[...document.querySelectorAll('#transcript .msg')].map((m) => m.querySelector('p').textContent)"
+    )
+    assert all(text.strip() for text in bubbles), bubbles
+    spoken = [t["text"] for t in said if t["text"].strip()]
+    assert browser.eval("document.querySelectorAll('#transcript .msg.assistant').length") == len(spoken)
+    browser.wait_for(
+        "[...document.querySelectorAll('#timeline li[data-kind=\"turn.agent\"]')]"
+        ".some((li) => li.textContent.includes('Agent was cut off before its first word'))"
+    )
+    assert "“”" not in _text(browser, "#timeline")
+    client.end(sid)
+    assert browser.errors == []

@@ -9,7 +9,7 @@ import time
 import uuid
 from typing import Any
 
-from models import desk
+from models import desk, records
 from models.db import database
 from models.sessions import new_session
 from pipeline.wire import SessionCreated
@@ -115,3 +115,43 @@ def test_a_call_whose_latest_answers_kept_its_caller_waiting_is_read_as_struggli
     assert [(s["session_id"], s["slow_answers_ms"], s["why"]) for s in struggling] == [
         (slow, 2_160, ["slow answers: 2.2 s"])
     ]
+
+
+def test_a_campaign_s_call_is_read_with_the_campaign_s_name_in_the_queue_the_list_and_its_record(
+    database: Any,
+) -> None:
+    """A call a campaign placed names its campaign by id and by name wherever the desk reads it:
+    the queue, the calls list and the call's record; a call no campaign placed names none."""
+    namespace = f"desk-{uuid.uuid4().hex[:8]}"
+    campaign_id = f"camp_{uuid.uuid4().hex[:12]}"
+    database.execute_sql(
+        "INSERT INTO campaigns (id, namespace, name, spec, status) VALUES (%s, %s, %s, '{}', 'running')",
+        (campaign_id, namespace, "Dental reminders"),
+    )
+    outbound = {"id": "oc_1", "to": "+14155550142", "campaign_id": campaign_id, "attempt": 1}
+    placed = _call(
+        namespace,
+        "listening",
+        outbound=outbound,
+        attention={"number": 1, "reason": "a refund", "wait_s": 60.0},
+    )
+    came_in = _call(namespace, "listening", held=True)
+
+    queue = desk.queue(namespace)
+    listed = {s["id"]: s for s in records.sessions(namespace)["sessions"]}
+
+    [waiting] = queue["waiting"]
+    assert (waiting["session_id"], waiting["campaign_id"], waiting["campaign_name"]) == (
+        placed,
+        campaign_id,
+        "Dental reminders",
+    )
+    assert (queue["held"][0]["campaign_id"], queue["held"][0]["campaign_name"]) == (None, None)
+    assert (listed[placed]["campaign_id"], listed[placed]["campaign_name"]) == (
+        campaign_id,
+        "Dental reminders",
+    )
+    assert listed[came_in]["campaign_name"] is None
+    shown = records.session_record(placed, namespace=namespace)["outbound"]
+    assert (shown["campaign_id"], shown["campaign_name"]) == (campaign_id, "Dental reminders")
+    assert records.session_record(came_in, namespace=namespace)["outbound"] is None

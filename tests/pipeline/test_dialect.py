@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.call.dialect import Ability, Capabilities, refusal
+from pipeline.call.dialect import Ability, Capabilities, not_supported, refusal
 from pipeline.dialects import CAPABILITIES, capabilities_of
 from pipeline.live.dialect import LIVE
 from pipeline.realtime.dialect import REALTIME
@@ -87,6 +87,18 @@ def test_a_refusal_is_exactly_a_missing_ability(capabilities: Capabilities, abil
         assert refused is not None
         assert (refused.status, refused.code) == (409, f"not_supported_on_{capabilities.name}")
         assert refused.message == capabilities.reasons[ability] and refused.message
+
+
+@pytest.mark.parametrize("capabilities", [REALTIME, LIVE], ids=lambda c: c.name)
+def test_what_a_provider_does_not_support_is_each_refusal_it_answers(capabilities: Capabilities) -> None:
+    """The record's `not_supported` names every ability the provider lacks, with the very code
+    and message a request for it is refused with (the console shows that message)."""
+    shown = not_supported(capabilities)
+    assert set(shown) == {ability.value for ability in Ability if not capabilities.can(ability)}
+    for name, why in shown.items():
+        refused = refusal(capabilities, Ability(name))
+        assert refused is not None and why == {"code": refused.code, "message": refused.message}
+    assert ("take_over" in shown) is (capabilities is LIVE)
 
 
 def test_a_provider_that_cannot_must_say_why() -> None:

@@ -94,7 +94,10 @@ def test_attention_holds_the_caller_and_nobody_coming_gives_the_line_back_and_te
     asked = ev.step_of(state, op.attention("wants a refund", 45))
 
     assert _answer(asked) == (202, {"status": "waiting", "wait_s": 45})
-    assert [kind for kind, _ in _entries(asked)] == ["attention.requested", "call.line"]
+    assert _entries(asked) == [
+        ("attention.requested", {"reason": "wants a refund", "wait_s": 45, "by": "app"}),
+        ("call.line", {"held": True}),
+    ]
     assert ScheduleTimer(name="attention:1", delay_ms=45_000) in asked.effects
     again = ev.step_of(asked.state, op.attention())
     assert _answer(again)[0] == 409 and _answer(again)[1]["error"]["code"] == "already_waiting"

@@ -66,6 +66,8 @@ def test_the_attention_key_asks_for_a_person_and_the_end_key_ends_the_call() -> 
     pressed = ev.step_of(state, _key("0"))
 
     assert [kind for kind, _ in _entries(pressed)] == ["call.key", "attention.requested", "call.line"]
+    # The caller asked, with their keypad: the call log says so (an app's request says "app").
+    assert _entries(pressed)[1][1] == {"reason": "the caller pressed 0", "wait_s": 120.0, "by": "caller"}
     assert pressed.state.held and pressed.state.attention is not None
     assert any(isinstance(e, ScheduleTimer) and e.name == "attention:1" for e in pressed.effects)
     assert ev.step_of(state, _key("5")).state == state  # an unmapped key is only logged
