@@ -25,6 +25,7 @@ The rules:
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -437,6 +438,23 @@ def could_hold_value(text: str) -> bool:
     """Whether `text` has anything a value is made of: a digit, a digit word or an "@". Most
     of what is said has none, and needs no more looking at."""
     return "@" in text or _DIGIT_TOKEN.search(text) is not None
+
+
+def could_begin_number(text: str) -> bool:
+    """Whether `text` could hold the first part of a value said on after it: a digit, a digit
+    word, an "@", or a "for" heard for "four"."""
+    return could_hold_value(text) or _HEARD_FOUR.search(text) is not None
+
+
+_HEARD_FOUR = re.compile(rf"{_NOT_AFTER_LETTER}for{_NOT_BEFORE_LETTER}", re.IGNORECASE)
+# What a value may go on from, a character at a time (besides letters, marks and digits): what a
+# local part, a domain, a phone number or a card's groups may hold.
+_VALUE_PUNCTUATION = frozenset(".@+%'-/&!#$*=?^_`{|}~(")
+
+
+def is_value_character(char: str) -> bool:
+    """Whether a value could go on from `char`: a letter, a mark, a digit or `_VALUE_PUNCTUATION`."""
+    return char.isalnum() or unicodedata.category(char)[0] == "M" or char in _VALUE_PUNCTUATION
 
 
 # The fewest digits (written or spoken) a value of each kind has: a card 13, an SSN 9, a phone

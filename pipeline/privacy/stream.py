@@ -10,6 +10,9 @@ releases, redacted, everything before it. So, for any split of any text,
 The held-back text is bounded: at most `MAXIMUM_HELD_CHARS` after a push, because a segment
 that grows past `detect.MAXIMUM_SEGMENT_CHARS` without a barrier is masked whole
 (`detect.fail_closed`, letter by letter), and that much can be released as it comes.
+
+`open_tail` is the same rule for a wing that writes a speaker's words down in pieces while they
+speak (Live): where a piece must end so that no value is cut in two.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from pipeline.privacy.detect import (
     MAXIMUM_BARRIER_LETTERS,
     MAXIMUM_SEGMENT_CHARS,
     barriers,
+    could_begin_number,
     fail_closed,
+    is_value_character,
     redact,
 )
 from pipeline.privacy.policy import Kind
@@ -117,3 +122,18 @@ class DeltaGate:
         if trailing.end() - trailing.start() > MAXIMUM_BARRIER_LETTERS:
             return len(self._held)
         return trailing.start()
+
+
+def open_tail(text: str) -> int:
+    """Where the end of `text` could be the start of a value said on in the text that follows:
+    after its last settled barrier (a word at the very end may go on), when what comes after it
+    holds a digit, a digit word, an "@" or a "for" heard for "four", or the text ends in a
+    character a value is made of ("john", "fo" of "four"); else `len(text)`, nothing."""
+    cut = 0
+    for barrier in barriers(text):
+        if barrier.end() == len(text):
+            break  # unsettled: one more character may make it part of a value
+        cut = barrier.end()
+    if (text and is_value_character(text[-1])) or could_begin_number(text[cut:]):
+        return cut
+    return len(text)
