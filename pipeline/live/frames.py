@@ -287,9 +287,10 @@ def fragment_of(event: dict[str, Any]) -> TranscriptFragment:
 
 @dataclass(frozen=True, slots=True)
 class TranscriptBuffer:
-    """The fragments of one speaker not yet written down, when the oldest arrived (or, for words
-    kept back from a write-down, when they were kept), the ids of the latest fragments already
-    written (so that one delivered again is not written twice), and when the newest arrived."""
+    """The fragments of one speaker not yet written down, when the oldest arrived (None while
+    only words kept back from a write-down wait: for more words, or for their speaker to pause),
+    the ids of the latest fragments already written (so that one delivered again is not written
+    twice), and when the newest arrived."""
 
     fragments: tuple[TranscriptFragment, ...] = ()
     oldest_at: float | None = None
@@ -364,19 +365,29 @@ def flush_transcript(buffer: TranscriptBuffer) -> Coalesced:
 
 def keep_open_tail(buffer: TranscriptBuffer, open_tail: OpenTail, *, now: float) -> Coalesced:
     """Write down the buffered words up to where their end could be the start of a value said on
-    (`open_tail`), and keep the rest, from `now`, for the next piece: the write-down of a speaker
-    who is still speaking. A fragment the open end begins in is kept whole."""
+    (`open_tail`), and keep the rest for the next piece: the write-down of a speaker who is still
+    speaking. The next is due a second after the next words arrive, as if the rest were not
+    there (a piece a second, as before), or once the speaker pauses. A piece ends between words:
+    a fragment the open end begins in, and the fragments of a word split over several, are kept
+    whole."""
     if not buffer.fragments:
         return Coalesced(buffer)
     text, ends = _spoken(buffer.fragments)
     count = bisect_right(ends, open_tail(text))
+    while 0 < count < len(buffer.fragments) and not _between_words(text, ends[count - 1]):
+        count -= 1
     if count == len(buffer.fragments):
         return flush_transcript(buffer)
     kept = buffer.fragments[count:]
     written_ids = (*buffer.written_ids, *(fragment.event_id for fragment in buffer.fragments[:count]))
-    rest = TranscriptBuffer(kept, now, written_ids[-REMEMBERED_WRITTEN_FRAGMENTS:], buffer.newest_at)
+    rest = TranscriptBuffer(kept, None, written_ids[-REMEMBERED_WRITTEN_FRAGMENTS:], buffer.newest_at)
     written = (live_transcript(buffer.fragments[:count]),) if count else ()
     return Coalesced(rest, written)
+
+
+def _between_words(text: str, position: int) -> bool:
+    """Whether `position` of `text` is between two words ("fo" | "ur" is not)."""
+    return text[position - 1].isspace() or text[position].isspace()
 
 
 def is_speaking(buffer: TranscriptBuffer, *, now: float) -> bool:
@@ -405,7 +416,7 @@ def buffer_fragment(
         buffer, written = closed.buffer, closed.written
     grown = TranscriptBuffer(
         (*buffer.fragments, fragment),
-        buffer.oldest_at if buffer.fragments else now,
+        buffer.oldest_at if buffer.oldest_at is not None else now,
         buffer.written_ids,
         now,
     )
@@ -451,8 +462,11 @@ def goes_on(own: SpokenLine, other: SpokenLine | None, start_ms: int, end_ms: in
 
 
 def is_flush_due(buffer: TranscriptBuffer, *, now: float, after_ms: int = FLUSH_AFTER_MS) -> bool:
-    """Whether the oldest buffered fragment has waited `after_ms` of wall time (seconds in)."""
-    return buffer.oldest_at is not None and (now - buffer.oldest_at) * 1000 >= after_ms
+    """Whether the oldest buffered fragment has waited `after_ms` of wall time (seconds in), or
+    words kept back from a write-down have their speaker paused."""
+    if buffer.oldest_at is None:
+        return bool(buffer.fragments) and not is_speaking(buffer, now=now)
+    return (now - buffer.oldest_at) * 1000 >= after_ms
 
 
 def fragments_of(events: Iterable[dict[str, Any]]) -> tuple[TranscriptFragment, ...]:

@@ -658,10 +658,17 @@ def could_hold_value(text: str) -> bool:
     return "@" in text or _SURE_DIGIT_TOKEN.search(text) is not None
 
 
-def could_begin_value(text: str) -> bool:
-    """Whether `text` could hold the first part of a value said on after it: a digit, a digit
-    word, an "@", or a "for" that the next words may make a "four"."""
-    return "@" in text or _DIGIT_TOKEN.search(text) is not None
+# What a value that goes on past a piece's end may have begun with: a digit or digit word (a
+# number's groups run on over spaces), a "for" that the next words may make a "four", an "@",
+# or what a phone number is written after ("+", "(").
+_VALUE_BEGINS = re.compile(rf"{_DIGIT_TOKEN.pattern}|[@+(]", re.IGNORECASE)
+
+
+def value_begins_at(text: str, start: int = 0) -> int | None:
+    """Where in `text`, from `start` on, the first thing a value said on may have begun with
+    is (`_VALUE_BEGINS`); None when there is none."""
+    found = _VALUE_BEGINS.search(text, start)
+    return None if found is None else found.start()
 
 
 # What a value may go on from: what one is made of, and "(" (of a phone number's area code).

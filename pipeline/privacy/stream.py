@@ -25,11 +25,11 @@ from pipeline.privacy.detect import (
     MAXIMUM_BARRIER_LETTERS,
     MAXIMUM_SEGMENT_CHARS,
     barriers,
-    could_begin_value,
     fail_closed,
     is_value_character,
     redact,
     redact_around,
+    value_begins_at,
 )
 from pipeline.privacy.policy import Kind
 
@@ -137,15 +137,33 @@ class DeltaGate:
 
 
 def open_tail(text: str) -> int:
-    """Where the end of `text` could be the start of a value said on in the text that follows:
-    after its last settled barrier (a word at the very end may go on), when what comes after it
-    holds a digit, a digit word, an "@" or a "for" heard for "four", or the text ends in a
-    character a value is made of ("john", "fo" of "four"); else `len(text)`, nothing."""
+    """Where the end of `text` could be the start of a value said on in the text that follows;
+    `len(text)` when nothing of it could.
+
+    No value goes on across a settled barrier (a word at the very end may go on), so the open
+    end begins after the last one at the earliest: at the word of the first digit, digit word,
+    "for", "@", "+" or "(" after it (a number's groups run on over spaces, an address's local
+    part is the word the "@" is in), or else at the last word, if the text ends in a character a
+    value is made of ("john", "fo" of "four"). What comes before that is safe to write down."""
     cut = 0
     for barrier in barriers(text):
         if barrier.end() == len(text):
             break  # unsettled: one more character may make it part of a value
         cut = barrier.end()
-    if (text and is_value_character(text[-1])) or could_begin_value(text[cut:]):
-        return cut
-    return len(text)
+    open_from = len(text)
+    begins = value_begins_at(text, cut)
+    if begins is not None:
+        open_from = _word_start(text, begins, cut)
+    elif text and is_value_character(text[-1]):
+        open_from = _word_start(text, len(text) - 1, cut)
+    return open_from
+
+
+def _word_start(text: str, position: int, floor: int) -> int:
+    """Where the word `position` is in begins (after the last space before it), not before `floor`."""
+    word = _WORD_BEFORE.search(text, floor, position)
+    assert word is not None  # the pattern matches the empty string at the end
+    return word.start()
+
+
+_WORD_BEFORE = re.compile(r"\S*\Z")

@@ -142,30 +142,50 @@ def test_no_value_said_across_a_write_down_is_readable_in_any_piece_or_shown_lin
 
 
 def test_a_write_down_by_time_ends_before_an_open_tail_and_the_rest_follows() -> None:
-    """Mid-speech, the piece written ends after the last long word; the words after it, which
-    may be a card's first digits, wait for the next piece."""
+    """Mid-speech, the piece written ends before the words that may be a card's first digits;
+    they wait for the next piece."""
     boundary = PrivateSideband(LiveSideband(), Redactor(ALL_KINDS), is_watched=lambda: True)
     deltas = ["Sure,", " thanks", " card", " 4111", " 1111"]
     heard = [boundary.receive(_frame(i, text), T0 + i * FRAGMENT_S, 0.0) for i, text in enumerate(deltas)]
     assert [action for actions in heard for action in actions if isinstance(action, Submit)] == []
     written = [action for action in boundary.tick(T0 + 1.0) if isinstance(action, Submit)]
-    assert [piece.event["text"] for piece in written] == ["Sure, thanks"]
+    assert [piece.event["text"] for piece in written] == ["Sure, thanks card"]
     for index, text in enumerate([" 1111", " 1111", " thanks", " bye"], start=len(deltas)):
         boundary.receive(_frame(index, text), T0 + 1.0 + index * FRAGMENT_S, 0.0)
     rest = [action for action in boundary.tick(T0 + 2.5) if isinstance(action, Submit)]
-    assert [piece.event["text"] for piece in rest] == [" card •••• •••• •••• 1111 thanks"]
+    assert [piece.event["text"] for piece in rest] == [" •••• •••• •••• 1111 thanks"]
+
+
+def test_ordinary_speech_is_still_written_down_a_piece_a_second_and_whole() -> None:
+    """Keeping open tails back moves words to the next piece, and no more: a caller talking for
+    3.6 seconds (eighteen words) is written down in five pieces or fewer, which hold every word
+    once."""
+    boundary = PrivateSideband(LiveSideband(), Redactor(ALL_KINDS), is_watched=lambda: False)
+    said = "Hello, this is Sam calling about the kettle from your spring catalogue, and I would like to know"
+    words = said.split(" ")
+    actions: list[Action] = []
+    for index, word in enumerate(words):
+        at = T0 + index * 0.2
+        actions += boundary.receive(_frame(index, word if index == 0 else f" {word}"), at, 0.0)
+        actions += boundary.tick(at + 0.1)
+    actions += boundary.close(T0 + 60)
+    pieces = [action.event["text"] for action in actions if isinstance(action, Submit)]
+    assert "".join(pieces) == " ".join(words)
+    assert len(words) == 18 and len(pieces) <= 5
 
 
 def test_a_kept_tail_is_written_down_whole_once_its_speaker_pauses() -> None:
     """Words kept back are not kept for ever: a speaker silent for `TAIL_PAUSE_MS` has finished
     the value, if it was one, and the tail is written as it is."""
     boundary = PrivateSideband(LiveSideband(), Redactor(ALL_KINDS), is_watched=lambda: True)
-    for index, text in enumerate(["my ref", " 4417"]):
+    for index, text in enumerate(["4417", " 8812"]):
         boundary.receive(_frame(index, text), T0 + index * FRAGMENT_S, 0.0)
     assert boundary.tick(T0 + 1.0) == []
     last_word_at = T0 + FRAGMENT_S
+    assert boundary.tick(last_word_at + TAIL_PAUSE_MS / 1000 - 0.01) == []
     paused = [a for a in boundary.tick(last_word_at + TAIL_PAUSE_MS / 1000) if isinstance(a, Submit)]
-    assert [piece.event["text"] for piece in paused] == ["my ref 4417"]
+    assert [piece.event["text"] for piece in paused] == ["4417 8812"]
+    assert boundary.close(T0 + 60) == []
 
 
 def test_a_wing_without_the_boundary_writes_down_wherever_the_second_falls() -> None:
@@ -179,18 +199,22 @@ def test_a_wing_without_the_boundary_writes_down_wherever_the_second_falls() -> 
 @pytest.mark.parametrize(
     ("text", "kept_from"),
     [
-        ("my card is 4111", 0),  # no barrier yet: all of it could go on
-        ("hello there, thanks 4111", 19),
-        ("hello there, thanks ", 20),  # ends in a space after nothing a value is made of
-        ("write to john", 5),  # "john" may be an address's local part going on
-        ("thanks, fo", 6),  # "fo" may be "four"
-        ("thanks for", 6),  # "for" may be "four" heard
+        ("my card is 4111", 11),  # the number's first group on
+        ("hello there, thanks 4111", 20),
+        ("hello there, thanks ", 20),  # ends in a space after nothing a value is made of: none
+        ("write to john", 9),  # "john" may be an address's local part going on
+        ("thanks, fo", 8),  # "fo" may be "four"
+        ("thanks for", 7),  # "for" may be "four" heard
         ("Is that right? ", 15),
-        ("Wonderful, thanks", 9),  # a word at the very end may go on ("thanks@…")
+        ("Wonderful, thanks", 11),  # a word at the very end may go on ("thanks@…")
+        ("please card 4111 1111 and", 12),  # a number's groups run on over spaces and "and"
+        ("email is john.smith@exa", 9),  # an address is the word its "@" is in
+        ("call me on +", 11),
+        ("my iban is DE", 11),
     ],
 )
-def test_the_open_tail_is_after_the_last_settled_barrier_when_a_value_could_start_there(
-    text: str, kept_from: int
-) -> None:
-    """What follows the last settled barrier is kept when it could begin a value; else nothing."""
+def test_the_open_tail_begins_where_a_value_said_on_could_have_begun(text: str, kept_from: int) -> None:
+    """After the last settled barrier, the open end begins at the word of the first digit, digit
+    word, "for", "@", "+" or "(", or else at the last word if a value could go on from it;
+    `len(text)` when nothing could."""
     assert open_tail(text) == kept_from
