@@ -296,24 +296,52 @@ class TranscriptBuffer:
     oldest_at: float | None = None
     written_ids: tuple[str, ...] = ()
     newest_at: float | None = None
+    # The fragments' range on the timeline and their ids, kept as fragments are added rather
+    # than counted again: a buffer is looked at for every fragment, and holds more of them while
+    # a value's words are kept back.
+    start_ms: int = 0
+    end_ms: int = 0
+    buffered_ids: tuple[str, ...] = ()
+
+    @classmethod
+    def holding(
+        cls,
+        fragments: tuple[TranscriptFragment, ...],
+        oldest_at: float | None,
+        written_ids: tuple[str, ...],
+        newest_at: float | None,
+    ) -> TranscriptBuffer:
+        """A buffer of these fragments, its range and ids counted once."""
+        return cls(
+            fragments,
+            oldest_at,
+            written_ids,
+            newest_at,
+            min((fragment.start_ms for fragment in fragments), default=0),
+            max((fragment.end_ms for fragment in fragments), default=0),
+            tuple(fragment.event_id for fragment in fragments),
+        )
+
+    def with_fragment(self, fragment: TranscriptFragment, *, now: float) -> TranscriptBuffer:
+        """This buffer with `fragment` added at `now` (the oldest's time, when it is the first)."""
+        first = not self.fragments
+        return TranscriptBuffer(
+            (*self.fragments, fragment),
+            self.oldest_at if self.oldest_at is not None else now,
+            self.written_ids,
+            now,
+            fragment.start_ms if first else min(self.start_ms, fragment.start_ms),
+            fragment.end_ms if first else max(self.end_ms, fragment.end_ms),
+            (*self.buffered_ids, fragment.event_id),
+        )
 
     @property
     def speaker(self) -> Speaker | None:
         return self.fragments[0].speaker if self.fragments else None
 
-    @property
-    def start_ms(self) -> int:
-        return min(fragment.start_ms for fragment in self.fragments)
-
-    @property
-    def end_ms(self) -> int:
-        return max(fragment.end_ms for fragment in self.fragments)
-
     def holds(self, event_id: str) -> bool:
         """Whether this delta is buffered, or was written down lately."""
-        return event_id in self.written_ids or any(
-            fragment.event_id == event_id for fragment in self.fragments
-        )
+        return event_id in self.written_ids or event_id in self.buffered_ids
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,7 +408,7 @@ def keep_open_tail(buffer: TranscriptBuffer, open_tail: OpenTail, *, now: float)
         return flush_transcript(buffer)
     kept = buffer.fragments[count:]
     written_ids = (*buffer.written_ids, *(fragment.event_id for fragment in buffer.fragments[:count]))
-    rest = TranscriptBuffer(kept, None, written_ids[-REMEMBERED_WRITTEN_FRAGMENTS:], buffer.newest_at)
+    rest = TranscriptBuffer.holding(kept, None, written_ids[-REMEMBERED_WRITTEN_FRAGMENTS:], buffer.newest_at)
     written = (live_transcript(buffer.fragments[:count]),) if count else ()
     return Coalesced(rest, written)
 
@@ -414,12 +442,7 @@ def buffer_fragment(
     ):
         closed = flush_transcript(buffer)
         buffer, written = closed.buffer, closed.written
-    grown = TranscriptBuffer(
-        (*buffer.fragments, fragment),
-        buffer.oldest_at if buffer.oldest_at is not None else now,
-        buffer.written_ids,
-        now,
-    )
+    grown = buffer.with_fragment(fragment, now=now)
     most_fragments, longest_ms = (
         (MAXIMUM_COALESCED_FRAGMENTS, MAXIMUM_COALESCED_SPAN_MS)
         if open_tail is None
