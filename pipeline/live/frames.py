@@ -414,7 +414,9 @@ def keep_open_tail(buffer: TranscriptBuffer, open_tail: OpenTail, *, now: float)
 
 
 def _between_words(text: str, position: int) -> bool:
-    """Whether `position` of `text` is between two words ("fo" | "ur" is not)."""
+    """Whether `position` of `text` is between two words ("fo" | "ur" is not), or at an end."""
+    if position <= 0 or position >= len(text):
+        return True
     return text[position - 1].isspace() or text[position].isspace()
 
 

@@ -174,6 +174,16 @@ def test_ordinary_speech_is_still_written_down_a_piece_a_second_and_whole() -> N
     assert len(words) == 18 and len(pieces) <= 5
 
 
+def test_empty_deltas_at_a_write_down_change_nothing() -> None:
+    """A delta with no words (the provider sends them) may stand where a piece is cut."""
+    boundary = PrivateSideband(LiveSideband(), Redactor(ALL_KINDS), is_watched=lambda: True)
+    for index, text in enumerate(["", "thanks ", "", "4111", ""]):
+        boundary.receive(_frame(index, text), T0 + index * FRAGMENT_S, 0.0)
+    written = [a.event["text"] for a in boundary.tick(T0 + 1.0) if isinstance(a, Submit)]
+    assert written == ["thanks "]
+    assert [a.event["text"] for a in boundary.close(T0 + 2.0) if isinstance(a, Submit)] == ["4111"]
+
+
 def test_a_kept_tail_is_written_down_whole_once_its_speaker_pauses() -> None:
     """Words kept back are not kept for ever: a speaker silent for `TAIL_PAUSE_MS` has finished
     the value, if it was one, and the tail is written as it is."""
