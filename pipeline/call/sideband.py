@@ -11,15 +11,17 @@ The actions name no provider:
 - `Submit`: a durable event, numbered into the session's log and queued for the workers.
 - `Incident`: a frame that could not be taken, recorded as the session's incident.
 - `Delta`: words as they arrive, for the people watching the call (never logged).
-- `Final`: a finished line of the transcript, for the people watching the call.
+- `Final`: a finished line of the transcript, for the people watching the call (of a wing that
+  `WritesDownInPieces`, the line as written down so far).
 - `Waited`: how long the caller waited for an answer's first audio, for the metric
   (`pipeline.call.heard`; the call log reads the same wait from the durable log).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 Role = Literal["user", "assistant"]
 
@@ -106,3 +108,20 @@ class Sideband(Protocol):
     def playback(self, now: float) -> dict[str, Any] | None:
         """What the caller is hearing at `now`: the playing item and how long it has played
         (None when nothing plays, or the provider does not say)."""
+
+
+OpenTail = Callable[[str], int]
+"""Where the end of a text stops being safe to write down on its own: the index from which it
+could be the start of a value said on (a card number's first digits), or the text's length when
+nothing of its end could be."""
+
+
+@runtime_checkable
+class WritesDownInPieces(Protocol):
+    """A sideband that writes a speaker's words down in pieces while they are still speaking
+    (Live, which sends no final transcript). Its `Final`s are a line so far: the next piece of
+    the same speaker may go on it."""
+
+    def keep_open_tails(self, open_tail: OpenTail) -> None:
+        """From now on, a piece written down while its speaker is still speaking ends before
+        `open_tail` of its text; the rest is kept for the next piece."""

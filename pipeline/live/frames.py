@@ -4,6 +4,7 @@ docstring for the rules)."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -16,6 +17,7 @@ from pydantic import (
     model_validator,
 )
 
+from pipeline.call.sideband import OpenTail
 from pipeline.errors import MalformedFrame
 from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH
 from pipeline.live.events import LIVE_TRANSCRIPT_TYPE, LiveTranscript
@@ -33,9 +35,20 @@ COALESCE_GAP_MS = 1_000
 MAXIMUM_COALESCED_SPAN_MS = 5_000
 # ... nor holds more fragments than this (a fragment is about a word).
 MAXIMUM_COALESCED_FRAGMENTS = 32
+# While the privacy boundary keeps back the open tails of write-downs (`keep_open_tail`), the
+# write-downs by time end pieces where no value is cut, and a piece outgrows the bounds above only
+# while all its words could be one value still being said (a card number read slowly, digit by
+# digit, takes ten seconds or so). At these it is written down as it stands.
+MAXIMUM_OPEN_SPAN_MS = 20_000
+MAXIMUM_OPEN_FRAGMENTS = 128
 # Buffered words not written down after this much wall time are flushed by the gateway: what a
 # gateway holds only in memory is lost when it dies, and a delegation's task may need them.
 FLUSH_AFTER_MS = 1_000
+# The end of such a write-down that could be the start of a value said on (`keep_open_tail`) is
+# kept for the next piece, until its speaker has said nothing for this long: a pause the timeline
+# reads as the end of a line (`COALESCE_GAP_MS`), with a second's allowance for a delta the
+# provider sends late. Then it is written down whole.
+TAIL_PAUSE_MS = COALESCE_GAP_MS + 1_000
 # A delta delivered again after its piece was written down is recognised among this many of the
 # socket's latest written fragments (about a minute of speech at five deltas a second): a
 # re-send comes moments after the first, and the record must not hold its words twice.
@@ -274,30 +287,61 @@ def fragment_of(event: dict[str, Any]) -> TranscriptFragment:
 
 @dataclass(frozen=True, slots=True)
 class TranscriptBuffer:
-    """The fragments of one speaker not yet written down, when the oldest arrived, and the ids
-    of the latest fragments already written (so that one delivered again is not written twice)."""
+    """The fragments of one speaker not yet written down, when the oldest arrived (None while
+    only words kept back from a write-down wait: for more words, or for their speaker to pause),
+    the ids of the latest fragments already written (so that one delivered again is not written
+    twice), and when the newest arrived."""
 
     fragments: tuple[TranscriptFragment, ...] = ()
     oldest_at: float | None = None
     written_ids: tuple[str, ...] = ()
+    newest_at: float | None = None
+    # The fragments' range on the timeline and their ids, kept as fragments are added rather
+    # than counted again: a buffer is looked at for every fragment, and holds more of them while
+    # a value's words are kept back.
+    start_ms: int = 0
+    end_ms: int = 0
+    buffered_ids: tuple[str, ...] = ()
+
+    @classmethod
+    def holding(
+        cls,
+        fragments: tuple[TranscriptFragment, ...],
+        oldest_at: float | None,
+        written_ids: tuple[str, ...],
+        newest_at: float | None,
+    ) -> TranscriptBuffer:
+        """A buffer of these fragments, its range and ids counted once."""
+        return cls(
+            fragments,
+            oldest_at,
+            written_ids,
+            newest_at,
+            min((fragment.start_ms for fragment in fragments), default=0),
+            max((fragment.end_ms for fragment in fragments), default=0),
+            tuple(fragment.event_id for fragment in fragments),
+        )
+
+    def with_fragment(self, fragment: TranscriptFragment, *, now: float) -> TranscriptBuffer:
+        """This buffer with `fragment` added at `now` (the oldest's time, when it is the first)."""
+        first = not self.fragments
+        return TranscriptBuffer(
+            (*self.fragments, fragment),
+            self.oldest_at if self.oldest_at is not None else now,
+            self.written_ids,
+            now,
+            fragment.start_ms if first else min(self.start_ms, fragment.start_ms),
+            fragment.end_ms if first else max(self.end_ms, fragment.end_ms),
+            (*self.buffered_ids, fragment.event_id),
+        )
 
     @property
     def speaker(self) -> Speaker | None:
         return self.fragments[0].speaker if self.fragments else None
 
-    @property
-    def start_ms(self) -> int:
-        return min(fragment.start_ms for fragment in self.fragments)
-
-    @property
-    def end_ms(self) -> int:
-        return max(fragment.end_ms for fragment in self.fragments)
-
     def holds(self, event_id: str) -> bool:
         """Whether this delta is buffered, or was written down lately."""
-        return event_id in self.written_ids or any(
-            fragment.event_id == event_id for fragment in self.fragments
-        )
+        return event_id in self.written_ids or event_id in self.buffered_ids
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,15 +391,51 @@ def flush_transcript(buffer: TranscriptBuffer) -> Coalesced:
     return Coalesced(emptied, (live_transcript(buffer.fragments),))
 
 
+def keep_open_tail(buffer: TranscriptBuffer, open_tail: OpenTail, *, now: float) -> Coalesced:
+    """Write down the buffered words up to where their end could be the start of a value said on
+    (`open_tail`), and keep the rest for the next piece: the write-down of a speaker who is still
+    speaking. The next is due a second after the next words arrive, as if the rest were not
+    there (a piece a second, as before), or once the speaker pauses. A piece ends between words:
+    a fragment the open end begins in, and the fragments of a word split over several, are kept
+    whole."""
+    if not buffer.fragments:
+        return Coalesced(buffer)
+    text, ends = _spoken(buffer.fragments)
+    count = bisect_right(ends, open_tail(text))
+    while 0 < count < len(buffer.fragments) and not _between_words(text, ends[count - 1]):
+        count -= 1
+    if count == len(buffer.fragments):
+        return flush_transcript(buffer)
+    kept = buffer.fragments[count:]
+    written_ids = (*buffer.written_ids, *(fragment.event_id for fragment in buffer.fragments[:count]))
+    rest = TranscriptBuffer.holding(kept, None, written_ids[-REMEMBERED_WRITTEN_FRAGMENTS:], buffer.newest_at)
+    written = (live_transcript(buffer.fragments[:count]),) if count else ()
+    return Coalesced(rest, written)
+
+
+def _between_words(text: str, position: int) -> bool:
+    """Whether `position` of `text` is between two words ("fo" | "ur" is not), or at an end."""
+    if position <= 0 or position >= len(text):
+        return True
+    return text[position - 1].isspace() or text[position].isspace()
+
+
+def is_speaking(buffer: TranscriptBuffer, *, now: float) -> bool:
+    """Whether the buffer's speaker said something within `TAIL_PAUSE_MS` of `now` (seconds in)."""
+    return buffer.newest_at is not None and (now - buffer.newest_at) * 1000 < TAIL_PAUSE_MS
+
+
 def buffer_fragment(
     buffer: TranscriptBuffer,
     fragment: TranscriptFragment,
     *,
     now: float,
     gap_ms: int = COALESCE_GAP_MS,
+    open_tail: OpenTail | None = None,
 ) -> Coalesced:
     """Add one fragment, writing down what it closes: the other speaker's words, the words
-    before a pause of `gap_ms` or more, or a buffer that has grown to its bound with it."""
+    before a pause of `gap_ms` or more, or a buffer that has grown to its bound with it (the
+    open bound, and up to its open tail if anything comes before it, when `open_tail` is given)."""
     if buffer.holds(fragment.event_id):
         return Coalesced(buffer, repeated=True)  # the same delta twice is one fragment, written once
     written: tuple[dict[str, Any], ...] = ()
@@ -364,14 +444,15 @@ def buffer_fragment(
     ):
         closed = flush_transcript(buffer)
         buffer, written = closed.buffer, closed.written
-    grown = TranscriptBuffer(
-        (*buffer.fragments, fragment), buffer.oldest_at if buffer.fragments else now, buffer.written_ids
+    grown = buffer.with_fragment(fragment, now=now)
+    most_fragments, longest_ms = (
+        (MAXIMUM_COALESCED_FRAGMENTS, MAXIMUM_COALESCED_SPAN_MS)
+        if open_tail is None
+        else (MAXIMUM_OPEN_FRAGMENTS, MAXIMUM_OPEN_SPAN_MS)
     )
-    if (
-        len(grown.fragments) >= MAXIMUM_COALESCED_FRAGMENTS
-        or grown.end_ms - grown.start_ms >= MAXIMUM_COALESCED_SPAN_MS
-    ):
-        full = flush_transcript(grown)
+    if len(grown.fragments) >= most_fragments or grown.end_ms - grown.start_ms >= longest_ms:
+        cut = keep_open_tail(grown, open_tail, now=now) if open_tail is not None else None
+        full = cut if cut is not None and cut.written else flush_transcript(grown)
         return Coalesced(full.buffer, written + full.written)
     return Coalesced(grown, written)
 
@@ -406,8 +487,11 @@ def goes_on(own: SpokenLine, other: SpokenLine | None, start_ms: int, end_ms: in
 
 
 def is_flush_due(buffer: TranscriptBuffer, *, now: float, after_ms: int = FLUSH_AFTER_MS) -> bool:
-    """Whether the oldest buffered fragment has waited `after_ms` of wall time (seconds in)."""
-    return buffer.oldest_at is not None and (now - buffer.oldest_at) * 1000 >= after_ms
+    """Whether the oldest buffered fragment has waited `after_ms` of wall time (seconds in), or
+    words kept back from a write-down have their speaker paused."""
+    if buffer.oldest_at is None:
+        return bool(buffer.fragments) and not is_speaking(buffer, now=now)
+    return (now - buffer.oldest_at) * 1000 >= after_ms
 
 
 def fragments_of(events: Iterable[dict[str, Any]]) -> tuple[TranscriptFragment, ...]:
@@ -424,12 +508,19 @@ def spoken_text(fragments: Iterable[TranscriptFragment]) -> str:
     spaces (" result."), but the first word after a pause has none ("Could" after "Hi there."):
     where the timeline has a gap and neither side has a space, one is put in (a word split in
     two arrives without a gap, and stays whole)."""
+    return _spoken(fragments)[0]
+
+
+def _spoken(fragments: Iterable[TranscriptFragment]) -> tuple[str, list[int]]:
+    """`spoken_text`, and where each fragment's words end in it."""
     text = ""
+    ends: list[int] = []
     previous: TranscriptFragment | None = None
     for fragment in fragments:
         gap = previous is not None and fragment.start_ms > previous.end_ms
         if gap and text and not text[-1].isspace() and fragment.text and not fragment.text[0].isspace():
             text += " "
         text += fragment.text
+        ends.append(len(text))
         previous = fragment
-    return text
+    return text, ends

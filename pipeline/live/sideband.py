@@ -11,6 +11,12 @@ fragment covering a delegation's offset arrives (so its settle window rarely run
 `session.closed` and when the sideband closes, and after `FLUSH_AFTER_MS` of wall time (checked
 on every frame and on every `tick`, every `FLUSH_CHECK_S`).
 
+A write-down by time (or at a piece's bound) lands wherever the speaker is, mid-value too. So
+once the privacy boundary has said where a text's end could be the start of a value said on
+(`keep_open_tails`), such a write-down of a speaker still speaking ends before it, and the rest
+waits for the next piece (`pipeline.live.frames.keep_open_tail`): a card number said over the
+moment is written down whole in one piece, and redacted whole.
+
 The caller's wait for an answer (`Waited`, for the metric) is read off the call's timeline: from
 the end of the caller's last words to the start of the agent's first words after them — the same
 two moments the call log reads from the written-down pieces (`pipeline.call_log`).
@@ -22,7 +28,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pipeline.call.heard import waited_ms
-from pipeline.call.sideband import Action, Delta, Final, Role, Submit, Waited, bad_frame
+from pipeline.call.sideband import Action, Delta, Final, OpenTail, Role, Submit, Waited, bad_frame
 from pipeline.errors import BadInput
 from pipeline.live.dialect import LIVE
 from pipeline.live.frames import (
@@ -33,6 +39,8 @@ from pipeline.live.frames import (
     flush_transcript,
     goes_on,
     is_flush_due,
+    is_speaking,
+    keep_open_tail,
     line_of,
 )
 from pipeline.state import SpokenLine
@@ -80,6 +88,12 @@ class LiveSideband:
         # record keeps, under the same ids.
         self.lines: dict[Speaker, SpokenLine | None] = {Speaker.CALLER: None, Speaker.AGENT: None}
         self.line_texts = {Speaker.CALLER: "", Speaker.AGENT: ""}
+        # Where a piece written down mid-speech must end (the privacy boundary's rule); None:
+        # anywhere.
+        self.open_tail: OpenTail | None = None
+
+    def keep_open_tails(self, open_tail: OpenTail) -> None:
+        self.open_tail = open_tail
 
     def receive(self, frame: str | bytes, received_at: float, now: float) -> list[Action]:
         try:
@@ -102,7 +116,7 @@ class LiveSideband:
 
     def tick(self, at: float) -> list[Action]:
         due = [speaker for speaker, buffer in self.buffers.items() if is_flush_due(buffer, now=at)]
-        return self._flush(at, due) if due else []
+        return self._flush(at, due, by_time=True) if due else []
 
     def close(self, at: float) -> list[Action]:
         return self._flush(at)
@@ -134,7 +148,7 @@ class LiveSideband:
             # words that begin exactly at the other's end are an overlap, not a turn.
             closed = flush_transcript(self.buffers[other])
             self.buffers[other], followed = closed.buffer, closed.written
-        coalesced = buffer_fragment(own, fragment, now=received_at)
+        coalesced = buffer_fragment(own, fragment, now=received_at, open_tail=self.open_tail)
         self.buffers[fragment.speaker] = coalesced.buffer
         written = self._written((*followed, *coalesced.written), received_at)
         # The line these words are shown on: the one their piece went on if it was written down
@@ -168,15 +182,22 @@ class LiveSideband:
         wait_ms = waited_ms(ended, fragment.start_ms, per_second=1000) if ended is not None else None
         return [Waited(LIVE.name, wait_ms)] if wait_ms is not None else []
 
-    def _flush(self, at: float, speakers: Iterable[Speaker] = tuple(Speaker)) -> list[Action]:
-        """Write down what these speakers' buffers hold, the words that began first first."""
+    def _flush(
+        self, at: float, speakers: Iterable[Speaker] = tuple(Speaker), by_time: bool = False
+    ) -> list[Action]:
+        """Write down what these speakers' buffers hold, the words that began first first; `by_time`,
+        a speaker still speaking keeps back the open tail of their words."""
         held = sorted(
             (speaker for speaker in speakers if self.buffers[speaker].fragments),
             key=lambda speaker: self.buffers[speaker].start_ms,
         )
         written: list[dict[str, Any]] = []
         for speaker in held:
-            flushed = flush_transcript(self.buffers[speaker])
+            buffer = self.buffers[speaker]
+            if by_time and self.open_tail is not None and is_speaking(buffer, now=at):
+                flushed = keep_open_tail(buffer, self.open_tail, now=at)
+            else:
+                flushed = flush_transcript(buffer)
             self.buffers[speaker] = flushed.buffer
             written.extend(flushed.written)
         return self._written(tuple(written), at)

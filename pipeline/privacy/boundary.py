@@ -9,9 +9,15 @@ action the wing answers is redacted before it is carried out:
   record, export or webhook downstream ever holds the clear value;
 - `Delta`: the watchers' words, through a `DeltaGate` per line (a card number said digit by
   digit is held back until it is a card, and then masked);
-- `Final`: the finished line, redacted whole;
+- `Final`: the finished line, redacted whole (of a wing that writes a speaker's words down in
+  pieces, the line so far: its watchers' gate goes on, since the next piece may go on the line);
 - `Incident`: the summary and the quoted start of a bad frame, redacted (a quote cut in the
   middle of a value masks what it cut).
+
+A wing that writes a speaker's words down in pieces while they speak (Live, `WritesDownInPieces`)
+is told where a piece may end (`stream.open_tail`): never where its end could be the start of a
+value said on, so that a card number said over a write-down is in one piece, redacted whole,
+instead of two halves each too short to be a card.
 
 Key presses are the one input no detector reads: a card keyed in arrives one digit an event.
 A digit pressed is kept only when the call maps that key to an action (a menu's choice) and it
@@ -41,7 +47,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.call.keypad import DIGITS_COLLECTED
-from pipeline.call.sideband import Action, Delta, Final, Incident, Sideband, Submit, Waited
+from pipeline.call.sideband import (
+    Action,
+    Delta,
+    Final,
+    Incident,
+    Sideband,
+    Submit,
+    Waited,
+    WritesDownInPieces,
+)
 from pipeline.privacy.detect import (
     MASK,
     MAXIMUM_SEGMENT_CHARS,
@@ -55,7 +70,7 @@ from pipeline.privacy.detect import (
 )
 from pipeline.privacy.policy import Kind, PrivacyPolicy
 from pipeline.privacy.sealing import seal
-from pipeline.privacy.stream import DeltaGate
+from pipeline.privacy.stream import DeltaGate, open_tail
 
 # Keys whose values are the protocol's own (types, ids, names of functions, enumerations), never
 # what anybody said: left as they are, so an event keeps its shape and the workers' reading of it.
@@ -281,7 +296,7 @@ class Redactor:
         ):
             return self._value(fragments, "fragments")
         texts = [piece["text"] for piece in fragments]
-        joined, starts = _joined(texts)
+        joined, starts = _joined(fragments)
         if not could_hold_value(joined):
             return fragments
         covers = self._covers(joined)
@@ -304,18 +319,30 @@ class Redactor:
         return sorted(covers)
 
 
-def _joined(texts: list[str]) -> tuple[str, list[int]]:
+def _joined(fragments: list[dict[str, Any]]) -> tuple[str, list[int]]:
     """The fragments' words as one text for detection, and where each fragment starts in it.
     Two fragments that meet with no space between get one (a pause is no part of a value's
-    digits either way, and digits run together would read as one longer number)."""
+    digits either way, and digits run together would read as one longer number) — unless their
+    timeline says they touch: that is a word split in two ("fo", "ur"), read whole, as the
+    transcript's own text reads it."""
     joined = ""
     starts: list[int] = []
-    for text in texts:
-        if joined and text and not joined[-1].isspace() and not text[0].isspace():
+    previous: dict[str, Any] | None = None
+    for fragment in fragments:
+        text = fragment["text"]
+        meets = joined and text and not joined[-1].isspace() and not text[0].isspace()
+        if meets and not (previous is not None and _touches(previous, fragment)):
             joined += " "
         starts.append(len(joined))
         joined += text
+        previous = fragment
     return joined, starts
+
+
+def _touches(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """Whether `after` begins on the timeline where `before` ends, or earlier (no pause between)."""
+    end, start = before.get("end_ms"), after.get("start_ms")
+    return isinstance(end, int) and isinstance(start, int) and start <= end
 
 
 def _masked_piece(text: str, start: int, covers: list[tuple[int, int, str, bool]]) -> str:
@@ -359,6 +386,11 @@ class PrivateSideband:
         self._is_watched = is_watched
         self._lines: OrderedDict[str, DeltaGate] = OrderedDict()
         self._unwatched: OrderedDict[str, None] = OrderedDict()
+        # A wing that writes words down in pieces ends none where a value may be going on, and
+        # its finals are lines so far: their gates stay open for the next piece's words.
+        self._lines_go_on = isinstance(inner, WritesDownInPieces)
+        if isinstance(inner, WritesDownInPieces):
+            inner.keep_open_tails(open_tail)
 
     def receive(self, frame: str | bytes, received_at: float, now: float) -> list[Action]:
         return self._private(self.inner.receive(frame, received_at, now))
@@ -403,18 +435,21 @@ class PrivateSideband:
                 if shown:
                     private.append(Delta(action.role, action.item_id, shown))
             elif isinstance(action, Final):
-                gate = self._lines.pop(action.item_id, None)
-                self._unwatched.pop(action.item_id, None)
-                if gate is not None:
-                    rest = gate.flush()
-                    if rest:
-                        private.append(Delta(action.role, action.item_id, rest))
+                if not self._lines_go_on:
+                    private.extend(self._line_ended(action))
                 private.append(Final(action.role, action.item_id, self.redactor.text(action.text)))
             elif isinstance(action, Waited):
                 private.append(action)  # a duration: nothing a person said
             else:
                 private.append(self._incident(action))
         return private
+
+    def _line_ended(self, final: Final) -> list[Action]:
+        """A finished line's gate flushed: the words it still held, redacted, before the final."""
+        gate = self._lines.pop(final.item_id, None)
+        self._unwatched.pop(final.item_id, None)
+        rest = gate.flush() if gate is not None else ""
+        return [Delta(final.role, final.item_id, rest)] if rest else []
 
     def _is_press(self, event: dict[str, Any]) -> bool:
         return self.keypad is not None and event.get("type") == self.keypad.press_type

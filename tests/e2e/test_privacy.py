@@ -323,6 +323,74 @@ def test_a_live_call_s_transcript_and_delegated_task_keep_no_clear_value(
     assert {name: leaks(text) for name, text in stores.items() if leaks(text)} == {}
 
 
+def test_a_card_said_across_the_live_write_down_is_kept_whole_and_masked(
+    private_stack: Stack, services: Services
+) -> None:
+    """Issue 44, item 9: the gateway writes a Live speaker's words down every second, wherever
+    they are. A card read out word by word over three seconds is said across two write-downs;
+    the pieces end where no value is cut, so the record, the stores and the watchers hold it
+    masked whole, never as two halves each too short to be a card."""
+    digits = _card("4")
+    words = [DIGIT_WORDS[int(digit)] for digit in digits]
+    # Any seven of its words in a row: whichever way a write-down cut it, one half has eight.
+    windows = [" ".join(words[i : i + 7]) for i in range(len(words) - 6)]
+    client = Client(private_stack.api_url, private_stack.api_token, private_stack.live_url)
+    set_live_script(
+        private_stack,
+        {
+            # A word every 150 ms of wall time: the card's sixteen take 2.4 s, two write-downs.
+            "timing": {"fragment_ms": 150, "reply_after_ms": 50, "answer_wait_ms": 8_000},
+            "caller": [
+                {"say": f"Please take my card {' '.join(words)} thanks a lot.", "after_ms": 100},
+                {"hangup": True, "after_ms": 400},
+            ],
+            "model": [{"say": "Thank you."}],
+        },
+    )
+    session = client.create_session("You are the payments desk.", provider="live")
+    session_id = session["id"]
+    heard = _watched(client, session_id)
+    call_id = client.connect(session_id)["call_id"]
+    record = client.wait_for_status(session_id, timeout_s=60)
+    assert record["status"] == "ended", record
+
+    # The positive control: the provider heard the card, and the search below would see it.
+    digit_word = re.compile(rf"\b(?:{'|'.join(DIGIT_WORDS)})\b")
+    provider_log = json.dumps(live_session(private_stack, call_id), ensure_ascii=False)
+    assert all(window in " ".join(digit_word.findall(provider_log)) for window in windows)
+
+    record = client.session(session_id, events=True)
+    pieces = [
+        entry["payload"]
+        for entry in record["log"]
+        if entry["payload"].get("type") == "switchboard.live_transcript"
+        and entry["payload"].get("speaker") == "caller"
+    ]
+    # The line was written down in pieces while the caller spoke, and reads masked whole.
+    assert len(pieces) >= 2, [piece["text"] for piece in pieces]
+    said = " ".join(item["text"] for item in record["transcript"] if item["role"] == "user")
+    assert f"•••• •••• •••• {digits[-4:]}" in said and "Please" in said and "thanks" in said
+    stores = {
+        "database": _database_text(services.database_url),
+        "redis": _redis_text(services.redis_url, private_stack.namespace),
+        "logs": _logs(private_stack),
+        "record": json.dumps(record, ensure_ascii=False),
+        "call log": json.dumps(client.call_log(session_id), ensure_ascii=False),
+        "export": _export(services, session_id),
+        "watchers": json.dumps(heard, ensure_ascii=False),
+    }
+    assert any(message.get("type") == "transcript.final" for message in heard)
+    leaked = {}
+    for name, text in stores.items():
+        # This call's own stores are also read as their digit words alone, in order: a half
+        # spread over fragments or deltas ({"text": " four"}, {"text": " one"}…) reads whole.
+        readings = [" ".join(text.split())]
+        if name in {"record", "call log", "export", "watchers"}:
+            readings.append(" ".join(digit_word.findall(text)))
+        leaked[name] = [window for window in windows if any(window in reading for reading in readings)]
+    assert {name: found for name, found in leaked.items() if found} == {}
+
+
 def _inject(stack: Stack, call_id: str, frames: list[str]) -> None:
     base = stack.simulator_url.removesuffix("/v1")
     request = urllib.request.Request(

@@ -30,6 +30,7 @@ from pipeline.live.frames import (
     LIVE_DURABLE_TYPES,
     MAXIMUM_COALESCED_FRAGMENTS,
     MAXIMUM_COALESCED_SPAN_MS,
+    MAXIMUM_OPEN_FRAGMENTS,
     REMEMBERED_WRITTEN_FRAGMENTS,
     TranscriptBuffer,
     buffer_fragment,
@@ -286,6 +287,33 @@ def test_a_long_unbroken_turn_is_written_down_as_it_goes() -> None:
     ]
     written, buffer = _feed(long, gap_ms=MAXIMUM_COALESCED_SPAN_MS)
     assert [event["text"] for event in written] == ["One two"] and buffer.fragments == ()
+
+
+def _digits_open(text: str) -> int:
+    """A stand-in for the privacy boundary's rule: everything after the last "." may go on."""
+    return text.rfind(".") + 1 if "." in text else 0
+
+
+def test_with_open_tails_a_piece_at_its_bound_ends_before_its_open_tail_or_grows_to_the_open_bound() -> None:
+    """A piece at its bound is cut where its open tail begins; one whose words could all be one
+    value going on grows to the open bound, then is written down as it stands."""
+    buffer = TranscriptBuffer()
+    written: list[dict[str, Any]] = []
+    said = [_caller("c0", 0, 10, "Done.")] + [
+        _caller(f"c{i}", i * 10, i * 10 + 10, " one") for i in range(1, MAXIMUM_OPEN_FRAGMENTS - 1)
+    ]
+    for fragment in said:
+        coalesced = buffer_fragment(buffer, fragment, now=NOW, open_tail=_digits_open)
+        buffer, written = coalesced.buffer, written + list(coalesced.written)
+    assert written == [] and len(buffer.fragments) == MAXIMUM_OPEN_FRAGMENTS - 1
+    cut = buffer_fragment(buffer, _caller("cx", 1_270, 1_280, " one"), now=NOW + 1, open_tail=_digits_open)
+    assert [event["text"] for event in cut.written] == ["Done."]
+    assert len(cut.buffer.fragments) == MAXIMUM_OPEN_FRAGMENTS - 1 and cut.buffer.oldest_at is None
+    whole = buffer_fragment(
+        cut.buffer, _caller("cy", 1_280, 1_290, " one"), now=NOW + 2, open_tail=_digits_open
+    )
+    assert len(whole.written) == 1 and len(whole.written[0]["fragments"]) == MAXIMUM_OPEN_FRAGMENTS
+    assert whole.buffer.fragments == ()
 
 
 def test_the_same_delta_twice_is_buffered_once() -> None:

@@ -5,16 +5,29 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from pipeline.privacy.detect import is_luhn_valid
+from pipeline.privacy.detect import CARD_NETWORKS, is_luhn_valid
 
 WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 ZEROS = ["zero", "oh", "o"]
+# Every (first digits, lowest, highest, length) a network's numbers come in.
+CARD_RANGES = [
+    (low, high or low, length)
+    for _, prefixes, lengths in CARD_NETWORKS
+    for low, _, high in (prefix.partition("-") for prefix in prefixes)
+    for length in lengths
+]
 
 
 @st.composite
-def luhn_numbers(draw: st.DrawFn) -> tuple[int, ...]:
-    """A Luhn-valid number of 13 to 19 digits."""
-    body = tuple(draw(st.lists(st.integers(0, 9), min_size=12, max_size=18)))
+def card_numbers(draw: st.DrawFn) -> tuple[int, ...]:
+    """A card number: a network's first digits and length, random digits after them, and the
+    Luhn check digit."""
+    low, high, length = draw(st.sampled_from(CARD_RANGES))
+    first = str(draw(st.integers(int(low), int(high)))).zfill(len(low))
+    rest = draw(
+        st.lists(st.integers(0, 9), min_size=length - len(first) - 1, max_size=length - len(first) - 1)
+    )
+    body = (*(int(d) for d in first), *rest)
     check = next(d for d in range(10) if is_luhn_valid((*body, d)))
     return (*body, check)
 
@@ -44,8 +57,19 @@ def spoken(draw: st.DrawFn, digits: tuple[int, ...]) -> str:
         else:
             pieces.append(one)
         index += times
-    separators = st.sampled_from([" ", ", ", "-", " - ", "  ", " um ", "\n"])
+    # A "four" beside another digit word may be heard as "for".
+    said_words = {word for word in WORDS if word != "four"} | set(ZEROS)
+    for index, piece in enumerate(pieces):
+        beside = [pieces[i].lower() for i in (index - 1, index + 1) if 0 <= i < len(pieces)]
+        if piece.lower() == "four" and any(word in said_words for word in beside) and draw(st.booleans()):
+            pieces[index] = "for"
+    separators = st.sampled_from([" ", ", ", "-", " - ", "  ", " um ", "\n", " and "])
     return "".join(piece + draw(separators) for piece in pieces[:-1]) + pieces[-1]
+
+
+# What may stand between a written number's groups.
+WRITTEN_JOINS = [" ", "-", ".", ", ", " - ", "—", "/", "\u200b", "\u00a0", ", uh, ", ":", "+", "|", "\u2212"]
+WRITTEN_JOINS += [" and ", '" "', "” “"]
 
 
 @st.composite
@@ -57,9 +81,7 @@ def written(draw: st.DrawFn, digits: tuple[int, ...]) -> str:
     out = []
     for index, char in enumerate(text):
         if index and draw(st.integers(0, 3)) == 0:
-            out.append(
-                draw(st.sampled_from([" ", "-", ".", ", ", " - ", "—", "/", "\u200b", "\u00a0", ", uh, "]))
-            )
+            out.append(draw(st.sampled_from(WRITTEN_JOINS)))
         out.append(char)
     return "".join(out)
 
@@ -67,7 +89,7 @@ def written(draw: st.DrawFn, digits: tuple[int, ...]) -> str:
 @st.composite
 def said_cards(draw: st.DrawFn) -> tuple[tuple[int, ...], str]:
     """A card number and how it was said or typed."""
-    digits = draw(luhn_numbers())
+    digits = draw(card_numbers())
     style = draw(st.sampled_from(["whole", "fours-space", "fours-dash", "written", "spoken"]))
     plain = "".join(map(str, digits))
     if style == "whole":
@@ -122,6 +144,27 @@ PIECES = st.one_of(
             "NL02ABNA0123456789",
             "one two three, four five, six seven eight nine",
             "您的订单",
+            # Issue 44: RFC 5322's specials, marks, punycode, the new joins and a heard "for".
+            "mailhost!user@example.org",
+            "a?b=c@x.co",
+            "!",
+            "?",
+            "राम@मोहन.ईन्फो",
+            "e\u0301lodie@exemple.fr",
+            "\u0301",
+            "a@xn--d1acufc.xn--p1ai",
+            "for",
+            "and",
+            ":",
+            "+",
+            "|",
+            "\u2212",
+            '"',
+            "“",
+            "4111:1111:1111:1111",
+            "for one one one",
+            "GM6001002257866436",
+            "DE89 3704 0044 0532 0130 00",
         ]
     ),
     st.integers(0, 99_999).map(str),

@@ -144,6 +144,25 @@ def test_a_card_split_anywhere_over_fragments_is_never_left_readable(cuts: list[
     assert "please take" in joined and joined.endswith("now")
 
 
+def test_a_word_split_over_fragments_that_touch_on_the_timeline_is_read_whole() -> None:
+    """Live splits a word over two deltas with no pause between ("fo", "ur"): the fragments are
+    read as the transcript's text reads them, so a card said in digit words split that way is
+    masked in the fragments too, not read as "fo ur" and left whole."""
+    said = "card four five three two zero one five one one two eight three zero three six six ok"
+    pieces = [said[index : index + 3] for index in range(0, len(said), 3)]
+    fragments = [
+        {"speaker": "caller", "event_id": f"e{i}", "start_ms": i * 200, "end_ms": i * 200 + 200, "text": text}
+        for i, text in enumerate(pieces)
+    ]
+    redacted = EVERY_KIND.event({"type": "t", "text": said, "fragments": fragments})
+    joined = "".join(fragment["text"] for fragment in redacted["fragments"])
+    assert joined == redacted["text"] == "card •••• •••• •••• 0366 ok"
+    # Without a timeline, fragments meeting with no space are two words, as before.
+    untimed = [{"text": "card 4111 1111 1111 1111"}, {"text": "5 ok"}]
+    [first, _] = EVERY_KIND.event({"type": "t", "fragments": untimed})["fragments"]
+    assert first["text"] == f"card {CARD_MASK}"
+
+
 def test_a_quote_cut_short_masks_the_start_of_a_value_it_cut() -> None:
     # "card" is too short a word to be a barrier: what follows "transcript" may be a value.
     quoted = EVERY_KIND.quote('{"transcript": "my card is 4111 1111 11', cut=True)

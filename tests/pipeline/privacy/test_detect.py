@@ -56,7 +56,7 @@ def test_a_card_number_finding_names_its_span() -> None:
         "four double one double one one one one one one one one one one one one",
         "four triple one one one one one one one one one one one one one",
         "4 one one one 1111 double one double one one one one one",
-        "four one one one one one one one one one one one one one one oh",
+        "four oh one two eight eight eight eight eight eight eight eight one eight eight one",
     ],
 )
 def test_a_spoken_card_number_is_caught(spoken: str) -> None:
@@ -91,18 +91,35 @@ def test_superscript_and_circled_digits_are_not_read_as_digits() -> None:
 
 
 def test_every_card_length_from_13_to_19_digits_is_a_card() -> None:
-    """Visa's 13, Amex's 15, the usual 16 and the longest 19 are all caught."""
+    """Visa's 13, Diners' 14, Amex's 15, the usual 16, and 17 to 19 are all caught."""
     for number in (
         "4222222222222",
+        "36227206271667",
         "378282246310005",
         "6011111111111117",
         "6011000990139424",
         "3530111333300000",
+        "62123456789012651",
+        "620550000000000009",
+        "6205500000000000004",
+        "4000000000000000006",
     ):
-        assert is_luhn_valid(tuple(int(d) for d in number))
-        assert redact(number) == f"•••• •••• •••• {number[-4:]}"
-    nineteen = "6212345678901265"  # padded below with leading zeros, which Luhn ignores
-    assert redact("000" + nineteen) == "•••• •••• •••• 1265"
+        assert is_luhn_valid(tuple(int(d) for d in number)), number
+        assert redact(number) == f"•••• •••• •••• {number[-4:]}", number
+
+
+def test_a_luhn_valid_number_no_card_network_issues_is_no_card() -> None:
+    """Luhn passes one number in ten: a tracking or order number is a card only if it also
+    begins, and is as long, as a network's cards are (issue 44)."""
+    for number in (
+        "0006212345678901265",  # a 19-digit UnionPay card's digits behind three zeros
+        "7946851234567897",  # no network's numbers begin with 7
+        "9400111899223397583",  # nor with 94
+        "1234567890123452",  # 1 is UATP's, fifteen digits long
+        "41111111111111113",  # Visa has no 17-digit numbers
+    ):
+        assert is_luhn_valid(tuple(int(d) for d in number)), number
+        assert redact(f"tracking {number} ok") == f"tracking {number} ok", number
 
 
 def test_a_card_after_other_digits_in_one_run_is_still_masked_whole() -> None:
