@@ -141,6 +141,8 @@ class LiveCallTrace(CallTrace):
     turns: LiveTurns = field(default_factory=LiveTurns)
     # When the last event under the open turn was numbered (ns since the epoch): where it ends.
     last_at: int | None = None
+    # Who said the last piece written down under the open turn.
+    last_speaker: Speaker | None = None
 
     def _before(self, kind: str, event: dict[str, Any]) -> None:
         step = self.turns.step(event)
@@ -150,10 +152,17 @@ class LiveCallTrace(CallTrace):
         if step.opens:
             self._open_turn()
         speaker = spoken_by(event) if tracing.content and self.turn is not None else None
-        if speaker is Speaker.CALLER:
-            self.said.append(str(event.get("text", "")))
-        elif speaker is Speaker.AGENT:
-            self.answered.append(str(event.get("text", "")))
+        if speaker is None:
+            return
+        lines = self.said if speaker is Speaker.CALLER else self.answered
+        piece = str(event.get("text", ""))
+        if lines and self.last_speaker is speaker:
+            # The next piece of the same speaker's line (Live writes a line down in pieces, each
+            # with its own leading space): one text, as the record keeps the line.
+            lines[-1] += piece
+        else:
+            lines.append(piece)
+        self.last_speaker = speaker
 
     def _after(self, kind: str, event: dict[str, Any]) -> None:
         if self.turn is not None:

@@ -59,12 +59,12 @@ from pipeline.call.sideband import (
 )
 from pipeline.privacy.detect import (
     MASK,
-    MAXIMUM_SEGMENT_CHARS,
     barriers,
     could_hold_any,
     could_hold_value,
     fail_closed,
     find,
+    is_over_long,
     redact,
     segments,
 )
@@ -312,7 +312,7 @@ class Redactor:
         """What redaction replaces in `text`: (start, end, replacement, character by character)."""
         covers: list[tuple[int, int, str, bool]] = []
         for start, end in segments(text):
-            if end - start > MAXIMUM_SEGMENT_CHARS:
+            if is_over_long(text[start:end]):
                 covers.append((start, end, fail_closed(text[start:end]), True))
         for finding in find(text, self.kinds, region=self.region):
             covers.append((finding.start, finding.end, finding.masked, False))

@@ -16,7 +16,9 @@ The rules:
   exactly.
 - **Fail closed.** A segment longer than `MAXIMUM_SEGMENT_CHARS` (no barrier for that long: a
   digit dump, a blob) has every letter and digit masked, so the streaming gate never holds more
-  than that bound and never has to guess.
+  than that bound and never has to guess. A mask's "•" do not count toward that length: a mask
+  may be longer than the value it replaces ("•••• •••• •••• 1111" for sixteen digits), and a
+  segment redacted once must not be over-long when read again (`redact` is idempotent).
 - **Cards are the networks'.** A card number is a network's (`CARD_NETWORKS`: its first digits
   and its length) and passes Luhn; a number glued to letters is a code, not a card.
 - **Overlaps.** Findings of different kinds that overlap are one finding: the strongest kind
@@ -463,9 +465,11 @@ def _phones(text: str, region: str) -> list[Finding]:
 # Written whole, or in groups of four with single spaces (ISO 13616's paper format).
 # ASCII classes written out, not re.IGNORECASE: that would let [A-Z] match "ſ" and the Kelvin
 # sign, which fold to letters but are no base-36 digits.
+# Not glued to a letter or digit before or after — nor to a mask, which stands where a letter or
+# digit was: an IBAN glued to a value masked since must read as it did before (idempotence).
 _IBAN = re.compile(
-    r"(?<![^\W_])(?P<country>[A-Za-z]{2})(?P<check>[0-9]{2})"
-    r"(?P<rest>(?: [A-Za-z0-9]{4})+(?: [A-Za-z0-9]{1,3})?|[A-Za-z0-9]{11,30})(?![^\W_])"
+    rf"(?<![^\W_])(?<!{MASK})(?P<country>[A-Za-z]{{2}})(?P<check>[0-9]{{2}})"
+    rf"(?P<rest>(?: [A-Za-z0-9]{{4}})+(?: [A-Za-z0-9]{{1,3}})?|[A-Za-z0-9]{{11,30}})(?![^\W_])(?!{MASK})"
 )
 IBAN_LENGTH = range(15, 35)
 
@@ -620,7 +624,21 @@ def _detect(kind: Kind, text: str, region: str) -> list[Finding]:
     # after a "•" is not found that way; the stronger kinds do not blank what follows a "•".
     if not any(char.isdecimal() for char in text):
         return []
-    return _phones(_MASKED.sub(lambda match: MASK * len(match.group()), text), region)
+    blanked = _MASKED.sub(lambda match: MASK * len(match.group()), text)
+    # A number found beside another blanks it too, and the rest is read again, until nothing
+    # new is found: "2 012000010 415 555 0100" is one phone number read whole, but "2 012000010"
+    # alone is another, which is what a second `redact` would read once the first is masked.
+    found: list[Finding] = []
+    while new := [f for f in _phones(blanked, region) if not any(_overlap(f, o) for o in found)]:
+        found += new
+        for finding in new:
+            width = finding.end - finding.start
+            blanked = blanked[: finding.start] + MASK * width + blanked[finding.end :]
+    return sorted(found, key=lambda finding: finding.start)
+
+
+def _overlap(one: Finding, other: Finding) -> bool:
+    return one.start < other.end and other.start < one.end
 
 
 def _find_in_segment(segment: str, offset: int, kinds: frozenset[Kind], region: str) -> list[Finding]:
@@ -725,9 +743,15 @@ def find(text: str, kinds: Iterable[Kind] = ALL_KINDS, *, region: str = "US") ->
     wanted = frozenset(kinds)
     found: list[Finding] = []
     for start, end in segments(text):
-        if end - start <= MAXIMUM_SEGMENT_CHARS:
+        if not is_over_long(text[start:end]):
             found += _find_in_segment(text[start:end], start, wanted, region)
     return tuple(found)
+
+
+def is_over_long(segment: str) -> bool:
+    """Whether a segment is masked whole for its length: over `MAXIMUM_SEGMENT_CHARS`, a mask's
+    "•" not counted (masking never makes a segment over-long)."""
+    return len(segment) > MAXIMUM_SEGMENT_CHARS and len(segment) - segment.count(MASK) > MAXIMUM_SEGMENT_CHARS
 
 
 def redact(text: str, kinds: Iterable[Kind] = ALL_KINDS, *, region: str = "US") -> str:
@@ -752,7 +776,7 @@ def redact_around(
 
 def redact_segment(segment: str, kinds: frozenset[Kind], region: str) -> str:
     """One segment redacted: masked whole if over-long, else each finding replaced."""
-    if len(segment) > MAXIMUM_SEGMENT_CHARS:
+    if is_over_long(segment):
         return fail_closed(segment)
     pieces: list[str] = []
     position = 0

@@ -299,7 +299,10 @@ def is_typed_item(event: dict[str, Any]) -> bool:
         and isinstance(item_id, str)
         and not item_id.startswith(TYPED_ITEM_PREFIX)
         and isinstance(content, list)
-        and any(isinstance(part, dict) and part.get("type") in parts for part in content)
+        and any(
+            isinstance(part, dict) and isinstance(part.get("type"), str) and part["type"] in parts
+            for part in content
+        )
     )
 
 

@@ -275,7 +275,7 @@ def test_erasing_a_number_erases_the_calls_placed_to_it_and_forgets_it_as_a_cont
     from pipeline.wire import EndRequested
 
     namespace = _namespace()
-    to = f"+1415{uuid.uuid4().int % 10**7:07d}"
+    to = f"+1415{2_000_000 + uuid.uuid4().int % 8_000_000:07d}"
     placed, _ = _place(namespace, to=to)
     with locked_session(placed.session_id) as session:
         session.apply_host(EndRequested(), 0.0)
