@@ -23,7 +23,7 @@ from typing import Any
 
 import websockets
 from websockets.asyncio.client import ClientConnection
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
 from gateway.sink import EventSink
 from gateway.tracing import CallTrace
@@ -107,7 +107,10 @@ class SidebandSocket:
             )
         except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as error:
             logger.warning("sideband of %s did not open: %r", self.session_id, error)
-            self._closed(SidebandClosed(code=None, reason=f"open failed: {error}"[:200]))
+            # 404: the provider has no such call (any more); 403, 5xx, a refused connection are
+            # a sideband lost, tried again.
+            gone = isinstance(error, InvalidStatus) and error.response.status_code == 404
+            self._closed(SidebandClosed(code=None, reason=f"open failed: {error}"[:200], call_gone=gone))
             return
         self._connection = connection
         loop = asyncio.get_running_loop()

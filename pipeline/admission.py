@@ -150,12 +150,14 @@ def finish(state: SessionState, reason: str) -> Step:
 
 
 def sideband_closed(state: SessionState, event: SidebandClosed) -> Step:
-    """The provider closed the sideband: a normal close ends the call. Anything else is a lost
-    sideband: recorded, then re-opened on the same call after a backoff, as a new generation
-    (events and controls of the old one are fenced off)."""
+    """The provider closed the sideband: a normal close ends the call, and so does a re-opening
+    the provider answers with "no such call" (the caller hung up while the sideband was down: a
+    handover, a lost connection). Anything else is a lost sideband: recorded, then re-opened on
+    the same call after a backoff, as a new generation (events and controls of the old one are
+    fenced off)."""
     if state.is_terminal or event.by_host:
         return unchanged(state)
-    if event.code == 1000:
+    if event.code == 1000 or (event.call_gone and state.call_id is not None):
         return Step(
             state=state.evolve(phase=Phase.ENDED, end_reason=ending.CALLER_HUNG_UP, turn=None),
             effects=(CloseCall(reason=ending.CALLER_HUNG_UP, hangup=False),),

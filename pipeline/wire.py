@@ -91,6 +91,9 @@ class SidebandClosed(Inbound):
     reason: str = ""
     # True when Switchboard closed it (end, failure); False when the provider or network did.
     by_host: bool = False
+    # The provider answered the sideband's opening that it has no such call (HTTP 404): the
+    # call is over there (a caller who hung up while the sideband was being re-opened).
+    call_gone: bool = False
 
 
 class EndRequested(Inbound):

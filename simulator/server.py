@@ -14,7 +14,8 @@ Control API, on the same port, no auth:
     GET  /_sim/calls/{id}                    the call log (see CallLog)
     GET  /_sim/calls/{id}/status             {"call_id", "status"}: cheap to poll
     POST /_sim/calls/{id}/drop?code=1011     close the sideband without ending the call (a fault);
-                                             &refuse=1 also refuses every later sideband of it
+                                             &refuse=1 also refuses every later sideband of it;
+                                             &end=1 then ends the call (its caller hung up unheard)
     POST /_sim/calls/{id}/inject             {"frames": [raw text, ...]} sent verbatim (a fault)
     POST /_sim/sip/calls                     a phone call rings: {to, from, webhook_url, secret,
                                              duplicates?, retries?, …} (see simulator.sip) → 201
@@ -389,6 +390,10 @@ class Simulator:
             # will not let the host re-attach).
             call.refuses_sideband = request.query_params.get("refuse") == "1"
             await call.drop_sideband(int(code))
+            if request.query_params.get("end") == "1":
+                # end=1: the caller hangs up at that moment, which the host, its sideband gone,
+                # does not hear: a re-attach finds no such call (404).
+                await call.end(1000)
             return JSONResponse({"dropped": call.call_id, "refusing": call.refuses_sideband})
         if parts[2:] == ["requests"] and request.method == "POST":
             try:

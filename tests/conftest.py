@@ -7,6 +7,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -28,10 +29,13 @@ os.environ.setdefault("SWITCHBOARD_DATA_KEY", DeploymentKey.generate().text)
 @pytest.fixture(scope="session")
 def services() -> Iterator[Services]:
     """PostgreSQL and Redis for the whole run, the test database migrated."""
+    # Each process of a parallel run (pytest-xdist's workers) has embedded servers of its own
+    # when no local ones answer.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     found = resolve_services(
         TEST_DATABASE_URL,
         TEST_REDIS_URL,
-        ROOT / ".switchboard" / "test",
+        ROOT / ".switchboard" / (f"test-{worker}" if worker else "test"),
         database_name=TEST_DATABASE,
         log=lambda message: print(f"services: {message}"),
     )
@@ -53,3 +57,24 @@ def namespace(services: Services) -> Iterator[str]:
     if keys:
         client.delete(*keys)
     client.close()
+
+
+# A fault test's measured figure (tests/faults), kept with its report (`user_properties`), which
+# a parallel run's workers send to the process that prints the summary.
+FIGURE = "fault_figure"
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The fault tests' figures, at the end of every run that measured any."""
+    figures = [
+        value
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "call"
+        for name, value in getattr(report, "user_properties", ())
+        if name == FIGURE
+    ]
+    if figures:
+        terminalreporter.section("fault figures")
+        for line in figures:
+            terminalreporter.write_line(line)

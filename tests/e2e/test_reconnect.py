@@ -18,9 +18,9 @@ from tests.e2e.conftest import set_script, simulator_call
 TIMING = {"delta_interval_ms": 5, "chars_per_delta": 40, "speech_ms": 100, "response_wait_ms": 20000}
 
 
-def _drop(stack: Stack, call_id: str, *, refuse: bool = False) -> None:
+def _drop(stack: Stack, call_id: str, *, refuse: bool = False, end: bool = False) -> None:
     base = stack.simulator_url.removesuffix("/v1")
-    query = "code=1011&refuse=1" if refuse else "code=1011"
+    query = "code=1011" + ("&refuse=1" if refuse else "") + ("&end=1" if end else "")
     request = urllib.request.Request(f"{base}/_sim/calls/{call_id}/drop?{query}", data=b"", method="POST")
     with urllib.request.urlopen(request, timeout=10) as response:
         assert json.loads(response.read())["dropped"] == call_id
@@ -129,3 +129,27 @@ def test_a_provider_that_refuses_the_reattach_fails_the_session_cleanly(stack: S
     while simulator_call(stack, call_id)["status"] != "ended" and time.monotonic() < deadline:
         time.sleep(0.05)
     assert simulator_call(stack, call_id)["status"] == "ended"  # hung up
+
+
+def test_a_caller_who_hangs_up_while_the_sideband_is_down_ends_the_call(stack: Stack, client: Client) -> None:
+    """The sideband is lost just as the caller hangs up (a handover, a network fault): the
+    re-attach finds no such call at the provider (404), and the call is over — ended, not failed
+    after two refused attempts (a rolling deploy's handover met it)."""
+    set_script(
+        stack,
+        {
+            "name": "hung-up-unheard",
+            "timing": TIMING,
+            "caller": [{"say": "Hello?", "after_ms": 20}, {"hangup": True, "after_ms": 20000}],
+            "model": [{"say": "Hello, order desk."}],
+        },
+    )
+    session = client.create_session("You are the order desk.")
+    call_id = client.connect(session["id"])["call_id"]
+    _listening_after(client, session["id"], 1)
+
+    _drop(stack, call_id, end=True)
+    record = client.wait_for_status(session["id"], timeout_s=30)
+
+    assert (record["status"], record["end_reason"]) == ("ended", "caller_hung_up"), record["why"]
+    assert [i["code"] for i in record["incidents"]] == ["sideband_lost"]

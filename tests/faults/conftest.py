@@ -1,23 +1,22 @@
 """Fault tests: real processes, a fault injected, and the figure each one measures — printed at
-the end of the run (pytest's terminal summary), so every run of the suite reports them."""
+the end of the run (pytest's terminal summary, tests/conftest.py), so every run of the suite
+reports them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.conftest import FIGURE
 from tests.faults.servers import PrivatePostgres, PrivateRedis
-
-_FIGURES: list[str] = []
 
 
 @pytest.fixture
-def figure() -> Callable[[str], None]:
+def figure(request: pytest.FixtureRequest) -> Callable[[str], None]:
     """Report one measured figure of this fault test."""
-    return _FIGURES.append
+    return lambda text: request.node.user_properties.append((FIGURE, text))
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +31,3 @@ def private(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PrivateP
     finally:
         redis_server.stop()
         postgres.stop()
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if _FIGURES:
-        terminalreporter.section("fault figures")
-        for line in _FIGURES:
-            terminalreporter.write_line(line)

@@ -129,3 +129,17 @@ def test_an_answer_asked_of_a_sideband_that_died_is_asked_again() -> None:
     taken, _ = ev.fold([_gateway_lost(handed_over=False)], asked)
     _, steps = ev.fold([ev.sideband_connected()], taken)
     assert ResponseCreate in [type(c) for c in ev.controls_of(steps)]
+
+
+def test_a_reopening_the_provider_answers_with_no_such_call_ends_the_call() -> None:
+    """The caller hung up while the sideband was down (a handover, a lost connection): the
+    provider has no such call any more, so the call is over, as after a normal close — not a
+    sideband lost twice and a session failed."""
+    state = _lost(ev.state_after(ev.listening()))
+    reopen = ev.step_of(state, ev.timer_fired("sideband_reconnect:2"))
+    gone = {**ev.sideband_closed(None, "open failed: HTTP 404"), "call_gone": True}
+    ended = ev.step_of(reopen.state, gone, generation=2)
+    assert (ended.state.phase, ended.state.end_reason) == (Phase.ENDED, "caller_hung_up")
+    assert CloseCall(reason="caller_hung_up", hangup=False) in ended.effects
+    refused = ev.step_of(reopen.state, ev.sideband_closed(None, "open failed: HTTP 403"), generation=2)
+    assert refused.state.phase is Phase.LISTENING and refused.state.sideband_down
