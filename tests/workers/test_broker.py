@@ -332,10 +332,14 @@ def _wait_until(predicate: Callable[[], bool], deadline_s: float = ARRIVAL_DEADL
 
 
 def test_an_undecodable_message_is_dead_lettered_and_its_batch_processed(
-    namespace, running_worker, caplog, monkeypatch
+    services, namespace, running_worker, caplog, monkeypatch
 ):
     """A body that is not a message goes to the dead letters with its raw bytes and leaves
     this worker's acks set; the good messages fetched in the same batch are all processed."""
+    from models.db import connect
+
+    # The dead letters are kept in PostgreSQL: bound here, not by whichever test ran before.
+    connect(services.database_url)
     reported: list[str] = []
     monkeypatch.setattr(sentry_sdk, "capture_message", lambda message, *_, **__: reported.append(message))
     broker = make_broker(REDIS_URL, namespace=namespace)
