@@ -58,7 +58,7 @@ def measure_costs() -> dict[str, Any]:
         event={"type": "conversation.item.input_audio_transcription.completed", "transcript": "Hello."},
     )
     answered = Applied(
-        outbound=[SendControl(id="ctl_7_0", control={"type": "response.create"})],
+        to_gateway=[SendControl(id="ctl_7_0", control={"type": "response.create"})],
         dispositions=[(7, "applied")],
     )
     # A durable event that causes no control, as most of a turn's do.

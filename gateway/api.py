@@ -1065,9 +1065,9 @@ class _Api:
     async def _session_in_call(self, session_id: str) -> tuple[dict[str, Any] | None, Response | None]:
         """The session's record if its call is live, else the answer that says why not."""
         record, refusal = await self._session(session_id)
-        not_live = not_in_call(record["status"], record.get("end_reason")) if record is not None else None
-        if not_live is not None:
-            return None, JSONResponse(not_live.body(), status_code=409)
+        refused = not_in_call(record["status"], record.get("end_reason")) if record is not None else None
+        if refused is not None:
+            return None, JSONResponse(refused.body(), status_code=409)
         return record, refusal
 
 

@@ -48,10 +48,10 @@ from pipeline.envelope import (
     CloseCall,
     CollectDigits,
     OpenSideband,
-    OutboundBatch,
     PlaceCall,
     Reply,
     SendControl,
+    ToGateway,
     TransferCall,
     Trunk,
 )
@@ -342,21 +342,21 @@ class Gateway:
     def _on_sent(self, socket: SidebandSocket, control: dict[str, Any]) -> None:
         self.watchers.publish(socket.session_id, {"type": "control", "control": control})
 
-    # ── outbound: controls and directives from the workers ─────────────────────────────
+    # ── to the gateway: controls and directives from the workers ─────────────────────────────
 
     def _carry_out_taken(self, taken: list[bytes]) -> None:
         """Carry out each batch of a take, in order. Nothing here waits on a call: a stuck provider
         socket or an unanswered hangup must never hold up the other calls' controls."""
         for payload in taken:
             try:
-                batch, dropped = across_releases(OutboundBatch, payload)
+                batch, dropped = across_releases(ToGateway, payload)
                 if dropped and (line := first_report("control batch", dropped)):
                     logger.warning(line)
                 self.carry_out(batch)
             except Exception:
-                logger.exception("outbound batch failed")
+                logger.exception("batch to the gateway failed")
 
-    def carry_out(self, batch: OutboundBatch) -> None:
+    def carry_out(self, batch: ToGateway) -> None:
         if batch.applied_seq is not None:
             self.sink.applied(batch.session_id, batch.applied_seq)
         poke = self._log_pokes.get(batch.session_id)

@@ -24,12 +24,12 @@ HEARD_BUCKETS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
 
 class GatewayMetrics:
     def __init__(
-        self, gateway_id: str, live_calls: Callable[[], dict[str, int]], redis_url: str, namespace: str
+        self, gateway_id: str, calls_in_progress: Callable[[], dict[str, int]], redis_url: str, namespace: str
     ) -> None:
         self.registry = CollectorRegistry()
         # The gateway is one process: its own CPU, memory and descriptors (process_*).
         ProcessCollector(registry=self.registry)
-        self.registry.register(_LiveCalls(gateway_id, live_calls))
+        self.registry.register(_CallsInProgress(gateway_id, calls_in_progress))
         self.commands = Counter(
             "switchboard_commands_total",
             "Commands the app and supervisors sent, by command and answer status.",
@@ -61,7 +61,7 @@ class GatewayMetrics:
         self.registry.register(_Queues(redis_url, namespace))
 
 
-class _LiveCalls(Collector):
+class _CallsInProgress(Collector):
     """The calls whose sideband this gateway holds, by route (read when scraped)."""
 
     def __init__(self, gateway_id: str, by_route: Callable[[], dict[str, int]]) -> None:

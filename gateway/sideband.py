@@ -170,7 +170,7 @@ class SidebandSocket:
         """Queue a control for the writer, once per id; False if it was queued before or the
         socket is over (a control for a closed sideband has nowhere to go). A control that comes
         while the socket is still opening waits for it: the session asks again only for what it
-        asked of an earlier generation's sideband (pipeline.realtime.operations.reconnected), so
+        asked of an earlier generation's sideband (pipeline.realtime.dialect.reconnected), so
         one of this generation's must not be dropped."""
         if control_id in self._sent or self._over or self.closing:
             return False

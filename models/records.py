@@ -16,8 +16,8 @@ from models.db import (
 from models.erasure import erasures
 from models.event_streams import cursor_of
 from models.pages import keyset
+from pipeline.call.capabilities import not_supported
 from pipeline.call.conversation_order import PLACE_FIELD, PlacedLine, in_conversation_order, place_of
-from pipeline.call.dialect import not_supported
 from pipeline.call_log import CallLogEntry, LoggedInput, ended_by, erased_log, heard_latency, project
 from pipeline.desk import activity, direction, outcome
 from pipeline.dialects import capabilities_for

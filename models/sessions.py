@@ -3,7 +3,7 @@
 `locked_session(id)` is the one place a row lock is taken. Under it, `LockedSession.deliver`
 logs a numbered event and applies every logged event from `applied_seq + 1` upward while they
 are contiguous (DESIGN invariant 2), and `apply_host` applies an unnumbered host input
-(creation, admission, a timer). Both return what must leave the transaction: outbound items
+(creation, admission, a timer). Both return what must leave the transaction: the items for the gateway
 for the owning gateway, timers to schedule, incidents to report.
 
 The hot path (the next event of a live call) is two round trips: one opens the transaction,
@@ -41,10 +41,10 @@ from pipeline.envelope import (
     CollectDigits,
     EventEnvelope,
     OpenSideband,
-    Outbound,
     PlaceCall,
     Reply,
     SendControl,
+    ToGatewayItem,
     TransferCall,
 )
 from pipeline.errors import (
@@ -270,13 +270,13 @@ class _Written(Enum):
     ALL = "all"  # the row, its effects and the session, in one statement
 
 
-_Write = Callable[[Step, str, int, list[Outbound]], _Written]
+_Write = Callable[[Step, str, int, list[ToGatewayItem]], _Written]
 
 
-def _controls(outbound: list[Outbound]) -> str:
+def _controls(to_gateway: list[ToGatewayItem]) -> str:
     """What an event emitted, as its log row keeps it: each item as sent (a dial names its
     trunk, never the trunk's password)."""
-    return json.dumps([item.model_dump(mode="json") for item in outbound])
+    return json.dumps([item.model_dump(mode="json") for item in to_gateway])
 
 
 def sessions_owned_by(namespace: str, gateway_id: str) -> list[str]:
@@ -293,7 +293,7 @@ def sessions_owned_by(namespace: str, gateway_id: str) -> list[str]:
 class Applied:
     """What one locked transaction decided that must leave it."""
 
-    outbound: list[Outbound] = field(default_factory=list)
+    to_gateway: list[ToGatewayItem] = field(default_factory=list)
     timers: list[ScheduleTimer] = field(default_factory=list)
     incidents: list[RecordIncident] = field(default_factory=list)
     # Tool bodies to run on tool_runs, and running ones to stop, once the transaction commits.
@@ -329,7 +329,7 @@ class Applied:
         merged = cls()
         for part in parts:
             for name in (
-                "outbound",
+                "to_gateway",
                 "timers",
                 "incidents",
                 "tool_runs",
@@ -707,7 +707,7 @@ class LockedSession:
         while self._unsaved_summaries:
             number, reason = self._unsaved_summaries.pop(0)
             more = self.apply_host(CompactionUnsaved(compaction=number, reason=reason), now)
-            for name in ("outbound", "timers", "incidents", "tool_runs", "tool_cancels", "replies"):
+            for name in ("to_gateway", "timers", "incidents", "tool_runs", "tool_cancels", "replies"):
                 getattr(applied, name).extend(getattr(more, name))
 
     # ── the one apply path ─────────────────────────────────────────────────────────────
@@ -727,10 +727,10 @@ class LockedSession:
         step, disposition = decided
         order = self._head.applied_count + 1
         prefix = f"ctl_{seq}" if seq is not None else f"ctl_x{order}"
-        outbound = self._outbound(step, prefix) if disposition == "applied" else []
-        if write(step, disposition, order, outbound) is _Written.ROW_ONLY:
+        to_gateway = self._to_gateway(step, prefix) if disposition == "applied" else []
+        if write(step, disposition, order, to_gateway) is _Written.ROW_ONLY:
             self._persist_effects(step, seq, late=arrived_late or disposition == "late")
-        self._collect(step, applied, outbound)
+        self._collect(step, applied, to_gateway)
         self._advance(seq, order)
         applied.dispositions.append((seq, disposition))
 
@@ -757,11 +757,11 @@ class LockedSession:
         """The next event, nothing waiting: its row, its transcripts and incidents and the
         session in one statement."""
 
-        def write(step: Step, disposition: str, order: int, outbound: list[Outbound]) -> _Written:
+        def write(step: Step, disposition: str, order: int, to_gateway: list[ToGatewayItem]) -> _Written:
             seq = envelope.seq
             transcripts = [e for e in step.effects if isinstance(e, PersistTranscript)]
             incidents = [e for e in step.effects if isinstance(e, RecordIncident)]
-            parameters: list[Any] = [*self._event_row(envelope, disposition, order, outbound)]
+            parameters: list[Any] = [*self._event_row(envelope, disposition, order, to_gateway)]
             late = disposition == "late"
             for item in transcripts:
                 parameters += transcript_parameters(self.id, item, seq, late)
@@ -780,7 +780,7 @@ class LockedSession:
         """A seq whose provider event was applied under a lower one: its row, as a duplicate,
         without the provider's id (which belongs to the applied row)."""
 
-        def write(_step: Step, disposition: str, order: int, _outbound: list[Outbound]) -> _Written:
+        def write(_step: Step, disposition: str, order: int, _to_gateway: list[ToGatewayItem]) -> _Written:
             row = self._event_row(envelope, disposition, order, [])
             row[2] = None
             self.defer(INSERT_EVENT, row)
@@ -791,8 +791,8 @@ class LockedSession:
     def _update_pending(self, seq: int) -> _Write:
         """A logged (pending) event is applied: its row gets its disposition and controls."""
 
-        def write(_step: Step, disposition: str, order: int, outbound: list[Outbound]) -> _Written:
-            self.defer(UPDATE_EVENT, (disposition, order, _controls(outbound), self.id, seq))
+        def write(_step: Step, disposition: str, order: int, to_gateway: list[ToGatewayItem]) -> _Written:
+            self.defer(UPDATE_EVENT, (disposition, order, _controls(to_gateway), self.id, seq))
             return _Written.ROW_ONLY
 
         return write
@@ -800,13 +800,13 @@ class LockedSession:
     def _replace_lost(self, late: ArrivedLate, envelope: EventEnvelope) -> _Write:
         """A seq declared lost came after all: the marker's row becomes the late event."""
 
-        def write(_step: Step, disposition: str, order: int, outbound: list[Outbound]) -> _Written:
+        def write(_step: Step, disposition: str, order: int, to_gateway: list[ToGatewayItem]) -> _Written:
             self.defer(
                 REPLACE_LOST,
                 (
                     disposition,
                     order,
-                    _controls(outbound),
+                    _controls(to_gateway),
                     json.dumps(host_event(late)),
                     late.type,
                     _provider_event_id(envelope.event),
@@ -827,7 +827,7 @@ class LockedSession:
         return self._insert_unnumbered(marker, marker.seq, now)
 
     def _insert_unnumbered(self, event: HostInput, seq: int | None, now: float) -> _Write:
-        def write(_step: Step, disposition: str, order: int, outbound: list[Outbound]) -> _Written:
+        def write(_step: Step, disposition: str, order: int, to_gateway: list[ToGatewayItem]) -> _Written:
             self.defer(
                 INSERT_EVENT,
                 (
@@ -840,7 +840,7 @@ class LockedSession:
                     now,
                     disposition,
                     order,
-                    _controls(outbound),
+                    _controls(to_gateway),
                 ),
             )
             return _Written.ROW_ONLY
@@ -885,8 +885,8 @@ class LockedSession:
             route_id=state.phone.route_id if state.phone is not None else "",
         )
 
-    def _outbound(self, step: Step, prefix: str) -> list[Outbound]:
-        items: list[Outbound] = []
+    def _to_gateway(self, step: Step, prefix: str) -> list[ToGatewayItem]:
+        items: list[ToGatewayItem] = []
         for index, control in enumerate(step.controls):
             event_id = f"{prefix}_{index}"
             wire = control_wire(control.model_copy(update={"event_id": event_id}))
@@ -939,7 +939,7 @@ class LockedSession:
         return items
 
     def _event_row(
-        self, envelope: EventEnvelope, disposition: str, order: int | None, outbound: list[Outbound]
+        self, envelope: EventEnvelope, disposition: str, order: int | None, to_gateway: list[ToGatewayItem]
     ) -> list[Any]:
         return [
             self.id,
@@ -951,7 +951,7 @@ class LockedSession:
             envelope.received_at,
             disposition,
             order,
-            _controls(outbound),
+            _controls(to_gateway),
         ]
 
     def _insert_event(
@@ -982,7 +982,7 @@ class LockedSession:
                     (self.id, effect.code, effect.severity, effect.summary, json.dumps(effect.context)),
                 )
 
-    def _collect(self, step: Step, applied: Applied, outbound: list[Outbound]) -> None:
+    def _collect(self, step: Step, applied: Applied, to_gateway: list[ToGatewayItem]) -> None:
         for effect in step.effects:
             if isinstance(effect, RecordIncident):
                 applied.incidents.append(effect)
@@ -1023,7 +1023,7 @@ class LockedSession:
                     applied.campaigns.append(campaign_id)
             elif isinstance(effect, AnswerRequest):
                 applied.replies.append(self._reply(effect))
-        applied.outbound += outbound
+        applied.to_gateway += to_gateway
         if applied.usage_before is None:
             applied.usage_before = self.state.usage
         applied.usage_after = step.state.usage

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.call.dialect import too_long
+from pipeline.call.capabilities import too_long
 from pipeline.dialects import capabilities_of, dialect_of
 from pipeline.refusals import not_in_call_for
 from pipeline.state import Phase, SessionState
@@ -45,9 +45,9 @@ def reply(state: SessionState, event: AgentReplyRequested) -> Step:
 
 def _busy(state: SessionState) -> dict[str, Any] | None:
     """Why the agent cannot be directed now, as the API's error body; None when it can."""
-    not_live = not_in_call_for(state)
-    if not_live is not None:
-        return not_live.body()
+    refused = not_in_call_for(state)
+    if refused is not None:
+        return refused.body()
     if state.line_closed:
         holder = f"{state.taken_by.id} holds the line" if state.taken_by else "the line is held"
         return {"error": {"code": "line_held", "message": f"{holder}; the agent says nothing meanwhile"}}

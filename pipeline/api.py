@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_core import PydanticCustomError
 
 from pipeline.call.built_in import END_CALL
-from pipeline.call.dialect import Ability, refusal
+from pipeline.call.capabilities import Ability, refusal
 from pipeline.call.keypad import (
     COLLECT_DIGITS,
     DEFAULT_TIMEOUT_S,

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from pipeline.call.dialect import Capabilities, Refusal
+from pipeline.call.capabilities import Capabilities, Refusal
 from pipeline.call.messages import Playback
 from pipeline.call.progress import CallProgress
 from pipeline.call.story import StoryMark
 from pipeline.errors import MalformedFrame
-from pipeline.live import operations as live
-from pipeline.realtime import operations as realtime
+from pipeline.live import dialect as live
+from pipeline.realtime import dialect as realtime
 from pipeline.state import LiveCall, Provider, SessionState
 from pipeline.step import Control, LogEntry, Step
 from pipeline.timers import Timer

@@ -1,4 +1,4 @@
-"""What travels on the queues: event envelopes (gateway → workers) and outbound batches
+"""What travels on the queues: event envelopes (gateway → workers) and `ToGateway` batches
 (workers → a gateway's control queue)."""
 
 from __future__ import annotations
@@ -160,20 +160,20 @@ class Reply(BaseModel):
     body: dict[str, Any]
 
 
-Outbound = Annotated[
+ToGatewayItem = Annotated[
     SendControl | OpenSideband | CloseCall | TransferCall | CollectDigits | PlaceCall | Reply,
     Field(discriminator="kind"),
 ]
 
 
-class OutboundBatch(BaseModel):
+class ToGateway(BaseModel):
     """Everything one transaction tells one gateway about one session, in apply order."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     session_id: str
     generation: int
-    items: tuple[Outbound, ...]
+    items: tuple[ToGatewayItem, ...]
     # The session's applied seq when the batch was published: the gateway stops holding the
     # events up to it for retransmission.
     applied_seq: int | None = None

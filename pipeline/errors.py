@@ -181,7 +181,7 @@ class UnreplayableDeadLetter(Refusal):
 
 
 class NotSupported(Refusal):
-    """The session's provider cannot do what was asked (`pipeline.call.dialect.refusal`): the code
+    """The session's provider cannot do what was asked (`pipeline.call.capabilities.refusal`): the code
     names the provider (`not_supported_on_realtime`), the message says why."""
 
     def __init__(self, code: str, message: str) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline import admission, ending
-from pipeline.call.dialect import Ability, refusal, too_long
+from pipeline.call.capabilities import Ability, refusal, too_long
 from pipeline.call.messages import Playback
 from pipeline.dialects import capabilities_of, dialect_of
 from pipeline.refusals import not_in_call_for
@@ -67,7 +67,7 @@ NOBODY_CAME = (
 
 def hold(state: SessionState, event: HoldRequested) -> Step:
     """Hold the line or give it back (200; the same request again changes nothing)."""
-    refusal = _not_live(state, event.request_id, event.gateway_id)
+    refusal = _not_in_call(state, event.request_id, event.gateway_id)
     if refusal is not None:
         return refusal
     if event.held == state.held:
@@ -113,7 +113,7 @@ def give_back(state: SessionState) -> Step:
 
 def attention(state: SessionState, event: AttentionRequested) -> Step:
     """Hold the caller for a person for at most `wait_s` (202), once at a time."""
-    refusal = _not_live(state, event.request_id, event.gateway_id)
+    refusal = _not_in_call(state, event.request_id, event.gateway_id)
     if refusal is not None:
         return refusal
     if state.attention is not None:
@@ -156,7 +156,7 @@ def nobody_came(state: SessionState, number: int) -> Step:
 
 def supervise(state: SessionState, event: SupervisorRequested) -> Step:
     """One of a supervisor's verbs, each with its call-log entry before it acts."""
-    refusal = _not_live(state, event.request_id, event.gateway_id)
+    refusal = _not_in_call(state, event.request_id, event.gateway_id)
     if refusal is not None:
         return refusal
     by, verb = event.by, event.verb
@@ -289,7 +289,7 @@ def _transfer(state: SessionState, event: SupervisorRequested, to: str) -> Step:
 # ── shared ──────────────────────────────────────────────────────────────────────────────
 
 
-def _not_live(state: SessionState, request_id: str | None, gateway_id: str | None) -> Step | None:
+def _not_in_call(state: SessionState, request_id: str | None, gateway_id: str | None) -> Step | None:
     """The refusal of a request that needs a live call, or None when the call is live."""
     refusal = not_in_call_for(state)
     return refused_for(state, request_id, gateway_id, refusal) if refusal is not None else None

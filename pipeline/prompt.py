@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 
-from pipeline.call.dialect import Ability, Refusal, refusal
+from pipeline.call.capabilities import Ability, Refusal, refusal
 from pipeline.dialects import capabilities_of, dialect_of
 from pipeline.limits import MAXIMUM_INSTRUCTIONS_BYTES, MAXIMUM_PROMPT_BLOCKS
 from pipeline.refusals import over_for

@@ -26,7 +26,7 @@ from pipeline import (
     prompt,
     telephony,
 )
-from pipeline.call.dialect import Ability, refusal
+from pipeline.call.capabilities import Ability, refusal
 from pipeline.consent import greeting_with_consent
 from pipeline.dialects import capabilities_of, dialect_for, dialect_of, is_spoken_by, parse_inbound
 from pipeline.errors import CallReconnected, MalformedFrame

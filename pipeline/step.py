@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from pipeline.call.dialect import Refusal
+from pipeline.call.capabilities import Refusal
 from pipeline.call.keypad import DigitsSpec
 from pipeline.call.messages import ControlModel
 from pipeline.errors import SwitchboardError

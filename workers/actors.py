@@ -44,7 +44,7 @@ from models.sessions import (
 )
 from pipeline.admission import busy_for_handover, creation_configuration, session_configuration
 from pipeline.api import RouteSpec, SessionSpec
-from pipeline.call.dialect import Ability, refusal
+from pipeline.call.capabilities import Ability, refusal
 from pipeline.catalog import ToolCatalog, ToolError, ToolOutcome
 from pipeline.cost import cost_usd
 from pipeline.dialects import capabilities_for, dialect_for
@@ -101,7 +101,7 @@ from workers import app_webhooks, delegations, erasure, event_streams, runtime, 
 from workers import dead_letters as dead_letters_
 from workers import metrics as worker_metrics
 from workers.dead_letters import DeadLetters
-from workers.liveness import live_gateways, takeover_refusal_now
+from workers.liveness import gateways_alive, takeover_refusal_now
 from workers.middleware import Sweeps
 from workers.outages import waits_out_outages
 from workers.tools.runner import run_tool as execute_tool
@@ -571,7 +571,7 @@ def campaign_tick(campaign_id: str) -> None:
     tick = campaign_store.claim_dials(campaign_id, campaign_store.utc(now), capacity=_capacity())
     worker_metrics.dialer_looked(campaign_id, tick.waiting, tick.going_out)
     if tick.claimed:
-        gateways = live_gateways(_runtime.broker.client, _runtime.settings.broker_namespace)
+        gateways = gateways_alive(_runtime.broker.client, _runtime.settings.broker_namespace)
         for claimed in tick.claimed:
             _place_claimed(claimed, gateways, now)
     if tick.completed:
@@ -1120,7 +1120,7 @@ def hand_over_session(request_id: str, gateway_id: str, session_id: str, now: fl
             if busy is not None:
                 return 200, {"session_id": session_id, "moved": False, "reason": busy}
             client, namespace = _runtime.broker.client, _runtime.settings.broker_namespace
-            peers = [peer for peer in live_gateways(client, namespace) if peer != gateway_id]
+            peers = [peer for peer in gateways_alive(client, namespace) if peer != gateway_id]
             if not peers:
                 return 200, {"session_id": session_id, "moved": False, "reason": "no_peer"}
             # Spread over the peers by session, the same peer for the same session every time.
@@ -1410,7 +1410,7 @@ def _publish(session: LockedSession, applied: Applied) -> None:
         session.owning_gateway,
         session.id,
         session.state.generation,
-        applied.outbound,
+        applied.to_gateway,
         session.applied_seq,
         traceparent=tracing.current_traceparent(),
     )

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import redis
 
-from pipeline.envelope import Outbound, OutboundBatch
+from pipeline.envelope import ToGateway, ToGatewayItem
 from pipeline.names import control_queue
 from workers.redis_clients import redis_pool
 
@@ -24,7 +24,7 @@ _UNTRACED = {"traceparent"}
 
 
 class ControlPublisher:
-    """Publishes outbound batches to gateways' control lists, on a connection per thread (each of
+    """Publishes batches to gateways' control lists, on a connection per thread (each of
     Dramatiq's worker threads opens its own when it boots, not on its first event of a call)."""
 
     def __init__(self, redis_url: str, namespace: str) -> None:
@@ -37,14 +37,14 @@ class ControlPublisher:
         gateway_id: str,
         session_id: str,
         generation: int,
-        items: Sequence[Outbound],
+        items: Sequence[ToGatewayItem],
         applied_seq: int | None = None,
         *,
         traceparent: str | None = None,
     ) -> None:
         if not items:
             return
-        batch = OutboundBatch(
+        batch = ToGateway(
             session_id=session_id,
             generation=generation,
             items=tuple(items),

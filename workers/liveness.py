@@ -20,7 +20,7 @@ def takeover_refusal_now(client: Any, namespace: str, dead_gateway: str, new_gat
     )
 
 
-def live_gateways(client: Any, namespace: str) -> list[str]:
+def gateways_alive(client: Any, namespace: str) -> list[str]:
     """The deployment's gateways alive now (their liveness keys renewed), in id order: those a
     call a worker decides to place may be dialled through."""
     members = sorted(

@@ -161,7 +161,7 @@ def delivered(envelope: EventEnvelope, applied: Applied, published_at: float) ->
     for _seq, disposition in applied.dispositions:
         measured.events.labels(disposition).inc()
     prefix = f"ctl_{envelope.seq}_"
-    controls = [item for item in applied.outbound if item.kind == "control" and item.id.startswith(prefix)]
+    controls = [item for item in applied.to_gateway if item.kind == "control" and item.id.startswith(prefix)]
     if controls:
         waited = max(published_at - envelope.received_at, 0.0)
         measured.event_to_control.observe(waited)
@@ -338,7 +338,7 @@ def scrape(directory: Path) -> bytes:
     from prometheus_client.multiprocess import MultiProcessCollector
 
     with metrics_directory.group_locked(directory):
-        alive = metrics_directory.live_pids(directory)
+        alive = metrics_directory.running_pids(directory)
         metrics_directory.forget_dead(directory, alive)
         registry = CollectorRegistry()
         MultiProcessCollector(registry, path=str(directory))

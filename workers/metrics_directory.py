@@ -43,7 +43,7 @@ def join(directory: Path) -> None:
     with group_locked(directory):
         if directory in _held:
             return
-        alive = live_pids(directory)
+        alive = running_pids(directory)
         if alive:
             forget_dead(directory, alive)
         else:
@@ -65,7 +65,7 @@ def group_locked(directory: Path) -> Iterator[None]:
         os.close(descriptor)
 
 
-def live_pids(directory: Path) -> set[int]:
+def running_pids(directory: Path) -> set[int]:
     """The members whose lock is held (call with the group lock held); the dead's lock files
     are removed on the way."""
     alive = set()

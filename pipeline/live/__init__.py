@@ -1,7 +1,7 @@
 """The Live API (GPT-Live) wing of the pure core: its frames and durable transcripts
 (`frames.py`), delegation tasks (`tasks.py`), the controls Switchboard sends (`controls.py`),
 its inputs (`events.py`), what it does with them (`delegation.py`, `reports.py`), how it does
-what every call does (`operations.py`, `configuration.py`) and what it can do (`dialect.py`)
+what every call does (`dialect.py`, `configuration.py`) and what it can do (`capabilities.py`)
 (LIVE_PROTOCOL.md §1.3, §5.2, §5.3).
 
 The rules, as this module states them:

@@ -30,7 +30,7 @@ from typing import Any
 from pipeline.call.heard import waited_ms
 from pipeline.call.sideband import Action, Delta, Final, OpenTail, Role, Submit, Waited, bad_frame
 from pipeline.errors import BadInput
-from pipeline.live.dialect import LIVE
+from pipeline.live.capabilities import LIVE
 from pipeline.live.frames import (
     SPEAKER_OF_TYPE,
     TranscriptBuffer,

@@ -37,9 +37,9 @@ from pipeline.call.conversation_order import PLACE_FIELD
 from pipeline.call.heard import waited_ms
 from pipeline.call.sideband import Action, Delta, Final, Role, Submit, Waited, bad_frame
 from pipeline.errors import BadInput
+from pipeline.realtime.capabilities import REALTIME
 from pipeline.realtime.compaction import is_maintenance_metadata
 from pipeline.realtime.conversation import ANNOUNCING_TYPES, ConversationChain
-from pipeline.realtime.dialect import REALTIME
 from pipeline.realtime.events import function_call_id, typed_text
 from pipeline.realtime.frames import classify_frame
 from pipeline.wire import FrameKind

@@ -30,7 +30,7 @@ from gateway.sideband import SidebandSocket
 from gateway.sink import EventSink
 from gateway.watch import WatchHub
 from pipeline.config import Settings
-from pipeline.envelope import CloseCall, OpenSideband, OutboundBatch, Reply, SendControl, TransferCall
+from pipeline.envelope import CloseCall, OpenSideband, Reply, SendControl, ToGateway, TransferCall
 from pipeline.limits import MAXIMUM_WATCH_TRANSCRIPT_BYTES
 from pipeline.names import control_queue
 from pipeline.realtime.sideband import RealtimeSideband
@@ -130,12 +130,12 @@ async def _stale_generation(services: Services) -> None:
         socket = await _open_socket(provider, host_events)
         socket.generation = 2
         gateway.sockets["sess_x"] = socket
-        stale = OutboundBatch(
+        stale = ToGateway(
             session_id="sess_x",
             generation=1,
             items=(SendControl(id="ctl_9_0", control={"type": "response.cancel"}),),
         )
-        current = OutboundBatch(
+        current = ToGateway(
             session_id="sess_x",
             generation=2,
             items=(SendControl(id="ctl_10_0", control={"type": "response.cancel"}),),
@@ -242,12 +242,12 @@ async def _calls_that_end(services: Services, namespace: str) -> None:
             for n, session_id in enumerate(sessions):
                 route = "route_a" if n % 2 else "route_b"
                 opened = OpenSideband(id=f"open_{n}", call_id=f"rtc_{n}", route_id=route)
-                gateway.carry_out(OutboundBatch(session_id=session_id, generation=1, items=(opened,)))
+                gateway.carry_out(ToGateway(session_id=session_id, generation=1, items=(opened,)))
             await _until(lambda: len(provider.open) == 20)
             assert gateway._calls_in_progress_by_route() == {"route_a": 10, "route_b": 10}
             for n, session_id in enumerate(sessions[:10]):
                 closing = CloseCall(id=f"close_{n}", call_id=f"rtc_{n}", reason="ended_by_api", hangup=False)
-                gateway.carry_out(OutboundBatch(session_id=session_id, generation=1, items=(closing,)))
+                gateway.carry_out(ToGateway(session_id=session_id, generation=1, items=(closing,)))
             for n in range(10, 20):
                 await provider.open[f"rtc_{n}"].close()
             await _until(lambda: not gateway.sockets and not provider.open and not gateway._tasks)
@@ -606,7 +606,7 @@ async def _refer_once(services: Services) -> None:
             numbered(session_id, generation, event, *args, **kwargs)
 
         gateway.sink.submit_event = spy  # type: ignore[method-assign]
-        batch = OutboundBatch(
+        batch = ToGateway(
             session_id=f"sess_refer_{uuid.uuid4().hex[:6]}",
             generation=1,
             items=(TransferCall(id="ctl_7_d0", call_id=call_id, to="tel:+14155550123"),),

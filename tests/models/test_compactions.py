@@ -57,7 +57,7 @@ class Call:
 
 
 def _controls(applied: Applied) -> list[dict[str, Any]]:
-    return [item.control for item in applied.outbound if isinstance(item, SendControl)]
+    return [item.control for item in applied.to_gateway if isinstance(item, SendControl)]
 
 
 def _compacting(call: Call) -> None:

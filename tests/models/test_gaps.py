@@ -42,7 +42,7 @@ def test_a_missing_seq_is_declared_lost_after_the_timeout_and_applied_if_it_come
     with locked_session(session_id) as session:
         before = session.state
     late = deliver(session_id, 3, events[2])
-    assert late.dispositions == [(3, "applied")] and late.outbound == []
+    assert late.dispositions == [(3, "applied")] and late.to_gateway == []
     assert deliver(session_id, 3, events[2]).dispositions == []
     with locked_session(session_id) as session:
         assert session.state == before == refold(session_id)

@@ -19,7 +19,7 @@ from tests.support.calls import GATEWAY, deliver, new_session_id, refold
 
 
 def _sent(applied: Applied) -> list[dict[str, Any]]:
-    return [item.control for item in applied.outbound if isinstance(item, SendControl)]
+    return [item.control for item in applied.to_gateway if isinstance(item, SendControl)]
 
 
 def _admit_live(session_id: str) -> Applied:
@@ -40,7 +40,7 @@ def _admit_live(session_id: str) -> Applied:
 def test_a_live_delegation_on_the_real_log_is_a_tool_step_answered_once(database: Any) -> None:
     session_id = new_session_id()
     attached = _admit_live(session_id)
-    [opened] = [item for item in attached.outbound if isinstance(item, OpenSideband)]
+    [opened] = [item for item in attached.to_gateway if isinstance(item, OpenSideband)]
     assert (opened.call_id, opened.provider) == (lc.LIVE_ID, "live")
     prefix = lc.listening()[3:]
     fragments = lc.words(Speaker.CALLER, "Where is order 4417", 0)

@@ -82,7 +82,9 @@ def test_a_trunk_s_password_is_stored_encrypted_and_opened_only_to_dial(database
     assert "password" not in json.dumps(listed) and PASSWORD not in json.dumps(listed)
 
     placed, published = _place(namespace)
-    [directive] = [item for applied in published for item in applied.outbound if isinstance(item, PlaceCall)]
+    [directive] = [
+        item for applied in published for item in applied.to_gateway if isinstance(item, PlaceCall)
+    ]
     # The directive crosses Redis: it names the trunk, never its password.
     assert directive.trunk is not None and directive.trunk.url == "sips:trunk.example.com"
     assert PASSWORD not in directive.model_dump_json()
@@ -121,7 +123,7 @@ def test_a_call_is_placed_as_one_session_one_row_and_one_dial(database: Any) -> 
 
     assert placed.state.phase is Phase.ADMITTING and placed.state.outbound is not None
     assert placed.state.outbound.trunk == "main"  # the deployment's only trunk
-    directives = [item for applied in published for item in applied.outbound if isinstance(item, PlaceCall)]
+    directives = [item for applied in published for item in applied.to_gateway if isinstance(item, PlaceCall)]
     assert len(directives) == 1 and directives[0].to == "+15550100001"
     call = outbound.outbound_call(namespace, placed.state.outbound.id)
     assert (call["session_id"], call["status"], call["outcome"]) == (placed.session_id, "in_progress", None)
@@ -162,7 +164,7 @@ def test_the_provider_s_answer_to_a_dial_waits_for_the_decision_to_commit(databa
     attaching = threading.Thread(target=attach)
 
     def dial_decided(applied: Applied) -> None:
-        if any(isinstance(item, PlaceCall) for item in applied.outbound):
+        if any(isinstance(item, PlaceCall) for item in applied.to_gateway):
             attaching.start()
             wait_for(waiting_for_the_commit, "the attach to block or finish")
             assert not attached, attached

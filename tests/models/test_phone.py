@@ -97,7 +97,7 @@ def test_the_answer_and_the_attach_commit_together_and_only_once(database: Any) 
         with locked_session(session_id) as session:
             if phone.mark_answered(session, call_id, claim, "accepted"):
                 applied = session.apply_host(CallAttached(call_id=call_id, medium="sip"), 0.0)
-                opened += [item for item in applied.outbound if isinstance(item, OpenSideband)]
+                opened += [item for item in applied.to_gateway if isinstance(item, OpenSideband)]
                 attached += 1
 
     assert attached == 1

@@ -145,7 +145,7 @@ def test_a_function_call_in_a_response_the_host_did_not_ask_for_is_refused_on_th
     for seq, event in enumerate([*own, *turn], start=3):
         applied = deliver(session_id, seq, event)
         assert applied.tool_runs == []
-        sent += [item.control for item in applied.outbound if isinstance(item, SendControl)]
+        sent += [item.control for item in applied.to_gateway if isinstance(item, SendControl)]
     record = session_record(session_id)
     assert record["status"] == "listening", record["end_reason"]
     assert [(s["tool"], s["status"]) for s in record["tool_steps"]] == [("lookup_order", "refused")]

@@ -15,7 +15,7 @@ from tests.support.calls import admit, deliver, new_session_id, refold, spoken_t
 
 
 def _sent(applied: Applied) -> list[str]:
-    return [item.control["type"] for item in applied.outbound if isinstance(item, SendControl)]
+    return [item.control["type"] for item in applied.to_gateway if isinstance(item, SendControl)]
 
 
 def test_a_caller_line_from_a_superseded_generation_is_applied_and_answered(database: Any) -> None:
@@ -76,7 +76,7 @@ def test_a_lost_response_done_is_settled_when_its_deadline_fires(database: Any) 
     # The same firing again (the sweeper racing its delayed message) changes nothing.
     with locked_session(session_id) as session:
         again = session.fire_timer(deadline.name, time.time())
-    assert again.outbound == [] and again.incidents == []
+    assert again.to_gateway == [] and again.incidents == []
 
 
 def test_a_response_that_came_cancels_its_deadline_and_the_late_firing_logs_nothing(database: Any) -> None:
@@ -96,5 +96,5 @@ def test_a_response_that_came_cancels_its_deadline_and_the_late_firing_logs_noth
         ).fetchone()[0]
         fired = session.fire_timer(deadline.name, time.time())
     assert pending == 0
-    assert fired.dispositions == [] and fired.outbound == []
+    assert fired.dispositions == [] and fired.to_gateway == []
     assert len(event_log(session_id)) == logged_before

@@ -59,7 +59,7 @@ def test_agent_reply_is_steered_by_the_session_and_the_apps_instructions() -> No
     assert _answer(step).status == 202
 
 
-def test_the_agent_is_not_directed_over_a_running_answer_or_a_call_that_is_not_live() -> None:
+def test_the_agent_is_not_directed_over_a_running_answer_or_a_call_that_is_over() -> None:
     """While a response is owed the app is told agent_busy; before the call is connected
     session_not_connected, after it ended session_ended (with the end reason); nothing is sent
     either way."""

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.call.dialect import Ability, Capabilities, not_supported, refusal
+from pipeline.call.capabilities import Ability, Capabilities, not_supported, refusal
 from pipeline.dialects import CAPABILITIES, capabilities_of
-from pipeline.live.dialect import LIVE
-from pipeline.realtime.dialect import REALTIME
+from pipeline.live.capabilities import LIVE
+from pipeline.realtime.capabilities import REALTIME
 from pipeline.session import apply
 from pipeline.state import Phase, Provider, SessionState
 from pipeline.step import AnswerRequest
@@ -34,7 +34,9 @@ REQUESTS = {
     Ability.IDLE_SILENCES: ("a route with `silences`", SPEC),
     Ability.OUTBOUND_CALLS: ("`POST /v1/calls`, `POST /v1/campaigns` with a session of this provider", VERB),
 }
-BEGIN = "<!-- the refusals: made from pipeline/*/dialect.py, checked by tests/pipeline/test_dialect.py -->"
+BEGIN = (
+    "<!-- the refusals: made from pipeline/*/capabilities.py, checked by tests/pipeline/test_dialect.py -->"
+)
 END = "<!-- end of the refusals -->"
 
 

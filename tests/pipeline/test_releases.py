@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from pipeline.envelope import EventEnvelope, OutboundBatch, SendControl
+from pipeline.envelope import EventEnvelope, SendControl, ToGateway
 from pipeline.releases import across_releases, first_report
 from pipeline.state import SessionState
 from tests.pipeline.events import (
@@ -115,8 +115,8 @@ def test_a_batch_keeps_the_items_it_knows_in_order() -> None:
             {"kind": "control", "id": "d", "control": {"type": "response.cancel", "priority": 5}},
         ],
     }
-    read, dropped = across_releases(OutboundBatch, json.dumps(batch))
-    assert read == OutboundBatch(
+    read, dropped = across_releases(ToGateway, json.dumps(batch))
+    assert read == ToGateway(
         session_id="sess_1",
         generation=2,
         applied_seq=7,

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.call import tokens
-from pipeline.live import dialect as live
+from pipeline.live import capabilities as live
 from simulator import live_oracle
 
 EXAMPLES = [

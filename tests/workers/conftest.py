@@ -49,5 +49,5 @@ def control_inbox(services: Services, worker_runtime: Any) -> Iterator[ControlIn
 
 
 def drain(inbox: ControlInbox) -> list[dict[str, Any]]:
-    """Every outbound batch waiting in a control list, in order."""
+    """Every batch to the gateway waiting in a control list, in order."""
     return [json.loads(raw) for raw in inbox.client.lpop(inbox.key, 10_000) or []]

@@ -163,7 +163,7 @@ def test_a_dial_is_confirmed_only_once_its_decision_is_committed(
     asking = threading.Thread(target=ask, args=("req_lost",))
 
     def killed_after_publishing(session: LockedSession, applied: Applied) -> None:
-        if not any(isinstance(item, PlaceCall) for item in applied.outbound):
+        if not any(isinstance(item, PlaceCall) for item in applied.to_gateway):
             return
         asking.start()
 

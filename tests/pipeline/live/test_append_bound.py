@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from pipeline.call.tokens import estimated_tokens
+from pipeline.live.capabilities import APPEND_TOKEN_BUDGET, MAXIMUM_APPEND_TOKENS
 from pipeline.live.controls import LiveAppend, bounded_content, commentary_append, too_long_to_append
-from pipeline.live.dialect import APPEND_TOKEN_BUDGET, MAXIMUM_APPEND_TOKENS
 from simulator.live_oracle import live_wire_errors
 
 # Any Unicode, the supplementary planes included (every category but lone surrogates, which no

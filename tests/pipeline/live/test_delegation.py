@@ -15,7 +15,7 @@ from pipeline.call.tokens import estimated_tokens
 from pipeline.call_log import LoggedInput, project
 from pipeline.cost import ModelPrices, cost_usd, usage_added
 from pipeline.live import delegation
-from pipeline.live.dialect import APPEND_TOKEN_BUDGET
+from pipeline.live.capabilities import APPEND_TOKEN_BUDGET
 from pipeline.live.frames import COALESCE_GAP_MS, DELEGATION_SETTLE_MS, MAXIMUM_LINE_SPAN_MS
 from pipeline.live.sideband import LiveSideband
 from pipeline.live.tasks import settle_timer

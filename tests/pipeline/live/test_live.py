@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from pipeline.call.tokens import estimated_tokens
 from pipeline.errors import MalformedFrame, OversizedFrame
 from pipeline.limits import MAXIMUM_PROVIDER_FRAME_BYTES
+from pipeline.live.capabilities import APPEND_TOKEN_BUDGET
 from pipeline.live.controls import (
     commentary_append,
     input_audio_mute,
@@ -22,7 +23,6 @@ from pipeline.live.controls import (
     session_close,
     thinking_append,
 )
-from pipeline.live.dialect import APPEND_TOKEN_BUDGET
 from pipeline.live.frames import (
     COALESCE_GAP_MS,
     DELEGATION_SETTLE_MS,
