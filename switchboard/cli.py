@@ -367,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if arguments.command == "data-keys":
             return _rotate_data_keys(settings, in_effect, every_namespace=arguments.every_namespace)
+    _ctrl_c_interrupts()
     try:
         return _run(settings, arguments)
     except ConfigError as error:
@@ -997,6 +998,15 @@ def _migrate(services: Services) -> list[str]:
     from models.migrate import migrate
 
     return migrate(connect(services.database_url))
+
+
+def _ctrl_c_interrupts() -> None:
+    """Ctrl-C raises KeyboardInterrupt, whatever the process inherited: a shell without job
+    control starts a background command with SIGINT ignored, and Python then installs no
+    handler, so a demo started that way and interrupted left its stack and its call up."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT,))
 
 
 def _wait_for_signal() -> None:
