@@ -140,8 +140,8 @@ async def _stale_generation(services: Services) -> None:
             generation=2,
             items=(SendControl(id="ctl_10_0", control={"type": "response.cancel"}),),
         )
-        gateway.carry_out(stale)
-        gateway.carry_out(current)
+        gateway.directives.carry_out(stale)
+        gateway.directives.carry_out(current)
         await socket.close()
         await asyncio.sleep(0.05)
         assert provider.received == [{"type": "response.cancel"}]
@@ -155,7 +155,7 @@ def test_a_batch_of_a_newer_release_is_carried_out_but_for_what_this_one_does_no
     a directive kind this gateway does not know: the controls it knows reach the provider in
     order, the rest is ignored and named once in the log. (Every field was refused: the whole
     batch was dropped, its controls and replies with it.)"""
-    caplog.set_level(logging.WARNING, logger="gateway.app")
+    caplog.set_level(logging.WARNING, logger="gateway.directives")
     asyncio.run(_newer_release(services))
     warnings = [record.getMessage() for record in caplog.records if "another release" in record.getMessage()]
     assert warnings == [
@@ -185,7 +185,7 @@ async def _newer_release(services: Services) -> None:
             ],
         }
         for _ in range(2):  # the same names twice: logged once
-            gateway._carry_out_taken([json.dumps(newer).encode()])
+            gateway.directives.carry_out_taken([json.dumps(newer).encode()])
         await socket.close()
         await asyncio.sleep(0.05)
         assert provider.received == [{"type": "response.create"}, {"type": "response.cancel"}]
@@ -201,12 +201,19 @@ async def _until(predicate: Callable[[], bool], bound_s: float = 10.0) -> None:
 
 
 def _holding(gateway: Gateway, session_ids: set[str]) -> dict[str, list[str]]:
-    """Which of the gateway's (and its watch hub's) own collections still name one of these
-    sessions: a dict or set keyed by session id, or by a tuple that starts with one. The hub's
-    recent ends are left out: a late listener hears the end from them, and they are bounded
-    by a count (REMEMBERED_ENDS), not by the calls alive."""
+    """Which of the gateway's (and its parts': the directives, the watch hub, the watched
+    sessions) own collections still name one of these sessions: a dict or set keyed by session
+    id, or by a tuple that starts with one. The hub's recent ends are left out: a late listener
+    hears the end from them, and they are bounded by a count (REMEMBERED_ENDS), not by the
+    calls alive."""
     found: dict[str, list[str]] = {}
-    for owner, attributes in (("gateway", vars(gateway)), ("watchers", vars(gateway.watchers))):
+    owners = (
+        ("gateway", vars(gateway)),
+        ("directives", vars(gateway.directives)),
+        ("watchers", vars(gateway.watchers)),
+        ("watched", vars(gateway.watched)),
+    )
+    for owner, attributes in owners:
         for name, value in attributes.items():
             if not isinstance(value, dict | set) or (owner, name) == ("watchers", "_ended"):
                 continue
@@ -242,12 +249,12 @@ async def _calls_that_end(services: Services, namespace: str) -> None:
             for n, session_id in enumerate(sessions):
                 route = "route_a" if n % 2 else "route_b"
                 opened = OpenSideband(id=f"open_{n}", call_id=f"rtc_{n}", route_id=route)
-                gateway.carry_out(ToGateway(session_id=session_id, generation=1, items=(opened,)))
+                gateway.directives.carry_out(ToGateway(session_id=session_id, generation=1, items=(opened,)))
             await _until(lambda: len(provider.open) == 20)
             assert gateway._calls_in_progress_by_route() == {"route_a": 10, "route_b": 10}
             for n, session_id in enumerate(sessions[:10]):
                 closing = CloseCall(id=f"close_{n}", call_id=f"rtc_{n}", reason="ended_by_api", hangup=False)
-                gateway.carry_out(ToGateway(session_id=session_id, generation=1, items=(closing,)))
+                gateway.directives.carry_out(ToGateway(session_id=session_id, generation=1, items=(closing,)))
             for n in range(10, 20):
                 await provider.open[f"rtc_{n}"].close()
             await _until(lambda: not gateway.sockets and not provider.open and not gateway._tasks)
@@ -611,8 +618,8 @@ async def _refer_once(services: Services) -> None:
             generation=1,
             items=(TransferCall(id="ctl_7_d0", call_id=call_id, to="tel:+14155550123"),),
         )
-        gateway.carry_out(batch)
-        gateway.carry_out(batch)
+        gateway.directives.carry_out(batch)
+        gateway.directives.carry_out(batch)
         for _ in range(300):
             if submitted:
                 break
