@@ -1,7 +1,7 @@
 """The gateway process, its composition root: the parts built and wired, started and stopped,
 and the calls of a dead gateway taken over.
 
-The parts each take the narrow port they use (`gateway.ports`), never the `Gateway`:
+Each part is typed by the narrow port it uses (`gateway.ports`), never by `Gateway`:
 - the API (`gateway.api`) and the SIP front door (`gateway.phone`);
 - the directives (`gateway.directives`): what the workers publish to this gateway's control
   queue, carried out without ever waiting on one call; they open and close the sidebands
@@ -90,16 +90,16 @@ class Gateway:
         self.sockets: dict[str, SidebandSocket] = {}
         self.watchers = WatchHub()
         self.watched = WatchedSessions(self.watchers, self.rpc, self.sockets)
-        self.directives = DirectiveCarrier(
-            self.sink,
-            self.rpc,
-            self.sockets,
-            self._wing,
-            self.watched,
-            ActionCarrier(self.sink, self.watchers, self.count_heard),
-            self,
-        )
         self._stopping = threading.Event()
+        self.directives = DirectiveCarrier(
+            sink=self.sink,
+            rpc=self.rpc,
+            held=self.sockets,
+            wing_of=self._wing,
+            watch=self.watched,
+            on_actions=ActionCarrier(self.sink, self.watchers, self.count_heard),
+            lifecycle=self,
+        )
         # Set by drain(): no new calls (503 `draining`), /readyz answers 503.
         self.draining = False
         self._loop: asyncio.AbstractEventLoop | None = None

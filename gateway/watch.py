@@ -175,7 +175,7 @@ class WatchedSessions:
         self._hub = hub
         self._rpc = rpc
         self._held = held
-        self._watchers: dict[str, asyncio.Task[None]] = {}
+        self._end_watchers: dict[str, asyncio.Task[None]] = {}
         self._log_followers: dict[str, asyncio.Task[None]] = {}
         self._log_pokes: dict[str, asyncio.Event] = {}
         self._log_reads: dict[str, asyncio.Lock] = {}
@@ -216,9 +216,9 @@ class WatchedSessions:
         # A task that has returned is replaced, not waited on: its done callback (which drops
         # it from the map) runs a loop turn later, and a listener joining in between would
         # otherwise get no follower at all.
-        watcher = self._watchers.get(session_id)
+        watcher = self._end_watchers.get(session_id)
         if watcher is None or watcher.done():
-            _track(self._watchers, session_id, self._watch_for_end(session_id))
+            _track(self._end_watchers, session_id, self._watch_for_end(session_id))
         follower = self._log_followers.get(session_id)
         if follower is None or follower.done():
             _track(self._log_followers, session_id, self._follow_log(session_id))

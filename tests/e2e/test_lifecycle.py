@@ -375,7 +375,7 @@ def _kept_for(gateway: Gateway, session_id: str) -> dict[str, Any]:
         "read lock": session_id in gateway.watched._log_reads,
         "poke": session_id in gateway.watched._log_pokes,
         "follower": session_id in gateway.watched._log_followers,
-        "end watcher": session_id in gateway.watched._watchers,
+        "end watcher": session_id in gateway.watched._end_watchers,
     }
     return {name: value for name, value in kept.items() if value}
 
