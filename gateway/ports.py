@@ -1,9 +1,12 @@
-"""What the API (`gateway.api`) and the SIP front door (`gateway.phone`) need of the gateway.
+"""What the gateway's parts need of each other: the API (`gateway.api`) and the SIP front door
+(`gateway.phone`) of the gateway, the directives (`gateway.directives`) of its lifecycle and of
+the people watching its calls.
 
-`gateway.app.Gateway` wires them up and hands itself to both; each takes only the narrow port
-it uses, so neither imports `gateway.app` (which imports them). `Gateway` satisfies both
-structurally: mypy checks it where `build_api(self)` and `answer_call(self, …)` are called.
-The attributes are read-only here: neither side sets them.
+`gateway.app.Gateway` is the composition root: it builds the parts and hands each only the
+narrow port it uses, so none imports `gateway.app` (which imports them). `Gateway` satisfies
+`ApiPort`, `PhonePort` and `Lifecycle` structurally, and `gateway.watch.WatchedSessions`
+satisfies `CallWatch`: mypy checks them where `build_api(self)`, `answer_call(self, …)` and
+`DirectiveCarrier(…)` are called. The attributes are read-only here: no part sets them.
 """
 
 from __future__ import annotations
@@ -109,3 +112,30 @@ class ApiPort(Protocol):
     def redactor_of(self, session_id: str) -> Redactor | None: ...
 
     async def listen(self, session_id: str, websocket: WebSocket) -> None: ...
+
+
+class Lifecycle(Protocol):
+    """What carrying out the workers' batches (`gateway.directives`) needs of the gateway's
+    lifecycle."""
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the gateway is stopping (it opens no new sideband)."""
+        ...
+
+    def spawn_task(self, work: Any, name: str) -> None:
+        """Run `work` as a task of the gateway's (cancelled when it stops)."""
+        ...
+
+
+class CallWatch(Protocol):
+    """What carrying out the workers' batches (`gateway.directives`) tells the people watching
+    a call (`gateway.watch.WatchedSessions`)."""
+
+    def is_watched(self, session_id: str) -> bool: ...
+
+    def control_sent(self, session_id: str, control: dict[str, Any]) -> None: ...
+
+    def log_written(self, session_id: str) -> None: ...
+
+    async def announce_end(self, session_id: str, reason: str) -> None: ...

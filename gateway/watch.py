@@ -6,19 +6,27 @@ They are a projection for people watching the call; the durable transcript is wr
 workers from the final events. Each delta goes out as it came (a listener appends them); the
 final of an item carries its whole text once. Re-sending the accumulated text with every delta
 cost 300 listeners of one call 1.32 MB each for 11,756 characters spoken.
+
+`WatchHub` fans out what it is given; `WatchedSessions` feeds it the rest of each watched
+session's story: its call log, read from the workers while anyone listens, and its end, told by
+the workers' `CloseCall` for a call held here and noticed by asking for one held elsewhere.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections import OrderedDict
+from collections.abc import Container
 from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from gateway.rpc import WorkerRpc
 from pipeline.limits import MAXIMUM_WATCH_TRANSCRIPT_BYTES
+from pipeline.state import TERMINAL_PHASES
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +41,15 @@ REMEMBERED_ENDS = 1_024
 CLOSE_SESSION_OVER = 1000
 CLOSE_UNKNOWN_SESSION = 4404
 CLOSE_SESSION_ENDED = 4410
+
+# A listener of a session this gateway holds no sideband for hears of its end by asking.
+WATCH_STATUS_CHECK_S = 5.0
+# A followed call log is read again at least this often (and at once after each batch of the
+# session's controls that this gateway carries out).
+LOG_FOLLOW_S = 2.0
+LOG_READ_GAP_S = 0.2
+
+_TERMINAL_STATUSES = frozenset(str(phase) for phase in TERMINAL_PHASES)
 
 
 class WatchHub:
@@ -146,6 +163,138 @@ class WatchHub:
                 subscribers.discard(queue)
                 if not subscribers:
                     del self._subscribers[session_id]
+
+
+class WatchedSessions:
+    """The sessions people watch through this gateway: each listener's stream of the hub's
+    messages, the session's call log followed while anyone listens, and its end announced.
+    What it needs of the gateway is the workers' answers (`rpc`) and which sessions' sidebands
+    the gateway holds (`held`: their end comes as a `CloseCall`, not by asking)."""
+
+    def __init__(self, hub: WatchHub, rpc: WorkerRpc, held: Container[str]) -> None:
+        self._hub = hub
+        self._rpc = rpc
+        self._held = held
+        self._end_watchers: dict[str, asyncio.Task[None]] = {}
+        self._log_followers: dict[str, asyncio.Task[None]] = {}
+        self._log_pokes: dict[str, asyncio.Event] = {}
+        self._log_reads: dict[str, asyncio.Lock] = {}
+
+    def is_watched(self, session_id: str) -> bool:
+        """Whether anyone listens to the session now."""
+        return bool(self._hub.listeners(session_id))
+
+    def control_sent(self, session_id: str, control: dict[str, Any]) -> None:
+        """A control the session's sideband sent its provider, to its listeners."""
+        self._hub.publish(session_id, {"type": "control", "control": control})
+
+    def log_written(self, session_id: str) -> None:
+        """A batch of the session's controls was carried out here: its followed call log (if
+        any) is read now rather than at the next poll."""
+        poke = self._log_pokes.get(session_id)
+        if poke is not None:
+            poke.set()
+
+    async def announce_end(self, session_id: str, reason: str) -> None:
+        """The session is over (a `CloseCall` carried out here): its listeners get the end's
+        entries of the call log, then `session.closed`."""
+        if self._hub.listeners(session_id):
+            # The end's entries go out first: the read waits for the transaction that published
+            # the CloseCall to commit (models.records).
+            await self._send_new_entries(session_id)
+        self._hub.close(session_id, reason)
+
+    async def listen(self, session_id: str, websocket: WebSocket) -> None:
+        """Stream a session's live messages to an accepted listener. A session whose sideband
+        is held elsewhere has its end noticed by asking, so no listener is held forever."""
+        if self._hub.has_ended(session_id):
+            # It ended between the listener's lookup and now: the whole story, then the end.
+            await self._send_new_entries(session_id)
+            await self._hub.serve(session_id, websocket)
+            self._release_log(session_id)
+            return
+        # A task that has returned is replaced, not waited on: its done callback (which drops
+        # it from the map) runs a loop turn later, and a listener joining in between would
+        # otherwise get no follower at all.
+        watcher = self._end_watchers.get(session_id)
+        if watcher is None or watcher.done():
+            _track(self._end_watchers, session_id, self._watch_for_end(session_id))
+        follower = self._log_followers.get(session_id)
+        if follower is None or follower.done():
+            _track(self._log_followers, session_id, self._follow_log(session_id))
+        await self._hub.serve(session_id, websocket)
+
+    def _release_log(self, session_id: str) -> None:
+        """Once nobody listens and no follower reads, nothing of the session's call log stays
+        here: the copy sent so far (a later listener's follower reads it again from the start),
+        its read lock and its poke. Without this, a call held by another gateway left its whole
+        copied log here when its listeners left, and each listener who joined an ended session
+        left a lock."""
+        if self._hub.listeners(session_id):
+            return
+        follower = self._log_followers.get(session_id)
+        if follower is not None and not follower.done() and follower is not asyncio.current_task():
+            return
+        self._hub.forget(session_id)
+        self._log_pokes.pop(session_id, None)
+        self._log_reads.pop(session_id, None)
+
+    async def _follow_log(self, session_id: str) -> None:
+        """While anyone listens, send the call log's new entries as they are written: read
+        after each batch of the session's controls carried out here, and every LOG_FOLLOW_S
+        (the call may be held by another gateway)."""
+        poke = self._log_pokes.setdefault(session_id, asyncio.Event())
+        try:
+            while True:
+                await self._send_new_entries(session_id)
+                # Each read projects the whole log: a busy call is read a few times a second
+                # at most, however many batches it gets.
+                await asyncio.sleep(LOG_READ_GAP_S)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(poke.wait(), LOG_FOLLOW_S)
+                poke.clear()
+                if not self._hub.listeners(session_id):
+                    return
+        finally:
+            self._release_log(session_id)
+
+    async def _send_new_entries(self, session_id: str) -> None:
+        """The entries after the last one sent, to the session's listeners (one read at a time,
+        so none is sent twice)."""
+        async with self._log_reads.setdefault(session_id, asyncio.Lock()):
+            after = self._hub.logged(session_id)
+            status, body = await self._rpc.call("session_call_log", session_id=session_id, after=after)
+            if status != 200:
+                return  # the next poke or poll reads them
+            for entry in body["entries"]:
+                if entry["seq"] == self._hub.logged(session_id) + 1:
+                    self._hub.log_entry(session_id, entry)
+
+    async def _watch_for_end(self, session_id: str) -> None:
+        while True:
+            await asyncio.sleep(WATCH_STATUS_CHECK_S)
+            if not self._hub.listeners(session_id):
+                return
+            if session_id in self._held:
+                continue  # its CloseCall comes here
+            status, record = await self._rpc.call("describe_session", session_id=session_id)
+            if status == 404 or (status == 200 and record["status"] in _TERMINAL_STATUSES):
+                await self._send_new_entries(session_id)
+                self._hub.close(session_id, str(record.get("end_reason") or "session_over"))
+                return
+
+
+def _track(tasks: dict[str, asyncio.Task[None]], session_id: str, work: Any) -> None:
+    """Run `work` as the session's task in `tasks`, dropped from it when done (only if it is
+    still the one there: a replacement may have taken its place)."""
+    task = asyncio.get_running_loop().create_task(work)
+    tasks[session_id] = task
+
+    def drop(done: asyncio.Task[None]) -> None:
+        if tasks.get(session_id) is done:
+            del tasks[session_id]
+
+    task.add_done_callback(drop)
 
 
 async def _until_disconnected(websocket: WebSocket) -> None:

@@ -104,6 +104,37 @@ def test_the_gateway_s_socket_names_no_provider() -> None:
     assert offences == []
 
 
+def test_no_part_of_the_gateway_imports_its_composition_root() -> None:
+    """`gateway.app` builds the gateway's parts and hands each the narrow port it uses
+    (`gateway.ports`): no other module of the gateway imports it."""
+    offences = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sorted((ROOT / "gateway").rglob("*.py"))
+        if path != ROOT / "gateway" / "app.py"
+        for name in _imported_modules(path)
+        if _is_allowed(name, {"gateway.app"})
+    ]
+    assert offences == []
+
+
+@pytest.mark.parametrize("part", ["directives", "watch"])
+def test_the_directives_and_the_watchers_hub_import_no_route_and_no_wing(part: str) -> None:
+    """What the workers send is carried out, and what a call says fanned out, whoever serves
+    HTTP and whichever provider the call speaks: the directives and the watchers' hub import
+    no route (nor the front door) and no wing (the composition root chooses the wing)."""
+    path = ROOT / "gateway" / f"{part}.py"
+    elsewhere = {
+        "gateway.api",
+        "gateway.routes",
+        "gateway.openapi",
+        "gateway.phone",
+        "pipeline.realtime",
+        "pipeline.live",
+    }
+    offences = [name for name in _imported_modules(path) if _is_allowed(name, elsewhere)]
+    assert offences == []
+
+
 def test_only_the_composition_root_maps_a_provider_to_its_wing() -> None:
     """`pipeline.dialects` is the one neutral module that imports the wings' dialects."""
     offences = []

@@ -372,10 +372,10 @@ def _kept_for(gateway: Gateway, session_id: str) -> dict[str, Any]:
     """What a gateway keeps of a session it does not hold, for the people who watched it."""
     kept = {
         "log copy": gateway.watchers.logged(session_id),
-        "read lock": session_id in gateway._log_reads,
-        "poke": session_id in gateway._log_pokes,
-        "follower": session_id in gateway._log_followers,
-        "end watcher": session_id in gateway._watchers,
+        "read lock": session_id in gateway.watched._log_reads,
+        "poke": session_id in gateway.watched._log_pokes,
+        "follower": session_id in gateway.watched._log_followers,
+        "end watcher": session_id in gateway.watched._end_watchers,
     }
     return {name: value for name, value in kept.items() if value}
 

