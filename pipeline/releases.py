@@ -34,8 +34,8 @@ _ADDED = frozenset({"extra_forbidden", "union_tag_invalid"})
 
 
 # Fields moved from the top of a stored model into one of its fields, by model: the field they
-# are in now, and their names. 0.2.0 moved the Realtime wing's part of a session's state into
-# `realtime` (as Live's is in `live`), and writes it flat still.
+# are in now, and their names. Issue 45 moved the Realtime wing's part of a session's state into
+# `realtime` (as Live's is in `live`), and writes it at the top still.
 MOVED: dict[type[BaseModel], tuple[str, frozenset[str]]] = {
     SessionState: ("realtime", frozenset(RealtimeCall.model_fields)),
 }

@@ -379,9 +379,9 @@ class RealtimeCall(_Frozen):
     """What a Realtime session adds to the state: the host-driven turn and the responses asked
     for, the tool chain, the compaction of the context, and the caller's speech and silences.
 
-    A release before 0.2.0 kept these at the top of the state; `pipeline.releases` reads them
-    there and writes them there still, so that release's workers read this one's (and the
-    other way round) during a rolling deploy."""
+    Until issue 45 these were at the top of the state; `pipeline.releases` reads them there and
+    writes them there still, so that a release from before and this one read each other's
+    stored state during a rolling deploy."""
 
     turn: Turn | None = None
     unasked_response: UnaskedResponse | None = None
