@@ -39,6 +39,7 @@ from pipeline.erasure import (
 )
 from pipeline.errors import SessionLive
 from pipeline.numbers import e164
+from pipeline.releases import as_stored
 from pipeline.timestamps import rfc3339
 
 _ROW = "SELECT erased_at, ended_at, now() FROM sessions WHERE id = %s"
@@ -166,7 +167,7 @@ def erase_session(
         state = erased_state(session.state)
         removed["state"] = int(state != session.state)
         if removed["state"] or not already:
-            session.execute(_MARK_ERASED, (state.model_dump_json(), because, session_id))
+            session.execute(_MARK_ERASED, (as_stored(state), because, session_id))
         if not already or any(removed.values()):
             session.execute(_AUDIT, (session_id, by[:200], because, json.dumps(removed)))
     return Erased(session_id, already, removed, because)

@@ -55,6 +55,7 @@ from pipeline.errors import (
     ToolStepTerminal,
 )
 from pipeline.privacy.sealing import DeploymentKey
+from pipeline.releases import as_stored
 from pipeline.sequencer import Arrival
 from pipeline.session import Disposition, apply, disposition_of
 from pipeline.state import TERMINAL_PHASES, Phase, SessionState, Usage
@@ -410,7 +411,7 @@ def _transaction(
     reading = {"id": session_id, "namespace": namespace, "events": provider_event_ids or []}
     opening: tuple[str, Any] = (LOCK_SESSION, reading)
     if create_for is not None:
-        initial = SessionState().model_dump_json()
+        initial = as_stored(SessionState())
         owning_gateway, namespace = create_for
         opening = (
             CREATE_SESSION,
@@ -1044,7 +1045,7 @@ class LockedSession:
             provider_call_id=effect.call_id,
             provider_item_id=effect.item_id,
             provider_response_id=effect.response_id,
-            turn_input_item_id=state.turn.context.input_item_id if state.turn else None,
+            turn_input_item_id=state.realtime.turn.context.input_item_id if state.realtime.turn else None,
             tool_name=effect.name,
             tool_version=effect.version or state.tool_versions.get(effect.name, "unknown"),
             catalog_digest=state.catalog_digest or "none",
@@ -1077,7 +1078,7 @@ class LockedSession:
         self, state: SessionState, applied_seq: int, logged_seq: int, applied_count: int
     ) -> list[Any]:
         return [
-            state.model_dump_json(),
+            as_stored(state),
             str(state.phase),
             state.generation,
             state.call_id,

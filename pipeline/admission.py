@@ -159,7 +159,7 @@ def sideband_closed(state: SessionState, event: SidebandClosed) -> Step:
         return unchanged(state)
     if event.code == 1000 or (event.call_gone and state.call_id is not None):
         return Step(
-            state=state.evolve(phase=Phase.ENDED, end_reason=ending.CALLER_HUNG_UP, turn=None),
+            state=state.evolve(phase=Phase.ENDED, end_reason=ending.CALLER_HUNG_UP).with_realtime(turn=None),
             effects=(CloseCall(reason=ending.CALLER_HUNG_UP, hangup=False),),
         )
     detail = f"sideband closed with code {event.code} {event.reason}".strip()
@@ -269,11 +269,11 @@ def busy_for_handover(state: SessionState) -> str | None:
     through), and the caller would hear it twice."""
     if state.is_terminal or state.call_id is None:
         return None
-    if state.turn is not None:
+    if state.realtime.turn is not None:
         return "turn_in_progress"
-    if state.chain.pending is not None:
+    if state.realtime.chain.pending is not None:
         return "tool_running"
-    if state.compaction is not None:
+    if state.realtime.compaction is not None:
         return "compacting"
     if state.sideband_down:
         return "reconnecting"

@@ -51,7 +51,7 @@ def _busy(state: SessionState) -> dict[str, Any] | None:
     if state.line_closed:
         holder = f"{state.taken_by.id} holds the line" if state.taken_by else "the line is held"
         return {"error": {"code": "line_held", "message": f"{holder}; the agent says nothing meanwhile"}}
-    if state.turn is not None or state.phase is not Phase.LISTENING:
+    if state.realtime.turn is not None or state.phase is not Phase.LISTENING:
         message = "the agent is answering (or still being configured); ask again when it listens"
         return {"error": {"code": "agent_busy", "message": message}}
     return None

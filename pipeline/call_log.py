@@ -264,8 +264,8 @@ class _Projection:
             yield at, "call.started", started
         if isinstance(mark, AnswerPlaced):
             self.answer_placed_ms = mark.at_ms
-        if isinstance(mark, ResponseBegun) and before.turn is not None:
-            heard = self.heard_at.get(before.turn.context.input_item_id)
+        if isinstance(mark, ResponseBegun) and before.realtime.turn is not None:
+            heard = self.heard_at.get(before.realtime.turn.context.input_item_id)
             if heard is not None:
                 self.latency_ms[mark.response_id] = round((at - heard) * 1000)
         for effect in step.effects:

@@ -73,15 +73,22 @@ def activity(status: str, state: Mapping[str, Any]) -> dict[str, Any]:
         return {"what": "reconnecting", "by": None}
     if _is_running_a_tool(state):
         return {"what": "running a tool", "by": None}
-    if status == Phase.RESPONDING or state.get("turn"):
+    if status == Phase.RESPONDING or _realtime(state, "turn"):
         return {"what": "agent speaking", "by": None}
     return {"what": "listening", "by": None}
 
 
 def _is_running_a_tool(state: Mapping[str, Any]) -> bool:
-    chain = state.get("chain") or {}
+    chain = _realtime(state, "chain") or {}
     live = state.get("live") or {}
     return chain.get("pending") is not None or bool(live.get("open"))
+
+
+def _realtime(state: Mapping[str, Any], name: str) -> Any:
+    """A field of a stored state's Realtime part, where the release that stored it keeps it
+    (`pipeline.releases.MOVED`): under `realtime`, or at the top."""
+    part = state.get("realtime")
+    return part.get(name) if isinstance(part, Mapping) and name in part else state.get(name)
 
 
 def outcome(status: str, end_reason: str | None, call_id: str | None) -> str | None:

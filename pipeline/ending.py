@@ -33,7 +33,7 @@ def finish(state: SessionState, reason: str, closing: tuple[Control, ...] = ()) 
     call hung up. An end request logged before 0.2.0 ends it in today's words."""
     reason = current_name(reason) or reason
     return Step(
-        state=state.evolve(phase=Phase.ENDED, end_reason=reason, turn=None),
+        state=state.evolve(phase=Phase.ENDED, end_reason=reason).with_realtime(turn=None),
         controls=closing,
         effects=(CloseCall(reason=reason, hangup=state.call_id is not None),),
     )
@@ -43,7 +43,7 @@ def fail(state: SessionState, code: str, summary: str, closing: tuple[Control, .
     """Fail the session: a durable incident, the sideband told `closing` and closed, and the
     call hung up."""
     return Step(
-        state=state.evolve(phase=Phase.FAILED, end_reason=code, turn=None),
+        state=state.evolve(phase=Phase.FAILED, end_reason=code).with_realtime(turn=None),
         controls=closing,
         effects=(
             RecordIncident(code=code, summary=summary, context={"phase": str(state.phase)}),
@@ -58,8 +58,8 @@ def transferred(state: SessionState, *, by_agent: bool = False) -> Step:
     reason = "agent_transferred" if by_agent else "transferred"
     return Step(
         state=state.evolve(
-            phase=Phase.ENDED, end_reason=reason, turn=None, transferring_to=None, transfer_call_id=None
-        ),
+            phase=Phase.ENDED, end_reason=reason, transferring_to=None, transfer_call_id=None
+        ).with_realtime(turn=None),
         effects=(CloseCall(reason=reason, hangup=False),),
     )
 

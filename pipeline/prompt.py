@@ -70,8 +70,10 @@ def set_tools(state: SessionState, event: ToolsSetRequested) -> Step:
     cannot = refusal(capabilities_of(state), Ability.TOOLS)
     if cannot is not None:
         return refused_by(state, event.request_id, event.gateway_id, cannot)
-    if state.chain.pending is not None:
-        message = f"the tool {state.chain.pending.name} is running; change the tools when it has finished"
+    if state.realtime.chain.pending is not None:
+        message = (
+            f"the tool {state.realtime.chain.pending.name} is running; change the tools when it has finished"
+        )
         return refused(state, event.request_id, event.gateway_id, 409, "tool_running", message)
     updated = state.evolve(
         tools=event.tools,

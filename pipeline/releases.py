@@ -9,6 +9,11 @@ no worker could load. Read across releases, a field or a directive kind this rel
 know is dropped and named, and everything else is read as usual; a value of a known field that is
 wrong still raises. A field a release adds must therefore have a default that means "as before"
 (CHANGELOG.md says which releases add one).
+
+A field a release moves into a nested model (`MOVED`) is read at either place, and written where
+the release before kept it, so each of the two releases reads the other's as its own: a move is
+finished by the release after, which writes the nested shape (this one reads it), and the one
+after that may stop reading the old.
 """
 
 from __future__ import annotations
@@ -20,15 +25,62 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from pipeline.state import RealtimeCall, SessionState
+
 Model = TypeVar("Model", bound=BaseModel)
 
 # What another release may add: a field, or a member of a tagged union (a directive kind).
 _ADDED = frozenset({"extra_forbidden", "union_tag_invalid"})
 
 
+# Fields moved from the top of a stored model into one of its fields, by model: the field they
+# are in now, and their names. Issue 45 moved the Realtime wing's part of a session's state into
+# `realtime` (as Live's is in `live`), and writes it at the top still.
+MOVED: dict[type[BaseModel], tuple[str, frozenset[str]]] = {
+    SessionState: ("realtime", frozenset(RealtimeCall.model_fields)),
+}
+
+
+def as_stored(value: BaseModel) -> str:
+    """The JSON this release stores of `value`: its moved fields where the release before this
+    one reads them (at the top), the rest as the model has them."""
+    moved = MOVED.get(type(value))
+    if moved is None:
+        return value.model_dump_json()
+    into, _ = moved
+    rest = value.model_dump_json(exclude={into})
+    part = getattr(value, into).model_dump_json()
+    # Two objects, each with fields (a model dumps its defaults too): one object of them all.
+    return f"{rest[:-1]},{part[1:]}"
+
+
+def _nested(
+    data: bytes | str | dict[str, Any], into: str, names: frozenset[str]
+) -> tuple[Any, frozenset[str]]:
+    """`data` with the moved fields at its top put under `into`, and the names of those it had
+    at the top (a field found at both places is read where it is now); `data` itself is not
+    changed."""
+    try:
+        read = json.loads(data) if not isinstance(data, dict) else data
+    except ValueError:
+        return data, frozenset()  # not JSON: refused as it is
+    if not isinstance(read, dict) or names.isdisjoint(read):
+        return data, frozenset()
+    there = read.get(into)
+    part = {name: read[name] for name in names if name in read}
+    kept = {key: value for key, value in read.items() if key not in names}
+    kept[into] = {**part, **there} if isinstance(there, dict) else part
+    return kept, frozenset(part).difference(there if isinstance(there, dict) else ())
+
+
 def across_releases(model: type[Model], data: bytes | str | dict[str, Any]) -> tuple[Model, tuple[str, ...]]:
     """`data` as `model`, with what this release does not know dropped: the model and the
-    dotted paths dropped (none when `data` is of this release, which costs one validation)."""
+    dotted paths dropped, as `data` has them (none when `data` is of this release, which costs
+    one validation). A moved field is read where either release keeps it."""
+    into, names = MOVED.get(model, ("", frozenset()))
+    lifted: frozenset[str] = frozenset()
+    if names:
+        data, lifted = _nested(data, into, names)
     try:
         if isinstance(data, dict):
             return model.model_validate(data), ()
@@ -38,7 +90,12 @@ def across_releases(model: type[Model], data: bytes | str | dict[str, Any]) -> t
         if not all(each["type"] in _ADDED for each in errors):
             raise
     tolerant = json.loads(data) if not isinstance(data, dict) else copy.deepcopy(data)
-    dropped = [_named(_remove(tolerant, each["loc"]), each.get("ctx", {})) for each in errors]
+    dropped = []
+    for each in errors:
+        path = _remove(tolerant, each["loc"])
+        # A moved field's place as `data` has it: at the top.
+        received = path[1:] if len(path) > 1 and path[0] == into and path[1] in lifted else path
+        dropped.append(_named(received, each.get("ctx", {})))
     _compact(tolerant)
     return model.model_validate(tolerant), tuple(dropped)
 

@@ -375,12 +375,56 @@ class LiveCall(_Frozen):
         )
 
 
+class RealtimeCall(_Frozen):
+    """What a Realtime session adds to the state: the host-driven turn and the responses asked
+    for, the tool chain, the compaction of the context, and the caller's speech and silences.
+
+    Until issue 45 these were at the top of the state; `pipeline.releases` reads them there and
+    writes them there still, so that a release from before and this one read each other's
+    stored state during a rolling deploy."""
+
+    turn: Turn | None = None
+    unasked_response: UnaskedResponse | None = None
+    # The caller spoke while a response was owed: one response is begun for it afterwards.
+    queued_input_item_id: str | None = None
+    chain: ToolChain = ToolChain()
+    # Spoken responses Switchboard has asked for in this session (numbers each request).
+    responses_asked: int = 0
+    last_response_input_tokens: int = 0
+    compaction: Compaction | None = None
+    # Responses left before another compaction may start (counted down by each response.done).
+    compaction_cooldown: int = 0
+    compactions: int = 0
+    # Provider item ids Switchboard has seen (caller and assistant finals, function calls),
+    # oldest first: compaction deletes only items it can name.
+    known_items: tuple[str, ...] = ()
+    # Maintenance responses seen (most recent few): their text is not the conversation's.
+    maintenance_responses: tuple[str, ...] = ()
+    speech_started_count: int = 0
+    # The caller's silences (idle timeouts) since they last spoke.
+    silences_heard: int = 0
+    # The model called end_call: the call ends when that response is done, for this reason.
+    hanging_up: bool = False
+    hangup_reason: str = "agent_hung_up"
+
+    def evolve(self, **changes: object) -> RealtimeCall:
+        """This part with `changes`, each checked against its field's type (as
+        `SessionState.evolve`)."""
+        return self.model_copy(update=_checked(RealtimeCall, changes))
+
+
 @cache
-def _field_adapter(name: str) -> TypeAdapter[Any]:
-    field = SessionState.model_fields.get(name)
+def _field_adapter(model: type[BaseModel], name: str) -> TypeAdapter[Any]:
+    field = model.model_fields.get(name)
     if field is None or field.annotation is None:
-        raise ValueError(f"SessionState has no field {name!r}")
+        raise ValueError(f"{model.__name__} has no field {name!r}")
     return TypeAdapter(field.annotation)
+
+
+def _checked(model: type[BaseModel], changes: dict[str, object]) -> dict[str, object]:
+    """`changes` validated against `model`'s fields: a misspelt field or a value of the wrong
+    type raises here, not when the stored state is next loaded."""
+    return {name: _field_adapter(model, name).validate_python(value) for name, value in changes.items()}
 
 
 class SessionState(_Frozen):
@@ -406,26 +450,8 @@ class SessionState(_Frozen):
     # The sideband was lost and is being re-opened (each attempt is a new generation).
     sideband_down: bool = False
     reconnect_attempts: int = 0
-    turn: Turn | None = None
-    unasked_response: UnaskedResponse | None = None
-    # The caller spoke while a response was owed: one response is begun for it afterwards.
-    queued_input_item_id: str | None = None
-    chain: ToolChain = ToolChain()
-    # Spoken responses Switchboard has asked for in this session (numbers each request).
-    responses_asked: int = 0
-    last_response_input_tokens: int = 0
-    compaction: Compaction | None = None
-    # Responses left before another compaction may start (counted down by each response.done).
-    compaction_cooldown: int = 0
-    compactions: int = 0
-    # Provider item ids Switchboard has seen (caller and assistant finals, function calls),
-    # oldest first: compaction deletes only items it can name.
-    known_items: tuple[str, ...] = ()
-    # Maintenance responses seen (most recent few): their text is not the conversation's.
-    maintenance_responses: tuple[str, ...] = ()
     usage: Usage = Usage()
     budget_warning_sent: bool = False
-    speech_started_count: int = 0
     end_reason: str | None = None
     # The instructions as named blocks, in order (empty: one block, "instructions", holding
     # `instructions`, as the session was created).
@@ -436,8 +462,6 @@ class SessionState(_Frozen):
     greeted: bool = False
     # Set when the session offers the built-in end_call tool: when the model is to use it.
     hangup_when: str | None = None
-    # The model called end_call: the call ends when that response is done.
-    hanging_up: bool = False
     # The line is held: the agent neither speaks nor hears (turn detection is off).
     held: bool = False
     # The person who holds the line, if one does: the model answers nobody meanwhile.
@@ -450,10 +474,6 @@ class SessionState(_Frozen):
     transferring_to: str | None = None
     # A phone call: who called which number (untrusted SIP metadata), and the route's terms.
     phone: PhoneLine | None = None
-    # The caller's silences (idle timeouts) since they last spoke.
-    silences_heard: int = 0
-    # Why the call ends when the response the model hung up in is done.
-    hangup_reason: str = "agent_hung_up"
     # The model's transfer_call under way (its call id gets the outcome if the transfer fails).
     transfer_call_id: str | None = None
     app_webhook: AppWebhook | None = None
@@ -463,6 +483,8 @@ class SessionState(_Frozen):
     provider: Provider = Provider.REALTIME
     # What a Live session keeps besides (None on Realtime).
     live: LiveCall | None = None
+    # What a Realtime session keeps besides (its defaults on Live, which leaves it alone).
+    realtime: RealtimeCall = RealtimeCall()
     # What the gateway's boundary redacts of what the caller says (fixed at creation).
     privacy: PrivacyPolicy = PrivacyPolicy()
     # What is kept of the call once it is over; "metadata" when the caller declined recording.
@@ -478,8 +500,11 @@ class SessionState(_Frozen):
     def evolve(self, **changes: object) -> SessionState:
         """This state with `changes`, each checked against its field's type: a misspelt field
         or a value of the wrong type raises here, not when the stored state is next loaded."""
-        checked = {name: _field_adapter(name).validate_python(value) for name, value in changes.items()}
-        return self.model_copy(update=checked)
+        return self.model_copy(update=_checked(SessionState, changes))
+
+    def with_realtime(self, **changes: object) -> SessionState:
+        """This state with `changes` to its Realtime part, each checked as `evolve` checks."""
+        return self.model_copy(update={"realtime": self.realtime.evolve(**changes)})
 
     @property
     def is_terminal(self) -> bool:

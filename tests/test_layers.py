@@ -154,8 +154,8 @@ WINGS = ("realtime", "live")
 # What every call is, which a wing stands on: `pipeline/call`, and the session's vocabulary
 # beside it — its state and steps, host inputs, timers, limits, errors, how a call ends, consent,
 # and what a phone number is (`pipeline.numbers`: libphonenumber and the errors, nothing else).
-# `SessionState` stays out of `pipeline/call` because it is one flat value stored as JSON in
-# every session row, with the wings' parts (`ToolChain`, `Compaction`, `LiveCall`) among its
+# `SessionState` stays out of `pipeline/call` because it is one value stored as JSON in
+# every session row, with the wings' parts (`RealtimeCall`, `LiveCall`) among its
 # fields; moving them would rewrite every stored state for no change in what the wings may
 # reach, which this set bounds (`test_the_core_of_a_call_stands_on_itself_alone`).
 CALL_CORE = {

@@ -62,7 +62,7 @@ def closed(state: SessionState, event: LiveClosed) -> Step:
         return ending.fail(counted, failure, f"the provider closed the session: {event.reason}")
     reason = ENDED_BY_PROVIDER.get(event.reason, ending.CALLER_HUNG_UP)
     return Step(
-        state=counted.evolve(phase=Phase.ENDED, end_reason=reason, turn=None),
+        state=counted.evolve(phase=Phase.ENDED, end_reason=reason),
         effects=(CloseCall(reason=reason, hangup=False),),
     )
 

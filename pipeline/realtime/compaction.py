@@ -94,26 +94,26 @@ def blocker(state: SessionState, *, forced: bool) -> str | None:
     if state.line_closed:
         # A held line sends no response but a person's words; maintenance waits for the line.
         return "line_held"
-    if state.compaction is not None:
+    if state.realtime.compaction is not None:
         return "compaction_in_flight"
-    if state.chain.pending is not None:
+    if state.realtime.chain.pending is not None:
         return "tool_chain_active"
-    if state.turn is not None or state.phase is Phase.RESPONDING:
+    if state.realtime.turn is not None or state.phase is Phase.RESPONDING:
         return "response_in_flight"
-    if state.queued_input_item_id is not None:
+    if state.realtime.queued_input_item_id is not None:
         return "input_queued"
-    if state.compaction_cooldown > 0:
+    if state.realtime.compaction_cooldown > 0:
         return "cooling_down"
-    if len(state.known_items) <= KEEP_RECENT_ITEMS:
+    if len(state.realtime.known_items) <= KEEP_RECENT_ITEMS:
         return "nothing_to_compact"
-    if not forced and state.last_response_input_tokens < state.limits.compaction_input_tokens:
+    if not forced and state.realtime.last_response_input_tokens < state.limits.compaction_input_tokens:
         return "below_threshold"
     return None
 
 
 def after_response(before: SessionState, after: SessionState, event: ResponseDone) -> Step:
     """At the boundary where a spoken turn completed, start a compaction if it is due."""
-    ended_a_turn = before.turn is not None and after.turn is None
+    ended_a_turn = before.realtime.turn is not None and after.realtime.turn is None
     if event.response.status != "completed" or not ended_a_turn or blocker(after, forced=False):
         return unchanged(after)
     return _start(after, forced=False)
@@ -135,12 +135,12 @@ def requested(state: SessionState, request_id: str, gateway_id: str) -> Step:
 def _start(
     state: SessionState, *, forced: bool, request_id: str | None = None, reply_to: str | None = None
 ) -> Step:
-    number = state.compactions + 1
+    number = state.realtime.compactions + 1
     compaction = Compaction(
         number=number,
         forced=forced,
-        trigger_input_tokens=state.last_response_input_tokens,
-        items_before=len(state.known_items),
+        trigger_input_tokens=state.realtime.last_response_input_tokens,
+        items_before=len(state.realtime.known_items),
         request_id=request_id,
         reply_to=reply_to,
     )
@@ -155,7 +155,7 @@ def _start(
         )
     )
     return Step(
-        state=state.evolve(compaction=compaction, compactions=number),
+        state=state.with_realtime(compaction=compaction, compactions=number),
         controls=(maintenance,),
         effects=(
             StartCompaction(
@@ -191,35 +191,42 @@ def is_maintenance_metadata(metadata: object) -> bool:
 
 
 def is_maintenance_done(state: SessionState, event: ResponseDone) -> bool:
-    return maintenance_number(event.response) is not None or event.response.id in state.maintenance_responses
+    return (
+        maintenance_number(event.response) is not None
+        or event.response.id in state.realtime.maintenance_responses
+    )
 
 
 def is_maintenance_text(state: SessionState, event: AssistantTranscriptFinal) -> bool:
-    return event.response_id in state.maintenance_responses
+    return event.response_id in state.realtime.maintenance_responses
 
 
 def maintenance_started(state: SessionState, event: ResponseCreated) -> Step:
     """The maintenance response began. One nobody waits for any more (its cycle was abandoned
     before it started) is cancelled."""
     response_id = event.response.id
-    remembered = state.evolve(
-        maintenance_responses=(*state.maintenance_responses, response_id)[-MAXIMUM_MAINTENANCE_RESPONSES:]
+    remembered = state.with_realtime(
+        maintenance_responses=(*state.realtime.maintenance_responses, response_id)[
+            -MAXIMUM_MAINTENANCE_RESPONSES:
+        ]
     )
-    compaction = state.compaction
+    compaction = state.realtime.compaction
     if (
         compaction is not None
         and compaction.response_id is None
         and compaction.number == maintenance_number(event.response)
     ):
         return Step(
-            state=remembered.evolve(compaction=compaction.model_copy(update={"response_id": response_id}))
+            state=remembered.with_realtime(
+                compaction=compaction.model_copy(update={"response_id": response_id})
+            )
         )
     return Step(state=remembered, controls=(ResponseCancel(response_id=response_id),))
 
 
 def summary_written(state: SessionState, event: AssistantTranscriptFinal) -> Step:
     """The maintenance response's final text is the summary: persisted now, before any prune."""
-    compaction = state.compaction
+    compaction = state.realtime.compaction
     if compaction is None or compaction.response_id != event.response_id:
         return unchanged(state)
     text = event.transcript.strip()
@@ -229,7 +236,7 @@ def summary_written(state: SessionState, event: AssistantTranscriptFinal) -> Ste
         text = f"{compaction.summary}\n{text}"
     summary = bounded_summary(text)
     return Step(
-        state=state.evolve(compaction=compaction.model_copy(update={"summary": summary})),
+        state=state.with_realtime(compaction=compaction.model_copy(update={"summary": summary})),
         effects=(
             SaveCompactionSummary(number=compaction.number, response_id=event.response_id, summary=summary),
         ),
@@ -240,7 +247,7 @@ def maintenance_finished(state: SessionState, event: ResponseDone) -> Step:
     """The maintenance response ended: prune and summarize if it completed with a persisted
     summary; otherwise abandon. (Its usage is counted by the caller: it is not a spoken
     response, so it neither feeds the trigger nor counts down the cooldown.)"""
-    compaction = state.compaction
+    compaction = state.realtime.compaction
     number = maintenance_number(event.response)
     is_current = compaction is not None and (
         compaction.response_id == event.response.id
@@ -259,7 +266,7 @@ def maintenance_finished(state: SessionState, event: ResponseDone) -> Step:
 
 def _complete(state: SessionState, compaction: Compaction) -> Step:
     assert compaction.summary is not None
-    known = state.known_items
+    known = state.realtime.known_items
     dropped = max(len(known) - KEEP_RECENT_ITEMS, 0)
     deleted, kept = known[:dropped], known[dropped:]
     summary_item = ItemCreate(
@@ -270,7 +277,7 @@ def _complete(state: SessionState, compaction: Compaction) -> Step:
         }
     )
     items_after = len(kept) + 1
-    finished = state.evolve(compaction=None, compaction_cooldown=COOLDOWN_RESPONSES, known_items=kept)
+    finished = state.with_realtime(compaction=None, compaction_cooldown=COOLDOWN_RESPONSES, known_items=kept)
     effects: list[Any] = [
         FinishCompaction(
             number=compaction.number, status="completed", items_deleted=len(deleted), items_after=items_after
@@ -301,10 +308,10 @@ def _complete(state: SessionState, compaction: Compaction) -> Step:
 def abandon(state: SessionState, reason: str, *, cancel: bool = False) -> Step:
     """End the cycle without pruning, and cool down. With `cancel`, a maintenance response that
     is still running is cancelled (one not yet started is cancelled when it starts)."""
-    compaction = state.compaction
+    compaction = state.realtime.compaction
     if compaction is None:
         return unchanged(state)
-    released = state.evolve(compaction=None, compaction_cooldown=COOLDOWN_RESPONSES)
+    released = state.with_realtime(compaction=None, compaction_cooldown=COOLDOWN_RESPONSES)
     controls = (
         (ResponseCancel(response_id=compaction.response_id),) if cancel and compaction.response_id else ()
     )
@@ -323,7 +330,7 @@ def superseded(state: SessionState) -> Step:
 
 
 def deadline_passed(state: SessionState, number: int) -> Step:
-    compaction = state.compaction
+    compaction = state.realtime.compaction
     if compaction is None or compaction.number != number:
         return unchanged(state)
     return abandon(state, "maintenance_timed_out", cancel=True)
@@ -331,7 +338,7 @@ def deadline_passed(state: SessionState, number: int) -> Step:
 
 def summary_unsaved(state: SessionState, number: int, detail: str) -> Step:
     """The summary could not be stored: nothing may be pruned, so the cycle is abandoned."""
-    compaction = state.compaction
+    compaction = state.realtime.compaction
     if compaction is None or compaction.number != number:
         return unchanged(state)
     incident = RecordIncident(
@@ -348,7 +355,7 @@ def summary_unsaved(state: SessionState, number: int, detail: str) -> Step:
 def interrupted_by_end(before: SessionState, step: Step) -> Step:
     """A session that ends mid-compaction records the cycle as abandoned (the call is over, so
     nothing is cancelled on it)."""
-    if before.is_terminal or not step.state.is_terminal or step.state.compaction is None:
+    if before.is_terminal or not step.state.is_terminal or step.state.realtime.compaction is None:
         return step
     abandoned = abandon(step.state, step.state.end_reason or "session_ended")
     return Step(state=abandoned.state, controls=step.controls, effects=step.effects + abandoned.effects)
@@ -359,15 +366,17 @@ def interrupted_by_end(before: SessionState, step: Step) -> Step:
 
 def track(state: SessionState, item_id: str) -> SessionState:
     """Remember a provider item by id (newest last, at most 64)."""
-    known = tuple(known_id for known_id in state.known_items if known_id != item_id)
-    return state.evolve(known_items=(*known, item_id)[-MAXIMUM_KNOWN_ITEMS:])
+    known = tuple(known_id for known_id in state.realtime.known_items if known_id != item_id)
+    return state.with_realtime(known_items=(*known, item_id)[-MAXIMUM_KNOWN_ITEMS:])
 
 
 def forget(state: SessionState, item_id: str) -> SessionState:
     """An item the provider deleted is not known any more."""
-    if item_id not in state.known_items:
+    if item_id not in state.realtime.known_items:
         return state
-    return state.evolve(known_items=tuple(known_id for known_id in state.known_items if known_id != item_id))
+    return state.with_realtime(
+        known_items=tuple(known_id for known_id in state.realtime.known_items if known_id != item_id)
+    )
 
 
 def bounded_summary(text: str) -> str:
@@ -386,7 +395,7 @@ def _result(
     summary_length: int = 0,
 ) -> dict[str, Any]:
     """The answer to a forced compaction: compacted or not and why, with the item counts."""
-    items_before = compaction.items_before if compaction else len(state.known_items)
+    items_before = compaction.items_before if compaction else len(state.realtime.known_items)
     return {
         "compacted": compacted,
         "compaction": compaction.number if compaction else None,
@@ -398,6 +407,6 @@ def _result(
         "summary_length": summary_length,
         "trigger_input_tokens": compaction.trigger_input_tokens
         if compaction
-        else state.last_response_input_tokens,
-        "cooldown_responses": state.compaction_cooldown,
+        else state.realtime.last_response_input_tokens,
+        "cooldown_responses": state.realtime.compaction_cooldown,
     }

@@ -41,7 +41,7 @@ def decide(state: SessionState, event: InboundEvent) -> Step | None:
     match event:
         case UserTranscriptFinal():
             # The caller spoke: their silences start counting again.
-            heard = state.evolve(silences_heard=0) if state.silences_heard else state
+            heard = state.with_realtime(silences_heard=0) if state.realtime.silences_heard else state
             return _caller_input(heard, lambda now: turns.hear(compaction.track(now, event.item_id), event))
         case CallerSilent():
             return silences.caller_silent(state, event)
@@ -128,7 +128,7 @@ def outlives_its_sideband(state: SessionState, event: InboundEvent) -> bool:
     if isinstance(event, UserTranscriptFinal):
         return True
     if isinstance(event, ResponseDone):
-        turn = state.turn
+        turn = state.realtime.turn
         return turn is not None and turn.response_id is not None and turn.response_id == event.response.id
     return False
 
@@ -143,7 +143,7 @@ def _caller_input(state: SessionState, answer: Callable[[SessionState], Step]) -
 
 def _tool_stopped(before: SessionState, step: Step, reason: str) -> Step:
     """The caller moved on: a tool running before this step is cancelled."""
-    if before.chain.pending is None:
+    if before.realtime.chain.pending is None:
         return step
     return step.then(tools.caller_moved_on(step.state, reason))
 
@@ -157,12 +157,12 @@ def _response_given_up(state: SessionState) -> Step:
     hung_up = tools.hung_up_by_agent(state)
     if hung_up is not None:
         return hung_up
-    chain = state.chain
+    chain = state.realtime.chain
     pending = chain.pending
     if pending is None:
         return turns.listen_again(state)
     if pending.output is None:
-        return Step(state=state.evolve(chain=chain.model_copy(update={"response_completed": True})))
+        return Step(state=state.with_realtime(chain=chain.model_copy(update={"response_completed": True})))
     if chain.continuation_allowed:
         return tools.continue_after_tool(state)
     return tools.deliver_without_response(state)
@@ -184,7 +184,7 @@ def _response_done(state: SessionState, event: ResponseDone) -> Step:
     if maintenance:
         return warned.then(compaction.maintenance_finished(warned.state, event))
     warned = warned.then(turns.deadline_met(warned.state, event))
-    turn = warned.state.turn
+    turn = warned.state.realtime.turn
     if turn is not None and turn.response_id in (event.response.id, None):
         hung_up = tools.hung_up_by_agent(warned.state)
         if hung_up is not None:

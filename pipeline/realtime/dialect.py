@@ -92,7 +92,7 @@ class RealtimeDialect:
         greeting = listening.greeting
         if greeting is None or listening.greeted or listening.line_closed:
             # What was asked for while the session was configured (a person's words) starts now.
-            return owed_next(listening) if listening.turn is None else Step(state=listening)
+            return owed_next(listening) if listening.realtime.turn is None else Step(state=listening)
         greeted = listening.evolve(greeted=True)
         if greeting.say is not None:
             instructions = SAY_EXACTLY.format(text=greeting.say)
@@ -113,7 +113,7 @@ class RealtimeDialect:
         # refused and repeated when that response ends), so the session never waits for a
         # response.done nobody will see. A tool that runs still gets its output when it
         # finishes, without driving a response.
-        turn = state.turn
+        turn = state.realtime.turn
         if turn is None:
             return Step(state=state)
         if turn.asked_generation == state.generation and turn.response_id is None:
@@ -124,11 +124,11 @@ class RealtimeDialect:
         if not may_respond(state, turn.context):
             # The line closed meanwhile: what was owed is not asked for again.
             return Step(state=state, controls=cancel).then(listen_again(state))
-        chain = state.chain
+        chain = state.realtime.chain
         if chain.pending is not None:
             moved_on = chain.model_copy(update={"response_completed": True, "continuation_allowed": False})
-            return Step(state=state.evolve(chain=moved_on), controls=cancel)
-        cancelled = Step(state=state.evolve(chain=state.chain.next_turn()), controls=cancel)
+            return Step(state=state.with_realtime(chain=moved_on), controls=cancel)
+        cancelled = Step(state=state.with_realtime(chain=state.realtime.chain.next_turn()), controls=cancel)
         return cancelled.then(ask_for_response(cancelled.state, turn))
 
     def closing(self, state: SessionState) -> tuple[Control, ...]:
@@ -166,7 +166,7 @@ class RealtimeDialect:
             by_supervisor=True,
         )
         logged = Step(state=state, effects=(said,))
-        if state.turn is None and state.phase is Phase.LISTENING:
+        if state.realtime.turn is None and state.phase is Phase.LISTENING:
             step = logged.then(begin_directed(state, context))
             return answering(step, request_id, gateway_id, 202, {"status": "speaking"})
         step = logged.then(Step(state=state.evolve(directed=context)))
@@ -191,12 +191,14 @@ class RealtimeDialect:
 
     def silence(self, state: SessionState, playback: Playback | None) -> Step:
         cut = barge_in(state, playback)
-        chain = cut.state.chain
+        chain = cut.state.realtime.chain
         if chain.pending is not None:
             chain = chain.model_copy(update={"continuation_allowed": False})
         directed = state.directed if state.directed is not None and state.directed.by_supervisor else None
         # A goodbye cut short is no longer the agent's last word: the call goes on with the line.
-        quiet = cut.state.evolve(chain=chain, queued_input_item_id=None, directed=directed, hanging_up=False)
+        quiet = cut.state.evolve(directed=directed).with_realtime(
+            chain=chain, queued_input_item_id=None, hanging_up=False
+        )
         return Step(state=quiet, controls=cut.controls, effects=cut.effects)
 
     def mute(self, held: SessionState) -> Step:
@@ -247,14 +249,18 @@ class RealtimeDialect:
     def erased(self, state: SessionState) -> SessionState:
         # The turn's context, a pending tool output and a compaction's summary are what was said.
         chain = ToolChain(
-            calls=state.chain.calls,
-            seen=state.chain.seen,
-            limit_refused=state.chain.limit_refused,
-            continuation_allowed=state.chain.continuation_allowed,
-            response_completed=state.chain.response_completed,
+            calls=state.realtime.chain.calls,
+            seen=state.realtime.chain.seen,
+            limit_refused=state.realtime.chain.limit_refused,
+            continuation_allowed=state.realtime.chain.continuation_allowed,
+            response_completed=state.realtime.chain.response_completed,
         )
-        compaction = state.compaction.model_copy(update={"summary": None}) if state.compaction else None
-        return state.evolve(turn=None, chain=chain, compaction=compaction)
+        compaction = (
+            state.realtime.compaction.model_copy(update={"summary": None})
+            if state.realtime.compaction
+            else None
+        )
+        return state.with_realtime(turn=None, chain=chain, compaction=compaction)
 
     def parse(self, raw: dict[str, Any]) -> InboundEvent | None:
         return parse_realtime(raw)

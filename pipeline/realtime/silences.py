@@ -18,13 +18,18 @@ def caller_silent(state: SessionState, event: CallerSilent) -> Step:
     there, or, at the route's limit, says goodbye and hangs up when that is said."""
     if state.phase not in IN_CALL:
         return unchanged(state)
-    heard = state.silences_heard + 1
+    heard = state.realtime.silences_heard + 1
     counted = Step(
-        state=state.evolve(silences_heard=heard),
+        state=state.with_realtime(silences_heard=heard),
         effects=(LogEntry(kind="call.silence", data={"count": heard}),),
     )
     now = counted.state
-    if now.line_closed or now.hanging_up or now.turn is not None or now.phase is not Phase.LISTENING:
+    if (
+        now.line_closed
+        or now.realtime.hanging_up
+        or now.realtime.turn is not None
+        or now.phase is not Phase.LISTENING
+    ):
         return counted
     limit = state.phone.silences if state.phone is not None else None
     if limit is not None and heard >= limit:
@@ -34,7 +39,7 @@ def caller_silent(state: SessionState, event: CallerSilent) -> Step:
             input_item_id="",
             tool_choice="none",
         )
-        leaving = now.evolve(hanging_up=True, hangup_reason="caller_silent")
+        leaving = now.with_realtime(hanging_up=True, hangup_reason="caller_silent")
         return counted.then(begin_directed(leaving, goodbye))
     prompt = ResponseContext(
         instructions=f"{state.instructions}\n\n{ARE_YOU_THERE}",

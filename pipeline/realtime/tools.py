@@ -82,7 +82,7 @@ _REPLACED_SURROGATES = dict.fromkeys(range(0xD800, 0xE000), "\ufffd")
 
 def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
     """The model called a function: run it, or refuse it (one at a time, eight a turn)."""
-    turn = state.turn
+    turn = state.realtime.turn
     if turn is None:
         return _unsolicited(state, event)
     if turn.response_id != event.response_id:
@@ -91,12 +91,12 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
             "tool_response_mismatch",
             f"function call {event.call_id} belongs to {event.response_id}, not {turn.response_id}",
         )
-    chain = state.chain
+    chain = state.realtime.chain
     if event.call_id in chain.seen:
         # The same call again (another event naming it): it was taken up once already.
         return unchanged(state)
     chain = chain.model_copy(update={"seen": (*chain.seen, event.call_id)})
-    state = state.evolve(chain=chain)
+    state = state.with_realtime(chain=chain)
     if event.name == END_CALL and state.hangup_when is not None:
         return _hanging_up(state, event)
     if event.name == DECLINE_RECORDING and state.privacy.consent is not None and chain.pending is None:
@@ -119,7 +119,7 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
         )
     if chain.calls >= MAXIMUM_TOOL_CALLS_PER_TURN:
         return Step(
-            state=state.evolve(chain=chain.model_copy(update={"limit_refused": True})),
+            state=state.with_realtime(chain=chain.model_copy(update={"limit_refused": True})),
             controls=(
                 _output(event.call_id, refusal(event.call_id, "tool_call_limit_reached", LIMIT_REFUSAL)),
             ),
@@ -131,12 +131,12 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
         message = f"There is no tool called {event.name} in this call. Answer without it."
         output = _answer(event.call_id, "unavailable", "tool_unavailable", message)
         return Step(
-            state=state.evolve(chain=_taken_up(chain, event, output)),
+            state=state.with_realtime(chain=_taken_up(chain, event, output)),
             effects=(_refused_step(event, "tool_unavailable", message, status="unavailable"),),
         )
     deadline = schedule_timer(ToolDeadline(event.call_id), delay_ms=MAXIMUM_TOOL_MS + TOOL_DEADLINE_GRACE_MS)
     return Step(
-        state=state.evolve(chain=_taken_up(chain, event, None)),
+        state=state.with_realtime(chain=_taken_up(chain, event, None)),
         effects=(
             RequestToolStep(
                 call_id=event.call_id,
@@ -156,14 +156,18 @@ def _unsolicited(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
     send `response.create` itself): a tool never runs without the response context it was asked
     in, so it is refused — answered at once, so the model is not left waiting on it — with a
     warning, and the call goes on. No response is asked for: the response is not the host's."""
-    if event.call_id in state.chain.seen:
+    if event.call_id in state.realtime.chain.seen:
         return unchanged(state)
     message = (
         f"{event.name} cannot run here: this response was not asked for by the host of the call. "
         "Answer without it."
     )
     return Step(
-        state=state.evolve(chain=state.chain.model_copy(update={"seen": (*state.chain.seen, event.call_id)})),
+        state=state.with_realtime(
+            chain=state.realtime.chain.model_copy(
+                update={"seen": (*state.realtime.chain.seen, event.call_id)}
+            )
+        ),
         controls=(_output(event.call_id, refusal(event.call_id, UNSOLICITED, message)),),
         effects=(
             _refused_step(event, UNSOLICITED, message),
@@ -186,7 +190,7 @@ def _declining(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
     )
     call = {"call_id": event.call_id, "name": DECLINE_RECORDING, "arguments": event.arguments}
     taken = Step(
-        state=state.evolve(chain=_taken_up(state.chain, event, output)),
+        state=state.with_realtime(chain=_taken_up(state.realtime.chain, event, output)),
         effects=(
             LogEntry(kind="tool.call", data=call),
             LogEntry(
@@ -216,7 +220,7 @@ def _collecting(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
             {"call_id": event.call_id, "status": "succeeded", "result": COLLECTING, "error": None}
         )
         status = "succeeded"
-    taken = state.evolve(chain=_taken_up(state.chain, event, output))
+    taken = state.with_realtime(chain=_taken_up(state.realtime.chain, event, output))
     return Step(
         state=taken if isinstance(ask, str) or cannot is not None else taken.evolve(collect_asked=ask),
         effects=(
@@ -231,7 +235,7 @@ def _hanging_up(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
     the call ends (`agent_hung_up`). The call gets no output: nothing follows it."""
     call = {"call_id": event.call_id, "name": END_CALL, "arguments": event.arguments}
     return Step(
-        state=state.evolve(hanging_up=True),
+        state=state.with_realtime(hanging_up=True),
         effects=(
             LogEntry(kind="tool.call", data=call),
             LogEntry(
@@ -244,9 +248,9 @@ def _hanging_up(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
 def hung_up_by_agent(state: SessionState) -> Step | None:
     """The response in which the model called end_call is over: the call ends. None when the
     model has not asked to hang up."""
-    if not state.hanging_up or state.is_terminal:
+    if not state.realtime.hanging_up or state.is_terminal:
         return None
-    return finish(state.evolve(hanging_up=False), state.hangup_reason)
+    return finish(state.with_realtime(hanging_up=False), state.realtime.hangup_reason)
 
 
 def _taken_up(chain: ToolChain, event: FunctionCallArgumentsDone, output: str | None) -> ToolChain:
@@ -282,7 +286,7 @@ def _refused_step(
 def deadline_passed(state: SessionState, call_id: str) -> Step:
     """The tool's outcome never came back: answer the call as interrupted so the turn goes on
     (and the durable step says why)."""
-    pending = state.chain.pending
+    pending = state.realtime.chain.pending
     if pending is None or pending.call_id != call_id or pending.output is not None:
         return unchanged(state)
     message = "The tool did not report back in time; its result is unknown."
@@ -303,12 +307,12 @@ def deadline_passed(state: SessionState, call_id: str) -> Step:
 
 def interrupted_by_end(before: SessionState, step: Step) -> Step:
     """A session that ends while a tool runs stops the tool and records why."""
-    pending = before.chain.pending
+    pending = before.realtime.chain.pending
     if before.is_terminal or not step.state.is_terminal or pending is None or pending.output is not None:
         return step
     reason = step.state.end_reason or "session_ended"
     return Step(
-        state=step.state.evolve(chain=step.state.chain.next_turn()),
+        state=step.state.with_realtime(chain=step.state.realtime.chain.next_turn()),
         controls=step.controls,
         effects=(
             *step.effects,
@@ -323,12 +327,12 @@ def interrupted_by_end(before: SessionState, step: Step) -> Step:
 def tool_finished(state: SessionState, call_id: str, outcome: ToolOutcome) -> Step:
     """The tool's outcome is in. Continue if the response already completed; deliver the
     output without a response if the caller moved on; otherwise wait for the response."""
-    pending = state.chain.pending
+    pending = state.realtime.chain.pending
     if pending is None or pending.call_id != call_id or pending.output is not None:
         return unchanged(state)
     finished = pending.model_copy(update={"output": continuation_output(call_id, outcome)})
-    chain = state.chain.model_copy(update={"pending": finished})
-    waiting = state.evolve(chain=chain)
+    chain = state.realtime.chain.model_copy(update={"pending": finished})
+    waiting = state.with_realtime(chain=chain)
     if not chain.response_completed:
         return Step(state=waiting)
     if chain.continuation_allowed:
@@ -339,15 +343,15 @@ def tool_finished(state: SessionState, call_id: str, outcome: ToolOutcome) -> St
 def response_finished(state: SessionState, event: ResponseDone) -> Step | None:
     """The tool chain's part in a response ending, or None when it has none (the turn then
     ends as usual)."""
-    turn = state.turn
-    chain = state.chain
+    turn = state.realtime.turn
+    chain = state.realtime.chain
     if turn is None or turn.response_id not in (event.response.id, None):
         return None
     completed = event.response.status == "completed"
     pending = chain.pending
     if pending is None:
         if completed and chain.limit_refused and may_respond(state, turn.context):
-            reported = state.evolve(chain=chain.model_copy(update={"limit_refused": False}))
+            reported = state.with_realtime(chain=chain.model_copy(update={"limit_refused": False}))
             return ask_for_response(reported, turn, tool_choice="none")
         return None
     if completed:
@@ -357,12 +361,12 @@ def response_finished(state: SessionState, event: ResponseDone) -> Step | None:
             # The outcome came in, then the caller moved on: the output still goes (the seed
             # waited here for an outcome that had already arrived, leaving an orphan call).
             return deliver_without_response(state)
-        return Step(state=state.evolve(chain=chain.model_copy(update={"response_completed": True})))
+        return Step(state=state.with_realtime(chain=chain.model_copy(update={"response_completed": True})))
     # Cancelled, failed or incomplete: nothing will continue from this response.
     if pending.output is not None:
         return deliver_without_response(state)
     return Step(
-        state=state.evolve(
+        state=state.with_realtime(
             chain=chain.model_copy(update={"response_completed": True, "continuation_allowed": False})
         ),
         effects=(CancelTool(call_id=pending.call_id, reason=f"response_{event.response.status}"),),
@@ -372,33 +376,37 @@ def response_finished(state: SessionState, event: ResponseDone) -> Step | None:
 def caller_moved_on(state: SessionState, reason: str) -> Step:
     """Barge-in or new input while a tool runs: cancel it; its outcome will be delivered
     without driving a response."""
-    pending = state.chain.pending
+    pending = state.realtime.chain.pending
     if pending is None:
         return unchanged(state)
-    chain = state.chain.model_copy(update={"continuation_allowed": False})
+    chain = state.realtime.chain.model_copy(update={"continuation_allowed": False})
     effects = () if pending.output is not None else (CancelTool(call_id=pending.call_id, reason=reason),)
-    return Step(state=state.evolve(chain=chain), effects=effects)
+    return Step(state=state.with_realtime(chain=chain), effects=effects)
 
 
 def continue_after_tool(state: SessionState) -> Step:
     """Send the output, then ask for the response that speaks it, with the turn's context."""
-    pending = state.chain.pending
-    turn = state.turn
+    pending = state.realtime.chain.pending
+    turn = state.realtime.turn
     assert pending is not None and pending.output is not None and turn is not None
     if not may_respond(state, turn.context):
         # The line closed while the tool ran: its output is stored, no response is asked for.
         return deliver_without_response(state)
-    chain = state.chain.model_copy(update={"pending": None, "response_completed": False})
-    delivered = Step(state=state.evolve(chain=chain), controls=(_output(pending.call_id, pending.output),))
+    chain = state.realtime.chain.model_copy(update={"pending": None, "response_completed": False})
+    delivered = Step(
+        state=state.with_realtime(chain=chain), controls=(_output(pending.call_id, pending.output),)
+    )
     return delivered.then(ask_for_response(delivered.state, turn))
 
 
 def deliver_without_response(state: SessionState) -> Step:
     """The chain will not continue, but the function call still gets its output; the turn
     then ends, and input queued meanwhile is answered."""
-    pending = state.chain.pending
+    pending = state.realtime.chain.pending
     assert pending is not None and pending.output is not None
-    released = state.evolve(phase=Phase.LISTENING, turn=None, chain=state.chain.next_turn())
+    released = state.evolve(phase=Phase.LISTENING).with_realtime(
+        turn=None, chain=state.realtime.chain.next_turn()
+    )
     step = Step(state=released, controls=(_output(pending.call_id, pending.output),))
     return step.then(owed_next(released))
 

@@ -101,16 +101,16 @@ def _answer_input(step: Step, input_item_id: str, *, spoken: bool) -> Step:
         # A closed line answers nobody: the words are in the record and the conversation, and
         # the model reads them when it speaks again.
         return step
-    unasked = state.unasked_response
+    unasked = state.realtime.unasked_response
     if (
-        state.turn is None
+        state.realtime.turn is None
         and unasked is not None
         and spoken
-        and unasked.speech_seen == state.speech_started_count
+        and unasked.speech_seen == state.realtime.speech_started_count
     ):
         return step
-    if state.turn is not None:
-        return step.then(Step(state=state.evolve(queued_input_item_id=input_item_id)))
+    if state.realtime.turn is not None:
+        return step.then(Step(state=state.with_realtime(queued_input_item_id=input_item_id)))
     return step.then(begin_response(state, input_item_id))
 
 
@@ -121,8 +121,8 @@ def begin_response(state: SessionState, input_item_id: str) -> Step:
         max_output_tokens=state.limits.max_output_tokens,
         input_item_id=input_item_id,
     )
-    responding = state.evolve(
-        phase=Phase.RESPONDING, queued_input_item_id=None, chain=state.chain.next_turn()
+    responding = state.evolve(phase=Phase.RESPONDING).with_realtime(
+        queued_input_item_id=None, chain=state.realtime.chain.next_turn()
     )
     return ask_for_response(responding, Turn(context=context))
 
@@ -130,7 +130,9 @@ def begin_response(state: SessionState, input_item_id: str) -> Step:
 def begin_directed(state: SessionState, context: ResponseContext) -> Step:
     """A turn nobody's input asked for (the app's or a person's words, a reply to a note): the
     session responds, as for caller input, without any."""
-    responding = state.evolve(phase=Phase.RESPONDING, chain=state.chain.next_turn(), directed=None)
+    responding = state.evolve(phase=Phase.RESPONDING, directed=None).with_realtime(
+        chain=state.realtime.chain.next_turn()
+    )
     return ask_for_response(responding, Turn(context=context))
 
 
@@ -144,7 +146,7 @@ def ask_for_response(state: SessionState, turn: Turn, tool_choice: str | None = 
     """Ask the provider for the turn's response, and arm the deadline that settles the turn if
     this response's `response.done` never comes. Each request gets the next number, so a
     deadline armed for an earlier one finds it is no longer owed."""
-    number = state.responses_asked + 1
+    number = state.realtime.responses_asked + 1
     asked = turn.model_copy(
         update={
             "asked": number,
@@ -160,7 +162,7 @@ def ask_for_response(state: SessionState, turn: Turn, tool_choice: str | None = 
         ResponseDeadline(number), delay_ms=response_deadline_ms(turn.context), swept_only=True
     )
     return Step(
-        state=state.evolve(turn=asked, responses_asked=number),
+        state=state.with_realtime(turn=asked, responses_asked=number),
         controls=(response_create(turn.context, tool_choice),),
         effects=(deadline,),
     )
@@ -206,19 +208,19 @@ def speech_started(state: SessionState, event: SpeechStarted) -> Step:
     a barge-in: the assistant item is cut where the caller stopped hearing it (so the provider's
     conversation never keeps speech nobody heard), then the response is cancelled. Nothing is cut
     when none of the response had played."""
-    counted = state.evolve(speech_started_count=state.speech_started_count + 1)
+    counted = state.with_realtime(speech_started_count=state.realtime.speech_started_count + 1)
     return barge_in(counted, event.playback)
 
 
 def barge_in(state: SessionState, playback: Playback | None) -> Step:
     """Stop the running response: cut its item at the playback position (when some of it
     played), then cancel it. Nothing happens when no response is running."""
-    turn = state.turn
+    turn = state.realtime.turn
     running = (
         state.phase is Phase.RESPONDING
         and turn is not None
         and turn.response_id is not None
-        and not state.chain.response_completed
+        and not state.realtime.chain.response_completed
     )
     if not running:
         return Step(state=state)
@@ -227,7 +229,7 @@ def barge_in(state: SessionState, playback: Playback | None) -> Step:
     if playback is not None and playback.response_id == turn.response_id:
         controls.append(ItemTruncate(item_id=playback.item_id, audio_end_ms=max(playback.played_ms, 0)))
     controls.append(ResponseCancel(response_id=turn.response_id))
-    cancelled = state.evolve(turn=turn.model_copy(update={"cancel_sent": True}))
+    cancelled = state.with_realtime(turn=turn.model_copy(update={"cancel_sent": True}))
     return Step(state=cancelled, controls=tuple(controls))
 
 
@@ -235,17 +237,17 @@ def response_started(state: SessionState, event: ResponseCreated) -> Step:
     """The provider started the response Switchboard asked for. On a closed line a response
     nobody may give (asked for before the line closed, or not asked for at all) is cancelled
     as it starts."""
-    turn = state.turn
+    turn = state.realtime.turn
     if turn is not None and turn.response_id is None:
-        started = state.evolve(turn=turn.model_copy(update={"response_id": event.response.id}))
+        started = state.with_realtime(turn=turn.model_copy(update={"response_id": event.response.id}))
         if may_respond(state, turn.context):
             return Step(state=started)
         return barge_in(started, None)
     if state.line_closed and (turn is None or turn.response_id != event.response.id):
         return Step(state=state, controls=(ResponseCancel(response_id=event.response.id),))
     if turn is None:
-        unasked = UnaskedResponse(id=event.response.id, speech_seen=state.speech_started_count)
-        return Step(state=state.evolve(unasked_response=unasked))
+        unasked = UnaskedResponse(id=event.response.id, speech_seen=state.realtime.speech_started_count)
+        return Step(state=state.with_realtime(unasked_response=unasked))
     return unchanged(state)
 
 
@@ -274,10 +276,10 @@ def response_finished(state: SessionState, event: ResponseDone) -> Step:
 def count_response(state: SessionState, event: ResponseDone) -> Step:
     """Every response's usage counts, whoever asked for it; a failed one is a warning."""
     usage = event.response.usage
-    unasked = state.unasked_response
-    counted = count_usage(state, event).evolve(
+    unasked = state.realtime.unasked_response
+    counted = count_usage(state, event).with_realtime(
         last_response_input_tokens=usage.input_tokens if usage else 0,
-        compaction_cooldown=max(state.compaction_cooldown - 1, 0),
+        compaction_cooldown=max(state.realtime.compaction_cooldown - 1, 0),
         # A response the host did not ask for is over: no line is left to it any more.
         unasked_response=None if unasked is not None and unasked.id == event.response.id else unasked,
     )
@@ -334,7 +336,7 @@ def _count(value: object) -> int:
 
 def end_turn(state: SessionState, event: ResponseDone) -> Step:
     """The turn's response is over: listen again, or begin the response queued input is owed."""
-    turn = state.turn
+    turn = state.realtime.turn
     if turn is not None and turn.refused and may_respond(state, turn.context):
         # The response that blocked ours has finished: ask for ours again.
         return ask_for_response(state, turn)
@@ -350,7 +352,9 @@ def end_turn(state: SessionState, event: ResponseDone) -> Step:
 
 def listen_again(state: SessionState) -> Step:
     """The turn is over: the session listens, or begins the response it owes next."""
-    return owed_next(state.evolve(phase=Phase.LISTENING, turn=None, chain=state.chain.next_turn()))
+    return owed_next(
+        state.evolve(phase=Phase.LISTENING).with_realtime(turn=None, chain=state.realtime.chain.next_turn())
+    )
 
 
 def owed_next(released: SessionState) -> Step:
@@ -359,15 +363,15 @@ def owed_next(released: SessionState) -> Step:
     directed = released.directed
     if directed is not None and may_respond(released, directed):
         return begin_directed(released, directed)
-    if released.queued_input_item_id is not None and not released.line_closed:
-        return begin_response(released, released.queued_input_item_id)
+    if released.realtime.queued_input_item_id is not None and not released.line_closed:
+        return begin_response(released, released.realtime.queued_input_item_id)
     return Step(state=released)
 
 
 def deadline_met(state: SessionState, event: ResponseDone) -> Step:
     """The response the turn waits on reported done: its deadline timer is cancelled, so the
     timer's firing later costs no transaction (a settled turn would ignore it anyway)."""
-    turn = state.turn
+    turn = state.realtime.turn
     if turn is None or turn.asked < 1 or turn.response_id not in (event.response.id, None):
         return unchanged(state)
     return Step(state=state, effects=(cancel_timer(ResponseDeadline(turn.asked)),))
@@ -378,8 +382,13 @@ def response_lost(state: SessionState, asked: int) -> Step | None:
     never came), the loss is recorded and the caller settles the turn; None when it is not owed
     (it finished, a later request replaced it, or the turn now waits on a tool, whose own
     deadline bounds that wait)."""
-    turn = state.turn
-    is_owed = turn is not None and asked >= 1 and turn.asked == asked and not state.chain.response_completed
+    turn = state.realtime.turn
+    is_owed = (
+        turn is not None
+        and asked >= 1
+        and turn.asked == asked
+        and not state.realtime.chain.response_completed
+    )
     if state.is_terminal or turn is None or not is_owed:
         return None
     incident = RecordIncident(
@@ -399,7 +408,7 @@ def response_lost(state: SessionState, asked: int) -> Step | None:
 def is_cancel_of_nothing(state: SessionState, event: ProviderError) -> bool:
     """The provider refused Switchboard's cancel of the turn's response because no response is
     active: that response is over, and no response.done is coming for it."""
-    turn = state.turn
+    turn = state.realtime.turn
     return (
         event.error.code == "response_cancel_not_active"
         and turn is not None
@@ -410,13 +419,13 @@ def is_cancel_of_nothing(state: SessionState, event: ProviderError) -> bool:
 
 def refused_response(state: SessionState, event: ProviderError) -> Step:
     """A refused `response.create` (another response active) is asked again when that one ends."""
-    turn = state.turn
+    turn = state.realtime.turn
     if (
         event.error.code == "conversation_already_has_active_response"
         and turn is not None
         and turn.response_id is None
     ):
-        return Step(state=state.evolve(turn=turn.model_copy(update={"refused": True})))
+        return Step(state=state.with_realtime(turn=turn.model_copy(update={"refused": True})))
     return unchanged(state)
 
 
@@ -428,7 +437,7 @@ def reply_to_conversation(state: SessionState) -> Step:
     context = ResponseContext(
         instructions=state.instructions, max_output_tokens=state.limits.max_output_tokens, input_item_id=""
     )
-    if state.turn is None and state.phase is Phase.LISTENING:
+    if state.realtime.turn is None and state.phase is Phase.LISTENING:
         return begin_directed(state, context)
     if state.directed is None:
         return Step(state=state.evolve(directed=context))

@@ -130,7 +130,7 @@ def test_a_summary_that_cannot_be_stored_abandons_the_compaction_not_the_call(
     ]
     assert "summary storage refused" in incident["context"]["detail"]
     state = call.state()
-    assert state.compaction is None and state.compaction_cooldown == 3
+    assert state.realtime.compaction is None and state.realtime.compaction_cooldown == 3
 
     # The maintenance response ends: nothing is pruned. The call goes on.
     done = call.deliver(ev.response_done("resp_m", metadata=ev.maintenance(1)))

@@ -53,7 +53,7 @@ def test_a_lost_response_done_is_settled_when_its_deadline_fires(database: Any) 
         timers += deliver(session_id, seq, event).timers
     [deadline] = [timer for timer in timers if timer.name.startswith("response_deadline:")]
     with locked_session(session_id) as session:
-        assert session.state.queued_input_item_id == "item_u1"  # the caller's next line waits
+        assert session.state.realtime.queued_input_item_id == "item_u1"  # the caller's next line waits
 
     with locked_session(session_id) as session:
         fired = session.fire_timer(deadline.name, time.time())
@@ -67,7 +67,10 @@ def test_a_lost_response_done_is_settled_when_its_deadline_fires(database: Any) 
     assert lost["context"]["response_id"] == "resp_0"
     with locked_session(session_id) as session:
         assert session.state.phase is Phase.RESPONDING
-        assert session.state.turn is not None and session.state.turn.context.input_item_id == "item_u1"
+        assert (
+            session.state.realtime.turn is not None
+            and session.state.realtime.turn.context.input_item_id == "item_u1"
+        )
         assert session.state == refold(session_id)
         pending = session.execute(
             "SELECT name FROM session_timers WHERE session_id = %s ORDER BY name", (session_id,)

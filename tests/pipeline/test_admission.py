@@ -302,7 +302,7 @@ def test_a_fresh_session_state_is_created() -> None:
     assert state.phase is Phase.CREATED
     assert state.generation == 1
     assert state.call_id is None
-    assert state.turn is None
+    assert state.realtime.turn is None
     assert state.usage.responses == 0
 
 

@@ -41,7 +41,7 @@ def test_agent_say_asks_for_a_tool_free_response_saying_exactly_the_words() -> N
     assert isinstance(create, ResponseCreate) and create.response is not None
     assert create.response.instructions == SAY_EXACTLY.format(text="Your order ships on Friday.")
     assert create.response.tool_choice == "none"
-    assert step.state.phase is Phase.RESPONDING and step.state.turn is not None
+    assert step.state.phase is Phase.RESPONDING and step.state.realtime.turn is not None
     assert any(isinstance(e, ScheduleTimer) and e.name.startswith("response_deadline:") for e in step.effects)
     assert (_answer(step).status, _answer(step).body) == (202, {"status": "speaking"})
 
@@ -95,12 +95,14 @@ def test_a_directed_turn_ends_like_any_and_the_caller_is_answered_after_it() -> 
     """The caller speaking during the agent's directed words is answered once they are done."""
     state = ev.state_after([*ev.listening(), _say(), ev.response_created("resp_say")])
     state = ev.step_of(state, ev.user_final("item_u1", "Thanks, and the refund?")).state
-    assert state.queued_input_item_id == "item_u1"
+    assert state.realtime.queued_input_item_id == "item_u1"
 
     done = ev.step_of(state, ev.response_done("resp_say"))
 
     assert done.state.phase is Phase.RESPONDING
-    assert done.state.turn is not None and done.state.turn.context.input_item_id == "item_u1"
+    assert (
+        done.state.realtime.turn is not None and done.state.realtime.turn.context.input_item_id == "item_u1"
+    )
     [create] = done.controls
     assert isinstance(create, ResponseCreate) and create.response is not None
     assert create.response.tool_choice == "auto"

@@ -111,14 +111,17 @@ def test_typed_text_is_added_as_the_callers_message_and_answered() -> None:
         PersistTranscript(role="user", text="My order is 4417.", item_id="item_typed_1"),
         ScheduleTimer(name="response_deadline:1", delay_ms=RESPONSE_DEADLINE_MS, swept_only=True),
     )
-    assert step.state.turn is not None and step.state.turn.context.input_item_id == "item_typed_1"
+    assert (
+        step.state.realtime.turn is not None
+        and step.state.realtime.turn.context.input_item_id == "item_typed_1"
+    )
 
 
 def test_typed_text_during_a_response_waits_for_it() -> None:
     state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
     step = ev.step_of(state, _typed())
     assert [type(c) for c in step.controls] == [ItemCreate]
-    assert step.state.queued_input_item_id == "item_typed_1"
+    assert step.state.realtime.queued_input_item_id == "item_typed_1"
 
 
 def test_typed_text_into_a_call_that_is_not_live_is_only_recorded() -> None:

@@ -81,6 +81,22 @@ def test_a_line_reads_as_what_is_happening_on_it() -> None:
     assert activity("failed", {"held": True})["what"] == "ended"
 
 
+def test_a_line_reads_the_same_whichever_release_stored_its_state() -> None:
+    """The Realtime part of a stored state, at the top (as this release and the one before store
+    it) or under `realtime` (as the release after does), says the same of the line."""
+    running = {"pending": {"call_id": "c"}}
+    turn = {"context": {"instructions": "Be brief.", "max_output_tokens": 100, "input_item_id": "i"}}
+    assert activity("responding", {"realtime": {"chain": running}})["what"] == "running a tool"
+    assert (
+        activity("listening", {"realtime": {"turn": turn, "chain": {"pending": None}}})["what"]
+        == "agent speaking"
+    )
+    assert activity("listening", {"turn": turn})["what"] == "agent speaking"
+    assert (
+        activity("listening", {"realtime": {"turn": None, "chain": {"pending": None}}})["what"] == "listening"
+    )
+
+
 def test_a_session_no_call_reached_reads_as_not_connected_not_as_a_failure() -> None:
     """Nobody connected it in time: "not connected"; a connected call keeps its end reason."""
     assert outcome("failed", "admission_timeout", None) == "not connected"

@@ -30,6 +30,7 @@ from pipeline.state import (
     LiveCall,
     Phase,
     PromptBlock,
+    RealtimeCall,
     ResponseContext,
     SessionState,
     ToolCall,
@@ -90,12 +91,16 @@ def _full_state() -> SessionState:
         usage=Usage(input_tokens=100, output_tokens=10, total_tokens=110, responses=2),
         call_id="rtc_1",
         directed=context.model_copy(update={"instructions": f"Tell them: {WORDS}"}),
-        chain=ToolChain(
-            pending=ToolCall(call_id="c1", item_id="i1", response_id="r1", name="echo", output=WORDS),
-            calls=3,
-            seen=("c1",),
+        realtime=RealtimeCall(
+            chain=ToolChain(
+                pending=ToolCall(call_id="c1", item_id="i1", response_id="r1", name="echo", output=WORDS),
+                calls=3,
+                seen=("c1",),
+            ),
+            compaction=Compaction(
+                number=1, forced=False, trigger_input_tokens=9, items_before=4, summary=WORDS
+            ),
         ),
-        compaction=Compaction(number=1, forced=False, trigger_input_tokens=9, items_before=4, summary=WORDS),
         phone=PhoneLine(
             caller="+14155550123",
             dialled="+18005551212",
@@ -119,7 +124,7 @@ def test_an_erased_state_keeps_the_metadata_and_the_app_s_configuration() -> Non
     erased = erased_state(state)
     kept = ("phase", "instructions", "prompt_blocks", "end_reason", "usage", "call_id", "privacy", "provider")
     assert {name: getattr(erased, name) for name in kept} == {name: getattr(state, name) for name in kept}
-    assert erased.chain.calls == 3 and erased.chain.seen == ("c1",)
+    assert erased.realtime.chain.calls == 3 and erased.realtime.chain.seen == ("c1",)
     assert erased.phone is not None and erased.phone.route_id == "route_1"
     assert erased.phone.keys == {"0": "attention"}
     assert erased.live is not None and erased.live.delegations == 1 and erased.live.heard_until_ms == 10
@@ -130,8 +135,8 @@ def test_an_erased_state_holds_none_of_what_was_said_or_who_called() -> None:
     text = erased.model_dump_json()
     assert "0366" not in text and "Elm" not in text
     assert "4155550123" not in text and "8005551212" not in text
-    assert erased.compaction is not None and erased.compaction.summary is None
-    assert erased.chain.pending is None and erased.directed is None
+    assert erased.realtime.compaction is not None and erased.realtime.compaction.summary is None
+    assert erased.realtime.chain.pending is None and erased.directed is None
     assert erased.live is not None and erased.live.open[0].task == "" and erased.live.open[0].answer is None
     # Erasing twice changes nothing.
     assert erased_state(erased) == erased

@@ -47,7 +47,7 @@ def test_hold_cuts_the_agent_switches_turn_detection_off_and_answers_nothing() -
     # The cancelled response ends the turn; what the caller says meanwhile is kept, not answered.
     state = ev.step_of(held.state, ev.response_done("resp_1", "cancelled")).state
     heard = ev.step_of(state, ev.user_final("item_u2", "Hello? Anyone?"))
-    assert _creates(heard) == [] and heard.state.queued_input_item_id is None
+    assert _creates(heard) == [] and heard.state.realtime.queued_input_item_id is None
     assert heard.state.phase is Phase.LISTENING
 
 
@@ -72,7 +72,7 @@ def test_unhold_clears_the_input_buffer_and_restores_turn_detection() -> None:
 def test_a_response_that_starts_on_a_held_line_is_cancelled() -> None:
     """A response asked for just before the hold starts after it: it is cancelled as it starts."""
     state = ev.state_after([*ev.listening(), ev.user_final("item_u1", "Hi."), op.hold()])
-    assert state.turn is not None and state.turn.response_id is None
+    assert state.realtime.turn is not None and state.realtime.turn.response_id is None
 
     started = ev.step_of(state, ev.response_created("resp_1"))
 

@@ -206,7 +206,7 @@ class Call:
         self.apply(ev.user_final(self.item_id(), "Where is my order?"))
         self.provider.go_on("speaks")
         self.provider.go_on("finishes")
-        while self.state.turn is not None and self.provider.in_flight:
+        while self.state.realtime.turn is not None and self.provider.in_flight:
             self.apply(self.provider.in_flight.popleft())
 
     def item_id(self) -> str:

@@ -129,7 +129,7 @@ def test_a_session_with_hangup_offers_end_call_and_the_model_ends_the_call_after
 
     called = ev.step_of(state, ev.function_call("call_end", "resp_1", name=END_CALL))
 
-    assert called.state.hanging_up and called.state.phase is Phase.RESPONDING
+    assert called.state.realtime.hanging_up and called.state.phase is Phase.RESPONDING
     assert [kind for kind, _ in _entries(called)] == ["tool.call", "tool.result"]
     assert called.controls == ()
     said = ev.step_of(called.state, ev.assistant_final("resp_1", "item_a1", "Goodbye!"))
@@ -141,6 +141,6 @@ def test_a_session_with_hangup_offers_end_call_and_the_model_ends_the_call_after
 def test_end_call_is_no_tool_of_a_session_without_hangup() -> None:
     state = ev.state_after([*ev.listening(), ev.user_final("item_u1", "Bye."), ev.response_created("resp_1")])
     called = ev.step_of(state, ev.function_call("call_end", "resp_1", name=END_CALL))
-    assert not called.state.hanging_up
+    assert not called.state.realtime.hanging_up
     ended = ev.step_of(called.state, ev.response_done("resp_1"))
     assert ended.state.phase is not Phase.ENDED

@@ -62,9 +62,9 @@ def _finishes_turn(before: SessionState, raw: dict[str, Any]) -> bool:
     event = parse_inbound(raw)
     return (
         isinstance(event, ResponseDone)
-        and before.turn is not None
-        and not before.turn.refused
-        and before.turn.response_id in (event.response.id, None)
+        and before.realtime.turn is not None
+        and not before.realtime.turn.refused
+        and before.realtime.turn.response_id in (event.response.id, None)
     )
 
 
@@ -89,20 +89,20 @@ def test_at_most_one_response_is_owed_at_a_time(raws: list[dict[str, Any]]) -> N
         created = [c for c in step.controls if isinstance(c, ResponseCreate)]
         finished = _finishes_turn(before, raw)
         assert len(created) <= 1
-        retried = before.turn is not None and before.turn.refused
+        retried = before.realtime.turn is not None and before.realtime.turn.refused
         if created:
-            assert before.turn is None or finished or retried
-            assert step.state.turn is not None
+            assert before.realtime.turn is None or finished or retried
+            assert step.state.realtime.turn is not None
         if retried and created:
             # The refused request asked again: still the same one owed response.
             continue
         if finished and before.phase == "responding":
             owed -= 1
-        elif before.turn is not None and step.state.turn is None:
+        elif before.realtime.turn is not None and step.state.realtime.turn is None:
             # The turn ended with the session (end, close), not by a response.done.
             owed = 0
         owed += len(created)
-        assert owed == (1 if step.state.turn is not None else 0)
+        assert owed == (1 if step.state.realtime.turn is not None else 0)
 
 
 @PROPERTY_SETTINGS

@@ -76,7 +76,7 @@ def test_a_response_running_at_the_loss_is_cancelled_and_asked_again_on_reconnec
     assert cancel == ResponseCancel(response_id="resp_1")
     assert isinstance(create, ResponseCreate)
     assert back.state.phase is Phase.RESPONDING
-    assert back.state.turn is not None and back.state.turn.response_id is None
+    assert back.state.realtime.turn is not None and back.state.realtime.turn.response_id is None
     # The new response starts and ends as usual.
     started = ev.step_of(back.state, ev.response_created("resp_2"), generation=2)
     done = ev.step_of(started.state, ev.response_done("resp_2"), generation=2)
@@ -119,7 +119,7 @@ def test_an_answer_asked_of_the_new_sideband_is_not_asked_again_when_it_opens() 
     assert [type(c) for c in ev.controls_of(steps)] == [ResponseCreate]
     opened, steps = ev.fold([ev.sideband_connected()], spoke)
     assert ev.controls_of(steps) == []
-    assert opened.turn is not None and not opened.sideband_down
+    assert opened.realtime.turn is not None and not opened.sideband_down
 
 
 def test_an_answer_asked_of_a_sideband_that_died_is_asked_again() -> None:

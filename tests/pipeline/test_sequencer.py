@@ -101,5 +101,5 @@ def test_evolve_refuses_a_value_of_the_wrong_type() -> None:
     with pytest.raises(ValueError):
         SessionState().evolve(generation="second")
     with pytest.raises(ValueError):
-        SessionState().evolve(turn=5)
+        SessionState().with_realtime(turn=5)
     assert SessionState().evolve(phase=Phase.LISTENING).phase is Phase.LISTENING

@@ -43,7 +43,9 @@ def test_a_caller_line_the_frozen_gateway_heard_is_answered_by_the_new_owner() -
     [create] = step.controls
     assert isinstance(create, ResponseCreate)
     assert step.effects[0] == PersistTranscript(role="user", text="Can you hear me?", item_id="item_U1")
-    assert step.state.turn is not None and step.state.turn.context.input_item_id == "item_U1"
+    assert (
+        step.state.realtime.turn is not None and step.state.realtime.turn.context.input_item_id == "item_U1"
+    )
 
 
 def test_a_stale_caller_line_during_a_response_is_answered_after_it() -> None:
@@ -54,12 +56,14 @@ def test_a_stale_caller_line_during_a_response_is_answered_after_it() -> None:
 
     queued, disposition = _stale(state, ev.user_final("item_U2", "One more thing"))
     assert disposition == "applied"
-    assert queued.controls == () and queued.state.queued_input_item_id == "item_U2"
+    assert queued.controls == () and queued.state.realtime.queued_input_item_id == "item_U2"
     done = ev.step_of(queued.state, ev.response_done("resp_2"))
 
     [create] = done.controls
     assert isinstance(create, ResponseCreate)
-    assert done.state.turn is not None and done.state.turn.context.input_item_id == "item_U2"
+    assert (
+        done.state.realtime.turn is not None and done.state.realtime.turn.context.input_item_id == "item_U2"
+    )
 
 
 def test_a_stale_response_done_of_the_turns_response_settles_the_turn() -> None:
@@ -71,7 +75,7 @@ def test_a_stale_response_done_of_the_turns_response_settles_the_turn() -> None:
     step, disposition = _stale(state, ev.response_done("resp_1"))
 
     assert disposition == "applied"
-    assert (step.state.phase, step.state.turn) == (Phase.LISTENING, None)
+    assert (step.state.phase, step.state.realtime.turn) == (Phase.LISTENING, None)
     assert step.state.usage.responses == state.usage.responses + 1
 
 
@@ -80,7 +84,7 @@ def test_a_stale_response_done_never_ends_a_turn_whose_response_was_asked_again(
     again (it ended the older response, not the one now owed)."""
     state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi"), ev.response_created("resp_1")])
     state = _taken_over(state)
-    assert state.turn is not None and state.turn.response_id is None
+    assert state.realtime.turn is not None and state.realtime.turn.response_id is None
 
     for done in (ev.response_done("resp_1"), ev.response_done("resp_9")):
         step, disposition = _stale(state, done)

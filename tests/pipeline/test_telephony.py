@@ -119,9 +119,9 @@ def test_the_caller_speaking_starts_the_silences_again() -> None:
     state = ev.state_after(
         [*_phone_call(), _silence(), ev.response_created("resp_1"), ev.response_done("resp_1")]
     )
-    assert state.silences_heard == 1
+    assert state.realtime.silences_heard == 1
     spoke = ev.step_of(state, ev.user_final("item_u1", "Sorry, I'm here."))
-    assert spoke.state.silences_heard == 0
+    assert spoke.state.realtime.silences_heard == 0
 
 
 def test_the_model_transfers_only_to_a_route_target_and_is_told_when_it_fails() -> None:

@@ -39,7 +39,7 @@ def test_end_requested_ends_the_session_and_hangs_up() -> None:
 
     assert state.phase is Phase.ENDED
     assert state.end_reason == "caller_hung_up"
-    assert state.turn is None
+    assert state.realtime.turn is None
     assert steps[-1].controls == ()
     assert steps[-1].effects == (CloseCall(reason="caller_hung_up", hangup=True),)
 

@@ -12,6 +12,7 @@ import pytest
 
 from models.db import SessionEventRow, SessionRow, TranscriptItemRow
 from models.records import event_log
+from models.releases import read_across
 from pipeline.dialects import parse_inbound
 from pipeline.session import apply
 from pipeline.state import Phase, SessionState
@@ -143,7 +144,7 @@ def test_the_state_equals_the_fold_of_the_applied_log(worker_runtime: Any, contr
     for logged in sorted(event_log(session_id), key=lambda event: event["applied_order"] or 0):
         if logged["disposition"] in ("applied", "late"):
             state = apply(state, parse_inbound(logged["payload"]), logged["generation"]).state
-    stored = SessionState.model_validate(SessionRow.get_by_id(session_id).state)
+    stored = read_across(SessionState, SessionRow.get_by_id(session_id).state, "stored session state")
     assert state == stored
     assert stored.phase is Phase.ENDED
     late = [event for event in event_log(session_id) if event["disposition"] == "late"]

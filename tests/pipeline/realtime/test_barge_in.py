@@ -38,7 +38,7 @@ def test_talking_over_a_response_cuts_it_where_the_caller_stopped_hearing_then_c
     for control in step.controls:
         wire = control_wire(control.model_copy(update={"event_id": "ctl_9_0"}))
         assert wire_errors(wire, direction="client") == []
-    assert step.state.speech_started_count == 1
+    assert step.state.realtime.speech_started_count == 1
 
 
 def test_nothing_is_cut_when_nothing_of_the_response_had_played() -> None:
@@ -63,20 +63,20 @@ def test_speech_while_listening_or_before_the_response_started_sends_nothing() -
             state, _speech(playback={"item_id": "item_A1", "response_id": "resp_1", "played_ms": 10})
         )
         assert step.controls == ()
-        assert step.state == state.evolve(speech_started_count=1)
+        assert step.state == state.with_realtime(speech_started_count=1)
 
 
 def test_after_a_barge_in_the_cancelled_response_ends_the_turn_and_the_caller_is_answered() -> None:
     state = ev.step_of(_speaking(), _speech(playback=None)).state
     state = ev.step_of(state, ev.user_final("item_U2", "Sorry, one more thing")).state
-    assert state.queued_input_item_id == "item_U2"
+    assert state.realtime.queued_input_item_id == "item_U2"
 
     step = ev.step_of(state, ev.response_done("resp_1", "cancelled"))
 
     [create] = step.controls
     assert isinstance(create, ResponseCreate)
-    assert step.state.phase is Phase.RESPONDING and step.state.turn is not None
-    assert step.state.turn.context.input_item_id == "item_U2"
+    assert step.state.phase is Phase.RESPONDING and step.state.realtime.turn is not None
+    assert step.state.realtime.turn.context.input_item_id == "item_U2"
 
 
 def test_talking_over_a_running_tool_cancels_it_and_not_a_finished_response() -> None:
@@ -90,7 +90,7 @@ def test_talking_over_a_running_tool_cancels_it_and_not_a_finished_response() ->
             ev.response_done("resp_1"),
         ]
     )
-    assert state.chain.pending is not None and state.chain.response_completed
+    assert state.realtime.chain.pending is not None and state.realtime.chain.response_completed
 
     step = ev.step_of(
         state, _speech(playback={"item_id": "item_A1", "response_id": "resp_1", "played_ms": 10})
@@ -98,7 +98,7 @@ def test_talking_over_a_running_tool_cancels_it_and_not_a_finished_response() ->
 
     assert step.controls == ()
     assert step.effects == (CancelTool(call_id="call_1", reason="barge_in"),)
-    assert step.state.chain.continuation_allowed is False
+    assert step.state.realtime.chain.continuation_allowed is False
 
 
 def test_a_response_the_provider_cancels_itself_is_cancelled_once_more_harmlessly() -> None:

@@ -86,25 +86,25 @@ def test_a_turn_over_the_threshold_starts_one_text_only_maintenance_response() -
         StartCompaction(number=1, forced=False, trigger_input_tokens=THRESHOLD, items_before=10),
         ScheduleTimer(name="compaction_deadline:1", delay_ms=60_000),
     ]
-    assert step.state.phase is Phase.LISTENING and step.state.turn is None
-    assert step.state.compaction is not None and step.state.compaction.number == 1
+    assert step.state.phase is Phase.LISTENING and step.state.realtime.turn is None
+    assert step.state.realtime.compaction is not None and step.state.realtime.compaction.number == 1
 
 
 def test_below_the_threshold_nothing_starts() -> None:
     step = ev.step_of(_talked(5), ev.response_done("resp_5", input_tokens=THRESHOLD - 1))
-    assert step.controls == () and step.state.compaction is None
+    assert step.controls == () and step.state.realtime.compaction is None
 
 
 def test_a_cancelled_response_is_not_a_quiet_boundary() -> None:
     step = ev.step_of(_talked(5), ev.response_done("resp_5", "cancelled", input_tokens=THRESHOLD))
-    assert step.state.compaction is None
+    assert step.state.realtime.compaction is None
     assert not any(isinstance(c, ResponseCreate) for c in step.controls)
 
 
 def test_with_six_known_items_or_fewer_there_is_nothing_to_compact() -> None:
     """Three turns are six items: pruning would delete nothing, so no cycle starts."""
     step = ev.step_of(_talked(3), ev.response_done("resp_3", input_tokens=THRESHOLD * 5))
-    assert step.state.compaction is None and step.controls == ()
+    assert step.state.realtime.compaction is None and step.controls == ()
 
 
 def test_queued_input_blocks_the_trigger_and_is_answered_first() -> None:
@@ -113,7 +113,7 @@ def test_queued_input_blocks_the_trigger_and_is_answered_first() -> None:
 
     step = ev.step_of(state, ev.response_done("resp_5", input_tokens=THRESHOLD))
 
-    assert step.state.compaction is None
+    assert step.state.realtime.compaction is None
     [create] = step.controls
     assert isinstance(create, ResponseCreate) and create.response is not None
     assert create.response.conversation is None  # the spoken answer, in the conversation
@@ -134,8 +134,8 @@ def test_no_compaction_while_a_tool_chain_runs() -> None:
 
     step = ev.step_of(state, ev.response_done("resp_5", input_tokens=THRESHOLD * 2))
 
-    assert step.state.chain.pending is not None
-    assert step.state.compaction is None
+    assert step.state.realtime.chain.pending is not None
+    assert step.state.realtime.compaction is None
     assert not any(isinstance(e, StartCompaction) for e in step.effects)
 
 
@@ -147,8 +147,8 @@ def test_the_maintenance_text_is_persisted_as_the_summary_not_as_a_transcript() 
 
     assert step.effects == (SaveCompactionSummary(number=1, response_id="resp_m", summary=SUMMARY),)
     assert not any(isinstance(e, PersistTranscript) for e in step.effects)
-    assert step.state.compaction is not None and step.state.compaction.summary == SUMMARY
-    assert "item_M" not in step.state.known_items
+    assert step.state.realtime.compaction is not None and step.state.realtime.compaction.summary == SUMMARY
+    assert "item_M" not in step.state.realtime.known_items
 
 
 def test_a_long_summary_is_bounded_on_a_character_boundary() -> None:
@@ -164,7 +164,7 @@ def test_completion_deletes_all_but_the_six_newest_items_and_adds_one_summary() 
     """Ten known items: the oldest four are deleted in order, then exactly one system message
     carries the summary; the cycle is released and three responses of cooldown begin."""
     state = _summarized()
-    assert len(state.known_items) == 10
+    assert len(state.realtime.known_items) == 10
 
     step = ev.step_of(state, ev.response_done("resp_m", input_tokens=9_000, metadata=ev.maintenance(1)))
 
@@ -180,12 +180,19 @@ def test_completion_deletes_all_but_the_six_newest_items_and_adds_one_summary() 
     for control in step.controls:
         assert wire_errors(_wire(control), direction="client") == []
     assert step.effects == (FinishCompaction(number=1, status="completed", items_deleted=4, items_after=7),)
-    assert step.state.compaction is None
-    assert step.state.compaction_cooldown == 3
-    assert step.state.known_items == ("item_U3", "item_A3", "item_U4", "item_A4", "item_U5", "item_A5")
+    assert step.state.realtime.compaction is None
+    assert step.state.realtime.compaction_cooldown == 3
+    assert step.state.realtime.known_items == (
+        "item_U3",
+        "item_A3",
+        "item_U4",
+        "item_A4",
+        "item_U5",
+        "item_A5",
+    )
     # The maintenance response costs usage, but it is not what the trigger reads.
     assert step.state.usage.responses == state.usage.responses + 1
-    assert step.state.last_response_input_tokens == THRESHOLD
+    assert step.state.realtime.last_response_input_tokens == THRESHOLD
 
 
 def test_the_cooldown_lasts_three_spoken_responses() -> None:
@@ -208,8 +215,8 @@ def test_a_cancelled_maintenance_response_prunes_nothing() -> None:
     step = ev.step_of(_summarized(), ev.response_done("resp_m", "cancelled", metadata=ev.maintenance(1)))
     assert step.controls == ()
     assert step.effects == (FinishCompaction(number=1, status="abandoned", reason="maintenance_cancelled"),)
-    assert step.state.compaction is None and step.state.compaction_cooldown == 3
-    assert len(step.state.known_items) == 10
+    assert step.state.realtime.compaction is None and step.state.realtime.compaction_cooldown == 3
+    assert len(step.state.realtime.known_items) == 10
 
 
 def test_an_empty_summary_prunes_nothing() -> None:
@@ -236,25 +243,29 @@ def test_the_caller_speaking_supersedes_the_compaction_and_is_answered_at_once()
     assert cancel == ResponseCancel(response_id="resp_m")
     assert isinstance(create, ResponseCreate) and create.response and create.response.conversation is None
     assert FinishCompaction(number=1, status="abandoned", reason="superseded_by_input") in step.effects
-    assert step.state.compaction is None and step.state.phase is Phase.RESPONDING
-    turn = step.state.turn
+    assert step.state.realtime.compaction is None and step.state.phase is Phase.RESPONDING
+    turn = step.state.realtime.turn
 
     late = ev.step_of(step.state, ev.response_done("resp_m", "cancelled", metadata=ev.maintenance(1)))
-    assert late.state.turn == turn and late.controls == () and late.effects == ()
+    assert late.state.realtime.turn == turn and late.controls == () and late.effects == ()
 
 
 def test_input_before_the_maintenance_response_started_cancels_it_when_it_does() -> None:
     state = _talked(5)
     state = ev.step_of(state, ev.response_done("resp_5", input_tokens=THRESHOLD)).state
     state = ev.step_of(state, ev.user_final("item_U6", "Hello?")).state
-    assert state.compaction is None and state.turn is not None and state.turn.response_id is None
+    assert (
+        state.realtime.compaction is None
+        and state.realtime.turn is not None
+        and state.realtime.turn.response_id is None
+    )
 
     step = ev.step_of(state, ev.response_created("resp_m", metadata=ev.maintenance(1)))
 
     assert step.controls == (ResponseCancel(response_id="resp_m"),)
-    assert step.state.turn == state.turn  # not taken for the caller's response
+    assert step.state.realtime.turn == state.realtime.turn  # not taken for the caller's response
     text = ev.step_of(step.state, ev.assistant_text_final("resp_m", "item_M", SUMMARY))
-    assert text.effects == () and text.state.compaction is None
+    assert text.effects == () and text.state.realtime.compaction is None
 
 
 def test_the_deadline_abandons_a_cycle_that_never_finished() -> None:
@@ -349,13 +360,13 @@ def test_known_items_are_the_newest_64_without_repeats() -> None:
     for index in range(70):
         state = compaction.track(state, f"item_{index}")
     state = compaction.track(state, "item_10")
-    assert len(state.known_items) == 64
-    assert state.known_items[-1] == "item_10" and state.known_items.count("item_10") == 1
+    assert len(state.realtime.known_items) == 64
+    assert state.realtime.known_items[-1] == "item_10" and state.realtime.known_items.count("item_10") == 1
     # item_0..item_5 fell off; item_10 moved to the newest end.
-    assert state.known_items[0] == "item_6"
+    assert state.realtime.known_items[0] == "item_6"
 
 
 def test_an_item_the_provider_deleted_is_forgotten() -> None:
     state = _listening_after(5)
     step = ev.step_of(state, ev.item_deleted("item_U2"))
-    assert "item_U2" not in step.state.known_items and len(step.state.known_items) == 9
+    assert "item_U2" not in step.state.realtime.known_items and len(step.state.realtime.known_items) == 9

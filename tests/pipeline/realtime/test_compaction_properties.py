@@ -113,7 +113,7 @@ def _is_spoken_done(before: SessionState, raw: dict[str, Any]) -> bool:
     return (
         raw["type"] == "response.done"
         and not response.get("metadata")
-        and response.get("id") not in before.maintenance_responses
+        and response.get("id") not in before.realtime.maintenance_responses
     )
 
 
@@ -129,10 +129,10 @@ def test_compaction_keeps_its_guards_cooldown_and_summary_rule(groups: list[list
     index = 0
     while True:
         if index == len(raws):
-            if state.compaction is None:
+            if state.realtime.compaction is None:
                 break
             # Drain: the deadline ends whatever cycle is still open.
-            raws.append(ev.timer_fired(f"compaction_deadline:{state.compaction.number}"))
+            raws.append(ev.timer_fired(f"compaction_deadline:{state.realtime.compaction.number}"))
         raw = raws[index]
         index += 1
         before = state
@@ -143,10 +143,10 @@ def test_compaction_keeps_its_guards_cooldown_and_summary_rule(groups: list[list
         for effect in step.effects:
             if isinstance(effect, StartCompaction):
                 # Never while a tool runs, input is queued, a response is owed, or a cycle runs.
-                assert before.compaction is None
-                assert state.chain.pending is None
-                assert state.queued_input_item_id is None
-                assert state.turn is None
+                assert before.realtime.compaction is None
+                assert state.realtime.chain.pending is None
+                assert state.realtime.queued_input_item_id is None
+                assert state.realtime.turn is None
                 # Never again before three spoken responses have ended since the last cycle.
                 assert spoken_since_finish is None or spoken_since_finish >= 3, spoken_since_finish
                 started[effect.number] += 1

@@ -24,8 +24,8 @@ def _asked(*raws: dict[str, Any], tools: bool = False) -> SessionState:
 
 def _deadline(state: SessionState) -> dict[str, Any]:
     """The firing of the deadline armed for the request the turn waits on."""
-    assert state.turn is not None
-    return ev.timer_fired(f"response_deadline:{state.turn.asked}")
+    assert state.realtime.turn is not None
+    return ev.timer_fired(f"response_deadline:{state.realtime.turn.asked}")
 
 
 def _incidents(step: Step) -> list[RecordIncident]:
@@ -60,7 +60,7 @@ def test_a_response_whose_done_never_comes_is_settled_at_its_deadline() -> None:
     step = ev.step_of(state, _deadline(state))
 
     assert step.state.phase is Phase.LISTENING
-    assert step.state.turn is None
+    assert step.state.realtime.turn is None
     assert step.controls == ()
     [incident] = _incidents(step)
     assert (incident.code, incident.severity) == ("response_lost", "warning")
@@ -74,7 +74,7 @@ def test_a_response_that_never_even_started_is_settled_too() -> None:
 
     step = ev.step_of(state, _deadline(state))
 
-    assert (step.state.phase, step.state.turn) == (Phase.LISTENING, None)
+    assert (step.state.phase, step.state.realtime.turn) == (Phase.LISTENING, None)
     assert [i.context["response_id"] for i in _incidents(step)] == [None]
 
 
@@ -82,15 +82,17 @@ def test_queued_input_is_answered_as_soon_as_the_lost_response_is_settled() -> N
     """What the caller said while the lost response was owed gets its own response at once,
     under a new deadline."""
     state = _asked(ev.response_created("resp_1"), ev.user_final("item_U2", "Hello? Are you there?"))
-    assert state.queued_input_item_id == "item_U2"
+    assert state.realtime.queued_input_item_id == "item_U2"
 
     step = ev.step_of(state, _deadline(state))
 
     [create] = step.controls
     assert isinstance(create, ResponseCreate)
     assert step.state.phase is Phase.RESPONDING
-    assert step.state.turn is not None and step.state.turn.context.input_item_id == "item_U2"
-    assert step.state.queued_input_item_id is None
+    assert (
+        step.state.realtime.turn is not None and step.state.realtime.turn.context.input_item_id == "item_U2"
+    )
+    assert step.state.realtime.queued_input_item_id is None
     assert _timers(step) == [
         ScheduleTimer(name="response_deadline:2", delay_ms=RESPONSE_DEADLINE_MS, swept_only=True)
     ]
@@ -126,9 +128,9 @@ def test_the_deadline_grows_with_the_longest_speech_a_response_may_carry() -> No
         ]
     )
     default = _asked()
-    assert unbounded.turn is not None and default.turn is not None
-    assert response_deadline_ms(unbounded.turn.context) == 204_800
-    assert response_deadline_ms(default.turn.context) == RESPONSE_DEADLINE_MS
+    assert unbounded.realtime.turn is not None and default.realtime.turn is not None
+    assert response_deadline_ms(unbounded.realtime.turn.context) == 204_800
+    assert response_deadline_ms(default.realtime.turn.context) == RESPONSE_DEADLINE_MS
 
 
 # ── every request for a response arms its own deadline ──────────────────────────────────
@@ -160,7 +162,7 @@ def test_a_reconnects_request_asked_again_arms_a_new_deadline() -> None:
         ScheduleTimer(name="response_deadline:2", delay_ms=RESPONSE_DEADLINE_MS, swept_only=True)
     ]
     settled = ev.step_of(back.state, ev.timer_fired("response_deadline:2"))
-    assert (settled.state.phase, settled.state.turn) == (Phase.LISTENING, None)
+    assert (settled.state.phase, settled.state.realtime.turn) == (Phase.LISTENING, None)
 
 
 def test_a_tool_continuation_arms_a_new_deadline() -> None:
@@ -184,8 +186,8 @@ def test_the_limit_report_arms_a_new_deadline() -> None:
     """The tool-free response that reports after the call limit is a new request, with its own
     deadline."""
     state = _asked(ev.response_created("resp_1"))
-    assert state.turn is not None
-    limited = state.evolve(chain=state.chain.model_copy(update={"limit_refused": True}))
+    assert state.realtime.turn is not None
+    limited = state.with_realtime(chain=state.realtime.chain.model_copy(update={"limit_refused": True}))
 
     step = ev.step_of(limited, ev.response_done("resp_1"))
 
@@ -225,7 +227,7 @@ def test_a_lost_response_with_its_tool_running_waits_for_the_tool_and_answers_it
     assert [i.code for i in _incidents(lost)] == ["response_lost"]
     assert lost.controls == ()
     assert not any(isinstance(e, CancelTool) for e in lost.effects)
-    assert lost.state.phase is Phase.RESPONDING and lost.state.chain.pending is not None
+    assert lost.state.phase is Phase.RESPONDING and lost.state.realtime.chain.pending is not None
     finished = ev.step_of(lost.state, _tool_finished())
     assert _outputs(finished) == ["call_1"]
     assert [type(c) for c in finished.controls] == [ItemCreate, ResponseCreate]
@@ -257,14 +259,16 @@ def test_a_barge_in_cancel_refused_as_not_active_settles_the_turn_at_once() -> N
         ev.speech_started("item_U2"),
         ev.user_final("item_U2", "Sorry, one more thing"),
     )
-    assert state.turn is not None and state.turn.cancel_sent
+    assert state.realtime.turn is not None and state.realtime.turn.cancel_sent
 
     step = ev.step_of(state, ev.provider_error("response_cancel_not_active"))
 
     [create] = step.controls
     assert isinstance(create, ResponseCreate)
-    assert step.state.turn is not None and step.state.turn.context.input_item_id == "item_U2"
-    assert not step.state.turn.cancel_sent
+    assert (
+        step.state.realtime.turn is not None and step.state.realtime.turn.context.input_item_id == "item_U2"
+    )
+    assert not step.state.realtime.turn.cancel_sent
     assert [i.code for i in _incidents(step)] == ["provider_response_cancel_not_active"]
 
 
@@ -274,7 +278,7 @@ def test_a_refused_cancel_with_nothing_queued_returns_the_session_to_listening()
 
     step = ev.step_of(state, ev.provider_error("response_cancel_not_active"))
 
-    assert (step.state.phase, step.state.turn, step.controls) == (Phase.LISTENING, None, ())
+    assert (step.state.phase, step.state.realtime.turn, step.controls) == (Phase.LISTENING, None, ())
 
 
 def test_a_cancel_not_active_that_answers_no_cancel_of_this_turn_changes_nothing() -> None:
@@ -287,7 +291,10 @@ def test_a_cancel_not_active_that_answers_no_cancel_of_this_turn_changes_nothing
         ev.user_final("item_U2", "Wait"),
         ev.response_done("resp_1", "cancelled"),
     )
-    assert earlier_turn.turn is not None and earlier_turn.turn.context.input_item_id == "item_U2"
+    assert (
+        earlier_turn.realtime.turn is not None
+        and earlier_turn.realtime.turn.context.input_item_id == "item_U2"
+    )
 
     for state in (never_cancelled, earlier_turn):
         step = ev.step_of(state, ev.provider_error("response_cancel_not_active"))
@@ -313,4 +320,7 @@ def test_a_refused_cancel_during_a_tool_delivers_its_outcome_without_a_response(
 
     assert _outputs(finished) == ["call_1"]
     assert [type(c) for c in finished.controls] == [ItemCreate, ResponseCreate]
-    assert finished.state.turn is not None and finished.state.turn.context.input_item_id == "item_U2"
+    assert (
+        finished.state.realtime.turn is not None
+        and finished.state.realtime.turn.context.input_item_id == "item_U2"
+    )

@@ -67,13 +67,13 @@ def lossy_calls(draw: st.DrawFn) -> list[dict[str, Any]]:
 def _is_settled_or_answering(before: SessionState, after: SessionState, controls: tuple[Any, ...]) -> bool:
     """The session listens with nothing owed, or has begun the response its queued input is owed."""
     if after.phase is Phase.LISTENING:
-        return after.turn is None and after.queued_input_item_id is None
+        return after.realtime.turn is None and after.realtime.queued_input_item_id is None
     creates = [c for c in controls if isinstance(c, ResponseCreate)]
     return (
-        before.queued_input_item_id is not None
-        and after.turn is not None
-        and after.turn.context.input_item_id == before.queued_input_item_id
-        and after.queued_input_item_id is None
+        before.realtime.queued_input_item_id is not None
+        and after.realtime.turn is not None
+        and after.realtime.turn.context.input_item_id == before.realtime.queued_input_item_id
+        and after.realtime.queued_input_item_id is None
         and len(creates) == 1
     )
 
@@ -88,7 +88,7 @@ def test_a_deadline_settles_only_the_response_it_was_armed_for(raws: list[dict[s
         step = ev.step_of(state, raw)
         name = raw.get("name", "") if raw["type"] == "switchboard.timer_fired" else ""
         if name.startswith("response_deadline:"):
-            owed = state.turn is not None and state.turn.asked == int(name.split(":")[1])
+            owed = state.realtime.turn is not None and state.realtime.turn.asked == int(name.split(":")[1])
             if owed:
                 codes = [e.code for e in step.effects if isinstance(e, RecordIncident)]
                 assert codes == ["response_lost"]
@@ -105,12 +105,12 @@ def test_a_session_with_a_response_owed_always_gets_back_to_listening(raws: list
     queued input) brings the session back to listening with nothing owed or queued."""
     state = ev.state_after(raws)
     for _ in range(2):
-        if state.turn is None:
+        if state.realtime.turn is None:
             break
-        state = ev.step_of(state, _deadline(state.turn.asked)).state
+        state = ev.step_of(state, _deadline(state.realtime.turn.asked)).state
 
     assert state.phase is Phase.LISTENING
-    assert state.turn is None and state.queued_input_item_id is None
+    assert state.realtime.turn is None and state.realtime.queued_input_item_id is None
 
 
 TOOL_TAIL = st.lists(st.one_of(TOOL_EVENT, st.builds(_deadline, st.integers(1, 8))), max_size=40)
@@ -143,16 +143,16 @@ def test_every_function_call_is_answered_once_whatever_deadline_passes(tail: lis
         state = apply(raw)
     # Drain with deadlines instead of response.done: a lost response must not strand the chain.
     for _ in range(6):
-        turn = state.turn
+        turn = state.realtime.turn
         if state.is_terminal or turn is None:
             break
-        pending = state.chain.pending
-        if pending is not None and pending.output is None and state.chain.response_completed:
+        pending = state.realtime.chain.pending
+        if pending is not None and pending.output is None and state.realtime.chain.response_completed:
             state = apply(_tool_finished(pending.call_id))
         else:
             state = apply(_deadline(turn.asked))
 
     assert all(count == 1 for count in answered.values()), answered
     if not state.is_terminal:
-        assert state.turn is None and state.phase is Phase.LISTENING
+        assert state.realtime.turn is None and state.phase is Phase.LISTENING
         assert taken_up == set(answered), (taken_up, answered)

@@ -65,11 +65,11 @@ PREFIX = [
 def _drain(state: SessionState) -> list[dict[str, Any]]:
     """What ends every open chain: the pending tool's outcome and its response's end."""
     events: list[dict[str, Any]] = []
-    pending = state.chain.pending
+    pending = state.realtime.chain.pending
     if pending is not None and pending.output is None:
         events.append(_tool_finished(pending.call_id))
-    if state.turn is not None:
-        events.append(ev.response_done(state.turn.response_id or "resp_final"))
+    if state.realtime.turn is not None:
+        events.append(ev.response_done(state.realtime.turn.response_id or "resp_final"))
     return events
 
 
@@ -112,10 +112,12 @@ def test_tool_calls_run_one_at_a_time_at_most_eight_a_turn_and_are_answered_once
         state = step.state
         for effect in step.effects:
             if isinstance(effect, RunTool):
-                assert before.chain.pending is None or before.chain.pending.output is not None
+                assert (
+                    before.realtime.chain.pending is None or before.realtime.chain.pending.output is not None
+                )
             if isinstance(effect, RequestToolStep | RefuseToolStep):
                 taken_up.add(effect.call_id)
-        assert state.chain.calls <= MAXIMUM_TOOL_CALLS_PER_TURN
+        assert state.realtime.chain.calls <= MAXIMUM_TOOL_CALLS_PER_TURN
         for control in step.controls:
             if isinstance(control, ItemCreate) and control.item.get("type") == "function_call_output":
                 call_id = control.item["call_id"]

@@ -77,7 +77,7 @@ def test_a_function_call_is_requested_and_run() -> None:
     assert [type(e) for e in step.effects] == [RequestToolStep, RunTool, ScheduleTimer]
     assert step.effects[2].name == "tool_deadline:call_1"  # type: ignore[union-attr]
     assert step.controls == ()
-    assert step.state.chain.pending is not None and step.state.chain.calls == 1
+    assert step.state.realtime.chain.pending is not None and step.state.realtime.chain.calls == 1
 
 
 def test_a_call_for_another_response_fails_the_session() -> None:
@@ -91,8 +91,8 @@ def test_a_second_call_while_one_runs_is_refused_and_answered() -> None:
     """A parallel call gets a refused output at once and leaves the running call alone."""
     running = tools.request_tool(_responding(), _call()).state
     step = tools.request_tool(running, _call("call_2"))
-    assert step.state.chain.pending == running.chain.pending
-    assert step.state.chain.calls == running.chain.calls
+    assert step.state.realtime.chain.pending == running.realtime.chain.pending
+    assert step.state.realtime.chain.calls == running.realtime.chain.calls
     (output,) = _outputs(step.controls)
     assert (output["call_id"], output["status"], output["error"]["code"]) == (
         "call_2",
@@ -110,7 +110,7 @@ def test_the_ninth_call_of_a_turn_is_refused_recorded_and_then_reported() -> Non
         state = tools.request_tool(state, _call(call_id)).state
         state = tools.tool_finished(state, call_id, SUCCEEDED).state
         state = tools.response_finished(state, _done("resp_1")).state  # type: ignore[union-attr]
-        state = state.evolve(turn=state.turn.model_copy(update={"response_id": "resp_1"}))  # type: ignore[union-attr]
+        state = state.with_realtime(turn=state.realtime.turn.model_copy(update={"response_id": "resp_1"}))  # type: ignore[union-attr]
     refused = tools.request_tool(state, _call("call_9"))
     assert [type(e) for e in refused.effects] == [RefuseToolStep]
     assert _outputs(refused.controls)[0]["error"]["code"] == "tool_call_limit_reached"
@@ -126,16 +126,19 @@ def test_an_outcome_after_the_response_completed_continues_the_turn() -> None:
     """function_call_output then response.create with the same context, in that order."""
     state = tools.request_tool(_responding(), _call()).state
     waiting = tools.response_finished(state, _done("resp_1"))
-    assert waiting is not None and waiting.controls == () and waiting.state.chain.response_completed
+    assert waiting is not None and waiting.controls == () and waiting.state.realtime.chain.response_completed
     step = tools.tool_finished(waiting.state, "call_1", SUCCEEDED)
     output, create = step.controls
     assert isinstance(output, ItemCreate) and isinstance(create, ResponseCreate)
     assert json.loads(output.item["output"])["result"] == SUCCEEDED.result
-    assert create.response is not None and create.response.instructions == state.turn.context.instructions  # type: ignore[union-attr]
     assert (
-        step.state.chain.pending is None
-        and step.state.turn is not None
-        and step.state.turn.response_id is None
+        create.response is not None
+        and create.response.instructions == state.realtime.turn.context.instructions
+    )  # type: ignore[union-attr]
+    assert (
+        step.state.realtime.chain.pending is None
+        and step.state.realtime.turn is not None
+        and step.state.realtime.turn.response_id is None
     )
 
 
@@ -161,19 +164,21 @@ def test_a_cancelled_response_cancels_the_tool_and_still_answers_the_call() -> N
     step = tools.tool_finished(cancelled.state, "call_1", outcome)
     assert [type(c) for c in step.controls] == [ItemCreate]
     assert _outputs(step.controls)[0]["status"] == "cancelled"
-    assert step.state.phase == "listening" and step.state.turn is None
+    assert step.state.phase == "listening" and step.state.realtime.turn is None
 
 
 def test_input_during_a_tool_is_answered_after_the_output() -> None:
     """New input cancels the tool; the output goes first, then the queued input's response."""
     state = tools.request_tool(_responding(), _call()).state
-    moved_on = tools.caller_moved_on(state.evolve(queued_input_item_id="item_U2"), "new_input")
+    moved_on = tools.caller_moved_on(state.with_realtime(queued_input_item_id="item_U2"), "new_input")
     assert [type(e) for e in moved_on.effects] == [CancelTool]
     done = tools.response_finished(moved_on.state, _done("resp_1"))
     assert done is not None and done.controls == ()
     step = tools.tool_finished(done.state, "call_1", SUCCEEDED)
     assert [type(c) for c in step.controls] == [ItemCreate, ResponseCreate]
-    assert step.state.turn is not None and step.state.turn.context.input_item_id == "item_U2"
+    assert (
+        step.state.realtime.turn is not None and step.state.realtime.turn.context.input_item_id == "item_U2"
+    )
 
 
 def test_a_large_result_is_bounded_and_stays_valid_utf8() -> None:
@@ -231,7 +236,7 @@ def test_ending_the_session_while_a_tool_runs_stops_it_and_records_why() -> None
     interrupt = [e for e in step.effects if isinstance(e, InterruptToolStep)]
     assert [e.code for e in interrupt] == ["app_ended"]
     assert any(isinstance(e, CancelTool) for e in step.effects)
-    assert step.state.chain.pending is None
+    assert step.state.realtime.chain.pending is None
 
 
 def test_the_same_call_arriving_twice_is_taken_up_once() -> None:
@@ -246,11 +251,13 @@ def test_an_outcome_held_when_the_caller_moved_on_is_delivered_when_the_response
     input's response (the seed left this call without an output)."""
     state = tools.request_tool(_responding(), _call()).state
     held = tools.tool_finished(state, "call_1", SUCCEEDED).state
-    moved_on = tools.caller_moved_on(held.evolve(queued_input_item_id="item_U2"), "new_input").state
+    moved_on = tools.caller_moved_on(held.with_realtime(queued_input_item_id="item_U2"), "new_input").state
     step = tools.response_finished(moved_on, _done("resp_1"))
     assert step is not None
     assert [type(c) for c in step.controls] == [ItemCreate, ResponseCreate]
-    assert step.state.turn is not None and step.state.turn.context.input_item_id == "item_U2"
+    assert (
+        step.state.realtime.turn is not None and step.state.realtime.turn.context.input_item_id == "item_U2"
+    )
 
 
 def _item_done(call_id: str = "call_1", response_id: str = "resp_1") -> dict[str, Any]:

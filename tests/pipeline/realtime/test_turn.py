@@ -29,7 +29,7 @@ def test_user_final_while_listening_begins_one_response() -> None:
         ),
     )
     assert step.state.phase is Phase.RESPONDING
-    assert step.state.turn == Turn(
+    assert step.state.realtime.turn == Turn(
         context=ResponseContext(instructions=ev.INSTRUCTIONS, max_output_tokens=512, input_item_id="item_U1"),
         asked=1,
         # Asked of the sideband the session opened (generation 1): not asked again on a re-attach.
@@ -53,8 +53,8 @@ def test_response_created_records_the_response_id() -> None:
 
     step = ev.step_of(state, ev.response_created("resp_1"))
 
-    assert step.state.turn is not None
-    assert step.state.turn.response_id == "resp_1"
+    assert step.state.realtime.turn is not None
+    assert step.state.realtime.turn.response_id == "resp_1"
     assert step.state.phase is Phase.RESPONDING
     assert step.controls == ()
     assert step.effects == ()
@@ -85,7 +85,7 @@ def test_assistant_final_is_persisted_with_its_response() -> None:
     )
     assert step.controls == ()
     # The item is now known by id (compaction may delete it later); nothing else changed.
-    assert step.state == state.evolve(known_items=(*state.known_items, "item_A1"))
+    assert step.state == state.with_realtime(known_items=(*state.realtime.known_items, "item_A1"))
 
 
 def test_output_text_done_is_an_assistant_final() -> None:
@@ -127,7 +127,7 @@ def test_response_done_returns_to_listening_with_usage_counted() -> None:
     step = ev.step_of(state, ev.response_done("resp_1", input_tokens=127, output_tokens=148))
 
     assert step.state.phase is Phase.LISTENING
-    assert step.state.turn is None
+    assert step.state.realtime.turn is None
     assert step.state.usage == Usage(
         input_tokens=127,
         output_tokens=148,
@@ -136,7 +136,7 @@ def test_response_done_returns_to_listening_with_usage_counted() -> None:
         input_text_tokens=127,
         output_audio_tokens=148,
     )
-    assert step.state.last_response_input_tokens == 127
+    assert step.state.realtime.last_response_input_tokens == 127
     assert step.controls == ()
     # The response came, so its deadline is no longer needed.
     assert step.effects == (CancelTimer(name=f"{RESPONSE_DEADLINE_TIMER}1"),)
@@ -165,7 +165,7 @@ def test_usage_sums_over_turns() -> None:
     }
     # By modality, as the provider reported it (the builders report text in, audio out).
     assert (state.usage.input_text_tokens, state.usage.output_audio_tokens) == (400, 70)
-    assert state.last_response_input_tokens == 300
+    assert state.realtime.last_response_input_tokens == 300
 
 
 def test_response_done_for_another_response_keeps_the_turn() -> None:
@@ -175,7 +175,7 @@ def test_response_done_for_another_response_keeps_the_turn() -> None:
     step = ev.step_of(state, ev.response_done("resp_other", input_tokens=10, output_tokens=5))
 
     assert step.state.phase is Phase.RESPONDING
-    assert step.state.turn == state.turn
+    assert step.state.realtime.turn == state.realtime.turn
     assert step.controls == ()
     assert step.state.usage.responses == 1
 
@@ -188,8 +188,8 @@ def test_user_final_while_responding_is_queued() -> None:
 
     assert step.controls == ()
     assert step.effects == (PersistTranscript(role="user", text="Actually, wait.", item_id="item_U2"),)
-    assert step.state.queued_input_item_id == "item_U2"
-    assert step.state.turn == state.turn
+    assert step.state.realtime.queued_input_item_id == "item_U2"
+    assert step.state.realtime.turn == state.realtime.turn
     assert step.state.phase is Phase.RESPONDING
 
 
@@ -200,7 +200,7 @@ def test_user_final_before_response_created_is_queued() -> None:
     step = ev.step_of(state, ev.user_final("item_U2", "Hello?"))
 
     assert step.controls == ()
-    assert step.state.queued_input_item_id == "item_U2"
+    assert step.state.realtime.queued_input_item_id == "item_U2"
 
 
 def test_queued_input_is_answered_by_one_response_after_done() -> None:
@@ -220,10 +220,10 @@ def test_queued_input_is_answered_by_one_response_after_done() -> None:
     (control,) = step.controls
     assert isinstance(control, ResponseCreate)
     assert step.state.phase is Phase.RESPONDING
-    assert step.state.turn is not None
-    assert step.state.turn.context.input_item_id == "item_U3"
-    assert step.state.turn.response_id is None
-    assert step.state.queued_input_item_id is None
+    assert step.state.realtime.turn is not None
+    assert step.state.realtime.turn.context.input_item_id == "item_U3"
+    assert step.state.realtime.turn.response_id is None
+    assert step.state.realtime.queued_input_item_id is None
     assert step.state.usage.responses == 1
 
 
@@ -268,7 +268,7 @@ def test_user_final_before_the_session_is_live_is_only_persisted() -> None:
 
     assert step.controls == ()
     # Known by id (it is in the provider's conversation), and nothing else changed.
-    assert step.state == before.evolve(known_items=("item_U1",))
+    assert step.state == before.with_realtime(known_items=("item_U1",))
     assert step.effects == (PersistTranscript(role="user", text="Hello?", item_id="item_U1"),)
 
 
@@ -278,7 +278,7 @@ def test_speech_started_is_counted() -> None:
 
     step = ev.step_of(before, ev.speech_started("item_U1"))
 
-    assert step.state.speech_started_count == 1
+    assert step.state.realtime.speech_started_count == 1
     assert step.controls == ()
 
 
@@ -327,12 +327,12 @@ def test_a_refused_response_create_is_asked_again_when_the_blocking_response_end
     response.done ask for the same response again, with the same context."""
     state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi")])
     refused = ev.step_of(state, ev.provider_error()).state
-    assert refused.turn is not None and refused.turn.refused
+    assert refused.realtime.turn is not None and refused.realtime.turn.refused
     retry = ev.step_of(refused, ev.response_done("resp_other", "completed"))
     (control,) = retry.controls
     assert isinstance(control, ResponseCreate)
-    assert retry.state.turn is not None and not retry.state.turn.refused
-    assert retry.state.turn.context == state.turn.context  # type: ignore[union-attr]
+    assert retry.state.realtime.turn is not None and not retry.state.realtime.turn.refused
+    assert retry.state.realtime.turn.context == state.realtime.turn.context  # type: ignore[union-attr]
 
 
 def test_a_response_done_without_its_response_created_ends_the_waiting_turn() -> None:
@@ -341,7 +341,7 @@ def test_a_response_done_without_its_response_created_ends_the_waiting_turn() ->
     state = ev.state_after([*ev.listening(), ev.user_final("item_U1", "Hi")])
     step = ev.step_of(state, ev.response_done("resp_1", "cancelled"))
     assert step.state.phase == "listening"
-    assert step.state.turn is None
+    assert step.state.realtime.turn is None
 
 
 def test_a_response_the_provider_starts_itself_for_the_callers_line_is_not_asked_for_again() -> None:
@@ -362,7 +362,11 @@ def test_a_response_the_provider_starts_itself_for_the_callers_line_is_not_asked
         listening,
     )
     assert ev.controls_of(steps) == []
-    assert state.phase is Phase.LISTENING and state.turn is None and state.unasked_response is None
+    assert (
+        state.phase is Phase.LISTENING
+        and state.realtime.turn is None
+        and state.realtime.unasked_response is None
+    )
 
     # The caller talks over such a response: that line is not what it answers.
     state, steps = ev.fold(
@@ -374,7 +378,7 @@ def test_a_response_the_provider_starts_itself_for_the_callers_line_is_not_asked
         state,
     )
     assert [type(c) for c in ev.controls_of(steps)] == [ResponseCreate]
-    assert state.turn is not None and state.turn.context.input_item_id == "item_U2"
+    assert state.realtime.turn is not None and state.realtime.turn.context.input_item_id == "item_U2"
 
 
 def test_a_line_another_client_typed_is_stored_as_the_caller_s_and_asks_for_nothing() -> None:
@@ -398,7 +402,7 @@ def test_a_line_another_client_typed_is_stored_as_the_caller_s_and_asks_for_noth
     step = ev.step_of(state, typed)
     stored = PersistTranscript(role="user", text="What is the weather in London?", item_id="item_C1")
     assert (step.effects, step.controls) == ((stored,), ())
-    assert step.state == state.evolve(known_items=(*state.known_items, "item_C1"))
+    assert step.state == state.with_realtime(known_items=(*state.realtime.known_items, "item_C1"))
     ended = ev.state_after([*ev.listening(), ev.sideband_closed(1000)])
     assert ended.is_terminal
     assert ev.step_of(ended, typed).effects == (stored,)

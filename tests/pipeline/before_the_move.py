@@ -1,0 +1,48 @@
+"""A session's state as the release before issue 45 stored and read it: every field at the top
+(the Realtime wing's were moved under `realtime` since), and sessions it folded with what it
+stored of each, for the tests of a rolling deploy across the move (`pipeline.releases.MOVED`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, create_model
+
+from pipeline.state import RealtimeCall, SessionState
+
+# Every field of a session's state before issue 45 moved the Realtime wing's under `realtime`:
+# all of them at the top.
+FIELDS_BEFORE_THE_MOVE = frozenset(
+    {
+        *("admitted_by", "app_webhook", "attention", "attentions", "budget_warning_sent", "call_id"),
+        *("catalog_digest", "chain", "collect_asked", "collecting", "collections", "compaction"),
+        *("compaction_cooldown", "compactions", "directed", "end_reason", "event_stream"),
+        *("generation", "greeted", "greeting", "hanging_up", "hangup_reason", "hangup_when", "held"),
+        *("instructions", "known_items", "last_response_input_tokens", "limits", "live"),
+        *("maintenance_responses", "medium", "opened_generation", "outbound", "phase", "phone"),
+        *("privacy", "prompt_blocks", "provider", "queued_input_item_id", "reconnect_attempts"),
+        *("responses_asked", "sideband_down", "silences_heard", "speech_started_count", "storage"),
+        *("taken_by", "tool_sensitive", "tool_side_effects", "tool_versions", "tools"),
+        *("transfer_call_id", "transferring_to", "turn", "unasked_response", "usage"),
+    }
+)
+
+# The state as a worker of the release before the move reads it: every field at the top, each
+# of the type and default it has now, and nothing else (an unknown field is refused).
+StateBeforeTheMove: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    "StateBeforeTheMove",
+    __config__=ConfigDict(frozen=True, extra="forbid"),
+    **{
+        name: (field.annotation, field)
+        for model in (SessionState, RealtimeCall)
+        for name, field in model.model_fields.items()
+        if name != "realtime"
+    },
+)
+
+# Sessions folded by the release before the move (20491b2) and the state it stored of each.
+STORED_BEFORE_THE_MOVE: list[dict[str, Any]] = json.loads(
+    (Path(__file__).parent / "stored_before_the_move.json").read_text()
+)
