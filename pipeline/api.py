@@ -32,6 +32,7 @@ from pipeline.numbers import e164
 from pipeline.phone import ROUTE_NUMBER, KeyAction, checked_keys
 from pipeline.privacy.policy import PrivacyPolicy, Storage
 from pipeline.signing import is_secret
+from pipeline.wire import EndVerb, ReleaseVerb, SayVerb, TakeOverVerb, TransferVerb, WhisperVerb
 
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
@@ -362,41 +363,39 @@ class PersonSpec(BaseModel):
     name: str = Field(default="", max_length=128)
 
 
-class _Words(BaseModel):
+class _Strict(BaseModel):
+    """A verb as the API takes it: its shape is the log's (pipeline.wire), and no more. (Last
+    among a verb's bases: the last base's config is the one that holds.)"""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    text: str
 
-    @field_validator("text")
+class _Words(_Strict):
+    @field_validator("text", check_fields=False)
     @classmethod
     def _text(cls, value: str) -> str:
         return _present(value, "text", MAXIMUM_TYPED_TEXT_BYTES)
 
 
-class SaySpec(_Words):
-    type: Literal["say"]
+class SaySpec(SayVerb, _Words):
+    """`say`: the agent's voice says `text` (trimmed, not empty, bounded) to the caller."""
 
 
-class WhisperSpec(_Words):
-    type: Literal["whisper"]
+class WhisperSpec(WhisperVerb, _Words):
+    """`whisper`: `text` (trimmed, not empty, bounded) for the agent only."""
 
 
-class TakeOverSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    type: Literal["take_over"]
+class TakeOverSpec(TakeOverVerb, _Strict):
+    """`take_over`: a person holds the line."""
 
 
-class ReleaseSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    type: Literal["release"]
+class ReleaseSpec(ReleaseVerb, _Strict):
+    """`release`: the person gives the line back."""
 
 
-class EndSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class EndSpec(EndVerb, _Strict):
+    """`end`: the call ends, for `reason` (1 to 128 characters)."""
 
-    type: Literal["end"]
     reason: str = Field(default="ended_by_supervisor", min_length=1, max_length=128)
 
 
@@ -404,11 +403,8 @@ class EndSpec(BaseModel):
 TRANSFER_TARGET = re.compile(r"tel:\+?[0-9][0-9*#\-.()]{0,31}|sip:[^\s<>\"]{1,256}")
 
 
-class TransferSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    type: Literal["transfer"]
-    to: str
+class TransferSpec(TransferVerb, _Strict):
+    """`transfer`: the phone call is sent on `to`, a tel: or sip: URI."""
 
     @field_validator("to")
     @classmethod

@@ -305,31 +305,48 @@ class AttentionRequested(Inbound):
     gateway_id: str | None = None
 
 
+# A supervisor's verbs, each declared once: what the log keeps of it. The API takes them
+# stricter (pipeline.api.SaySpec and the others: their bounds, no unknown field); read back,
+# they are inputs like any other.
+
+
 class SayVerb(Inbound):
-    type: Literal["say"] = "say"
+    """`say`: the agent's voice says `text` to the caller."""
+
+    type: Literal["say"]
     text: str
 
 
 class WhisperVerb(Inbound):
-    type: Literal["whisper"] = "whisper"
+    """`whisper`: `text` for the agent only, as steering; the caller hears nothing."""
+
+    type: Literal["whisper"]
     text: str
 
 
 class TakeOverVerb(Inbound):
-    type: Literal["take_over"] = "take_over"
+    """`take_over`: a person holds the line; the agent neither speaks nor hears."""
+
+    type: Literal["take_over"]
 
 
 class ReleaseVerb(Inbound):
-    type: Literal["release"] = "release"
+    """`release`: the person gives the line back to the agent."""
+
+    type: Literal["release"]
 
 
 class EndVerb(Inbound):
-    type: Literal["end"] = "end"
+    """`end`: the call ends, for `reason`."""
+
+    type: Literal["end"]
     reason: str = "ended_by_supervisor"
 
 
 class TransferVerb(Inbound):
-    type: Literal["transfer"] = "transfer"
+    """`transfer`: the phone call is sent on `to` (a tel: or sip: URI)."""
+
+    type: Literal["transfer"]
     to: str
 
 

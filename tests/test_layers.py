@@ -251,6 +251,58 @@ def test_the_core_of_a_call_stands_on_itself_alone() -> None:
     assert offences == set()
 
 
+# ── hub modules ──────────────────────────────────────────────────────────────────────
+
+# Modules every capability would otherwise edit: they only import the rooms and register them,
+# and the work lives in the rooms (DESIGN.md, "Rooms: where a capability lives").
+HUB_MODULES = ("gateway/routes/__init__.py",)
+# What a registration may be made of: names, their attributes, calls of them, and collections.
+_REGISTERING = (
+    ast.Name,
+    ast.Attribute,
+    ast.Call,
+    ast.Tuple,
+    ast.List,
+    ast.Set,
+    ast.Dict,
+    ast.Constant,
+    ast.Starred,
+    ast.keyword,
+    ast.Load,
+    ast.Store,
+)
+
+
+def _does_more_than_import_and_register(statement: ast.stmt) -> str | None:
+    """What a hub's top-level statement does beyond an import or a registration, if anything."""
+    if isinstance(statement, ast.Import | ast.ImportFrom):
+        return None
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+        return None  # the docstring
+    if isinstance(statement, ast.If) and ast.unparse(statement.test) == "TYPE_CHECKING":
+        return next(filter(None, map(_does_more_than_import_and_register, statement.body)), None)
+    if isinstance(statement, ast.Assign | ast.AnnAssign) and statement.value is not None:
+        stray = [node for node in ast.walk(statement.value) if not isinstance(node, _REGISTERING)]
+        return None if not stray else f"line {statement.lineno}: {type(stray[0]).__name__}"
+    return f"line {statement.lineno}: {type(statement).__name__}"
+
+
+@pytest.mark.parametrize("hub", HUB_MODULES)
+def test_a_hub_module_only_imports_and_registers(hub: str) -> None:
+    """A hub holds no handler, class, rule or loop: imports, and assignments that register
+    what it imported (`ROUTES = RouteTable(service.ROUTES, …)`)."""
+    tree = ast.parse((ROOT / hub).read_text(), filename=hub)
+    offences = list(filter(None, map(_does_more_than_import_and_register, tree.body)))
+    assert offences == []
+
+
+def test_the_hub_rule_refuses_a_handler_a_loop_and_a_lambda() -> None:
+    """The rule itself: a function, a loop or a lambda in a registration is more than registering."""
+    source = "import a\nX = a.f(a.B, *a.C)\ndef handler(): ...\nfor x in a.D: pass\nY = lambda: 1\n"
+    found = [_does_more_than_import_and_register(s) for s in ast.parse(source).body]
+    assert found == [None, None, "line 3: FunctionDef", "line 4: For", "line 5: Lambda"]
+
+
 # ── import circles ───────────────────────────────────────────────────────────────────
 
 # The packages whose modules must not import each other in a circle (the tests aside).

@@ -61,6 +61,27 @@ def test_every_body_is_its_models_json_schema() -> None:
         assert schemas[operation.body.__name__] == own, operation.body.__name__
 
 
+def test_every_json_answer_is_its_models_json_schema() -> None:
+    """Every success answer in JSON is described by a model the route declares (no bare
+    object), and the component is that model's own JSON Schema: the answers' schemas come from
+    the code that makes the answers."""
+    document = openapi.document()
+    schemas = document["components"]["schemas"]
+    for operation in openapi.OPERATIONS:
+        described = document["paths"][operation.path][operation.method.lower()]["responses"]
+        for status in operation.success:
+            content = described[str(status)].get("content", {})
+            if "application/json" not in content:
+                assert status == 101 or content, (operation.method, operation.path, status)
+                continue
+            model = operation.answer_model(status)
+            assert model is not None, (operation.method, operation.path, status)
+            assert content["application/json"]["schema"] == {"$ref": openapi.REF.format(model=model.__name__)}
+            own = model.model_json_schema(ref_template=openapi.REF)
+            own.pop("$defs", None)
+            assert schemas[model.__name__] == own, model.__name__
+
+
 def test_every_error_answer_is_the_error_shape_and_lists_its_codes() -> None:
     """Each 4xx/5xx answer is `{"error": {"code", "message"}}`, its code one of those listed."""
     for path, methods in openapi.document()["paths"].items():
