@@ -30,9 +30,8 @@ from workers.actors.shared import (
     REQUEST_POLICY,
     after_commit,
     answer_request,
-    app_webhook,
+    app_notification,
     publish,
-    send_all,
     session_created,
     sweeps,
 )
@@ -148,7 +147,7 @@ def _notify_campaign(campaign_id: str, kind: str) -> None:
     shown = campaign_store.campaign(campaign_store.namespace_of(campaign_id), campaign_id)
     delivery_id = app_webhooks.webhook_id(campaign_id, kind, "1")
     kwargs = {"campaign_id": campaign_id, "delivery_id": delivery_id, "kind": kind, "data": shown}
-    send_all([(app_webhook(NOTIFY_CAMPAIGN, kwargs), None)])
+    _runtime.broker.enqueue(app_notification(NOTIFY_CAMPAIGN, kwargs))
 
 
 def _place_claimed(claimed: campaign_store.Claimed, gateways: list[str], now: float) -> None:

@@ -79,10 +79,6 @@ class ActorAddress:
             queue_name=self.queue_name, actor_name=self.actor_name, args=(), kwargs=kwargs, options=options
         )
 
-    def send(self, kwargs: dict[str, Any], **options: Any) -> None:
-        """Enqueue a message to the actor now, as its `send_with_options` would."""
-        _runtime.broker.enqueue(self.message(kwargs, **options))
-
 
 NOTIFY_APP = ActorAddress("notify_app", APP_WEBHOOKS_QUEUE)
 NOTIFY_CAMPAIGN = ActorAddress("notify_campaign", APP_WEBHOOKS_QUEUE)
@@ -93,7 +89,7 @@ SESSION_TIMER = ActorAddress("session_timer", ADMISSION_QUEUE)
 ADDRESSES = (NOTIFY_APP, NOTIFY_CAMPAIGN, STREAM_EVENTS, RUN_TOOL, CAMPAIGN_TICK, SESSION_TIMER)
 
 
-def app_webhook(address: ActorAddress, kwargs: dict[str, Any]) -> dramatiq.Message[Any]:
+def app_notification(address: ActorAddress, kwargs: dict[str, Any]) -> dramatiq.Message[Any]:
     """A notification to an app, retried with the deployment's webhook backoff."""
     settings = _runtime.settings
     return address.message(
@@ -169,7 +165,7 @@ def after_commit(session_id: str, applied: Applied) -> None:
     # call's run, or its inline backup, and its deadline timer were two before the body ran).
     sends: list[tuple[dramatiq.Message[Any], int | None]] = []
     for told in applied.notifications:
-        message = app_webhook(
+        message = app_notification(
             NOTIFY_APP,
             {
                 "session_id": session_id,
