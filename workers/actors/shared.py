@@ -80,6 +80,7 @@ class ActorAddress:
         )
 
 
+# The actors sent by name from another room (their names and queues are the wire: unchanged).
 NOTIFY_APP = ActorAddress("notify_app", APP_WEBHOOKS_QUEUE)
 NOTIFY_CAMPAIGN = ActorAddress("notify_campaign", APP_WEBHOOKS_QUEUE)
 STREAM_EVENTS = ActorAddress("stream_events", EVENT_STREAMS_QUEUE)
