@@ -11,6 +11,7 @@ from typing import Any
 
 from models import outbound
 from models.sessions import Applied, LockedSession, new_session
+from pipeline.config import Settings
 from pipeline.errors import NumberSuppressed, OutboundCapacity, TrunkNotFound, TrunkRequired
 from pipeline.privacy.sealing import DeploymentKey
 from pipeline.state import OutboundCall, SessionState
@@ -26,6 +27,15 @@ class Capacity:
     max_outbound: int
     max_phone_calls: int
     reserve_inbound: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> Capacity:
+        """The deployment's capacity, as its settings say."""
+        return cls(
+            max_outbound=settings.max_outbound,
+            max_phone_calls=settings.max_phone_calls,
+            reserve_inbound=settings.reserve_inbound,
+        )
 
 
 @dataclass(frozen=True)

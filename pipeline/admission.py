@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pipeline import ending
-from pipeline.dialects import dialect_of
-from pipeline.errors import AdmissionRefused
+from pipeline.api import SessionSpec
+from pipeline.catalog import ToolCatalog, ToolSpec
+from pipeline.config import Settings
+from pipeline.dialects import capabilities_for, dialect_of
+from pipeline.errors import AdmissionRefused, UnknownDelegationHandler, UnknownTool
 from pipeline.limits import (
     ADMISSION_TIMEOUT_MS,
     MAXIMUM_RECONNECT_ATTEMPTS,
     MAXIMUM_RECONNECT_DELAY_MS,
     RECONNECT_BACKOFF_MS,
 )
+from pipeline.privacy.inputs import redacted_creation
 from pipeline.refusals import over_for
-from pipeline.state import IN_CALL, Phase, SessionState
+from pipeline.state import IN_CALL, AppWebhook, EventStream, Greeting, LiveSetup, Phase, SessionState
 from pipeline.step import (
     CloseCall,
     OpenSideband,
@@ -27,6 +33,7 @@ from pipeline.step import (
 from pipeline.timers import AdmissionTimeout, SessionCeiling, SidebandReconnect, timer_name
 from pipeline.wire import (
     EndRequested,
+    SessionCreated,
     SessionUpdate,
     SessionUpdated,
     SidebandClosed,
@@ -278,3 +285,99 @@ def busy_for_handover(state: SessionState) -> str | None:
     if state.sideband_down:
         return "reconnecting"
     return None
+
+
+def handover_peer(session_id: str, peers: Sequence[str]) -> str:
+    """The live peer a stopping gateway hands the session's call to: spread over the peers by
+    session, the same peer for the same session every time."""
+    return peers[int(hashlib.sha256(session_id.encode()).hexdigest(), 16) % len(peers)]
+
+
+# ── a session's creation, from its spec ─────────────────────────────────────────────────
+
+
+def session_created_from(
+    checked: SessionSpec,
+    *,
+    tools: Mapping[str, ToolSpec],
+    handlers: Mapping[str, str],
+    settings: Settings,
+) -> SessionCreated:
+    """A session's first input, from its spec: its tools (of the registered `tools`, by name)
+    and its delegation handler (of the registered `handlers`, name to version) resolved now (an
+    unknown one is refused), its limits filled in from the deployment's `settings`, its own
+    texts through its privacy boundary."""
+    created = SessionCreated(
+        instructions=checked.instructions,
+        limits=session_limits(checked, settings),
+        greeting=Greeting.model_validate(checked.greeting.model_dump()) if checked.greeting else None,
+        hangup_when=checked.hangup.when if checked.hangup else None,
+        app_webhook=AppWebhook.model_validate(checked.webhook.model_dump()) if checked.webhook else None,
+        event_stream=EventStream.model_validate(checked.events.model_dump()) if checked.events else None,
+        provider=checked.provider,
+        live=live_setup(checked, handlers),
+        privacy=checked.privacy,
+        storage=checked.storage,
+        **session_catalog(checked.tools, tools),
+    )
+    return redacted_creation(created)
+
+
+def session_catalog(names: tuple[str, ...], tools: Mapping[str, ToolSpec]) -> dict[str, Any]:
+    """The registered tools a session asked for, fixed at creation with their digest (an
+    unknown one is refused, naming the registered ones)."""
+    specs = []
+    for name in names:
+        spec = tools.get(name)
+        if spec is None:
+            known = ", ".join(tools) or "none"
+            raise UnknownTool(f"no registered tool {name!r} (registered: {known})")
+        specs.append(spec)
+    catalog = ToolCatalog(tools=tuple(specs))
+    return {
+        "tools": catalog.provider_tools(),
+        "catalog_digest": catalog.digest if specs else "",
+        "tool_versions": {spec.name: spec.version for spec in specs},
+        "tool_side_effects": {spec.name: str(spec.side_effect) for spec in specs},
+        "tool_sensitive": {spec.name: spec.sensitive for spec in specs if spec.sensitive},
+    }
+
+
+def current_digest(tool_versions: Mapping[str, str], tools: Mapping[str, ToolSpec]) -> str:
+    """The digest a session's tools have among the registered `tools` today ("" if one is gone)."""
+    specs = []
+    for name in tool_versions:
+        spec = tools.get(name)
+        if spec is None:
+            return ""
+        specs.append(spec)
+    return ToolCatalog(tools=tuple(specs)).digest
+
+
+def session_limits(spec: SessionSpec, settings: Settings) -> dict[str, Any]:
+    """The session's limits: those its spec sets, the deployment's for the rest."""
+    return {
+        "max_output_tokens": spec.limits.max_output_tokens or settings.max_output_tokens,
+        "max_session_seconds": spec.limits.max_session_seconds or settings.max_session_seconds,
+        "compaction_input_tokens": spec.limits.compaction_input_tokens or settings.compaction_input_tokens,
+        "usage_budget_tokens": spec.limits.usage_budget_tokens or settings.usage_budget_tokens,
+        "usage_budget_seconds": spec.limits.usage_budget_seconds,
+    }
+
+
+def live_setup(spec: SessionSpec, handlers: Mapping[str, str]) -> LiveSetup | None:
+    """A Live session's delegation handler, fixed at creation with its version (of the
+    registered `handlers`, name to version: an unknown one is refused now, not at the first
+    delegation); None for a provider without delegations."""
+    if not capabilities_for(spec.provider).delegations:
+        return None
+    live = spec.live
+    name = live.delegation if live is not None else None
+    delay = live.acknowledgement_delay_ms if live is not None else 400
+    if name is None:
+        return LiveSetup(acknowledgement_delay_ms=delay)
+    version = handlers.get(name)
+    if version is None:
+        known = ", ".join(handlers) or "none"
+        raise UnknownDelegationHandler(f"no registered delegation handler {name!r} (registered: {known})")
+    return LiveSetup(handler=name, handler_version=version, acknowledgement_delay_ms=delay)

@@ -23,6 +23,7 @@ was answered by the app or a campaign, else `failed` with the end reason.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pipeline.call.progress import Answered, AskedNotToBeCalled, CallProgress, DialFailed, Ringing, Said
@@ -138,6 +139,12 @@ def still_to_dial(state: SessionState, call_id: str) -> bool:
     and is made again under the same ids; only the decision that stands is dialled."""
     call = state.outbound
     return call is not None and call.id == call_id and not state.is_terminal
+
+
+def dialling_gateway(call_id: str, gateways: Sequence[str]) -> str:
+    """The live gateway a campaign's claimed call is dialled through: spread over them by the
+    call's id (its first four random bytes, after `call_`), the same one for the same call."""
+    return gateways[int(call_id[5:13], 16) % len(gateways)]
 
 
 def progressed(state: SessionState, progress: CallProgress) -> Step:

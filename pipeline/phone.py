@@ -12,6 +12,7 @@ list and an erasure compare them as they compare any other number; else as they 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -71,6 +72,12 @@ class PhoneLine(BaseModel):
     silences: int | None = None
     silence_ms: int = 10_000
     sip_headers: tuple[tuple[str, str], ...] = ()
+
+
+def line_out(to: str, keys: Mapping[str, str]) -> PhoneLine:
+    """The phone line of a call going out: the number dialled, and what its keypad presses do
+    (an `opt_out` key puts the callee on the do-not-call list and ends the call)."""
+    return PhoneLine(dialled=to, keys=dict(keys))
 
 
 def kept_headers(raw: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:

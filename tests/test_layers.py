@@ -255,7 +255,7 @@ def test_the_core_of_a_call_stands_on_itself_alone() -> None:
 
 # Modules every capability would otherwise edit: they only import the rooms and register them,
 # and the work lives in the rooms (DESIGN.md, "Rooms: where a capability lives").
-HUB_MODULES = ("gateway/routes/__init__.py",)
+HUB_MODULES = ("gateway/routes/__init__.py", "workers/actors/__init__.py")
 # What a registration may be made of: names, their attributes, calls of them, and collections.
 _REGISTERING = (
     ast.Name,
@@ -301,6 +301,48 @@ def test_the_hub_rule_refuses_a_handler_a_loop_and_a_lambda() -> None:
     source = "import a\nX = a.f(a.B, *a.C)\ndef handler(): ...\nfor x in a.D: pass\nY = lambda: 1\n"
     found = [_does_more_than_import_and_register(s) for s in ast.parse(source).body]
     assert found == [None, None, "line 3: FunctionDef", "line 4: For", "line 5: Lambda"]
+
+
+# ── the actors' rooms ────────────────────────────────────────────────────────────────
+
+ACTORS = ROOT / "workers" / "actors"
+# What every room's actors share (the queue policies, the commit path, answering the gateway).
+SHARED_ACTOR_MODULES = {"workers.actors.shared"}
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
+
+
+def test_the_actors_package_only_imports_and_re_exports() -> None:
+    """`workers/actors/__init__.py` declares the rooms' actors by importing the rooms and names
+    what other code imports of them: a docstring and imports, no def, no class, no logic."""
+    body = ast.parse((ACTORS / "__init__.py").read_text()).body
+    offences = [
+        f"line {node.lineno}: {type(node).__name__}"
+        for index, node in enumerate(body)
+        if not isinstance(node, ast.Import | ast.ImportFrom) and not (index == 0 and _is_docstring(node))
+    ]
+    assert offences == []
+
+
+def test_no_actor_room_imports_another() -> None:
+    """A room reaches another room's actor by its name on its queue (`ActorAddress`), so a room
+    imports of the package only what the rooms share, and that imports no room."""
+    offences = []
+    for path in sorted(ACTORS.glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        module = f"workers.actors.{path.stem}"
+        allowed = set() if module in SHARED_ACTOR_MODULES else SHARED_ACTOR_MODULES
+        for name in _imported_modules(path):
+            if _is_allowed(name, {"workers.actors"}) and name not in allowed:
+                offences.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert offences == []
 
 
 # ── import circles ───────────────────────────────────────────────────────────────────

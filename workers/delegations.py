@@ -1,6 +1,6 @@
 """Running a Live delegation's handler on tool_runs: the same runner as a tool body (its time
 limit, its cooperative cancellation, every failure a typed outcome), given the task, the
-transcript so far and the session's state. The actor (`workers.actors.run_tool`) records the
+transcript so far and the session's state. The actor (`workers.actors.tools.run_tool`) records the
 outcome as for a tool."""
 
 from __future__ import annotations

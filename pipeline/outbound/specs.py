@@ -16,6 +16,10 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from pipeline.api import SessionSpec
+from pipeline.call.capabilities import Ability, refusal
+from pipeline.dialects import capabilities_for
+from pipeline.errors import NotSupported
 from pipeline.numbers import E164Number
 from pipeline.outbound.contacts import Contact, zone_refusal
 from pipeline.outbound.retry import RetryPolicy
@@ -236,6 +240,12 @@ def campaign_refusal(spec: CampaignSpec, now: datetime) -> str | None:
         if all(next_open(spec.window, zone, now) >= spec.expires_at for zone in zones):
             return f"the window does not open for any contact before expires_at {spec.expires_at.isoformat()}"
     return None
+
+
+def outbound_refusal(session: SessionSpec) -> NotSupported | None:
+    """Why a session of this spec cannot call out (its provider places no calls), or None."""
+    cannot = refusal(capabilities_for(session.provider), Ability.OUTBOUND_CALLS)
+    return None if cannot is None else NotSupported(cannot.code, cannot.message)
 
 
 class CallSpec(BaseModel):

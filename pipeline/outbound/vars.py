@@ -31,6 +31,9 @@ from typing import Annotated
 
 from pydantic import BeforeValidator
 
+from pipeline.api import SessionSpec
+from pipeline.errors import MalformedRequest
+
 # A contact's vars are a few fields of a CRM row (a name, an account, an appointment), not a
 # document: twenty covers every template seen; more is a sign the list is not a contact list.
 MAXIMUM_VARS = 20
@@ -134,3 +137,23 @@ def fill(text: str, vars: Mapping[str, str]) -> str | MissingVars:
         return match[0][0]
 
     return _TOKEN.sub(replaced, text)
+
+
+def filled(spec: SessionSpec, values: dict[str, str]) -> SessionSpec:
+    """The session spec with a contact's `vars` placed in its instructions and greeting (as
+    quoted data, never as instructions); a placeholder no var fills is refused."""
+    instructions = fill(spec.instructions, values)
+    if isinstance(instructions, MissingVars):
+        raise MalformedRequest(f"instructions: {instructions.message}")
+    greeting = spec.greeting
+    if greeting is not None:
+        changes: dict[str, str] = {}
+        for field in ("say", "reply"):
+            text = getattr(greeting, field)
+            if text:
+                done = fill(text, values)
+                if isinstance(done, MissingVars):
+                    raise MalformedRequest(f"greeting.{field}: {done.message}")
+                changes[field] = done
+        greeting = greeting.model_copy(update=changes)
+    return spec.model_copy(update={"instructions": instructions, "greeting": greeting})

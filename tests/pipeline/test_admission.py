@@ -4,11 +4,26 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.admission import ADMISSION_TIMER, CEILING_TIMER, busy_for_handover, taken_over, takeover_refusal
-from pipeline.errors import AdmissionRefused, SessionEnded
+from pipeline.admission import (
+    ADMISSION_TIMER,
+    CEILING_TIMER,
+    busy_for_handover,
+    current_digest,
+    handover_peer,
+    live_setup,
+    session_catalog,
+    session_created_from,
+    session_limits,
+    taken_over,
+    takeover_refusal,
+)
+from pipeline.api import SessionSpec
+from pipeline.catalog import SideEffect, ToolCatalog, ToolSpec
+from pipeline.config import Settings
+from pipeline.errors import AdmissionRefused, SessionEnded, UnknownDelegationHandler, UnknownTool
 from pipeline.limits import ADMISSION_TIMEOUT_MS
 from pipeline.realtime.configuration import TRANSCRIPTION_MODEL
-from pipeline.state import Phase, SessionState
+from pipeline.state import LiveSetup, Phase, SessionState
 from pipeline.step import CloseCall, OpenSideband, RecordIncident, ScheduleTimer
 from pipeline.wire import SessionUpdate
 from tests.pipeline import events as ev
@@ -335,3 +350,127 @@ def test_a_stopping_gateway_hands_over_only_an_idle_call() -> None:
         "gateway_drained"
     ]
     assert moved.state.generation == idle.generation + 1
+
+
+def test_a_stopping_gateway_hands_a_call_to_the_same_peer_every_time() -> None:
+    """The peer a call is handed to depends only on the session and the peers: each asks again
+    lands on the same one, and the sessions spread over every peer."""
+    peers = ["gw2", "gw3", "gw4"]
+
+    chosen = {handover_peer(f"sess_{index}", peers) for index in range(60)}
+
+    assert handover_peer("sess_1", peers) == handover_peer("sess_1", list(peers))
+    assert chosen == set(peers)
+    assert handover_peer("sess_1", ["gw2"]) == "gw2"
+
+
+def _tool(name: str, version: str = "1", *, sensitive: tuple[str, ...] = ()) -> ToolSpec:
+    properties = {"card": {"type": "string"}} if sensitive else {}
+    return ToolSpec(
+        name=name,
+        version=version,
+        description=f"The {name} tool.",
+        parameters={"type": "object", "properties": properties},
+        side_effect=SideEffect.READ_ONLY,
+        sensitive=sensitive,
+    )
+
+
+REGISTERED = {"lookup": _tool("lookup"), "pay": _tool("pay", "2", sensitive=("card",)), "echo": _tool("echo")}
+
+
+def test_a_session_s_tools_are_fixed_at_creation_with_their_digest() -> None:
+    """The tools a session asks for are taken from the registered ones with their versions,
+    side effects and sensitive parameters, and the digest of just those."""
+    catalog = session_catalog(("pay", "lookup"), REGISTERED)
+
+    assert [tool["name"] for tool in catalog["tools"]] == ["pay", "lookup"]
+    assert catalog["catalog_digest"] == ToolCatalog(tools=(REGISTERED["pay"], REGISTERED["lookup"])).digest
+    assert catalog["tool_versions"] == {"pay": "2", "lookup": "1"}
+    assert catalog["tool_side_effects"] == {"pay": "read_only", "lookup": "read_only"}
+    assert catalog["tool_sensitive"] == {"pay": ("card",)}
+    assert session_catalog((), REGISTERED)["catalog_digest"] == ""
+
+
+def test_an_unregistered_tool_is_refused_naming_the_registered_ones() -> None:
+    """A session may not ask for a tool nobody registered: the refusal lists what there is."""
+    with pytest.raises(UnknownTool, match=r"no registered tool 'nope' \(registered: lookup, pay, echo\)"):
+        session_catalog(("lookup", "nope"), REGISTERED)
+    with pytest.raises(UnknownTool, match=r"\(registered: none\)"):
+        session_catalog(("nope",), {})
+
+
+def test_a_session_s_tools_keep_their_digest_until_one_changes_or_goes() -> None:
+    """Today's digest of a session's tools equals the one it was created with while each tool
+    is registered as it was; a new version changes it, and a tool gone makes it ""."""
+    versions = session_catalog(("lookup", "pay"), REGISTERED)
+    created_with = versions["catalog_digest"]
+
+    assert current_digest(versions["tool_versions"], REGISTERED) == created_with
+    assert current_digest(versions["tool_versions"], {**REGISTERED, "pay": _tool("pay", "3")}) != created_with
+    assert current_digest(versions["tool_versions"], {"lookup": REGISTERED["lookup"]}) == ""
+
+
+def test_a_session_s_limits_are_its_own_else_the_deployment_s() -> None:
+    """Each limit the spec sets is kept; the deployment's settings fill in the rest."""
+    settings = Settings(max_output_tokens=700, max_session_seconds=600, usage_budget_tokens=9_000)
+    spec = SessionSpec.model_validate({"instructions": "Hi.", "limits": {"max_session_seconds": 120}})
+
+    assert session_limits(spec, settings) == {
+        "max_output_tokens": 700,
+        "max_session_seconds": 120,
+        "compaction_input_tokens": settings.compaction_input_tokens,
+        "usage_budget_tokens": 9_000,
+        "usage_budget_seconds": None,
+    }
+
+
+def test_a_live_session_is_fixed_to_its_delegation_handler_s_version() -> None:
+    """A Live session's delegation handler is fixed with its registered version; without one its
+    delegations go unanswered; an unknown one is refused now; a Realtime session has none."""
+    handlers = {"order_desk": "4"}
+    live = {"provider": "live", "instructions": "Hi."}
+
+    with_handler = SessionSpec.model_validate(
+        {**live, "live": {"delegation": "order_desk", "acknowledgement_delay_ms": 250}}
+    )
+    assert live_setup(with_handler, handlers) == LiveSetup(
+        handler="order_desk", handler_version="4", acknowledgement_delay_ms=250
+    )
+    assert live_setup(SessionSpec.model_validate(live), handlers) == LiveSetup(acknowledgement_delay_ms=400)
+    assert live_setup(SessionSpec.model_validate({"instructions": "Hi."}), handlers) is None
+    with pytest.raises(UnknownDelegationHandler, match=r"'billing' \(registered: order_desk\)"):
+        live_setup(SessionSpec.model_validate({**live, "live": {"delegation": "billing"}}), handlers)
+
+
+def test_a_session_is_created_from_its_spec_against_the_registries() -> None:
+    """A session's first input carries its spec's texts, its tools fixed with their digest and
+    its limits filled in; a Live one, its handler's version."""
+    spec = SessionSpec.model_validate(
+        {
+            "instructions": "Help the caller.",
+            "tools": ["lookup"],
+            "greeting": {"say": "Hello."},
+            "hangup": {"when": "the caller is done"},
+        }
+    )
+    live = SessionSpec.model_validate(
+        {"provider": "live", "instructions": "Help.", "live": {"delegation": "order_desk"}}
+    )
+
+    created = session_created_from(spec, tools=REGISTERED, handlers={}, settings=Settings())
+    created_live = session_created_from(
+        live, tools=REGISTERED, handlers={"order_desk": "4"}, settings=Settings()
+    )
+
+    assert created.instructions == "Help the caller."
+    assert created.provider == "realtime"
+    assert created.tool_versions == {"lookup": "1"}
+    assert created.catalog_digest == session_catalog(("lookup",), REGISTERED)["catalog_digest"]
+    assert created.live is None
+    assert created.greeting is not None
+    assert created.greeting.say == "Hello."
+    assert created.hangup_when == "the caller is done"
+    assert created.limits == session_limits(spec, Settings())
+    assert created_live.provider == "live"
+    assert created_live.live == LiveSetup(handler="order_desk", handler_version="4")

@@ -12,6 +12,7 @@ import pytest
 from pipeline.dialing import (
     A_PERSON_ANSWERED,
     CALLEE_PAUSE_MS,
+    dialling_gateway,
 )
 from pipeline.live.configuration import WAIT_FOR_THE_ANSWER, live_configuration
 from pipeline.state import Phase, SessionState
@@ -299,3 +300,13 @@ def test_a_callee_who_presses_the_opt_out_key_is_suppressed_and_the_call_ends() 
     assert _entries(steps, "call.opted_out") == [{"by": "key"}]
     assert (state.phase, state.end_reason) == (Phase.ENDED, "opted_out")
     assert _ended(steps).outcome == "completed"
+
+
+def test_a_campaign_s_call_is_dialled_through_the_same_gateway_every_time() -> None:
+    """The gateway a claimed call is dialled through is picked by the call's id (its first four
+    random bytes): the same call, the same gateway; the calls spread over every gateway."""
+    gateways = ["gw1", "gw2", "gw3"]
+
+    assert dialling_gateway("call_00000004ffffffff", gateways) == "gw2"
+    assert dialling_gateway("call_00000005", gateways) == "gw3"
+    assert {dialling_gateway(f"call_{index:08x}", gateways) for index in range(9)} == set(gateways)

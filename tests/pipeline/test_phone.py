@@ -4,7 +4,7 @@ number), else as they came; and which route's number answers the number dialled.
 
 from __future__ import annotations
 
-from pipeline.phone import line_of, route_matches
+from pipeline.phone import PhoneLine, line_of, line_out, route_matches
 
 
 def test_the_numbers_a_call_names_are_kept_in_their_e164_form() -> None:
@@ -35,3 +35,13 @@ def test_a_route_s_number_answers_the_number_dialled_in_any_spelling() -> None:
     assert not route_matches("+442079460001", "+442079460000")
     assert route_matches("+4420*", "+442079460000") and route_matches("*", "anonymous")
     assert route_matches("2079460000", "2079460000")  # a SIP user without a `+`, as written
+
+
+def test_the_line_of_a_call_going_out_is_the_number_dialled_and_its_keys() -> None:
+    """A call going out is on a line to the number dialled, with what its keypad presses do."""
+    keys = {"9": "opt_out"}
+
+    line = line_out("+12125550100", keys)
+
+    assert line == PhoneLine(dialled="+12125550100", keys={"9": "opt_out"})
+    assert line.keys is not keys

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pipeline.api import RouteSpec
+from pipeline.api import RouteSpec, SessionSpec
+from pipeline.errors import NotSupported
 from pipeline.outbound.specs import (
     MAXIMUM_JSON_CONTACTS,
     CallSpec,
@@ -19,6 +20,7 @@ from pipeline.outbound.specs import (
     TrunkSpec,
     VoicemailPolicy,
     campaign_refusal,
+    outbound_refusal,
     trunk_host_refusal,
 )
 
@@ -326,3 +328,14 @@ def test_request_bodies_are_frozen() -> None:
     suppression = SuppressionSpec.model_validate({"number": "+14155550123"})
     with pytest.raises(ValidationError, match="frozen"):
         suppression.number = "+14155550124"  # type: ignore[misc]
+
+
+def test_only_a_provider_that_places_calls_may_call_out() -> None:
+    """A Live session may call out; a Realtime one is refused, naming its provider."""
+    assert outbound_refusal(SessionSpec.model_validate({"provider": "live", "instructions": "Hi."})) is None
+
+    refused = outbound_refusal(SessionSpec.model_validate({"instructions": "Hi."}))
+
+    assert isinstance(refused, NotSupported)
+    assert refused.code == "not_supported_on_realtime"
+    assert "call" in str(refused)

@@ -11,6 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
+from pipeline.api import SessionSpec
+from pipeline.errors import MalformedRequest
 from pipeline.outbound.vars import (
     MAXIMUM_VAR_VALUE_CHARS,
     MAXIMUM_VARS,
@@ -18,6 +20,7 @@ from pipeline.outbound.vars import (
     MissingVars,
     checked_vars,
     fill,
+    filled,
     placeholders,
     quoted,
     vars_refusal,
@@ -156,3 +159,35 @@ def test_values_add_no_line_and_stay_inside_their_quotes(
         assert len(span.group().splitlines()) == 1
         position = span.end()
     assert position == len(filled)
+
+
+def test_a_contact_s_vars_fill_the_instructions_and_the_greeting_quoted() -> None:
+    """A contact's vars go into the session's instructions and greeting as quoted data."""
+    spec = SessionSpec.model_validate(
+        {"instructions": "Call {name} about {plan}.", "greeting": {"say": "Hello {name}."}}
+    )
+
+    done = filled(spec, {"name": "Ada", "plan": "gold"})
+
+    assert done.instructions == 'Call "Ada" about "gold".'
+    assert done.greeting is not None
+    assert (done.greeting.say, done.greeting.reply) == ('Hello "Ada".', None)
+    assert filled(spec.model_copy(update={"greeting": None}), {"name": "A", "plan": "B"}).greeting is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"instructions": "Call {name}."}, "instructions: no var fills {name}"),
+        (
+            {"instructions": "Call.", "greeting": {"reply": "Greet {name}."}},
+            "greeting.reply: no var fills {name}",
+        ),
+    ],
+)
+def test_a_placeholder_no_var_fills_refuses_the_spec_naming_where(
+    fields: dict[str, object], message: str
+) -> None:
+    """A placeholder no var fills refuses the whole spec, naming the field it is in."""
+    with pytest.raises(MalformedRequest, match=re.escape(message)):
+        filled(SessionSpec.model_validate(fields), {"other": "x"})
