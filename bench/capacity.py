@@ -20,8 +20,8 @@ from typing import Any
 import psutil
 
 from bench.latency import _call_log, _call_status, _put_script, measure_floor, percentiles
+from pipeline.platform.timestamps import epoch_seconds
 from pipeline.realtime.events import DURABLE_TYPES
-from pipeline.timestamps import epoch_seconds
 from switchboard.client import Client
 from switchboard.stack import Process, Stack
 

@@ -18,7 +18,7 @@ from bench.latency import IDLE_TURNS, LOAD_TURNS, METRICS_ON, idle_script, load_
 from bench.running import Log, on_services
 from models.db import connect
 from models.migrate import migrate
-from pipeline.config import settings_from
+from pipeline.platform.config import settings_from
 from switchboard.stack import Stack
 
 LOAD_CALLS = 20

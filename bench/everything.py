@@ -16,7 +16,7 @@ from bench.capacity import render as render_capacity
 from bench.latency import latency_figures
 from bench.latency import render as render_latency
 from bench.running import Log, on_services, report
-from pipeline.config import Settings
+from pipeline.platform.config import Settings
 
 # The targets set for this 2-core machine: the summary says how each run compares. The hot
 # path's (issue 15): CPU per durable event (gateway + worker) at 200 and at 50 calls, the tail

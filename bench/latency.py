@@ -43,7 +43,7 @@ import psutil
 
 from bench.common import call_log_at, call_status_at, put_script_at, tool_turnaround_ms
 from bench.live_latency import LIVE_IDLE_DELEGATIONS, measure_live_idle
-from pipeline.config import Settings
+from pipeline.platform.config import Settings
 from switchboard.client import ApiError, Client
 from switchboard.stack import Stack
 

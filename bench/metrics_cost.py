@@ -43,7 +43,7 @@ def measure_costs() -> dict[str, Any]:
     import dramatiq
 
     from models.sessions import Applied
-    from pipeline.envelope import EventEnvelope, SendControl
+    from pipeline.platform.envelope import EventEnvelope, SendControl
     from workers import metrics
 
     # The middleware's hooks take a broker and do not use it.

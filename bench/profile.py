@@ -27,7 +27,7 @@ from typing import Any
 
 from bench.capacity import run_level
 from bench.running import log, on_services
-from pipeline.config import Settings
+from pipeline.platform.config import Settings
 from switchboard.stack import Stack
 
 SAMPLE_RATE_HZ = 250

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.config import Settings
+from pipeline.platform.config import Settings
 from switchboard.services import resolve_services
 
 Log = Callable[[str], None]

@@ -25,7 +25,7 @@ REPETITIONS = 2_000
 def measure_costs() -> dict[str, Any]:
     """µs per event on each side, off then on."""
     from gateway import tracing as gateway_tracing
-    from pipeline.envelope import EventEnvelope
+    from pipeline.platform.envelope import EventEnvelope
     from switchboard.tracing import init_tracing
     from workers import tracing as worker_tracing
 

@@ -15,7 +15,7 @@ from gateway.routes import ROUTES
 from gateway.routes.phone import WEBHOOK_PATH
 from gateway.routes.service import DESCRIPTION
 from gateway.web import ASGIApp, Receive, Scope, Send, error_response, header
-from pipeline.roles import permission_for
+from pipeline.api.roles import permission_for
 
 if TYPE_CHECKING:
     from gateway.ports import ApiPort

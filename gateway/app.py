@@ -42,16 +42,16 @@ from gateway.sink import EventSink, NumberingBroker
 from gateway.tracing import CallTrace
 from gateway.watch import WatchedSessions, WatchHub
 from gateway.web import HttpLimits, RunningServer, start_server
-from pipeline import idempotency, watch_tokens
-from pipeline.config import Settings
+from pipeline.api import idempotency, watch_tokens
 from pipeline.live.sideband import KEY_PRESS_TYPE as LIVE_KEY_PRESS
 from pipeline.live.sideband import LiveSideband
-from pipeline.names import control_queue
-from pipeline.phone import MAXIMUM_SIP_HEADERS, kept_headers
+from pipeline.phone.sip import MAXIMUM_SIP_HEADERS, kept_headers
+from pipeline.platform.config import Settings
+from pipeline.platform.names import control_queue
 from pipeline.privacy.boundary import PrivateSideband, Redactor
 from pipeline.realtime.sideband import KEY_PRESS_TYPE as REALTIME_KEY_PRESS
 from pipeline.realtime.sideband import RealtimeSideband
-from pipeline.state import Provider
+from pipeline.session.state import Provider
 
 logger = logging.getLogger(__name__)
 

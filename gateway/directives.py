@@ -29,8 +29,10 @@ from gateway.rpc import WorkerRpc
 from gateway.sideband import ActionHandler, SidebandSocket
 from gateway.sink import EventSink
 from gateway.tracing import CallTrace
+from pipeline.call.errors import ProviderUnavailable
+from pipeline.call.limits import ADMISSION_TIMEOUT_MS
 from pipeline.call.sideband import Sideband
-from pipeline.envelope import (
+from pipeline.platform.envelope import (
     CloseCall,
     CollectDigits,
     OpenSideband,
@@ -41,12 +43,10 @@ from pipeline.envelope import (
     TransferCall,
     Trunk,
 )
-from pipeline.errors import ProviderUnavailable
-from pipeline.limits import ADMISSION_TIMEOUT_MS
+from pipeline.platform.releases import across_releases, first_report
 from pipeline.privacy.boundary import Keypad, PrivateSideband, Redactor, Sealing
 from pipeline.privacy.sealing import SealedValueUnreadable, new_session_key_pair, open_sealed
-from pipeline.releases import across_releases, first_report
-from pipeline.wire import SidebandClosed, SidebandConnected, TransferFinished, host_event
+from pipeline.session.wire import SidebandClosed, SidebandConnected, TransferFinished, host_event
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ A POST carrying the header claims its key through a worker (`claim_idempotency_k
 PostgreSQL) before the route runs. The request that claims it runs the route and stores the
 answer it gave (`finish_idempotency_key`); a duplicate gets the stored answer with
 `Idempotent-Replayed: true`, 409 `request_in_progress` while the first still runs, 422
-`idempotency_key_reused` for another request under the same key (`pipeline.idempotency`
+`idempotency_key_reused` for another request under the same key (`pipeline.api.idempotency`
 decides). The key is its sender's: the claim names the API key of the request.
 
 Every answer is stored, an error or a 5xx too: a request answered 503 `reply_timeout` may still
@@ -28,9 +28,9 @@ from typing import Any
 
 from gateway.rpc import WorkerRpc
 from gateway.web import ASGIApp, BodyRefused, Message, Receive, Scope, Send, error_response, header
-from pipeline import idempotency
-from pipeline.errors import MalformedIdempotencyKey
-from pipeline.idempotency import Verdict
+from pipeline.api import idempotency
+from pipeline.api.idempotency import Verdict
+from pipeline.call.errors import MalformedIdempotencyKey
 
 logger = logging.getLogger(__name__)
 

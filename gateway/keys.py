@@ -11,7 +11,7 @@ import hmac
 import time
 from typing import TYPE_CHECKING
 
-from pipeline.roles import Identity, Role, parse_key, secret_matches
+from pipeline.api.roles import Identity, Role, parse_key, secret_matches
 
 if TYPE_CHECKING:
     from gateway.rpc import WorkerRpc

@@ -22,8 +22,8 @@ from collections.abc import Callable
 import redis
 
 from gateway.redis_clients import redis_client
-from pipeline.limits import GATEWAY_DEAD_AFTER_MS, GATEWAY_HEARTBEAT_MS
-from pipeline.names import gateway_alive_key, gateway_registry_key
+from pipeline.call.limits import GATEWAY_DEAD_AFTER_MS, GATEWAY_HEARTBEAT_MS
+from pipeline.platform.names import gateway_alive_key, gateway_registry_key
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gateway.redis_clients import redis_client
-from pipeline.names import QUEUES, dead_letter_counts_key
+from pipeline.platform.names import QUEUES, dead_letter_counts_key
 
 # A caller hears an answer in half a second to a few seconds; past 1.5 s it feels slow.
 HEARD_BUCKETS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)

@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 
 from gateway.providers.rest import ProviderCallError
 from gateway.web import error_response
-from pipeline.errors import ProviderUnavailable
+from pipeline.call.errors import ProviderUnavailable
 
 if TYPE_CHECKING:
     from gateway.ports import PhonePort

@@ -1,5 +1,5 @@
 """Every Redis client of this process, made from the deployment's Redis address: a plain URL, or
-the sentinels that name the master (pipeline/redis_address.py), whose clients ask them again
+the sentinels that name the master (pipeline/platform/redis_address.py), whose clients ask them again
 whenever a connection fails, and so follow a failover. (The gateway and the workers each have
 this module: neither layer may import the other, and pipeline/ does no I/O.)"""
 
@@ -10,7 +10,7 @@ from typing import Any
 import redis
 from redis.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 
-from pipeline.redis_address import parse_redis_address
+from pipeline.platform.redis_address import parse_redis_address
 
 
 class _FollowingConnection(SentinelManagedConnection):

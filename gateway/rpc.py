@@ -10,8 +10,8 @@ from typing import Any
 
 from gateway.sink import EventSink
 from gateway.web import error_body
-from pipeline.envelope import Reply
-from pipeline.limits import API_REPLY_TIMEOUT_MS
+from pipeline.call.limits import API_REPLY_TIMEOUT_MS
+from pipeline.platform.envelope import Reply
 
 Answer = tuple[int, dict[str, Any]]
 

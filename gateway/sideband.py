@@ -28,9 +28,9 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from gateway.sink import EventSink
 from gateway.tracing import CallTrace
 from gateway.watch import WatchHub
+from pipeline.call.limits import MAXIMUM_SOCKET_MESSAGE_BYTES
 from pipeline.call.sideband import Action, Delta, Final, Sideband, Submit, Waited
-from pipeline.limits import MAXIMUM_SOCKET_MESSAGE_BYTES
-from pipeline.wire import SidebandClosed, SidebandConnected
+from pipeline.session.wire import SidebandClosed, SidebandConnected
 
 logger = logging.getLogger(__name__)
 

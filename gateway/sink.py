@@ -57,16 +57,16 @@ from typing import Any, Protocol, TypeVar
 import redis
 
 from gateway.redis_clients import redis_client
-from pipeline.envelope import NumberedMessage, numbered_body, plain_body
-from pipeline.errors import Fault, ReplyTimeout
-from pipeline.limits import (
+from pipeline.call.errors import Fault, ReplyTimeout
+from pipeline.call.limits import (
     API_REPLY_TIMEOUT_MS,
     GATEWAY_MARKER_TTL_SECONDS,
     MAXIMUM_UNSENT_EVENTS_PER_SESSION,
     SEQ_COUNTER_TTL_SECONDS,
 )
-from pipeline.names import EVENT_ACTOR, queue_for, queue_of_request
-from pipeline.wire import EventsDropped, host_event
+from pipeline.platform.envelope import NumberedMessage, numbered_body, plain_body
+from pipeline.platform.names import EVENT_ACTOR, queue_for, queue_of_request
+from pipeline.session.wire import EventsDropped, host_event
 
 logger = logging.getLogger(__name__)
 
@@ -288,7 +288,7 @@ class EventSink:
         """Number and enqueue one durable event; returns a future of its seq. `after_seq` is
         the highest seq the caller knows the session logged (an API request's session record):
         the event is numbered above it even if Redis lost the session's counter. `traceparent`:
-        the span it travels under (pipeline.tracing)."""
+        the span it travels under (pipeline.platform.tracing)."""
         future: Future[int] = Future()
         self._take(
             _Event(session_id, generation, event, received_at, future, after_seq, traceparent=traceparent)

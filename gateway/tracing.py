@@ -4,7 +4,7 @@ control it hands to a socket (under the worker span that published it).
 
 Off unless the entry point hands over a tracer (`use`): every hook starts with `tracer is None`
 and the OpenTelemetry API is imported only when one is. What the ids are and why is
-`pipeline.tracing`'s docstring.
+`pipeline.platform.tracing`'s docstring.
 
 Turns and responses are the gateway's because the gateway is where they happen in time: a turn
 opens with the caller's final transcript and closes with the `response.done` that asks for no
@@ -20,8 +20,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pipeline import tracing as names
-from pipeline.tracing import SpanIds, call_span, parsed_traceparent
+from pipeline.platform import tracing as names
+from pipeline.platform.tracing import SpanIds, call_span, parsed_traceparent
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

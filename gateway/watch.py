@@ -25,8 +25,8 @@ from typing import Any
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from gateway.rpc import WorkerRpc
-from pipeline.limits import MAXIMUM_WATCH_TRANSCRIPT_BYTES
-from pipeline.state import TERMINAL_PHASES
+from pipeline.call.limits import MAXIMUM_WATCH_TRANSCRIPT_BYTES
+from pipeline.session.state import TERMINAL_PHASES
 
 logger = logging.getLogger(__name__)
 

@@ -33,8 +33,9 @@ from typing import Any
 from models import outbound
 from models.db import database
 from models.pages import keyset
-from pipeline.api import shown_spec
-from pipeline.errors import CampaignNotFound, CampaignOver, TooManyContacts
+from pipeline.api.pages import PageRequest, next_cursor
+from pipeline.api.requests import shown_spec
+from pipeline.call.errors import CampaignNotFound, CampaignOver, TooManyContacts
 from pipeline.outbound.contacts import MAXIMUM_CONTACTS, Contact
 from pipeline.outbound.numbers import timezone_of
 from pipeline.outbound.outcomes import Outcome
@@ -42,8 +43,7 @@ from pipeline.outbound.retry import Final, Retry, after_attempt
 from pipeline.outbound.schedule import activity
 from pipeline.outbound.specs import CampaignSettings
 from pipeline.outbound.window import is_open, next_open
-from pipeline.pages import PageRequest, next_cursor
-from pipeline.timestamps import rfc3339, rfc3339_or_none
+from pipeline.platform.timestamps import rfc3339, rfc3339_or_none
 
 # Contacts are written in pages of this many rows, so a campaign of 100,000 is never held whole.
 CONTACT_PAGE = 1_000

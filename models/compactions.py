@@ -11,8 +11,8 @@ from typing import Any
 import psycopg2
 
 from models.db import SessionTransaction, database
-from pipeline.step import FinishCompaction, SaveCompactionSummary, StartCompaction
-from pipeline.timestamps import rfc3339
+from pipeline.platform.timestamps import rfc3339
+from pipeline.session.step import FinishCompaction, SaveCompactionSummary, StartCompaction
 
 INSERT_COMPACTION = """
 INSERT INTO compactions (session_id, number, status, forced, trigger_input_tokens, items_before)

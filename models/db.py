@@ -35,7 +35,7 @@ STATEMENT_TIMEOUT_MS = 10_000
 # unacknowledged bytes about fifteen): a connect gives up on a host after 3 s and libpq tries the
 # next host of a multi-host URL; a connection whose bytes go unacknowledged for 10 s, or idle
 # with 5 s + 3 × 2 s of keepalives unanswered, is lost, and the message on it waits for the
-# database (pipeline.outages). A URL that sets any of them keeps its own.
+# database (pipeline.platform.outages). A URL that sets any of them keeps its own.
 DEAD_SERVER_DETECTION = {
     "connect_timeout": "3",
     "keepalives_idle": "5",

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from models.db import database
 from models.releases import read_across
-from pipeline.errors import SessionNotFound
-from pipeline.state import SessionState
+from pipeline.call.errors import SessionNotFound
+from pipeline.session.state import SessionState
 
 # The transcript lines a handler is given at most, the latest: a long call's whole transcript
 # would travel with every delegation.

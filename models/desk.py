@@ -1,5 +1,5 @@
 """What the supervisor's desk reads in one go: the calls in progress whose line needs a person
-or whose turns go wrong (the decision of who waits, and in what order, is `pipeline.desk`)."""
+or whose turns go wrong (the decision of who waits, and in what order, is `pipeline.records.desk`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 from models.db import database
-from pipeline.desk import SLOW_ANSWER_MS, SLOW_TURNS_READ, STRUGGLE_WINDOW_S, QueuedCall, call_queue
-from pipeline.state import IN_CALL
+from pipeline.records.desk import SLOW_ANSWER_MS, SLOW_TURNS_READ, STRUGGLE_WINDOW_S, QueuedCall, call_queue
+from pipeline.session.state import IN_CALL
 
 # Only calls in progress, and of those only the ones whose line is asked for, held or taken, that
 # had an incident or a failed tool lately, or whose latest answers kept a caller waiting: a quiet

@@ -11,11 +11,11 @@ from typing import Any
 
 from models import outbound
 from models.sessions import Applied, LockedSession, new_session
-from pipeline.config import Settings
-from pipeline.errors import NumberSuppressed, OutboundCapacity, TrunkNotFound, TrunkRequired
+from pipeline.call.errors import NumberSuppressed, OutboundCapacity, TrunkNotFound, TrunkRequired
+from pipeline.platform.config import Settings
 from pipeline.privacy.sealing import DeploymentKey
-from pipeline.state import OutboundCall, SessionState
-from pipeline.wire import AdmissionBegun, SessionCreated
+from pipeline.session.state import OutboundCall, SessionState
+from pipeline.session.wire import AdmissionBegun, SessionCreated
 
 
 @dataclass(frozen=True)

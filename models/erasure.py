@@ -3,7 +3,7 @@
 `erase_session` blanks every table's content of one ended session — the event log's payloads
 and controls, the transcript texts, the tool steps' arguments, results and errors, the
 compaction summaries, the incidents' summaries and contexts, the phone call's numbers and the
-state's content (`pipeline.erasure.erased_state`) — sets `erased_at` and `erased_because`, and
+state's content (`pipeline.records.erasure.erased_state`) — sets `erased_at` and `erased_because`, and
 writes an `erasures` audit row with what it removed. The metadata row stays. A transaction
 either commits all of it or none (a worker killed half-way leaves the session as it was).
 Erasing an erased session runs the same statements, finds nothing left and writes no audit row
@@ -26,7 +26,11 @@ from typing import Any
 from models.data_keys import destroy_session_key
 from models.db import database
 from models.sessions import LockedSession, locked_session
-from pipeline.erasure import (
+from pipeline.call.errors import SessionLive
+from pipeline.phone.numbers import e164
+from pipeline.platform.releases import as_stored
+from pipeline.platform.timestamps import rfc3339
+from pipeline.records.erasure import (
     Because,
     erased_controls,
     erased_payload,
@@ -37,10 +41,6 @@ from pipeline.erasure import (
     retention_days,
     retention_over,
 )
-from pipeline.errors import SessionLive
-from pipeline.numbers import e164
-from pipeline.releases import as_stored
-from pipeline.timestamps import rfc3339
 
 _ROW = "SELECT erased_at, ended_at, now() FROM sessions WHERE id = %s"
 _EVENTS = "SELECT id, kind, payload, controls FROM session_events WHERE session_id = %s ORDER BY id"
@@ -196,7 +196,7 @@ def _blank(session: LockedSession) -> dict[str, int]:
 
 def _blank_events(session: LockedSession) -> int:
     """Each logged event keeps its type, seq, ids, disposition and timings; its payload and
-    controls keep only their types (`pipeline.erasure`)."""
+    controls keep only their types (`pipeline.records.erasure`)."""
     cursor = session.execute(_EVENTS, (session.id,))
     changed: list[bytes] = []
     for event_id, kind, payload, controls in cursor.fetchall():

@@ -1,6 +1,6 @@
 """Idempotency keys in PostgreSQL: a key claimed by the request that acts, its answer stored,
 and the rows past their day swept. What a request does with what it finds is decided in
-`pipeline.idempotency`."""
+`pipeline.api.idempotency`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from models.db import database
-from pipeline.idempotency import KEPT_S, ClaimState, StoredClaim, Verdict, verdict
+from pipeline.api.idempotency import KEPT_S, ClaimState, StoredClaim, Verdict, verdict
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ oversized provider frame) reaches PostgreSQL through the `record_incident` actor
 from __future__ import annotations
 
 from models.db import IncidentRow, SessionRow
-from pipeline.step import RecordIncident
+from pipeline.session.step import RecordIncident
 
 
 def record(session_id: str | None, incident: RecordIncident) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from models.db import database
-from pipeline.errors import KeyNotFound
-from pipeline.roles import Role, new_key
-from pipeline.timestamps import rfc3339, rfc3339_or_none
+from pipeline.api.roles import Role, new_key
+from pipeline.call.errors import KeyNotFound
+from pipeline.platform.timestamps import rfc3339, rfc3339_or_none
 
 
 def add_key(namespace: str, name: str, role: Role) -> dict[str, Any]:

@@ -17,9 +17,10 @@ from typing import Any
 
 from models.db import advisory_key, database
 from models.pages import keyset
-from pipeline.envelope import DialTrunk
-from pipeline.errors import CallNotFound, SuppressionNotFound, TrunkNotFound, TrunkRequired
-from pipeline.pages import PageRequest, next_cursor
+from pipeline.api.pages import PageRequest, next_cursor
+from pipeline.call.errors import CallNotFound, SuppressionNotFound, TrunkNotFound, TrunkRequired
+from pipeline.platform.envelope import DialTrunk
+from pipeline.platform.timestamps import rfc3339, rfc3339_or_none
 from pipeline.privacy.sealing import (
     DeploymentKey,
     SealedValueUnreadable,
@@ -28,8 +29,7 @@ from pipeline.privacy.sealing import (
     seal,
     secret_key_id,
 )
-from pipeline.step import OutboundEnded
-from pipeline.timestamps import rfc3339, rfc3339_or_none
+from pipeline.session.step import OutboundEnded
 
 # The deployment keys the trunks' passwords are encrypted under (current first), set once by the
 # process that dials (`workers.runtime`); without them a trunk can be listed but not dialled.

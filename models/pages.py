@@ -1,5 +1,5 @@
 """A page of a list read from PostgreSQL: the keyset conditions every list's query shares (the
-cursor and the paging rules are `pipeline.pages`)."""
+cursor and the paging rules are `pipeline.api.pages`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.pages import PageRequest
+from pipeline.api.pages import PageRequest
 
 
 @dataclass(frozen=True)

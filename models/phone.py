@@ -19,12 +19,19 @@ import psycopg2.errors
 from models.db import database
 from models.pages import keyset
 from models.sessions import Applied, LockedSession, locked_session, new_session
-from pipeline.api import RouteSpec, RouteTerms, shown_spec
-from pipeline.errors import PhoneCallNotFound, RouteNotFound, SessionNotFound
-from pipeline.pages import PageRequest, next_cursor
-from pipeline.phone import ALL_FULL, GONE_BEFORE_ANSWER, ROUTE_FULL, UNKNOWN_NUMBER, PhoneLine, route_matches
+from pipeline.api.pages import PageRequest, next_cursor
+from pipeline.api.requests import RouteSpec, RouteTerms, shown_spec
+from pipeline.call.errors import PhoneCallNotFound, RouteNotFound, SessionNotFound
+from pipeline.phone.sip import (
+    ALL_FULL,
+    GONE_BEFORE_ANSWER,
+    ROUTE_FULL,
+    UNKNOWN_NUMBER,
+    PhoneLine,
+    route_matches,
+)
 from pipeline.privacy.sealing import DeploymentKey
-from pipeline.state import TERMINAL_PHASES, SessionState
+from pipeline.session.state import TERMINAL_PHASES, SessionState
 
 # A claim younger than this is left to its claimer (a gateway answers within the API's reply
 # timeout); an older one, never answered, is taken over by the next delivery.

@@ -16,17 +16,17 @@ from models.db import (
 from models.erasure import erasures
 from models.event_streams import cursor_of
 from models.pages import keyset
+from pipeline.api.event_streams import shown
+from pipeline.api.pages import PageRequest, next_cursor
 from pipeline.call.capabilities import not_supported
 from pipeline.call.conversation_order import PLACE_FIELD, PlacedLine, in_conversation_order, place_of
-from pipeline.call_log import CallLogEntry, LoggedInput, ended_by, erased_log, heard_latency, project
-from pipeline.desk import activity, direction, outcome
+from pipeline.call.errors import SessionNotFound
 from pipeline.dialects import capabilities_for
-from pipeline.errors import SessionNotFound
-from pipeline.event_streams import shown
-from pipeline.pages import PageRequest, next_cursor
+from pipeline.platform.timestamps import rfc3339, rfc3339_or_none
 from pipeline.privacy.policy import PrivacyPolicy
-from pipeline.state import IN_CALL, Phase
-from pipeline.timestamps import rfc3339, rfc3339_or_none
+from pipeline.records.call_log import CallLogEntry, LoggedInput, ended_by, erased_log, heard_latency, project
+from pipeline.records.desk import activity, direction, outcome
+from pipeline.session.state import IN_CALL, Phase
 
 # A transaction publishes its controls, directives and replies under the row lock just before
 # its COMMIT, so whoever acts on one may read the session before that commit lands. A read

@@ -1,4 +1,4 @@
-"""Reading what another release wrote (pipeline.releases), logged once per name."""
+"""Reading what another release wrote (pipeline.platform.releases), logged once per name."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from pipeline.releases import across_releases, first_report
+from pipeline.platform.releases import across_releases, first_report
 
 logger = logging.getLogger(__name__)
 

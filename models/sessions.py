@@ -33,10 +33,17 @@ from models import outbound as outgoing
 from models.data_keys import create_session_key, session_public_key
 from models.db import advisory_key, database, reopen
 from models.releases import read_across
-from pipeline import sequencer
-from pipeline.catalog import ToolError, ToolOutcome
+from pipeline.call.catalog import ToolError, ToolOutcome
+from pipeline.call.errors import (
+    MalformedFrame,
+    SessionExists,
+    SessionNotFound,
+    ToolOutcomeConflict,
+    ToolStepTerminal,
+)
+from pipeline.call.tool_steps import ToolStepIdentity
 from pipeline.dialects import dialect_of, parse_inbound
-from pipeline.envelope import (
+from pipeline.platform.envelope import (
     CloseCall,
     CollectDigits,
     EventEnvelope,
@@ -47,19 +54,12 @@ from pipeline.envelope import (
     ToGatewayItem,
     TransferCall,
 )
-from pipeline.errors import (
-    MalformedFrame,
-    SessionExists,
-    SessionNotFound,
-    ToolOutcomeConflict,
-    ToolStepTerminal,
-)
+from pipeline.platform.releases import as_stored
 from pipeline.privacy.sealing import DeploymentKey
-from pipeline.releases import as_stored
-from pipeline.sequencer import Arrival
-from pipeline.session import Disposition, apply, disposition_of
-from pipeline.state import TERMINAL_PHASES, Phase, SessionState, Usage
-from pipeline.step import (
+from pipeline.session import sequencer
+from pipeline.session.sequencer import Arrival
+from pipeline.session.state import TERMINAL_PHASES, Phase, SessionState, Usage
+from pipeline.session.step import (
     AnswerRequest,
     CancelTimer,
     CancelTool,
@@ -78,13 +78,12 @@ from pipeline.step import (
     Step,
     Suppress,
 )
-from pipeline.step import CloseCall as CloseCallEffect
-from pipeline.step import CollectDigits as CollectDigitsEffect
-from pipeline.step import OpenSideband as OpenSidebandEffect
-from pipeline.step import PlaceCall as PlaceCallEffect
-from pipeline.step import TransferCall as TransferCallEffect
-from pipeline.tool_steps import ToolStepIdentity
-from pipeline.wire import (
+from pipeline.session.step import CloseCall as CloseCallEffect
+from pipeline.session.step import CollectDigits as CollectDigitsEffect
+from pipeline.session.step import OpenSideband as OpenSidebandEffect
+from pipeline.session.step import PlaceCall as PlaceCallEffect
+from pipeline.session.step import TransferCall as TransferCallEffect
+from pipeline.session.wire import (
     ArrivedLate,
     CompactionUnsaved,
     GatewayLost,
@@ -94,6 +93,7 @@ from pipeline.wire import (
     control_wire,
     host_event,
 )
+from pipeline.transitions import Disposition, apply, disposition_of
 
 # ── SQL ──────────────────────────────────────────────────────────────────────────────────
 

@@ -11,9 +11,9 @@ import json
 from typing import Any, Literal
 
 from models.db import SessionTransaction, database
-from pipeline.catalog import ToolError, ToolOutcome
-from pipeline.errors import ProviderCallIdConflict, ToolOutcomeConflict, ToolStepTerminal
-from pipeline.tool_steps import ToolStep, ToolStepIdentity, outcome_digest
+from pipeline.call.catalog import ToolError, ToolOutcome
+from pipeline.call.errors import ProviderCallIdConflict, ToolOutcomeConflict, ToolStepTerminal
+from pipeline.call.tool_steps import ToolStep, ToolStepIdentity, outcome_digest
 
 _COLUMNS = (
     "session_id, provider_call_id, provider_item_id, provider_response_id, turn_input_item_id,"

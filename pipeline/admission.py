@@ -6,22 +6,22 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pipeline import ending
-from pipeline.api import SessionSpec
-from pipeline.catalog import ToolCatalog, ToolSpec
-from pipeline.config import Settings
-from pipeline.dialects import capabilities_for, dialect_of
-from pipeline.errors import AdmissionRefused, UnknownDelegationHandler, UnknownTool
-from pipeline.limits import (
+from pipeline.api.requests import SessionSpec
+from pipeline.call.catalog import ToolCatalog, ToolSpec
+from pipeline.call.errors import AdmissionRefused, UnknownDelegationHandler, UnknownTool
+from pipeline.call.limits import (
     ADMISSION_TIMEOUT_MS,
     MAXIMUM_RECONNECT_ATTEMPTS,
     MAXIMUM_RECONNECT_DELAY_MS,
     RECONNECT_BACKOFF_MS,
 )
-from pipeline.privacy.inputs import redacted_creation
-from pipeline.refusals import over_for
-from pipeline.state import IN_CALL, AppWebhook, EventStream, Greeting, LiveSetup, Phase, SessionState
-from pipeline.step import (
+from pipeline.dialects import capabilities_for, dialect_of
+from pipeline.platform.config import Settings
+from pipeline.session import ending
+from pipeline.session.redaction import redacted_creation
+from pipeline.session.refusals import over_for
+from pipeline.session.state import IN_CALL, AppWebhook, EventStream, Greeting, LiveSetup, Phase, SessionState
+from pipeline.session.step import (
     CloseCall,
     OpenSideband,
     RecordIncident,
@@ -30,8 +30,8 @@ from pipeline.step import (
     schedule_timer,
     unchanged,
 )
-from pipeline.timers import AdmissionTimeout, SessionCeiling, SidebandReconnect, timer_name
-from pipeline.wire import (
+from pipeline.session.timers import AdmissionTimeout, SessionCeiling, SidebandReconnect, timer_name
+from pipeline.session.wire import (
     EndRequested,
     SessionCreated,
     SessionUpdate,
@@ -40,7 +40,7 @@ from pipeline.wire import (
     SidebandConnected,
 )
 
-# The names of the two admission timers (scheduled through `pipeline.timers`; named here for
+# The names of the two admission timers (scheduled through `pipeline.session.timers`; named here for
 # the tests and the end-to-end runs that fire them by name).
 ADMISSION_TIMER = timer_name(AdmissionTimeout())
 CEILING_TIMER = timer_name(SessionCeiling())

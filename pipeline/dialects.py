@@ -8,16 +8,16 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from pipeline.call.capabilities import Capabilities, Refusal
+from pipeline.call.errors import MalformedFrame
 from pipeline.call.messages import Playback
 from pipeline.call.progress import CallProgress
 from pipeline.call.story import StoryMark
-from pipeline.errors import MalformedFrame
 from pipeline.live import dialect as live
 from pipeline.realtime import dialect as realtime
-from pipeline.state import LiveCall, Provider, SessionState
-from pipeline.step import Control, LogEntry, Step
-from pipeline.timers import Timer
-from pipeline.wire import (
+from pipeline.session.state import LiveCall, Provider, SessionState
+from pipeline.session.step import Control, LogEntry, Step
+from pipeline.session.timers import Timer
+from pipeline.session.wire import (
     COMMON_TYPES,
     HOST_TYPES,
     InboundEvent,

@@ -1,5 +1,5 @@
 """The simulated judge: `POST /v1/chat/completions`, answered as a judge model answers an eval's
-criterion (pipeline.evals.judge_prompt), from the transcript it is sent and the call script's
+criterion (pipeline.records.evals.judge_prompt), from the transcript it is sent and the call script's
 evidence for the question: yes when every piece of evidence is in the transcript, no otherwise.
 So a case's judged criteria are checked against the call that really ran."""
 

@@ -12,7 +12,7 @@ import signal
 import threading
 from typing import Any
 
-from pipeline.ending import APP_ENDED
+from pipeline.session.ending import APP_ENDED
 from switchboard.client import DEMO_SDP_OFFER, TERMINAL, ApiError, Client
 
 # How long the end of a call may take to reach this terminal after Ctrl-C asked for it: the

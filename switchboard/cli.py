@@ -17,7 +17,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.config import ConfigError, Settings, settings_from
+from pipeline.platform.config import ConfigError, Settings, settings_from
 from pipeline.privacy.sealing import DeploymentKey, SealedValueUnreadable
 from switchboard.data_key import PREVIOUS, DataKeyError, deployment_keys
 from switchboard.folders import metrics_folder
@@ -506,7 +506,7 @@ def _run(settings: Settings, arguments: argparse.Namespace) -> int:
         services = _services(settings, quiet=True)
         from models.db import connect
         from models.records import session_record
-        from pipeline.errors import SessionNotFound
+        from pipeline.call.errors import SessionNotFound
 
         connect(services.database_url)
         try:
@@ -534,7 +534,7 @@ def _print_call_log(services: Services, session_id: str, *, follow: bool) -> int
     `call.ended` (exit 1 for an unknown session)."""
     from models.db import connect
     from models.records import call_log
-    from pipeline.errors import SessionNotFound
+    from pipeline.call.errors import SessionNotFound
 
     connect(services.database_url)
     seen = 0
@@ -614,8 +614,8 @@ def _keys(settings: Settings, arguments: argparse.Namespace) -> int:
     """API keys, in the deployment's database (the first admin key needs no key to make)."""
     from models import keys
     from models.db import connect
-    from pipeline.errors import KeyNotFound
-    from pipeline.roles import Role
+    from pipeline.api.roles import Role
+    from pipeline.call.errors import KeyNotFound
 
     services = _services(settings, quiet=True)
     connect(services.database_url)
@@ -788,7 +788,7 @@ def _campaigns(settings: Settings, arguments: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from pipeline.errors import BadInput
+    from pipeline.call.errors import BadInput
 
     try:
         spec = _campaign_spec(arguments)
@@ -1092,7 +1092,7 @@ def run_gateway(settings: Settings, port: int | None) -> int:
     from gateway.app import Gateway
     from gateway.liveness import GatewayIdTaken
     from gateway.providers.realtime import provider_from
-    from pipeline.roles import DEVELOPMENT_TOKEN, is_loopback
+    from pipeline.api.roles import DEVELOPMENT_TOKEN, is_loopback
     from switchboard.observability import init_sentry
     from switchboard.tracing import init_tracing
     from workers.broker import make_broker

@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import Settings
+from pipeline.platform.config import Settings
 from switchboard.client import Client
 from switchboard.services import check_reachable, resolve_services
 from switchboard.stack import Stack

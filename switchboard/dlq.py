@@ -7,8 +7,8 @@ import sys
 import time
 from typing import Any
 
-from pipeline.config import Settings
-from pipeline.errors import UnreplayableDeadLetter
+from pipeline.call.errors import UnreplayableDeadLetter
+from pipeline.platform.config import Settings
 from switchboard.services import Services
 from workers.dead_letters import DeadLetters, Letter
 

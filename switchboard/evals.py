@@ -1,4 +1,4 @@
-"""`switchboard eval run PATH`: run eval cases (pipeline/evals.py) against fresh sessions, each
+"""`switchboard eval run PATH`: run eval cases (pipeline/records/evals.py) against fresh sessions, each
 case `--repeat` times, and report each expectation's pass rate; JUnit XML with `--junit`; exit 1
 when an expectation failed in any run, 2 when a case cannot be read.
 
@@ -24,8 +24,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pipeline.config import Settings
-from pipeline.evals import (
+from pipeline.platform.config import Settings
+from pipeline.platform.timestamps import epoch_seconds
+from pipeline.records.evals import (
     EvalCase,
     Observed,
     Rate,
@@ -37,7 +38,6 @@ from pipeline.evals import (
     rates,
     verdicts,
 )
-from pipeline.timestamps import epoch_seconds
 from switchboard.client import ApiError, Client
 from switchboard.services import resolve_services
 from switchboard.stack import Stack

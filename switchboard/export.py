@@ -29,17 +29,17 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
-from pipeline.api import LiveSpec, SessionLimits, SessionSpec
-from pipeline.errors import SessionNotFound
-from pipeline.evals import function_calls
+from pipeline.api.requests import LiveSpec, SessionLimits, SessionSpec
+from pipeline.call.errors import SessionNotFound
 from pipeline.live.events import LIVE_TRANSCRIPT_TYPE, LiveTranscript
 from pipeline.live.frames import AGENT_TRANSCRIPT_TYPE, CALLER_TRANSCRIPT_TYPE
+from pipeline.platform.timestamps import epoch_seconds
 from pipeline.privacy.detect import redact
 from pipeline.privacy.policy import PrivacyPolicy
 from pipeline.privacy.sealing import is_sealed
-from pipeline.timeline import Speaker
-from pipeline.timestamps import epoch_seconds
-from pipeline.wire import ArrivedLate, SessionCreated, SidebandClosed
+from pipeline.records.evals import function_calls
+from pipeline.session.timeline import Speaker
+from pipeline.session.wire import ArrivedLate, SessionCreated, SidebandClosed
 from simulator.recording import (
     CloseFrame,
     ControlAt,
@@ -392,7 +392,7 @@ REPRODUCED_ENDINGS = frozenset({"caller_hung_up", "agent_hung_up"})
 
 
 def case_of(record: dict[str, Any]) -> dict[str, Any]:
-    """A stored call as an eval case (pipeline/evals.py): its session spec, the caller's lines,
+    """A stored call as an eval case (pipeline/records/evals.py): its session spec, the caller's lines,
     the model's answers as the simulator's script (what it said, the functions it called), and
     what the call did as the expectations — each tool called with its arguments, and how the call
     ended when a run can end so (`REPRODUCED_ENDINGS`). Every text is redacted under the session's

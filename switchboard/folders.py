@@ -13,7 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from pipeline.config import PREFIX, ConfigError, Settings
+from pipeline.platform.config import PREFIX, ConfigError, Settings
 
 DATA_DIR = f"{PREFIX}DATA_DIR"
 METRICS_DIR = f"{PREFIX}METRICS_DIR"

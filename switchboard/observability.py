@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import sentry_sdk
 from sentry_sdk.integrations.dramatiq import DramatiqIntegration
 
-from pipeline.config import Settings
+from pipeline.platform.config import Settings
 from switchboard.logs import redacted
 
 if TYPE_CHECKING:

@@ -34,8 +34,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pipeline.api import SessionSpec
-from pipeline.config import Settings
+from pipeline.api.requests import SessionSpec
+from pipeline.platform.config import Settings
 from simulator.recording import OTHER_HOST, Recording, RecordingError, RequestAt, read_recording
 from switchboard.client import TERMINAL, ApiError, Client
 from switchboard.requests import api_call

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-from pipeline.wire import (
+from pipeline.session.wire import (
     AgentReplyRequested,
     AgentSayRequested,
     AttentionRequested,

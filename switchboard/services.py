@@ -42,7 +42,7 @@ import psycopg2.extensions
 import redis
 from psycopg2 import sql
 
-from pipeline.config import ConfigError
+from pipeline.platform.config import ConfigError
 from switchboard.folders import DATA_DIR, writable_folder
 from workers.redis_clients import redis_client
 

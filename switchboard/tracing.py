@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from pipeline.tracing import CALL_SPAN_ID_KEY, CALL_TRACE_ID_KEY
+from pipeline.platform.tracing import CALL_SPAN_ID_KEY, CALL_TRACE_ID_KEY
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -44,7 +44,7 @@ def init_tracing(process: str, environ: Mapping[str, str] = os.environ) -> Trace
 
     class CallIds(RandomIdGenerator):
         """Random ids, but for a call's own span: the ids its session derives
-        (`pipeline.tracing.call_span`), set in the context while that span starts."""
+        (`pipeline.platform.tracing.call_span`), set in the context while that span starts."""
 
         def generate_trace_id(self) -> int:
             chosen = context.get_value(CALL_TRACE_ID_KEY)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.privacy.sealing import DeploymentKey, open_sealed, seal
-from pipeline.wire import SessionCreated
+from pipeline.session.wire import SessionCreated
 from switchboard.data_key import DataKeyError, deployment_keys, key_file
 from switchboard.services import Services
 from tests.support.calls import GATEWAY, new_session_id

@@ -24,8 +24,8 @@ import pytest
 import redis
 import yaml
 
-from pipeline.config import settings_from
-from pipeline.names import QUEUES
+from pipeline.platform.config import settings_from
+from pipeline.platform.names import QUEUES
 from switchboard.cli import build_parser
 from switchboard.services import import_pgserver
 

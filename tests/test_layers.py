@@ -27,7 +27,7 @@ ALLOWED_FIRST_PARTY = {
 # operating system's randomness its keys and nonces are drawn from is its only input.
 # pydantic_core is pydantic's own core (its validators' typed errors, PydanticCustomError, live
 # there and pydantic does not re-export them).
-# jsonschema: an eval case's argument schema is checked in memory (pipeline/evals.py), no I/O.
+# jsonschema: an eval case's argument schema is checked in memory (pipeline/records/evals.py), no I/O.
 PIPELINE_THIRD_PARTY = {"pydantic", "pydantic_core", "phonenumbers", "cryptography", "jsonschema"}
 
 
@@ -153,31 +153,31 @@ WINGS = ("realtime", "live")
 
 # What every call is, which a wing stands on: `pipeline/call`, and the session's vocabulary
 # beside it — its state and steps, host inputs, timers, limits, errors, how a call ends, consent,
-# and what a phone number is (`pipeline.numbers`: libphonenumber and the errors, nothing else).
+# and what a phone number is (`pipeline.phone.numbers`: libphonenumber and the errors, nothing else).
 # `SessionState` stays out of `pipeline/call` because it is one value stored as JSON in
 # every session row, with the wings' parts (`RealtimeCall`, `LiveCall`) among its
 # fields; moving them would rewrite every stored state for no change in what the wings may
 # reach, which this set bounds (`test_the_core_of_a_call_stands_on_itself_alone`).
 CALL_CORE = {
     "pipeline.call",
-    "pipeline.catalog",
-    "pipeline.consent",
-    "pipeline.ending",
-    "pipeline.errors",
-    "pipeline.limits",
-    "pipeline.numbers",
-    "pipeline.phone",
+    "pipeline.call.catalog",
+    "pipeline.session.consent",
+    "pipeline.session.ending",
+    "pipeline.call.errors",
+    "pipeline.call.limits",
+    "pipeline.phone.numbers",
+    "pipeline.phone.sip",
     "pipeline.privacy.policy",
-    "pipeline.state",
-    "pipeline.step",
-    "pipeline.timeline",
-    "pipeline.timers",
-    "pipeline.wire",
+    "pipeline.session.state",
+    "pipeline.session.step",
+    "pipeline.session.timeline",
+    "pipeline.session.timers",
+    "pipeline.session.wire",
 }
 
 
 def _imported_modules(path: Path) -> set[str]:
-    """The first-party modules a file imports, `from pipeline import line` as pipeline.line."""
+    """The first-party modules a file imports, `from pipeline import line` as pipeline.operator.line."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):

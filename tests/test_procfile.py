@@ -8,7 +8,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from pipeline.names import QUEUES
+from pipeline.platform.names import QUEUES
 from simulator.script import load_script
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -34,7 +34,7 @@ CHILD_SCRIPT = """
 import json, os, peewee, redis
 from models.db import parse_database_url
 from workers.emit import ControlPublisher
-from pipeline.envelope import Reply
+from pipeline.platform.envelope import Reply
 
 db = peewee.PostgresqlDatabase(**parse_database_url(os.environ["DATABASE_URL"]))
 database, = db.execute_sql("select current_database()").fetchone()

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROCESS = """
 import sys
 from gateway import tracing as gateway_tracing
-from pipeline.envelope import EventEnvelope
+from pipeline.platform.envelope import EventEnvelope
 from switchboard.tracing import init_tracing
 from workers import tracing as worker_tracing
 

@@ -5,7 +5,7 @@ The message carries no secret (dead letters are shown by `switchboard dlq show`)
 webhook is read from PostgreSQL when the delivery is made, and so is `call.ended`'s report —
 the durable record as it is then: transcript, tool steps, end reason and who, usage and cost.
 So is the session's erased mark: a delivery of a session erased since it was queued sends nothing
-(`pipeline.notify.is_withheld`), whether it waited on a queue or in a worker's memory for its retry.
+(`pipeline.api.notify.is_withheld`), whether it waited on a queue or in a worker's memory for its retry.
 
 A redirect is never followed: the request would go to a host the session did not name, with its
 signature, and (as urllib follows a 302) as a GET without its body, whose 200 would count as
@@ -26,12 +26,12 @@ from typing import Any
 from models.db import SessionRow, database
 from models.records import session_record
 from models.releases import read_across
-from pipeline.cost import ModelPrices, cost_usd
-from pipeline.errors import Fault
-from pipeline.notify import is_withheld
-from pipeline.signing import signature
-from pipeline.state import SessionState, Usage
-from pipeline.timestamps import rfc3339
+from pipeline.api.notify import is_withheld
+from pipeline.api.signing import signature
+from pipeline.call.errors import Fault
+from pipeline.platform.cost import ModelPrices, cost_usd
+from pipeline.platform.timestamps import rfc3339
+from pipeline.session.state import SessionState, Usage
 
 logger = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ from dramatiq.common import current_millis, dq_name
 from dramatiq.errors import ConnectionClosed, DecodeError
 from redis.sentinel import SentinelConnectionPool
 
-from pipeline.envelope import NumberedMessage
-from pipeline.redis_address import parse_redis_address
+from pipeline.platform.envelope import NumberedMessage
+from pipeline.platform.redis_address import parse_redis_address
 from workers.dead_letters import undecodable_reason
 from workers.redis_clients import redis_client
 
@@ -141,7 +141,7 @@ class NumberingEnqueue:
         `floor` when the counter is at or below it (Redis lost it), written into the body
         between its parts. Sent again with the same `message_id` — its first reply was lost —
         a message is neither numbered nor stored twice: the first seq it got is answered. The
-        body is Dramatiq's message encoding (`pipeline.envelope.numbered_body`), so any
+        body is Dramatiq's message encoding (`pipeline.platform.envelope.numbered_body`), so any
         consumer of the queue reads it."""
         arguments: list[Any] = [seq_ttl_s, ENQUEUED_MEMORY_S]
         for message in messages:

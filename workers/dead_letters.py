@@ -37,9 +37,9 @@ from dramatiq.errors import ConnectionClosed, DecodeError
 
 from models import dead_letters as rows
 from models.db import is_connection_lost, reopen
-from pipeline.errors import UnreplayableDeadLetter
-from pipeline.names import QUEUES, dead_letter_counts_key
-from pipeline.timestamps import rfc3339
+from pipeline.call.errors import UnreplayableDeadLetter
+from pipeline.platform.names import QUEUES, dead_letter_counts_key
+from pipeline.platform.timestamps import rfc3339
 from workers.liveness import takeover_refusal_now
 
 # Options that describe one attempt, not the message: a replay starts without them.

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from models.delegations import delegation_context
-from pipeline.catalog import SideEffect, ToolError, ToolOutcome, ToolSpec
+from pipeline.call.catalog import SideEffect, ToolError, ToolOutcome, ToolSpec
 from workers.tools.registry import DelegationRefused, DelegationRequest, HandlerRegistry, Tool, ToolContext
 from workers.tools.runner import run_tool
 

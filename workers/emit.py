@@ -1,6 +1,6 @@
 """`emit`: the only path from a worker back to a gateway — each gateway's control list in Redis.
 
-A batch is one `RPUSH` of its JSON onto the owning gateway's list (`pipeline.names.control_queue`),
+A batch is one `RPUSH` of its JSON onto the owning gateway's list (`pipeline.platform.names.control_queue`),
 which the gateway pops in bursts (`gateway.controls`). Until issue 15 this was a kombu
 `SimpleQueue`; measured on this machine, kombu's publish cost a worker 123 µs of CPU per batch
 against 63 µs for the push (the batch's JSON included in both), and its consumer 98 µs per batch
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 import redis
 
-from pipeline.envelope import ToGateway, ToGatewayItem
-from pipeline.names import control_queue
+from pipeline.platform.envelope import ToGateway, ToGatewayItem
+from pipeline.platform.names import control_queue
 from workers.redis_clients import redis_pool
 
 _UNTRACED = {"traceparent"}

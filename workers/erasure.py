@@ -35,7 +35,7 @@ from dramatiq.errors import DecodeError
 from models import dead_letters
 from models.db import database, is_connection_lost
 from models.erasure import CallerErased, Erased, erase_caller, erase_session, retention_due
-from pipeline.names import APP_WEBHOOKS_QUEUE, QUEUES
+from pipeline.platform.names import APP_WEBHOOKS_QUEUE, QUEUES
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Event streams to the app's own broker, through kombu (`docs/events.md`): every call-log entry
 of a session, then its end-of-call report, published in seq order, at least once, each with a
-message id that never changes (`pipeline.event_streams`).
+message id that never changes (`pipeline.api.event_streams`).
 
 A sweep publishes what the session's cursor has not confirmed yet. It becomes the session's only
 publisher or leaves at once (`models.event_streams.sole_publisher`): every sweep first marks the
@@ -39,9 +39,7 @@ from models.db import SessionRow
 from models.event_streams import cursor_of, entry_published, is_erased, report_published, sole_publisher
 from models.records import call_log
 from models.releases import read_across
-from pipeline.cost import ModelPrices
-from pipeline.errors import Fault
-from pipeline.event_streams import (
+from pipeline.api.event_streams import (
     REPORT_KIND,
     Waiting,
     backoff_ms,
@@ -53,7 +51,9 @@ from pipeline.event_streams import (
     report_id,
     routing_key,
 )
-from pipeline.state import EventStream, SessionState
+from pipeline.call.errors import Fault
+from pipeline.platform.cost import ModelPrices
+from pipeline.session.state import EventStream, SessionState
 from workers.app_webhooks import report
 
 logger = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ return {-1, now}
 """
 
 # KEYS[1] a broker's back-off; ARGV[1] the key's lifetime (ms), then the back-off (ms) after 1, 2,
-# … failed tries in a row (`pipeline.event_streams.backoff_ms`; the last repeats). Answers the ms
+# … failed tries in a row (`pipeline.api.event_streams.backoff_ms`; the last repeats). Answers the ms
 # until the broker's next try. A failure while the broker is already down (another sweep's try of
 # the same moment, made before any was noted) counts once.
 _FAILED = """

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.admission import takeover_refusal
-from pipeline.names import gateway_alive_key, gateway_registry_key
+from pipeline.platform.names import gateway_alive_key, gateway_registry_key
 
 
 def takeover_refusal_now(client: Any, namespace: str, dead_gateway: str, new_gateway: str) -> str | None:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import dramatiq
 
-from pipeline.cost import ModelPrices, cost_usd, usage_added
+from pipeline.platform.cost import ModelPrices, cost_usd, usage_added
 from workers import metrics_directory
 
 logger = logging.getLogger(__name__)
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from prometheus_client.registry import Collector
 
     from models.sessions import Applied
-    from pipeline.catalog import ToolOutcome
-    from pipeline.envelope import EventEnvelope
+    from pipeline.call.catalog import ToolOutcome
+    from pipeline.platform.envelope import EventEnvelope
 
 # Seconds from a millisecond to a minute: a control is a few ms away, a stalled one seconds.
 LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)

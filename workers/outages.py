@@ -1,4 +1,4 @@
-"""A call's message that finds PostgreSQL away waits for it (pipeline.outages), instead of
+"""A call's message that finds PostgreSQL away waits for it (pipeline.platform.outages), instead of
 spending Dramatiq's retries and becoming a dead letter a few seconds into a failover.
 
 The wait is not a thread asleep: the attempt ends cleanly and the message goes back on its
@@ -19,7 +19,7 @@ import dramatiq
 from dramatiq.middleware import CurrentMessage
 
 from models.db import database_answers, is_connection_lost, reopen
-from pipeline.outages import SETTLE_AFTER_OUTAGE_MS, retry_after_outage_ms
+from pipeline.platform.outages import SETTLE_AFTER_OUTAGE_MS, retry_after_outage_ms
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ SETTLED = "settled_after_outage"
 
 def waits_out_outages(*, settles: bool = False) -> Callable[[_Body], _Body]:
     """Wrap an actor of a call's messages. `settles`: a deadline timer, which after an outage
-    lets the events held up by it go first (pipeline.outages)."""
+    lets the events held up by it go first (pipeline.platform.outages)."""
 
     def wrap(body: _Body) -> _Body:
         @functools.wraps(body)

@@ -17,8 +17,8 @@ from dramatiq.middleware import CurrentMessage, Retries, TimeLimit
 
 from models import outbound
 from models.db import connect, database, reopen
-from pipeline.config import Settings, settings_from
-from pipeline.names import TOOL_RUNS_QUEUE, worker_pools
+from pipeline.platform.config import Settings, settings_from
+from pipeline.platform.names import TOOL_RUNS_QUEUE, worker_pools
 from pipeline.privacy.sealing import DeploymentKey, parse_deployment_key
 from workers.broker import WakeRedisBroker, make_broker
 from workers.dead_letters import keeper
@@ -117,7 +117,7 @@ def start_worker(
     broker: dramatiq.Broker, *, queues: set[str] | None, threads: int, worker_timeout_ms: int = 1_000
 ) -> Pools:
     """Boot this process's middleware and start a Dramatiq worker on ``broker``'s actors
-    (declared by now), one per pool of the queues it consumes (`pipeline.names.worker_pools`):
+    (declared by now), one per pool of the queues it consumes (`pipeline.platform.names.worker_pools`):
     the deliveries to apps beside a call's queues get threads of their own. Dramatiq's own CLI
     emits process_boot once the actors are imported; `switchboard worker` is not that CLI, and
     without it TimeLimit never starts the thread that enforces time limits (a tool body's

@@ -3,7 +3,7 @@
 that decided it). What a span publishes or sends carries its `traceparent` on.
 
 Off unless the entry point hands over a tracer (`use`): every hook starts with `tracer is None`
-and the OpenTelemetry API is imported only when one is. The ids are `pipeline.tracing`'s.
+and the OpenTelemetry API is imported only when one is. The ids are `pipeline.platform.tracing`'s.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
-from pipeline import tracing as names
-from pipeline.tracing import SpanIds, call_span, parsed_traceparent
+from pipeline.platform import tracing as names
+from pipeline.platform.tracing import SpanIds, call_span, parsed_traceparent
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer
 
-    from pipeline.catalog import ToolOutcome
-    from pipeline.envelope import EventEnvelope
+    from pipeline.call.catalog import ToolOutcome
+    from pipeline.platform.envelope import EventEnvelope
 
 tracer: Tracer | None = None
 

@@ -375,7 +375,7 @@ function story(entry) {
   }
 }
 
-// A caller who waits longer than this for an answer hears a slow agent (pipeline/desk.py's
+// A caller who waits longer than this for an answer hears a slow agent (pipeline/records/desk.py's
 // SLOW_ANSWER_MS: the queue's "slow answers" and the heard-latency alert).
 const SLOW_ANSWER_MS = 1500;
 

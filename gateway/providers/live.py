@@ -22,10 +22,10 @@ from gateway.providers.rest import (
     provider_errors,
 )
 from gateway.tracing import CallTrace
-from pipeline.config import Settings
-from pipeline.envelope import Trunk
 from pipeline.live.turns import LiveTurns, spoken_by
-from pipeline.timeline import Speaker
+from pipeline.platform.config import Settings
+from pipeline.platform.envelope import Trunk
+from pipeline.session.timeline import Speaker
 
 
 class OpenAILive:

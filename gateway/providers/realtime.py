@@ -20,8 +20,8 @@ from gateway.providers.rest import (
     ProviderRest,
     provider_errors,
 )
-from pipeline.config import Settings
-from pipeline.envelope import Trunk
+from pipeline.platform.config import Settings
+from pipeline.platform.envelope import Trunk
 
 
 class OpenAIRealtime:

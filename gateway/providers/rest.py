@@ -11,8 +11,8 @@ from typing import Any, Protocol
 
 import openai
 
-from pipeline.envelope import Trunk
-from pipeline.errors import ProviderUnavailable
+from pipeline.call.errors import ProviderUnavailable
+from pipeline.platform.envelope import Trunk
 
 # Each call-control request is one REST round trip; past this it is retried, then the provider
 # is "down". A provider that stops answering holds only the requests waiting on it: they are

@@ -2,7 +2,7 @@
 
 Every route but `GET /healthz` needs `Authorization: Bearer <API token>` (gateway.api's guard);
 the live stream also takes a live token (`?token=`, per session, expiring: see
-`pipeline.watch_tokens`), so a browser never holds the API token. Errors are
+`pipeline.api.watch_tokens`), so a browser never holds the API token. Errors are
 `{"error": {"code", "message"}}`.
 
 The handlers decide nothing about a session: they validate the request, then ask a worker (an

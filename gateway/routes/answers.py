@@ -14,9 +14,9 @@ from urllib.parse import quote
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 from starlette.responses import JSONResponse, Response
 
-from pipeline.timestamps import RFC3339_UTC
+from pipeline.platform.timestamps import RFC3339_UTC
 
-# A point in time, as every answer writes one (pipeline.timestamps: RFC 3339 UTC, microseconds).
+# A point in time, as every answer writes one (pipeline.platform.timestamps: RFC 3339 UTC, microseconds).
 Timestamp = Annotated[
     str,
     WithJsonSchema(

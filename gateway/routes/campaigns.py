@@ -14,8 +14,8 @@ from gateway.routes.answers import Answer, Record, created, page_of, relayed
 from gateway.routes.requests import new_id, page_asked
 from gateway.routes.table import Operation, Query, paging
 from gateway.web import error_response
+from pipeline.api.pages import MAXIMUM_LIMIT_OF
 from pipeline.outbound.specs import CampaignSpec, ContactsPage
-from pipeline.pages import MAXIMUM_LIMIT_OF
 
 if TYPE_CHECKING:
     from gateway.ports import ApiPort

@@ -11,8 +11,8 @@ from gateway.routes.answers import Record, relayed
 from gateway.routes.requests import identity_of, refusing
 from gateway.routes.sessions import S
 from gateway.routes.table import Operation
-from pipeline.limits import ERASURE_REPLY_TIMEOUT_MS
-from pipeline.numbers import e164
+from pipeline.call.limits import ERASURE_REPLY_TIMEOUT_MS
+from pipeline.phone.numbers import e164
 
 if TYPE_CHECKING:
     from gateway.ports import ApiPort

@@ -24,7 +24,7 @@ from gateway.routes.requests import Refused, identity_of, refuse_any_body, refus
 from gateway.routes.sessions import S, session_in_call, session_not_over
 from gateway.routes.table import Handler, Operation
 from gateway.web import error_response
-from pipeline.api import (
+from pipeline.api.requests import (
     BLOCK_NAME,
     AgentReply,
     AgentSay,
@@ -36,14 +36,14 @@ from pipeline.api import (
     ToolsChange,
     TypedText,
 )
+from pipeline.api.roles import Role
+from pipeline.call.errors import MalformedRequest
+from pipeline.call.limits import API_REPLY_TIMEOUT_MS, COMPACTION_REPLY_TIMEOUT_MS, TYPED_MESSAGES_PER_MINUTE
 from pipeline.call.messages import Playback
-from pipeline.errors import MalformedRequest
-from pipeline.limits import API_REPLY_TIMEOUT_MS, COMPACTION_REPLY_TIMEOUT_MS, TYPED_MESSAGES_PER_MINUTE
 from pipeline.privacy.boundary import Redactor
-from pipeline.privacy.inputs import redacted_input
 from pipeline.privacy.policy import ALWAYS_REDACTED, Kind
-from pipeline.roles import Role
-from pipeline.wire import (
+from pipeline.session.redaction import redacted_input
+from pipeline.session.wire import (
     TYPED_ITEM_PREFIX,
     AgentReplyRequested,
     AgentSayRequested,
@@ -352,7 +352,7 @@ _VERB_ERRORS: dict[int, tuple[str, ...]] = {
     404: ("session_not_found", "not_found"),
     409: ("session_ended", "not_supported_on_live"),
 }
-# A verb that needs the call in progress (`pipeline.refusals.not_in_call`).
+# A verb that needs the call in progress (`pipeline.session.refusals.not_in_call`).
 _NEEDS_THE_CALL: dict[int, tuple[str, ...]] = {409: ("session_not_connected",)}
 # And one that goes into the conversation (refused when the sideband was opened again meanwhile).
 _INTO_THE_CONVERSATION: dict[int, tuple[str, ...]] = {409: ("call_reconnected",)}

@@ -15,7 +15,7 @@ from gateway.routes.answers import Answer, Record, Removed, created, page_of, re
 from gateway.routes.requests import page_asked
 from gateway.routes.table import Operation, paging
 from gateway.web import error_response
-from pipeline.api import RouteSpec
+from pipeline.api.requests import RouteSpec
 
 if TYPE_CHECKING:
     from gateway.ports import ApiPort

@@ -18,13 +18,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.web import error_response
-from pipeline.api import EVENTS_URL_UNSUPPORTED
-from pipeline.errors import BadInput, MalformedRequest
-from pipeline.idempotency import derived_id
-from pipeline.limits import MAXIMUM_REQUEST_JSON_DEPTH
-from pipeline.pages import requested
-from pipeline.roles import Identity
-from pipeline.wire import exceeds_depth, holds_unstorable
+from pipeline.api.idempotency import derived_id
+from pipeline.api.pages import requested
+from pipeline.api.requests import EVENTS_URL_UNSUPPORTED
+from pipeline.api.roles import Identity
+from pipeline.call.errors import BadInput, MalformedRequest
+from pipeline.call.limits import MAXIMUM_REQUEST_JSON_DEPTH
+from pipeline.session.wire import exceeds_depth, holds_unstorable
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -68,7 +68,7 @@ def invalid(error: ValidationError | BadInput) -> Response:
 
 
 def page_asked(request: Request, listing: str) -> dict[str, Any]:
-    """The page of `listing` the query asks for (`pipeline.pages`: checked here, so a bad limit,
+    """The page of `listing` the query asks for (`pipeline.api.pages`: checked here, so a bad limit,
     cursor or time is refused 422 before a worker is asked)."""
     with refusing():
         page: dict[str, Any] = requested(listing, request.query_params).as_query()

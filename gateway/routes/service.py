@@ -15,7 +15,7 @@ from gateway.routes.answers import Answer
 from gateway.routes.requests import draining, identity_of
 from gateway.routes.table import Operation
 from gateway.web import error_response
-from pipeline.roles import Permission, Role
+from pipeline.api.roles import Permission, Role
 
 if TYPE_CHECKING:
     from gateway.ports import ApiPort

@@ -18,15 +18,15 @@ from gateway.routes.requests import Refused, new_id, refusing
 from gateway.routes.table import SESSION_ID, Operation, Query, paging
 from gateway.watch import CLOSE_SESSION_ENDED, CLOSE_UNKNOWN_SESSION
 from gateway.web import error_response, header
-from pipeline import watch_tokens
-from pipeline.api import SDP_OFFER, ConnectRequest, SessionSpec
-from pipeline.desk import MAXIMUM_SEARCH_CHARS, checked_status
-from pipeline.errors import ProviderUnavailable
-from pipeline.pages import requested
-from pipeline.refusals import not_in_call, over
-from pipeline.roles import Permission
-from pipeline.state import TERMINAL_PHASES
-from pipeline.timestamps import rfc3339
+from pipeline.api import watch_tokens
+from pipeline.api.pages import requested
+from pipeline.api.requests import SDP_OFFER, ConnectRequest, SessionSpec
+from pipeline.api.roles import Permission
+from pipeline.call.errors import ProviderUnavailable
+from pipeline.platform.timestamps import rfc3339
+from pipeline.records.desk import MAXIMUM_SEARCH_CHARS, checked_status
+from pipeline.session.refusals import not_in_call, over
+from pipeline.session.state import TERMINAL_PHASES
 
 if TYPE_CHECKING:
     from gateway.ports import ApiPort

@@ -11,9 +11,9 @@ from gateway.routes import requests
 from gateway.routes.answers import Answer, created, page_of, relayed, segment
 from gateway.routes.requests import identity_of, page_asked, refusing
 from gateway.routes.table import Operation, paging
-from pipeline.numbers import e164
+from pipeline.api.pages import MAXIMUM_LIMIT_OF
 from pipeline.outbound.specs import SuppressionSpec
-from pipeline.pages import MAXIMUM_LIMIT_OF
+from pipeline.phone.numbers import e164
 
 if TYPE_CHECKING:
     from gateway.ports import ApiPort

@@ -24,7 +24,7 @@ from starlette.websockets import WebSocket
 
 from gateway.routes.requests import Refused, draining
 from gateway.web import EXCEPTION_HANDLERS, error_response
-from pipeline.pages import DEFAULT_LIMIT, MAXIMUM_LIMIT
+from pipeline.api.pages import DEFAULT_LIMIT, MAXIMUM_LIMIT
 
 if TYPE_CHECKING:
     from gateway.ports import ApiPort
@@ -50,7 +50,7 @@ class Query:
 
 
 def paging(order: str, *, maximum: int = MAXIMUM_LIMIT, dated: bool = True) -> tuple[Query, ...]:
-    """A list's paging parameters (`pipeline.pages`); `order` says what its pages follow."""
+    """A list's paging parameters (`pipeline.api.pages`); `order` says what its pages follow."""
     limit = Query(
         "limit",
         f"at most this many (1 to {maximum:,}; {DEFAULT_LIMIT})",

@@ -2,7 +2,7 @@
 2 to 15 digits, so `+4402071234567` (the national trunk prefix inside an international number)
 was stored beside `+442071234567`, the same subscriber, and a do-not-call entry for one did not
 stop a dial to the other. Numbers are now parsed by libphonenumber and kept as E.164
-(`pipeline.numbers`); this rewrites the rows stored before, so they compare with the new ones:
+(`pipeline.phone.numbers`); this rewrites the rows stored before, so they compare with the new ones:
 
 - the do-not-call list: each number in its E.164 form; where both spellings were listed, the
   entry already in E.164 stays (a number is listed once per deployment);
@@ -13,14 +13,14 @@ stop a dial to the other. Numbers are now parsed by libphonenumber and kept as E
 
 A number that is no valid one is otherwise left as it was: it is history (a SIP header said it),
 and what is dialled from now on is checked where it comes in. Routes need no rewrite: a route's
-whole number is compared in its E.164 form when a call comes in (`pipeline.phone.route_matches`).
+whole number is compared in its E.164 form when a call comes in (`pipeline.phone.sip.route_matches`).
 """
 
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.errors import MalformedNumber
-from pipeline.numbers import e164, kept_number
+from pipeline.call.errors import MalformedNumber
+from pipeline.phone.numbers import e164, kept_number
 
 STATEMENTS: list[str] = []
 

@@ -2,7 +2,7 @@
 caller types, and the built-in tool with which the model starts one (PCI DSS's preferred way to
 take a card: the digits are keyed, never said, and no person or model ever hears them).
 
-The rules are `pipeline.keypad`'s; the capture itself is the gateway's boundary
+The rules are `pipeline.keypad.capture`'s; the capture itself is the gateway's boundary
 (`pipeline.privacy.boundary`), which keeps the presses in memory and hands the workers one
 sealed event with their count. This module imports no rule, so a wing may name it.
 """

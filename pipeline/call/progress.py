@@ -1,5 +1,5 @@
 """How a call going out is getting on, in words every call shares: each wing says which of its
-inputs mean these (`Dialect.call_progress`), and the dialing rules (`pipeline.dialing`) decide
+inputs mean these (`Dialect.call_progress`), and the dialing rules (`pipeline.outbound.dialing`) decide
 what they mean for the call."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What a provider's own input means for the call log's turns, in words every call shares: the
-call log (`pipeline.call_log`) tells the agent's turns by these marks, and each wing says which of
+call log (`pipeline.records.call_log`) tells the agent's turns by these marks, and each wing says which of
 its inputs make them (`Dialect.story_mark`)."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.state import SessionState
+from pipeline.session.state import SessionState
 
 
 def live_delegation(state: SessionState) -> dict[str, Any]:
@@ -25,7 +25,7 @@ WAIT_FOR_THE_ANSWER = (
 
 
 # The name of the question Switchboard has the provider's Decisions ask of the callee's words on a
-# call going out: a "yes" puts their number on the do-not-call list (`pipeline.dialing`).
+# call going out: a "yes" puts their number on the do-not-call list (`pipeline.outbound.dialing`).
 DO_NOT_CALL = "do_not_call"
 DO_NOT_CALL_TRIGGER = {
     "type": "decisions",

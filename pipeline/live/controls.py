@@ -16,7 +16,7 @@ from pipeline.call.capabilities import too_long
 from pipeline.call.messages import ControlModel
 from pipeline.call.tokens import estimated_tokens
 from pipeline.live.capabilities import APPEND_TOKEN_BUDGET, LIVE
-from pipeline.wire import control_wire
+from pipeline.session.wire import control_wire
 
 # ── controls: what Switchboard sends on a Live sideband ────────────────────────────────
 

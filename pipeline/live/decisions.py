@@ -3,8 +3,8 @@ model's delegations and their outcomes, the provider's reports of usage and of t
 
 from __future__ import annotations
 
-from pipeline.catalog import ToolOutcome
-from pipeline.limits import bounded
+from pipeline.call.catalog import ToolOutcome
+from pipeline.call.limits import bounded
 from pipeline.live import delegation, reports
 from pipeline.live.events import (
     BackendCalled,
@@ -14,10 +14,10 @@ from pipeline.live.events import (
     LiveTranscript,
     UsageUpdated,
 )
-from pipeline.state import SessionState
-from pipeline.step import PersistTranscript, Step
-from pipeline.timers import DelegationDeadline, DelegationSettle, Timer
-from pipeline.wire import InboundEvent, KeyPressed, ToolFinished
+from pipeline.session.state import SessionState
+from pipeline.session.step import PersistTranscript, Step
+from pipeline.session.timers import DelegationDeadline, DelegationSettle, Timer
+from pipeline.session.wire import InboundEvent, KeyPressed, ToolFinished
 
 
 def decide(state: SessionState, event: InboundEvent) -> Step | None:

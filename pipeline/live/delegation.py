@@ -29,16 +29,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipeline import ending
-from pipeline.catalog import ToolOutcome
-from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS, bounded
+from pipeline.call.catalog import ToolOutcome
+from pipeline.call.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS, bounded
 from pipeline.live.controls import commentary, instructions, thinking
 from pipeline.live.events import BackendCalled, Delegated, LiveTranscript
 from pipeline.live.frames import DELEGATION_SETTLE_MS, line_of
 from pipeline.live.reports import closing
 from pipeline.live.tasks import build_task
-from pipeline.state import IN_CALL, Delegation, DelegationStatus, LiveCall, SessionState, SpokenLine
-from pipeline.step import (
+from pipeline.session import ending
+from pipeline.session.state import IN_CALL, Delegation, DelegationStatus, LiveCall, SessionState, SpokenLine
+from pipeline.session.step import (
     CancelTool,
     InterruptToolStep,
     PersistTranscript,
@@ -51,14 +51,14 @@ from pipeline.step import (
     schedule_timer,
     unchanged,
 )
-from pipeline.timeline import Speaker, TranscriptFragment
-from pipeline.timers import DELEGATION_DEADLINE_PREFIX, DelegationDeadline, DelegationSettle
+from pipeline.session.timeline import Speaker, TranscriptFragment
+from pipeline.session.timers import DELEGATION_DEADLINE_PREFIX, DelegationDeadline, DelegationSettle
 
 # Timers named with this prefix and a delegation id check that its handler's outcome came back
-# (named through `pipeline.timers.DelegationDeadline`; the prefix stays here for the tests).
+# (named through `pipeline.session.timers.DelegationDeadline`; the prefix stays here for the tests).
 DEADLINE_TIMER = DELEGATION_DEADLINE_PREFIX
 # A tool_runs message naming a delegation handler starts with this: a tool's name cannot hold a
-# colon (`pipeline.catalog.TOOL_NAME_PATTERN`), so it is never taken for a tool's.
+# colon (`pipeline.call.catalog.TOOL_NAME_PATTERN`), so it is never taken for a tool's.
 DELEGATION_RUN_PREFIX = "delegation:"
 
 # Delegations being worked on at once (settling, running, or answered and waiting for the

@@ -29,11 +29,11 @@ from pipeline.live.events import (
     parse_live,
 )
 from pipeline.live.frames import COALESCE_GAP_MS
-from pipeline.state import LiveCall, LiveSetup, SessionState
-from pipeline.step import Control, LogEntry, Step, answering, unchanged
-from pipeline.timeline import Speaker
-from pipeline.timers import Timer
-from pipeline.wire import InboundEvent, KeyPressed, ProviderError, SessionCreated
+from pipeline.session.state import LiveCall, LiveSetup, SessionState
+from pipeline.session.step import Control, LogEntry, Step, answering, unchanged
+from pipeline.session.timeline import Speaker
+from pipeline.session.timers import Timer
+from pipeline.session.wire import InboundEvent, KeyPressed, ProviderError, SessionCreated
 
 # A Live session's instructions are fixed at startup: a changed block is appended as an update.
 LIVE_BLOCK_CHANGED = (

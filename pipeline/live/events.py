@@ -1,9 +1,9 @@
 """The Live API's durable inputs as the workers read them from the log (LIVE_PROTOCOL.md §3.1),
 and the host's own durable transcript event.
 
-Two Live types are every provider's, `session.updated` and `error`: `pipeline.wire` reads them
+Two Live types are every provider's, `session.updated` and `error`: `pipeline.session.wire` reads them
 (`SessionUpdated`, `ProviderError`). Every other type here is Live's own (`parse_live`); which
-provider an input belongs to is decided by the session (`pipeline.session.apply`), not by the
+provider an input belongs to is decided by the session (`pipeline.transitions.apply`), not by the
 parser. Like every inbound model these ignore fields they do not use.
 """
 
@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from pipeline.timeline import Speaker, TranscriptFragment
-from pipeline.wire import InboundEvent, validated
+from pipeline.session.timeline import Speaker, TranscriptFragment
+from pipeline.session.wire import InboundEvent, validated
 
 LIVE_TRANSCRIPT_TYPE = "switchboard.live_transcript"
 

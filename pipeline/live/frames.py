@@ -17,13 +17,13 @@ from pydantic import (
     model_validator,
 )
 
+from pipeline.call.errors import MalformedFrame
+from pipeline.call.limits import MAXIMUM_FRAME_JSON_DEPTH
 from pipeline.call.sideband import OpenTail
-from pipeline.errors import MalformedFrame
-from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH
 from pipeline.live.events import LIVE_TRANSCRIPT_TYPE, LiveTranscript
-from pipeline.state import SpokenLine
-from pipeline.timeline import Speaker, TranscriptFragment
-from pipeline.wire import FrameKind, decode_frame, holds_unstorable, nests_too_deep
+from pipeline.session.state import SpokenLine
+from pipeline.session.timeline import Speaker, TranscriptFragment
+from pipeline.session.wire import FrameKind, decode_frame, holds_unstorable, nests_too_deep
 
 # ── limits ───────────────────────────────────────────────────────────────────────────────
 

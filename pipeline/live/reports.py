@@ -16,13 +16,13 @@ presses on a Live phone call (LIVE_PROTOCOL.md §2.4, §4).
 
 from __future__ import annotations
 
-from pipeline import ending
-from pipeline.limits import BUDGET_NOTICE, BUDGET_WARNING_PERCENT
+from pipeline.call.limits import BUDGET_NOTICE, BUDGET_WARNING_PERCENT
 from pipeline.live.controls import SessionClose, instructions
 from pipeline.live.events import KeyReceived, LiveClosed, LiveUsage, UsageUpdated
-from pipeline.state import IN_CALL, Phase, SessionState, Usage
-from pipeline.step import CloseCall, Step
-from pipeline.wire import KeyPressed
+from pipeline.session import ending
+from pipeline.session.state import IN_CALL, Phase, SessionState, Usage
+from pipeline.session.step import CloseCall, Step
+from pipeline.session.wire import KeyPressed
 
 # How the provider's close reasons end a call (any other reason is the call ending normally).
 ENDED_BY_PROVIDER = {

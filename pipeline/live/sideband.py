@@ -19,7 +19,7 @@ moment is written down whole in one piece, and redacted whole.
 
 The caller's wait for an answer (`Waited`, for the metric) is read off the call's timeline: from
 the end of the caller's last words to the start of the agent's first words after them — the same
-two moments the call log reads from the written-down pieces (`pipeline.call_log`).
+two moments the call log reads from the written-down pieces (`pipeline.records.call_log`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from pipeline.call.errors import BadInput
 from pipeline.call.heard import waited_ms
 from pipeline.call.sideband import Action, Delta, Final, OpenTail, Role, Submit, Waited, bad_frame
-from pipeline.errors import BadInput
 from pipeline.live.capabilities import LIVE
 from pipeline.live.frames import (
     SPEAKER_OF_TYPE,
@@ -43,9 +43,9 @@ from pipeline.live.frames import (
     keep_open_tail,
     line_of,
 )
-from pipeline.state import SpokenLine
-from pipeline.timeline import Speaker, TranscriptFragment
-from pipeline.wire import FrameKind
+from pipeline.session.state import SpokenLine
+from pipeline.session.timeline import Speaker, TranscriptFragment
+from pipeline.session.wire import FrameKind
 
 # Whose words a speaker's follow: the one a turn passes from.
 OTHER_SPEAKER = {Speaker.CALLER: Speaker.AGENT, Speaker.AGENT: Speaker.CALLER}

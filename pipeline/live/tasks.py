@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from pipeline.live.frames import DELEGATION_SETTLE_MS, spoken_text
-from pipeline.timeline import Speaker, TranscriptFragment
-from pipeline.timers import DelegationSettle, timer_name
+from pipeline.session.timeline import Speaker, TranscriptFragment
+from pipeline.session.timers import DelegationSettle, timer_name
 
 # ── delegation tasks ────────────────────────────────────────────────────────────────────
 

@@ -1,6 +1,6 @@
 """Where a Live call's turns are among its durable events: Live sends no turn boundary (no
 final transcript, no `response.done`), so a turn is what heard latency reads off the call's
-timeline (`pipeline.live.sideband`, `pipeline.call_log`): the caller's words, then the agent's
+timeline (`pipeline.live.sideband`, `pipeline.records.call_log`): the caller's words, then the agent's
 first words after them. A turn opens with the caller's first written-down piece; the caller's
 further pieces before the agent answers are the same turn (as heard latency waits from the end
 of the caller's last words); it ends when the caller speaks again after the agent answered, or
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.live.events import LIVE_TRANSCRIPT_TYPE
-from pipeline.timeline import Speaker
+from pipeline.session.timeline import Speaker
 
 
 def spoken_by(event: dict[str, Any]) -> Speaker | None:

@@ -6,7 +6,7 @@ contact's IANA zone; every other column is a var, named by its header (which mus
 name). An empty cell is no var for that contact; an empty `timezone` is no zone of its own.
 
 Each row is taken or refused on its own, by its line number and the reason: a number that is
-not a valid one (`pipeline.numbers`), an unknown time zone, more than `MAXIMUM_VARS` vars
+not a valid one (`pipeline.phone.numbers`), an unknown time zone, more than `MAXIMUM_VARS` vars
 filled, a value too long, a number the file had already (in any spelling: a number is kept and
 compared in its E.164 form), or a row with more or fewer cells than the header. Blank lines
 are skipped, and so are the cells of a column with no name (a spreadsheet's trailing comma).
@@ -30,11 +30,11 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from pipeline.errors import MalformedNumber, MalformedRequest
-from pipeline.numbers import E164Number, e164
+from pipeline.call.errors import MalformedNumber, MalformedRequest
 from pipeline.outbound.numbers import timezone_of
 from pipeline.outbound.vars import MAXIMUM_VAR_NAME_CHARS, VAR_NAME, ContactVars, checked_vars
 from pipeline.outbound.window import Window, is_timezone
+from pipeline.phone.numbers import E164Number, e164
 
 # A campaign dials at most this many contacts: a day's work for 100 lines at 1,000 calls each.
 # A list longer than that is two campaigns (and one mistake costs less).

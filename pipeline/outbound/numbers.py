@@ -2,7 +2,7 @@
 
 One zone for most numbers; several for a country or area code that spans zones (a US area code
 across a state line, Russia's mobiles), and then the contact must say its `timezone`. What a
-number is, and the one spelling it is kept in, is `pipeline.numbers`'s.
+number is, and the one spelling it is kept in, is `pipeline.phone.numbers`'s.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import phonenumbers
 from phonenumbers import timezone as number_zones
 
-from pipeline.errors import MalformedNumber
-from pipeline.numbers import e164
+from pipeline.call.errors import MalformedNumber
 from pipeline.outbound.window import is_timezone
+from pipeline.phone.numbers import e164
 
 __all__ = ["timezone_of"]
 

@@ -4,7 +4,7 @@ Each is frozen, forbids fields it does not know, bounds every field, and says in
 what is wrong (the gateway answers 422 with it). What a body cannot know alone is decided
 with the state it needs: whether a campaign's expiry is still ahead is
 `campaign_refusal(spec, now)`. A `session` is the body of `POST /v1/sessions`, checked by
-`pipeline.api.SessionSpec` where it is stored, not here.
+`pipeline.api.requests.SessionSpec` where it is stored, not here.
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from pipeline.api import SessionSpec
+from pipeline.api.requests import SessionSpec
 from pipeline.call.capabilities import Ability, refusal
+from pipeline.call.errors import NotSupported
 from pipeline.dialects import capabilities_for
-from pipeline.errors import NotSupported
-from pipeline.numbers import E164Number
 from pipeline.outbound.contacts import Contact, zone_refusal
 from pipeline.outbound.retry import RetryPolicy
 from pipeline.outbound.vars import ContactVars
 from pipeline.outbound.window import Window, next_open, utc_instant
-from pipeline.phone import KeyAction, checked_keys
+from pipeline.phone.numbers import E164Number
+from pipeline.phone.sip import KeyAction, checked_keys
 
 # A trunk's name: what a campaign or a call names it by, in a URL path.
 TRUNK_NAME = re.compile(r"[a-z0-9_-]{1,64}")

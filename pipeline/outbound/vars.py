@@ -31,8 +31,8 @@ from typing import Annotated
 
 from pydantic import BeforeValidator
 
-from pipeline.api import SessionSpec
-from pipeline.errors import MalformedRequest
+from pipeline.api.requests import SessionSpec
+from pipeline.call.errors import MalformedRequest
 
 # A contact's vars are a few fields of a CRM row (a name, an account, an appointment), not a
 # document: twenty covers every template seen; more is a sign the list is not a contact list.
@@ -40,7 +40,7 @@ MAXIMUM_VARS = 20
 # A var's name is a placeholder someone types into instructions.
 MAXIMUM_VAR_NAME_CHARS = 40
 # A value is a short field; two hundred characters of each of twenty vars is 4,000 characters
-# at most, well inside the instructions' own bound (pipeline.limits).
+# at most, well inside the instructions' own bound (pipeline.call.limits).
 MAXIMUM_VAR_VALUE_CHARS = 200
 
 VAR_NAME = re.compile(rf"[A-Za-z_][A-Za-z0-9_]{{0,{MAXIMUM_VAR_NAME_CHARS - 1}}}")

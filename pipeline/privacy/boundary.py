@@ -27,7 +27,7 @@ as "•", so a number keyed in leaves at most its first digit, which PCI DSS all
 During a keypad collection (`collect`, from the workers' `collect_digits` directive) no press
 leaves at all: they are kept here, in memory, until the end key or the entry's last digit, and
 leave as one event, `switchboard.digits_collected`, with their count and the digits sealed for
-the tool (`pipeline.keypad` says what follows). A boundary that is closed or replaced meanwhile
+the tool (`pipeline.keypad.capture` says what follows). A boundary that is closed or replaced meanwhile
 takes the presses with it.
 
 A tool's sensitive parameters (a payment tool's `card_number`) are not masked but sealed with

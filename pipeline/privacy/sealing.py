@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 
-from pipeline.errors import Refusal
+from pipeline.call.errors import Refusal
 
 SEALED_PREFIX = "sealed:v1:"
 WRAPPED_PREFIX = "wrapped:v1:"

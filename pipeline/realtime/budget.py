@@ -7,11 +7,11 @@ One notice at 80 % asks the model to wrap up and tell the person; at 100 % the s
 
 from __future__ import annotations
 
-from pipeline.ending import finish
-from pipeline.limits import BUDGET_NOTICE, BUDGET_WARNING_PERCENT
+from pipeline.call.limits import BUDGET_NOTICE, BUDGET_WARNING_PERCENT
 from pipeline.realtime.controls import ItemCreate
-from pipeline.state import IN_CALL, SessionState
-from pipeline.step import Step, unchanged
+from pipeline.session.ending import finish
+from pipeline.session.state import IN_CALL, SessionState
+from pipeline.session.step import Step, unchanged
 
 
 def exhausted(state: SessionState) -> Step | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.limits import COMPACTION_DEADLINE_MS, MAXIMUM_SUMMARY_BYTES
+from pipeline.call.limits import COMPACTION_DEADLINE_MS, MAXIMUM_SUMMARY_BYTES
 from pipeline.realtime.controls import ItemCreate, ItemDelete, ResponseCancel, ResponseCreate, ResponseParams
 from pipeline.realtime.events import (
     AssistantTranscriptFinal,
@@ -30,8 +30,8 @@ from pipeline.realtime.events import (
     ResponseRef,
     ResponseSummary,
 )
-from pipeline.state import Compaction, Phase, SessionState
-from pipeline.step import (
+from pipeline.session.state import Compaction, Phase, SessionState
+from pipeline.session.step import (
     AnswerRequest,
     FinishCompaction,
     RecordIncident,
@@ -41,7 +41,7 @@ from pipeline.step import (
     schedule_timer,
     unchanged,
 )
-from pipeline.timers import CompactionDeadline
+from pipeline.session.timers import CompactionDeadline
 
 COOLDOWN_RESPONSES = 3
 KEEP_RECENT_ITEMS = 6

@@ -8,8 +8,8 @@ from typing import Any
 
 from pipeline.call.built_in import END_CALL, TRANSFER_CALL
 from pipeline.call.keypad import collect_digits_tool, collectable
-from pipeline.consent import decline_recording_tool
-from pipeline.state import SessionState
+from pipeline.session.consent import decline_recording_tool
+from pipeline.session.state import SessionState
 
 # Transcription model for the caller's audio: user transcript finals are what drive a turn.
 TRANSCRIPTION_MODEL = "gpt-4o-transcribe"

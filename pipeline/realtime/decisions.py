@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pipeline.catalog import ToolOutcome
-from pipeline.limits import bounded
+from pipeline.call.catalog import ToolOutcome
+from pipeline.call.limits import bounded
 from pipeline.realtime import budget, compaction, silences, tools, turns
 from pipeline.realtime.events import (
     AssistantTranscriptFinal,
@@ -22,10 +22,10 @@ from pipeline.realtime.events import (
     UserTranscriptFailed,
     UserTranscriptFinal,
 )
-from pipeline.state import SessionState
-from pipeline.step import PersistTranscript, Step, unchanged
-from pipeline.timers import CompactionDeadline, ResponseDeadline, Timer, ToolDeadline
-from pipeline.wire import (
+from pipeline.session.state import SessionState
+from pipeline.session.step import PersistTranscript, Step, unchanged
+from pipeline.session.timers import CompactionDeadline, ResponseDeadline, Timer, ToolDeadline
+from pipeline.session.wire import (
     CompactionRequested,
     CompactionUnsaved,
     InboundEvent,

@@ -41,10 +41,10 @@ from pipeline.realtime.turns import (
     owed_next,
     reply_to_conversation,
 )
-from pipeline.state import LiveCall, Phase, ResponseContext, SessionState, ToolChain
-from pipeline.step import Control, LogEntry, Step, answering, refused, unchanged
-from pipeline.timers import Timer
-from pipeline.wire import (
+from pipeline.session.state import LiveCall, Phase, ResponseContext, SessionState, ToolChain
+from pipeline.session.step import Control, LogEntry, Step, answering, refused, unchanged
+from pipeline.session.timers import Timer
+from pipeline.session.wire import (
     CompactionUnsaved,
     InboundEvent,
     KeyPressed,

@@ -1,7 +1,7 @@
 """What a Realtime sideband says that Switchboard reads (PROTOCOL.md §2): the GA names (beta
 names renamed on input), which event types are durable, streamed or ignored, and the models of
 the durable ones. Inbound models ignore fields they do not use, because the provider adds fields
-over time. (`session.updated` and `error` read both providers' frames: `pipeline.wire`.)"""
+over time. (`session.updated` and `error` read both providers' frames: `pipeline.session.wire`.)"""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, TypeAdapter, model_validator
 
 from pipeline.call.messages import Inbound, Playback, optional_str
-from pipeline.wire import (
+from pipeline.session.wire import (
     TYPED_ITEM_PREFIX,
     InboundEvent,
     KeyPressed,

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.call.errors import MalformedFrame
+from pipeline.call.limits import MAXIMUM_FRAME_JSON_DEPTH
 from pipeline.call.messages import optional_str
-from pipeline.errors import MalformedFrame
-from pipeline.limits import MAXIMUM_FRAME_JSON_DEPTH
 from pipeline.realtime.events import (
     DURABLE_TYPES,
     IGNORED_TYPES,
@@ -19,7 +19,7 @@ from pipeline.realtime.events import (
     is_typed_item,
     parse_realtime,
 )
-from pipeline.wire import HOST_TYPES, FrameKind, decode_frame, frame_holds_unstorable, nests_too_deep
+from pipeline.session.wire import HOST_TYPES, FrameKind, decode_frame, frame_holds_unstorable, nests_too_deep
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,15 +34,15 @@ from collections import deque
 from typing import Any
 
 from pipeline.call.conversation_order import PLACE_FIELD
+from pipeline.call.errors import BadInput
 from pipeline.call.heard import waited_ms
 from pipeline.call.sideband import Action, Delta, Final, Role, Submit, Waited, bad_frame
-from pipeline.errors import BadInput
 from pipeline.realtime.capabilities import REALTIME
 from pipeline.realtime.compaction import is_maintenance_metadata
 from pipeline.realtime.conversation import ANNOUNCING_TYPES, ConversationChain
 from pipeline.realtime.events import function_call_id, typed_text
 from pipeline.realtime.frames import classify_frame
-from pipeline.wire import FrameKind
+from pipeline.session.wire import FrameKind
 
 # Function call ids remembered per socket for "one durable event per call": far more than one
 # call makes while any is still being named.

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pipeline.realtime.events import CallerSilent
 from pipeline.realtime.turns import SAY_EXACTLY, begin_directed
-from pipeline.state import IN_CALL, Phase, ResponseContext, SessionState
-from pipeline.step import LogEntry, Step, unchanged
+from pipeline.session.state import IN_CALL, Phase, ResponseContext, SessionState
+from pipeline.session.step import LogEntry, Step, unchanged
 
 ARE_YOU_THERE = "The caller has said nothing for a while. Ask them, briefly, whether they are still there."
 GOODBYE_SILENT = "I can't hear anyone on the line, so I'll end the call now. Goodbye!"

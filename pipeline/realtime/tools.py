@@ -9,7 +9,7 @@ When the response has completed and the tool's outcome is in, the host sends the
 caller moved on (barge-in, new input, a cancelled response), the outcome is still delivered —
 every function call gets exactly one output (DESIGN invariant 7) — but no response is driven.
 
-These transitions are pure; `pipeline.session` routes function calls, tool outcomes, new input
+These transitions are pure; `pipeline.transitions` routes function calls, tool outcomes, new input
 and the end of responses to them. A call to a tool the session was not created with is
 answered `unavailable`; a call in a response the host did not ask for is refused, and the call
 goes on.
@@ -21,19 +21,19 @@ import json
 from typing import Any, Literal
 
 from pipeline.call.built_in import END_CALL, TRANSFER_CALL
+from pipeline.call.catalog import ToolError, ToolOutcome
 from pipeline.call.keypad import COLLECT_DIGITS, ask_of_call, tool_refusal
-from pipeline.catalog import ToolError, ToolOutcome
-from pipeline.consent import DECLINE_RECORDING, DECLINED_RESULT, declined
-
-# A Realtime call is hung up alone: nothing is said on its sideband on the way out.
-from pipeline.ending import fail, finish
-from pipeline.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS
+from pipeline.call.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS
 from pipeline.realtime.configuration import offers_collection
 from pipeline.realtime.controls import ItemCreate
 from pipeline.realtime.events import FunctionCallArgumentsDone, ResponseDone
 from pipeline.realtime.turns import ask_for_response, may_respond, owed_next
-from pipeline.state import Phase, SessionState, ToolCall, ToolChain
-from pipeline.step import (
+from pipeline.session.consent import DECLINE_RECORDING, DECLINED_RESULT, declined
+
+# A Realtime call is hung up alone: nothing is said on its sideband on the way out.
+from pipeline.session.ending import fail, finish
+from pipeline.session.state import Phase, SessionState, ToolCall, ToolChain
+from pipeline.session.step import (
     CancelTool,
     InterruptToolStep,
     LogEntry,
@@ -46,7 +46,7 @@ from pipeline.step import (
     schedule_timer,
     unchanged,
 )
-from pipeline.timers import ToolDeadline
+from pipeline.session.timers import ToolDeadline
 
 # What the model's collect_digits call is answered with, at once.
 COLLECTING = {

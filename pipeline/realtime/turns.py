@@ -10,13 +10,13 @@ refuses because no response is active settles it at once.
 
 from __future__ import annotations
 
-from pipeline.call.messages import Playback
-from pipeline.limits import (
+from pipeline.call.limits import (
     PROVIDER_MAXIMUM_OUTPUT_TOKENS,
     RESPONSE_DEADLINE_MS,
     RESPONSE_MS_PER_OUTPUT_TOKEN,
     bounded,
 )
+from pipeline.call.messages import Playback
 from pipeline.realtime.controls import (
     ItemCreate,
     ItemTruncate,
@@ -34,13 +34,20 @@ from pipeline.realtime.events import (
     UserTranscriptFailed,
     UserTranscriptFinal,
 )
-from pipeline.state import IN_CALL, Phase, ResponseContext, SessionState, Turn, UnaskedResponse, Usage
-from pipeline.step import PersistTranscript, RecordIncident, Step, cancel_timer, schedule_timer, unchanged
-from pipeline.timers import RESPONSE_DEADLINE_PREFIX, ResponseDeadline
-from pipeline.wire import ProviderError, TextInjected
+from pipeline.session.state import IN_CALL, Phase, ResponseContext, SessionState, Turn, UnaskedResponse, Usage
+from pipeline.session.step import (
+    PersistTranscript,
+    RecordIncident,
+    Step,
+    cancel_timer,
+    schedule_timer,
+    unchanged,
+)
+from pipeline.session.timers import RESPONSE_DEADLINE_PREFIX, ResponseDeadline
+from pipeline.session.wire import ProviderError, TextInjected
 
 # Timers named with this prefix and a request number settle a response that never reported done
-# (named through `pipeline.timers.ResponseDeadline`; the prefix stays here for the tests).
+# (named through `pipeline.session.timers.ResponseDeadline`; the prefix stays here for the tests).
 RESPONSE_DEADLINE_TIMER = RESPONSE_DEADLINE_PREFIX
 
 # How a response is asked to say given words and nothing else (the model speaks them in its
@@ -170,7 +177,7 @@ def ask_for_response(state: SessionState, turn: Turn, tool_choice: str | None = 
 
 def response_deadline_ms(context: ResponseContext) -> int:
     """How long a response asked with this context may take to report done: the longest speech
-    its output-token cap allows, and never less than the response deadline (pipeline.limits)."""
+    its output-token cap allows, and never less than the response deadline (pipeline.call.limits)."""
     tokens = context.max_output_tokens
     cap = PROVIDER_MAXIMUM_OUTPUT_TOKENS if tokens == "inf" else min(tokens, PROVIDER_MAXIMUM_OUTPUT_TOKENS)
     return max(RESPONSE_DEADLINE_MS, cap * RESPONSE_MS_PER_OUTPUT_TOKEN)

@@ -72,7 +72,7 @@ def test_render_shows_each_level_and_the_held_calls() -> None:
 
 def test_a_turns_time_is_split_at_the_gateway_the_worker_and_the_apply() -> None:
     from bench.capacity import answer_segments_ms
-    from pipeline.timestamps import rfc3339
+    from pipeline.platform.timestamps import rfc3339
 
     final = "conversation.item.input_audio_transcription.completed"
     call = {

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline.timestamps import rfc3339
+from pipeline.platform.timestamps import rfc3339
 from simulator.recording import parse_recording, read_recording, recording_lines
 from switchboard.client import Client
 from switchboard.export import session_recording

@@ -23,8 +23,8 @@ from websockets.sync.client import connect
 from gateway.app import Gateway
 from gateway.providers.realtime import SimulatedRealtime
 from pipeline.admission import ADMISSION_TIMER
-from pipeline.config import Settings
-from pipeline.names import ADMISSION_QUEUE
+from pipeline.platform.config import Settings
+from pipeline.platform.names import ADMISSION_QUEUE
 from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack, wait_until

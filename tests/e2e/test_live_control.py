@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from pipeline.limits import BUDGET_NOTICE, TYPED_MESSAGES_PER_MINUTE
+from pipeline.call.limits import BUDGET_NOTICE, TYPED_MESSAGES_PER_MINUTE
 from simulator.oracle import wire_errors
 from switchboard.client import Client
 from switchboard.stack import Stack

@@ -9,7 +9,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from pipeline.line import NOBODY_CAME
+from pipeline.operator.line import NOBODY_CAME
 from switchboard.client import Client
 from switchboard.stack import Stack
 from tests.support.live import controls_of, live_session, ring_live, set_live_script

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from typing import Any
 
-from pipeline.line import NOBODY_TOOK_IT
+from pipeline.operator.line import NOBODY_TOOK_IT
 from simulator.oracle import wire_errors
 from switchboard.client import Client
 from switchboard.stack import Stack

@@ -24,8 +24,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from pipeline.pages import page_cursor
-from pipeline.timestamps import is_rfc3339
+from pipeline.api.pages import page_cursor
+from pipeline.platform.timestamps import is_rfc3339
 from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack

@@ -8,7 +8,7 @@ from typing import Any
 
 from gateway.app import Gateway
 from gateway.providers.realtime import SimulatedRealtime
-from pipeline.config import Settings
+from pipeline.platform.config import Settings
 from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack

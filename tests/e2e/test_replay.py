@@ -17,7 +17,7 @@ import psutil
 import psycopg2
 import pytest
 
-from pipeline.config import Settings
+from pipeline.platform.config import Settings
 from simulator.live_oracle import live_wire_errors
 from simulator.oracle import wire_errors
 from simulator.recording import ControlAt, RecordedControl, read_recording, recording_lines

@@ -17,8 +17,8 @@ from typing import Any
 
 import psycopg2
 
-from pipeline import watch_tokens
-from pipeline.idempotency import STALE_CLAIM_S, fingerprint, fingerprint_key
+from pipeline.api import watch_tokens
+from pipeline.api.idempotency import STALE_CLAIM_S, fingerprint, fingerprint_key
 from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack

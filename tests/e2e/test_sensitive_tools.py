@@ -15,7 +15,7 @@ import pytest
 
 from models import data_keys
 from models.db import connect
-from pipeline.config import settings_from
+from pipeline.platform.config import settings_from
 from pipeline.privacy.sealing import SealedValueUnreadable, open_sealed
 from switchboard.client import Client
 from switchboard.services import Services

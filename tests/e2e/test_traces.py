@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from pipeline.platform.tracing import call_span
 from pipeline.privacy.detect import is_luhn_valid
-from pipeline.tracing import call_span
 from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack

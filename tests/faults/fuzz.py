@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import BadInput
-from pipeline.limits import MAXIMUM_PROVIDER_FRAME_BYTES
+from pipeline.call.errors import BadInput
+from pipeline.call.limits import MAXIMUM_PROVIDER_FRAME_BYTES
 from pipeline.realtime.frames import classify_frame
-from pipeline.wire import FrameKind
+from pipeline.session.wire import FrameKind
 
 RECORDING = Path(__file__).resolve().parents[2] / "recordings" / "spoken_call.jsonl"
 

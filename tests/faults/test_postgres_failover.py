@@ -5,7 +5,7 @@ So that the failover really meets commits the standby lacks, the link to the sta
 (the primary's WAL sender stopped) for a moment before the primary dies:
 
 - synchronous replication: no commit returns while the standby lacks it, so the workers' commits
-  of that moment fail with the primary, their messages wait out the failover (pipeline.outages)
+  of that moment fail with the primary, their messages wait out the failover (pipeline.platform.outages)
   and are applied on the promoted standby: nothing is lost;
 - asynchronous replication: the primary commits what the standby will never have; the workers
   sent those events' controls and the gateway released them. Each such event is lost: its seq is

@@ -1,5 +1,5 @@
 """PostgreSQL away far longer than Dramatiq's retries last (about 6 s) while calls talk: every
-call's message waits for the database (pipeline.outages) instead of becoming a dead letter, and
+call's message waits for the database (pipeline.platform.outages) instead of becoming a dead letter, and
 every line the callers said during the outage is answered once it is back.
 
 The suite stops the database for 20 s; `FAULT_POSTGRES_DOWN_S=60` runs the same

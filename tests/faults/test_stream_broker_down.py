@@ -27,7 +27,7 @@ from kombu.entity import Exchange, Queue
 from kombu.message import Message
 from kombu.messaging import Consumer
 
-from pipeline.names import EVENT_STREAMS_QUEUE, QUEUES
+from pipeline.platform.names import EVENT_STREAMS_QUEUE, QUEUES
 from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack

@@ -15,8 +15,8 @@ import pytest
 
 from gateway.app import Gateway
 from gateway.providers.realtime import SimulatedRealtime
-from pipeline.config import Settings
-from pipeline.envelope import CloseCall, OpenSideband, SendControl, ToGateway, TransferCall
+from pipeline.platform.config import Settings
+from pipeline.platform.envelope import CloseCall, OpenSideband, SendControl, ToGateway, TransferCall
 from simulator.server import Simulator
 from switchboard.services import Services
 from tests.gateway.support import open_socket, running_provider, until

@@ -25,11 +25,11 @@ from gateway.liveness import takeover_warning
 from gateway.providers.realtime import SimulatedRealtime
 from gateway.sink import EventSink
 from gateway.watch import WatchHub
-from pipeline.config import Settings
-from pipeline.envelope import Reply
-from pipeline.limits import MAXIMUM_WATCH_TRANSCRIPT_BYTES
-from pipeline.names import control_queue
-from pipeline.wire import SidebandClosed, SidebandConnected
+from pipeline.call.limits import MAXIMUM_WATCH_TRANSCRIPT_BYTES
+from pipeline.platform.config import Settings
+from pipeline.platform.envelope import Reply
+from pipeline.platform.names import control_queue
+from pipeline.session.wire import SidebandClosed, SidebandConnected
 from switchboard.services import Services
 from tests.gateway.support import open_socket, running_provider
 from workers.broker import make_broker

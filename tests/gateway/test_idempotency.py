@@ -12,7 +12,7 @@ import pytest
 
 from gateway.idempotency import idempotent
 from gateway.keys import DEPLOYMENT_TOKEN
-from pipeline.idempotency import derived_id, fingerprint, fingerprint_key
+from pipeline.api.idempotency import derived_id, fingerprint, fingerprint_key
 
 KEY = fingerprint_key(b"the deployment's secret")
 

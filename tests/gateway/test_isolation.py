@@ -19,10 +19,10 @@ import redis
 from gateway.app import Gateway
 from gateway.liveness import Heartbeat
 from gateway.providers.realtime import SimulatedRealtime
-from pipeline.config import Settings
-from pipeline.envelope import CloseCall, Reply
-from pipeline.limits import GATEWAY_DEAD_AFTER_MS
-from pipeline.names import gateway_alive_key, gateway_registry_key
+from pipeline.call.limits import GATEWAY_DEAD_AFTER_MS
+from pipeline.platform.config import Settings
+from pipeline.platform.envelope import CloseCall, Reply
+from pipeline.platform.names import gateway_alive_key, gateway_registry_key
 from switchboard.services import Services
 from workers.broker import make_broker
 from workers.emit import ControlPublisher

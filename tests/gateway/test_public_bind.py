@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from pipeline.roles import DEVELOPMENT_TOKEN, is_loopback
+from pipeline.api.roles import DEVELOPMENT_TOKEN, is_loopback
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "10.0.0.5", "::"])

@@ -11,7 +11,7 @@ from websockets.asyncio.server import ServerConnection, serve
 
 from gateway.sideband import SidebandSocket
 from pipeline.call.sideband import Action, Submit
-from pipeline.wire import SidebandClosed, SidebandConnected
+from pipeline.session.wire import SidebandClosed, SidebandConnected
 
 
 class RecordingSideband:

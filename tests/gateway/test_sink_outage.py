@@ -18,7 +18,7 @@ import redis
 
 import gateway.sink
 from gateway.sink import EventSink
-from pipeline.errors import ReplyTimeout
+from pipeline.call.errors import ReplyTimeout
 from tests.faults.servers import PrivateRedis
 from workers.broker import make_broker
 

@@ -16,7 +16,7 @@ import redis
 
 import gateway.sink
 from gateway.sink import EventSink
-from pipeline.limits import GATEWAY_MARKER_TTL_SECONDS, SEQ_COUNTER_TTL_SECONDS
+from pipeline.call.limits import GATEWAY_MARKER_TTL_SECONDS, SEQ_COUNTER_TTL_SECONDS
 from switchboard.services import Services
 from workers.broker import make_broker
 

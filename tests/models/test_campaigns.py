@@ -15,12 +15,12 @@ import pytest
 
 from models import campaigns, dialer, outbound
 from models.sessions import locked_session
-from pipeline.errors import CampaignOver, TooManyContacts
+from pipeline.api.pages import PageRequest, cursor_position
+from pipeline.call.errors import CampaignOver, TooManyContacts
 from pipeline.outbound.contacts import Contact
 from pipeline.outbound.specs import CampaignSettings
-from pipeline.pages import PageRequest, cursor_position
 from pipeline.privacy.sealing import DeploymentKey
-from pipeline.step import OutboundEnded
+from pipeline.session.step import OutboundEnded
 
 ROOMY = dialer.Capacity(max_outbound=1_000, max_phone_calls=10_000, reserve_inbound=0)
 # A Monday at noon in New York.
@@ -72,8 +72,8 @@ def _end(call: campaigns.Claimed, outcome: str, namespace: str) -> None:
 
 
 def _created(call: campaigns.Claimed) -> Any:
-    from pipeline.state import OutboundCall
-    from pipeline.wire import SessionCreated
+    from pipeline.session.state import OutboundCall
+    from pipeline.session.wire import SessionCreated
 
     outgoing = OutboundCall(
         id=call.call_id, to=call.to, trunk="", campaign_id=call.campaign_id, contact_id=call.contact_id

@@ -15,9 +15,9 @@ from models.db import database as db
 from models.records import event_log, session_record
 from models.sessions import Applied, locked_session, new_session
 from pipeline.dialects import parse_inbound
-from pipeline.envelope import EventEnvelope, SendControl
-from pipeline.session import apply
-from pipeline.state import SessionState
+from pipeline.platform.envelope import EventEnvelope, SendControl
+from pipeline.session.state import SessionState
+from pipeline.transitions import apply
 from tests.pipeline import events as ev
 from tests.support.calls import GATEWAY, new_session_id, spoken_turns
 

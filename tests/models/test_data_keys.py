@@ -20,7 +20,7 @@ from models.data_keys import (
 )
 from models.db import database
 from models.sessions import new_session
-from pipeline.errors import Refusal
+from pipeline.call.errors import Refusal
 from pipeline.privacy.sealing import (
     DeploymentKey,
     SealedValueUnreadable,
@@ -29,7 +29,7 @@ from pipeline.privacy.sealing import (
     seal,
     wrapped_key_id,
 )
-from pipeline.wire import SessionCreated
+from pipeline.session.wire import SessionCreated
 from tests.support.calls import GATEWAY, new_session_id
 
 CARD = "4111 1111 1111 1111"

@@ -11,8 +11,8 @@ import pytest
 
 from models.records import call_log, session_record
 from models.sessions import locked_session, new_session, sessions_owned_by
-from pipeline.errors import SessionNotFound
-from pipeline.wire import SessionCreated
+from pipeline.call.errors import SessionNotFound
+from pipeline.session.wire import SessionCreated
 from tests.support.calls import new_session_id
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from models import desk, records
 from models.db import database
 from models.sessions import new_session
-from pipeline.wire import SessionCreated
+from pipeline.session.wire import SessionCreated
 from tests.support.calls import GATEWAY, new_session_id
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from models.records import event_log, session_record
 from models.sessions import locked_session
-from pipeline.sequencer import GAP_TIMEOUT_MS
-from pipeline.state import Phase
+from pipeline.session.sequencer import GAP_TIMEOUT_MS
+from pipeline.session.state import Phase
 from tests.support.calls import admit, deliver, new_session_id, refold, spoken_turns
 
 

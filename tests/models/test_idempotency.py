@@ -10,7 +10,7 @@ from typing import Any
 
 from models import idempotency
 from models.idempotency import StoredAnswer
-from pipeline.idempotency import KEPT_S, STALE_CLAIM_S, Verdict, fingerprint, fingerprint_key
+from pipeline.api.idempotency import KEPT_S, STALE_CLAIM_S, Verdict, fingerprint, fingerprint_key
 
 NOW = 1_800_000_000.0
 KEY = fingerprint_key(b"the deployment's secret")

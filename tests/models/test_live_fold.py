@@ -9,11 +9,11 @@ from typing import Any
 from models import tool_steps
 from models.records import session_record
 from models.sessions import Applied, locked_session, new_session
-from pipeline.catalog import ToolOutcome
-from pipeline.envelope import OpenSideband, SendControl
-from pipeline.state import LiveSetup
-from pipeline.timeline import Speaker
-from pipeline.wire import AdmissionBegun, CallAttached, SessionCreated, ToolFinished
+from pipeline.call.catalog import ToolOutcome
+from pipeline.platform.envelope import OpenSideband, SendControl
+from pipeline.session.state import LiveSetup
+from pipeline.session.timeline import Speaker
+from pipeline.session.wire import AdmissionBegun, CallAttached, SessionCreated, ToolFinished
 from tests.pipeline import live_calls as lc
 from tests.support.calls import GATEWAY, deliver, new_session_id, refold
 

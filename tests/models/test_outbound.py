@@ -15,12 +15,12 @@ import pytest
 
 from models import dialer, outbound
 from models.sessions import Applied, LockedSession, locked_session
-from pipeline.envelope import PlaceCall
-from pipeline.errors import NotFound, NumberSuppressed, OutboundCapacity, TrunkNotFound, TrunkRequired
-from pipeline.pages import PageRequest
+from pipeline.api.pages import PageRequest
+from pipeline.call.errors import NotFound, NumberSuppressed, OutboundCapacity, TrunkNotFound, TrunkRequired
+from pipeline.platform.envelope import PlaceCall
 from pipeline.privacy.sealing import DeploymentKey, SealedValueUnreadable, new_session_key_pair, open_sealed
-from pipeline.state import OutboundCall, Phase, SessionState
-from pipeline.wire import CallAttached, SessionCreated
+from pipeline.session.state import OutboundCall, Phase, SessionState
+from pipeline.session.wire import CallAttached, SessionCreated
 from tests.support.waiting import wait_for
 
 KEY = DeploymentKey.generate()
@@ -238,7 +238,7 @@ def test_lines_kept_for_callers_hold_dials_back(database: Any) -> None:
 
 
 def test_a_call_s_end_is_written_once(database: Any) -> None:
-    from pipeline.step import OutboundEnded
+    from pipeline.session.step import OutboundEnded
 
     namespace = _namespace()
     placed, _ = _place(namespace)
@@ -274,7 +274,7 @@ def test_erasing_a_number_erases_the_calls_placed_to_it_and_forgets_it_as_a_cont
     from models import campaigns, erasure
     from pipeline.outbound.contacts import Contact
     from pipeline.outbound.specs import CampaignSettings
-    from pipeline.wire import EndRequested
+    from pipeline.session.wire import EndRequested
 
     namespace = _namespace()
     to = f"+1415{2_000_000 + uuid.uuid4().int % 8_000_000:07d}"

@@ -9,11 +9,11 @@ from typing import Any
 
 from models import phone
 from models.sessions import locked_session
-from pipeline.api import RouteSpec
-from pipeline.envelope import OpenSideband
-from pipeline.phone import PhoneLine
-from pipeline.state import Phase
-from pipeline.wire import AdmissionBegun, CallAttached, HostInput, SessionCreated
+from pipeline.api.requests import RouteSpec
+from pipeline.phone.sip import PhoneLine
+from pipeline.platform.envelope import OpenSideband
+from pipeline.session.state import Phase
+from pipeline.session.wire import AdmissionBegun, CallAttached, HostInput, SessionCreated
 
 
 def _ringing(call_id: str, namespace: str, request_id: str, dialled: str = "+18005551212") -> phone.Ringing:

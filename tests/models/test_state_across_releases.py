@@ -9,9 +9,9 @@ from typing import Any
 
 from models.db import SessionRow
 from models.sessions import Applied, locked_session
-from pipeline.envelope import SendControl
-from pipeline.releases import as_stored
-from pipeline.state import Phase
+from pipeline.platform.envelope import SendControl
+from pipeline.platform.releases import as_stored
+from pipeline.session.state import Phase
 from tests.pipeline import events as ev
 from tests.pipeline.before_the_move import FIELDS_BEFORE_THE_MOVE, STORED_BEFORE_THE_MOVE, StateBeforeTheMove
 from tests.support.calls import admit, deliver, new_session_id, refold, spoken_turns

@@ -9,10 +9,10 @@ import pytest
 
 from models.sessions import locked_session, new_session
 from models.tool_steps import finish_step, interrupt_active_steps, request_step, start_step, steps_of
-from pipeline.catalog import ToolError, ToolOutcome
-from pipeline.errors import ProviderCallIdConflict, ToolOutcomeConflict, ToolStepTerminal
-from pipeline.tool_steps import ToolStepIdentity
-from pipeline.wire import SessionCreated
+from pipeline.call.catalog import ToolError, ToolOutcome
+from pipeline.call.errors import ProviderCallIdConflict, ToolOutcomeConflict, ToolStepTerminal
+from pipeline.call.tool_steps import ToolStepIdentity
+from pipeline.session.wire import SessionCreated
 from tests.support.calls import GATEWAY, new_session_id
 
 
@@ -115,7 +115,7 @@ def test_a_function_call_in_a_response_the_host_did_not_ask_for_is_refused_on_th
     """On the real log: a client's own response calls a tool; the step is recorded refused (no
     run), the call answered once, a warning kept, and the caller's next line is still answered."""
     from models.records import session_record
-    from pipeline.envelope import SendControl
+    from pipeline.platform.envelope import SendControl
     from tests.support.calls import admit, deliver, spoken_turns
 
     session_id = new_session_id()

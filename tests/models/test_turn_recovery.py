@@ -9,8 +9,8 @@ from typing import Any
 
 from models.records import event_log, session_record
 from models.sessions import Applied, locked_session
-from pipeline.envelope import SendControl
-from pipeline.state import Phase
+from pipeline.platform.envelope import SendControl
+from pipeline.session.state import Phase
 from tests.support.calls import admit, deliver, new_session_id, refold, spoken_turns
 
 

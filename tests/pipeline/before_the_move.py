@@ -1,6 +1,6 @@
 """A session's state as the release before issue 45 stored and read it: every field at the top
 (the Realtime wing's were moved under `realtime` since), and sessions it folded with what it
-stored of each, for the tests of a rolling deploy across the move (`pipeline.releases.MOVED`)."""
+stored of each, for the tests of a rolling deploy across the move (`pipeline.platform.releases.MOVED`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, create_model
 
-from pipeline.state import RealtimeCall, SessionState
+from pipeline.session.state import RealtimeCall, SessionState
 
 # Every field of a session's state before issue 45 moved the Realtime wing's under `realtime`:
 # all of them at the top.

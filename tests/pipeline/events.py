@@ -8,10 +8,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from pipeline.dialects import parse_inbound
-from pipeline.session import apply
-from pipeline.state import SessionState
-from pipeline.step import Step
-from pipeline.wire import InboundEvent
+from pipeline.session.state import SessionState
+from pipeline.session.step import Step
+from pipeline.session.wire import InboundEvent
+from pipeline.transitions import apply
 
 INSTRUCTIONS = "You are Alex, a concise receptionist."
 CALL_ID = "rtc_u1_9c6574da8b8a41a18da9308f4ad974ce"

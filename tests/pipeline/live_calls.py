@@ -6,9 +6,9 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from pipeline.catalog import ToolOutcome
+from pipeline.call.catalog import ToolOutcome
 from pipeline.live.frames import live_transcript
-from pipeline.timeline import Speaker, TranscriptFragment
+from pipeline.session.timeline import Speaker, TranscriptFragment
 from tests.pipeline import events as ev
 
 LIVE_ID = "live_u7_9c6574da8b8a41a18da9308f4ad974ce"

@@ -17,15 +17,15 @@ from pipeline.admission import (
     taken_over,
     takeover_refusal,
 )
-from pipeline.api import SessionSpec
-from pipeline.catalog import SideEffect, ToolCatalog, ToolSpec
-from pipeline.config import Settings
-from pipeline.errors import AdmissionRefused, SessionEnded, UnknownDelegationHandler, UnknownTool
-from pipeline.limits import ADMISSION_TIMEOUT_MS
+from pipeline.api.requests import SessionSpec
+from pipeline.call.catalog import SideEffect, ToolCatalog, ToolSpec
+from pipeline.call.errors import AdmissionRefused, SessionEnded, UnknownDelegationHandler, UnknownTool
+from pipeline.call.limits import ADMISSION_TIMEOUT_MS
+from pipeline.platform.config import Settings
 from pipeline.realtime.configuration import TRANSCRIPTION_MODEL
-from pipeline.state import LiveSetup, Phase, SessionState
-from pipeline.step import CloseCall, OpenSideband, RecordIncident, ScheduleTimer
-from pipeline.wire import SessionUpdate
+from pipeline.session.state import LiveSetup, Phase, SessionState
+from pipeline.session.step import CloseCall, OpenSideband, RecordIncident, ScheduleTimer
+from pipeline.session.wire import SessionUpdate
 from tests.pipeline import events as ev
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.limits import BUDGET_NOTICE, RESPONSE_DEADLINE_MS
+from pipeline.call.limits import BUDGET_NOTICE, RESPONSE_DEADLINE_MS
 from pipeline.realtime.controls import ItemCreate, ItemTruncate, ResponseCancel, ResponseCreate
-from pipeline.state import Phase, SessionState
-from pipeline.step import CancelTool, CloseCall, InterruptToolStep, PersistTranscript, ScheduleTimer
-from pipeline.wire import control_wire
+from pipeline.session.state import Phase, SessionState
+from pipeline.session.step import CancelTool, CloseCall, InterruptToolStep, PersistTranscript, ScheduleTimer
+from pipeline.session.wire import control_wire
 from simulator.oracle import wire_errors
 from tests.pipeline import events as ev
 

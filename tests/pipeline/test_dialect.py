@@ -12,10 +12,10 @@ from pipeline.call.capabilities import Ability, Capabilities, not_supported, ref
 from pipeline.dialects import CAPABILITIES, capabilities_of
 from pipeline.live.capabilities import LIVE
 from pipeline.realtime.capabilities import REALTIME
-from pipeline.session import apply
-from pipeline.state import Phase, Provider, SessionState
-from pipeline.step import AnswerRequest
-from pipeline.wire import InterruptRequested, TextInjected
+from pipeline.session.state import Phase, Provider, SessionState
+from pipeline.session.step import AnswerRequest
+from pipeline.session.wire import InterruptRequested, TextInjected
+from pipeline.transitions import apply
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,12 +10,12 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.call.errors import BadInput
 from pipeline.dialects import parse_inbound
-from pipeline.errors import BadInput
 from pipeline.realtime.events import DURABLE_TYPES, IGNORED_TYPES, STREAMED_TYPES
 from pipeline.realtime.frames import classify_frame
-from pipeline.session import apply
-from pipeline.wire import FrameKind, holds_unstorable
+from pipeline.session.wire import FrameKind, holds_unstorable
+from pipeline.transitions import apply
 from tests.pipeline import events as ev
 
 _TYPES = st.sampled_from(

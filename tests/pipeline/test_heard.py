@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.call.heard import UNHEARD, percentile, split, summary, waited_ms
-from pipeline.call_log import LoggedInput, heard_latency, project
-from pipeline.timeline import Speaker
+from pipeline.records.call_log import LoggedInput, heard_latency, project
+from pipeline.session.timeline import Speaker
 from tests.pipeline import events as ev
 from tests.pipeline import live_calls as lc
 

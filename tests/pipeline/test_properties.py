@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from pipeline.dialects import parse_inbound
 from pipeline.realtime.controls import ResponseCreate
 from pipeline.realtime.events import ResponseDone
-from pipeline.state import SessionState, Usage
-from pipeline.step import PersistTranscript, Step
+from pipeline.session.state import SessionState, Usage
+from pipeline.session.step import PersistTranscript, Step
 from tests.pipeline import events as ev
 
 PROPERTY_SETTINGS = settings(max_examples=200, deadline=None)

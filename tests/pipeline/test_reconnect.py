@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.realtime.controls import ResponseCancel, ResponseCreate
-from pipeline.state import Phase, SessionState
-from pipeline.step import CloseCall, OpenSideband, RecordIncident, ScheduleTimer
+from pipeline.session.state import Phase, SessionState
+from pipeline.session.step import CloseCall, OpenSideband, RecordIncident, ScheduleTimer
 from tests.pipeline import events as ev
 
 

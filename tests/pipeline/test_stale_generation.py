@@ -9,9 +9,9 @@ import pytest
 
 from pipeline.dialects import parse_inbound
 from pipeline.realtime.controls import ResponseCreate
-from pipeline.session import disposition_of
-from pipeline.state import Phase, SessionState
-from pipeline.step import PersistTranscript, RecordIncident
+from pipeline.session.state import Phase, SessionState
+from pipeline.session.step import PersistTranscript, RecordIncident
+from pipeline.transitions import disposition_of
 from tests.pipeline import events as ev
 
 # The frozen gateway numbers what its socket still held with the generation it opened.

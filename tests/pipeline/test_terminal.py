@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from pipeline.admission import ADMISSION_TIMER, CEILING_TIMER
-from pipeline.state import Phase, SessionState
-from pipeline.step import CloseCall, PersistTranscript, RecordIncident, ScheduleTimer
+from pipeline.session.state import Phase, SessionState
+from pipeline.session.step import CloseCall, PersistTranscript, RecordIncident, ScheduleTimer
 from tests.pipeline import events as ev
 
 

@@ -6,8 +6,8 @@ import time
 import uuid
 from typing import Any
 
-from pipeline.envelope import EventEnvelope
-from pipeline.wire import AdmissionBegun, CallAttached, SessionCreated
+from pipeline.platform.envelope import EventEnvelope
+from pipeline.session.wire import AdmissionBegun, CallAttached, SessionCreated
 
 GATEWAY = "gw-test"
 
@@ -103,8 +103,8 @@ def refold(session_id: str) -> Any:
     """The session state rebuilt from its log alone, in applied order (DESIGN invariant 4)."""
     from models.records import event_log
     from pipeline.dialects import parse_inbound
-    from pipeline.session import apply
-    from pipeline.state import SessionState
+    from pipeline.session.state import SessionState
+    from pipeline.transitions import apply
 
     state = SessionState()
     for logged in sorted(event_log(session_id), key=lambda event: event["applied_order"] or 0):

@@ -1,10 +1,10 @@
-"""Every point in time in an answer is RFC 3339 UTC (pipeline.timestamps): a walk of its JSON."""
+"""Every point in time in an answer is RFC 3339 UTC (pipeline.platform.timestamps): a walk of its JSON."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pipeline.timestamps import is_rfc3339
+from pipeline.platform.timestamps import is_rfc3339
 
 
 def _is_a_moment(key: str) -> bool:

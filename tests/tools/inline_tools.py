@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.catalog import SideEffect
+from pipeline.call.catalog import SideEffect
 from workers.tools.registry import tool
 from workers.tools.runner import ToolContext
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pipeline.catalog import (
+from pipeline.call.catalog import (
     SideEffect,
     ToolCatalog,
     ToolError,

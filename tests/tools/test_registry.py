@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.catalog import SideEffect
+from pipeline.call.catalog import SideEffect
 from workers.tools import Registry, RegistryError, Tool, ToolContext, load_registry, reference, tool
 
 OBJECT = {"type": "object", "properties": {}, "additionalProperties": False}

@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any
 
-from pipeline.catalog import SideEffect
+from pipeline.call.catalog import SideEffect
 from workers.tools import ToolContext, run_tool, tool
 from workers.tools.reference import echo, fail, generate, wait
 

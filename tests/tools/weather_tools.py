@@ -8,7 +8,7 @@ import json
 import os
 from typing import Any
 
-from pipeline.catalog import SideEffect
+from pipeline.call.catalog import SideEffect
 from workers.tools.registry import tool
 from workers.tools.runner import ToolContext
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import redis
 
-from pipeline.config import Settings
-from pipeline.names import control_queue
+from pipeline.platform.config import Settings
+from pipeline.platform.names import control_queue
 from switchboard.services import Services
 from tests.support.calls import GATEWAY
 

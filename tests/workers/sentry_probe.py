@@ -18,7 +18,7 @@ from dramatiq.middleware import Retries
 from sentry_sdk.integrations.dramatiq import DramatiqIntegration
 from sentry_sdk.transport import Transport
 
-from pipeline.config import Settings
+from pipeline.platform.config import Settings
 from switchboard.observability import init_sentry
 from workers.broker import make_broker
 from workers.middleware import ReportDeadLetters, SessionTag

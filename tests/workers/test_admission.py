@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from models.sessions import locked_session, new_session
-from pipeline.wire import AdmissionBegun, SessionCreated
+from pipeline.session.wire import AdmissionBegun, SessionCreated
 from tests.support.calls import GATEWAY, new_session_id
 from tests.workers.conftest import drain
 
@@ -60,7 +60,7 @@ def test_a_session_whose_tools_changed_before_it_connected_fails(
 ) -> None:
     """A new version of a session's tool between creation and connect fails the session with
     tool_catalog_changed instead of connecting it (answered session_ended with that end reason)."""
-    from pipeline.catalog import ToolSpec
+    from pipeline.call.catalog import ToolSpec
     from workers import actors
     from workers.tools.registry import Registry, Tool
 
@@ -95,7 +95,7 @@ def test_a_session_whose_tools_changed_before_it_connected_fails(
 def test_read_requests_have_a_queue_of_their_own(worker_runtime: Any) -> None:
     """Every request that only reads is declared on the reads queue and enqueued there by the
     gateway, so reads never queue in front of a call's admission; the rest stay on admission."""
-    from pipeline.names import ADMISSION_QUEUE, READ_REQUESTS, READS_QUEUE, queue_of_request
+    from pipeline.platform.names import ADMISSION_QUEUE, READ_REQUESTS, READS_QUEUE, queue_of_request
 
     broker = worker_runtime.broker
     declared = broker.get_declared_actors()

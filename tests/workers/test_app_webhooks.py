@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from models.sessions import locked_session, new_session
-from pipeline.state import AppWebhook
-from pipeline.wire import AdmissionBegun, CallAttached, SessionCreated
+from pipeline.session.state import AppWebhook
+from pipeline.session.wire import AdmissionBegun, CallAttached, SessionCreated
 from tests.support.calls import GATEWAY, new_session_id
 
 SECRET = "whsec_" + "c2VjcmV0LW9mLXRoZS10ZXN0LWFwcC0zMi1ieXRlcyE="

@@ -14,7 +14,7 @@ import sentry_sdk
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import Retries, TimeLimit
 
-from pipeline.envelope import NumberedMessage, numbered_body, plain_body
+from pipeline.platform.envelope import NumberedMessage, numbered_body, plain_body
 from workers.broker import WAKE_LIST_LENGTH, WakeRedisBroker, make_broker, wake_key
 from workers.dead_letters import DeadLetters
 from workers.runtime import start_worker
@@ -455,7 +455,7 @@ def test_a_delivery_that_hangs_holds_no_thread_of_a_call_s_queues(namespace, cap
     app that never answers (every thread the deliveries have) leave a call's event its thread.
     With one pool, the call's event waited behind them. Nor does a clean start warn about the
     pools' consumers."""
-    from pipeline.names import (
+    from pipeline.platform.names import (
         APP_WEBHOOKS_QUEUE,
         DELIVERY_POOL_THREADS,
         EVENT_STREAMS_QUEUE,

@@ -14,8 +14,8 @@ import pytest
 import redis
 from dramatiq.brokers.redis import RedisBroker
 
-from pipeline.config import Settings
-from pipeline.errors import Refusal
+from pipeline.call.errors import Refusal
+from pipeline.platform.config import Settings
 from switchboard.dlq import run_dlq
 from switchboard.services import Services
 from workers.broker import make_broker

@@ -22,11 +22,11 @@ from models.erasure import erase_caller, erase_session, retention_due
 from models.records import call_log, session_record
 from models.records import sessions as listed_sessions
 from models.sessions import locked_session, new_session
-from pipeline.errors import MalformedNumber, SessionLive, SessionNotFound
-from pipeline.phone import PhoneLine, line_of
+from pipeline.call.errors import MalformedNumber, SessionLive, SessionNotFound
+from pipeline.phone.sip import PhoneLine, line_of
 from pipeline.privacy.policy import PrivacyPolicy
-from pipeline.step import RecordIncident
-from pipeline.wire import AdmissionBegun, CallAttached, SessionCreated
+from pipeline.session.step import RecordIncident
+from pipeline.session.wire import AdmissionBegun, CallAttached, SessionCreated
 from switchboard.services import Services
 from tests.support.calls import GATEWAY, deliver, new_session_id, spoken_turns
 from workers.erasure import scrub, sweep_retention

@@ -24,8 +24,8 @@ from kombu.messaging import Consumer
 from models.event_streams import StreamCursor, cursor_of
 from models.records import call_log
 from models.sessions import locked_session, new_session
-from pipeline.state import EventStream
-from pipeline.wire import AdmissionBegun, CallAttached, SessionCreated
+from pipeline.session.state import EventStream
+from pipeline.session.wire import AdmissionBegun, CallAttached, SessionCreated
 from tests.support.calls import GATEWAY, deliver, new_session_id, spoken_turns
 
 RABBITMQ = "amqp://guest:guest@127.0.0.1:5672/"

@@ -14,8 +14,8 @@ from models.db import SessionEventRow, SessionRow, TranscriptItemRow
 from models.records import event_log
 from models.releases import read_across
 from pipeline.dialects import parse_inbound
-from pipeline.session import apply
-from pipeline.state import Phase, SessionState
+from pipeline.session.state import Phase, SessionState
+from pipeline.transitions import apply
 from tests.support.calls import admit, envelope, new_session_id, spoken_turns
 from tests.workers.conftest import drain
 
@@ -197,7 +197,7 @@ def test_a_sessions_events_in_one_message_apply_in_one_transaction_and_publish_o
 def test_a_message_with_the_events_of_two_sessions_is_refused(worker_runtime: Any) -> None:
     """Events of two sessions in one message are malformed (no gateway sends that): refused
     without retry, and nothing of either is applied."""
-    from pipeline.errors import MalformedEnvelope
+    from pipeline.call.errors import MalformedEnvelope
     from workers.actors import deliver
 
     first, second = new_session_id(), new_session_id()

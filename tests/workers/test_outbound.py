@@ -12,8 +12,8 @@ import pytest
 
 from models.db import database
 from models.sessions import Applied, LockedSession
-from pipeline.envelope import PlaceCall
-from pipeline.wire import SessionCreated
+from pipeline.platform.envelope import PlaceCall
+from pipeline.session.wire import SessionCreated
 from tests.support.calls import GATEWAY, new_session_id
 from tests.support.waiting import wait_for
 from tests.workers.conftest import drain
@@ -28,7 +28,7 @@ def test_a_dial_is_confirmed_only_once_its_decision_is_committed(
     answered 200; once the session is over, 409."""
     from models import dialer, outbound
     from pipeline.privacy.sealing import DeploymentKey
-    from pipeline.state import OutboundCall
+    from pipeline.session.state import OutboundCall
     from workers.actors import dial_committed, session_timer
 
     outbound.use_keys([DeploymentKey.generate()])

@@ -12,8 +12,8 @@ import pytest
 import redis
 
 from models.sessions import locked_session, new_session
-from pipeline.names import gateway_alive_key
-from pipeline.wire import AdmissionBegun, CallAttached, SessionCreated
+from pipeline.platform.names import gateway_alive_key
+from pipeline.session.wire import AdmissionBegun, CallAttached, SessionCreated
 from tests.support.calls import GATEWAY, new_session_id
 from tests.workers.conftest import drain
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import dramatiq
 
-from pipeline.names import APP_WEBHOOKS_QUEUE
+from pipeline.platform.names import APP_WEBHOOKS_QUEUE
 from workers import app_webhooks, runtime
 from workers.actors.shared import deployment
 

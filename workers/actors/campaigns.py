@@ -13,16 +13,16 @@ from psycopg2.errors import UniqueViolation
 from models import campaigns as campaign_store
 from models import dialer
 from models import outbound as outgoing
-from pipeline.api import SessionSpec
-from pipeline.dialing import dialling_gateway
-from pipeline.errors import CampaignNotFound, MalformedRequest, SessionExists
-from pipeline.names import ADMISSION_QUEUE
+from pipeline.api.pages import requested
+from pipeline.api.requests import SessionSpec
+from pipeline.call.errors import CampaignNotFound, MalformedRequest, SessionExists
 from pipeline.outbound.contacts import Contact, RefusedRow, iter_contacts, zone_refusal
+from pipeline.outbound.dialing import dialling_gateway
 from pipeline.outbound.specs import CampaignSpec, campaign_refusal, outbound_refusal
 from pipeline.outbound.vars import filled
-from pipeline.pages import requested
-from pipeline.phone import line_out
-from pipeline.state import OutboundCall
+from pipeline.phone.sip import line_out
+from pipeline.platform.names import ADMISSION_QUEUE
+from pipeline.session.state import OutboundCall
 from workers import app_webhooks, runtime
 from workers import metrics as worker_metrics
 from workers.actors.shared import (

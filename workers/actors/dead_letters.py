@@ -9,9 +9,9 @@ from typing import Any
 
 import dramatiq
 
-from pipeline.errors import DeadLetterNotFound
-from pipeline.names import ADMISSION_QUEUE
-from pipeline.pages import in_memory, requested
+from pipeline.api.pages import in_memory, requested
+from pipeline.call.errors import DeadLetterNotFound
+from pipeline.platform.names import ADMISSION_QUEUE
 from workers import dead_letters as dead_letters_
 from workers import runtime
 from workers.actors.shared import REQUEST_POLICY, answer_request, sweeps

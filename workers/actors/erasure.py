@@ -8,7 +8,7 @@ from typing import Any
 import dramatiq
 
 from models import idempotency as idempotency_keys
-from pipeline.names import ADMISSION_QUEUE
+from pipeline.platform.names import ADMISSION_QUEUE
 from workers import erasure, runtime
 from workers.actors.shared import REQUEST_POLICY, answer_request, sweeps
 

@@ -9,8 +9,8 @@ from typing import Any
 import dramatiq
 from dramatiq.middleware import CurrentMessage
 
-from pipeline.event_streams import Waiting
-from pipeline.names import EVENT_STREAMS_QUEUE
+from pipeline.api.event_streams import Waiting
+from pipeline.platform.names import EVENT_STREAMS_QUEUE
 from workers import event_streams, runtime
 from workers.actors.shared import deployment, stream_sweep
 

@@ -11,9 +11,9 @@ from pydantic import ValidationError
 
 from models.releases import read_across
 from models.sessions import Applied, locked_for
-from pipeline.envelope import EventEnvelope
-from pipeline.errors import MalformedEnvelope
-from pipeline.names import ADMISSION_QUEUE, COMPACTION_QUEUE, TOOL_QUEUE, TRANSCRIPT_QUEUE
+from pipeline.call.errors import MalformedEnvelope
+from pipeline.platform.envelope import EventEnvelope
+from pipeline.platform.names import ADMISSION_QUEUE, COMPACTION_QUEUE, TOOL_QUEUE, TRANSCRIPT_QUEUE
 from workers import metrics as worker_metrics
 from workers import tracing
 from workers.actors.shared import EVENT_POLICY, NEVER_RETRIED, after_commit, deployment, publish

@@ -1,5 +1,5 @@
 """Idempotency keys: claimed before a request acts, finished with its answer
-(`pipeline.idempotency`)."""
+(`pipeline.api.idempotency`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import dramatiq
 
 from models import idempotency as idempotency_keys
-from pipeline.names import ADMISSION_QUEUE
+from pipeline.platform.names import ADMISSION_QUEUE
 from workers import runtime
 from workers.actors.shared import REQUEST_POLICY, answer_request
 
@@ -21,7 +21,7 @@ def claim_idempotency_key(
     request_id: str, gateway_id: str, owner: str, key: str, fingerprint: str, claim_id: str, now: float
 ) -> None:
     """Claim an Idempotency-Key for a request about to act, or say why it must not act (and
-    the stored answer, base64, when it is a replay): see `pipeline.idempotency`."""
+    the stored answer, base64, when it is a replay): see `pipeline.api.idempotency`."""
 
     def claim() -> tuple[int, dict[str, Any]]:
         namespace = _runtime.settings.broker_namespace

@@ -7,8 +7,8 @@ from typing import Any
 import dramatiq
 
 from models import keys as api_keys
-from pipeline.errors import KeyNotFound
-from pipeline.names import READS_QUEUE
+from pipeline.call.errors import KeyNotFound
+from pipeline.platform.names import READS_QUEUE
 from workers import runtime
 from workers.actors.shared import REQUEST_POLICY, answer_read
 

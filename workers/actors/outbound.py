@@ -13,16 +13,16 @@ from models import dialer
 from models import outbound as outgoing
 from models.records import session_record
 from models.sessions import locked_session
-from pipeline.api import SessionSpec
-from pipeline.dialing import still_to_dial
-from pipeline.envelope import Reply
-from pipeline.errors import SessionExists
-from pipeline.names import ADMISSION_QUEUE, READS_QUEUE
+from pipeline.api.pages import requested
+from pipeline.api.requests import SessionSpec
+from pipeline.call.errors import SessionExists
+from pipeline.outbound.dialing import still_to_dial
 from pipeline.outbound.specs import CallSpec, SuppressionSpec, TrunkSpec, outbound_refusal
 from pipeline.outbound.vars import filled
-from pipeline.pages import requested
-from pipeline.phone import line_out
-from pipeline.state import OutboundCall
+from pipeline.phone.sip import line_out
+from pipeline.platform.envelope import Reply
+from pipeline.platform.names import ADMISSION_QUEUE, READS_QUEUE
+from pipeline.session.state import OutboundCall
 from workers import runtime
 from workers.actors.shared import (
     REQUEST_POLICY,

@@ -11,12 +11,12 @@ import dramatiq
 from models import phone
 from models.sessions import locked_session
 from pipeline.admission import session_configuration
-from pipeline.api import RouteSpec, SessionSpec
+from pipeline.api.pages import requested
+from pipeline.api.requests import RouteSpec, SessionSpec
 from pipeline.dialects import dialect_for
-from pipeline.names import ADMISSION_QUEUE
-from pipeline.pages import requested
-from pipeline.phone import PhoneLine, kept_headers, line_of
-from pipeline.wire import AdmissionBegun, AdmissionFailed, CallAttached, HostInput
+from pipeline.phone.sip import PhoneLine, kept_headers, line_of
+from pipeline.platform.names import ADMISSION_QUEUE
+from pipeline.session.wire import AdmissionBegun, AdmissionFailed, CallAttached, HostInput
 from workers import runtime
 from workers.actors.shared import (
     REQUEST_POLICY,

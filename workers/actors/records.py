@@ -11,10 +11,10 @@ from models import desk
 from models.records import call_log, session_record
 from models.records import sessions as listed_sessions
 from models.releases import read_across
-from pipeline.cost import cost_usd
-from pipeline.names import READS_QUEUE
-from pipeline.pages import requested
-from pipeline.state import Usage
+from pipeline.api.pages import requested
+from pipeline.platform.cost import cost_usd
+from pipeline.platform.names import READS_QUEUE
+from pipeline.session.state import Usage
 from workers import runtime
 from workers.actors.shared import REQUEST_POLICY, answer_read, deployment
 

@@ -12,13 +12,13 @@ from models import incidents, timers
 from models.records import session_record
 from models.sessions import locked_session, new_session
 from pipeline.admission import creation_configuration
-from pipeline.api import SessionSpec
-from pipeline.errors import SessionExists
-from pipeline.names import ADMISSION_QUEUE
+from pipeline.api.requests import SessionSpec
+from pipeline.call.errors import SessionExists
+from pipeline.platform.names import ADMISSION_QUEUE
 from pipeline.realtime.configuration import offered_tools
-from pipeline.refusals import over_for
-from pipeline.step import RecordIncident
-from pipeline.wire import AdmissionBegun, AdmissionFailed, CallAttached
+from pipeline.session.refusals import over_for
+from pipeline.session.step import RecordIncident
+from pipeline.session.wire import AdmissionBegun, AdmissionFailed, CallAttached
 from workers import runtime
 from workers.actors.shared import (
     EVENT_POLICY,

@@ -24,15 +24,15 @@ from pydantic import ValidationError
 from models.db import is_connection_lost, reopen
 from models.sessions import Applied, LockedSession
 from pipeline.admission import current_digest, session_catalog, session_created_from
-from pipeline.api import SessionSpec
-from pipeline.catalog import ToolSpec
-from pipeline.envelope import Reply
-from pipeline.errors import BadInput, NotFound, Refusal
-from pipeline.event_streams import Waiting
-from pipeline.limits import INLINE_TOOL_BACKUP_MS
-from pipeline.names import ADMISSION_QUEUE, APP_WEBHOOKS_QUEUE, EVENT_STREAMS_QUEUE, TOOL_RUNS_QUEUE
-from pipeline.step import RunTool
-from pipeline.wire import SessionCreated
+from pipeline.api.event_streams import Waiting
+from pipeline.api.requests import SessionSpec
+from pipeline.call.catalog import ToolSpec
+from pipeline.call.errors import BadInput, NotFound, Refusal
+from pipeline.call.limits import INLINE_TOOL_BACKUP_MS
+from pipeline.platform.envelope import Reply
+from pipeline.platform.names import ADMISSION_QUEUE, APP_WEBHOOKS_QUEUE, EVENT_STREAMS_QUEUE, TOOL_RUNS_QUEUE
+from pipeline.session.step import RunTool
+from pipeline.session.wire import SessionCreated
 from workers import app_webhooks, runtime, tracing
 from workers import metrics as worker_metrics
 from workers.middleware import Sweeps

@@ -10,7 +10,7 @@ import dramatiq
 
 from models.sessions import locked_session, owners_of_unfinished, sessions_owned_by
 from pipeline.admission import busy_for_handover, handover_peer
-from pipeline.names import ADMISSION_QUEUE, READS_QUEUE
+from pipeline.platform.names import ADMISSION_QUEUE, READS_QUEUE
 from workers import runtime
 from workers.actors.shared import (
     EVENT_POLICY,

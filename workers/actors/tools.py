@@ -11,14 +11,14 @@ import dramatiq
 
 from models import data_keys, tool_steps
 from models.sessions import locked_session
-from pipeline.catalog import ToolError, ToolOutcome
-from pipeline.errors import ToolOutcomeConflict
-from pipeline.limits import INLINE_TOOL_MS, MAXIMUM_TOOL_MS
+from pipeline.call.catalog import ToolError, ToolOutcome
+from pipeline.call.errors import ToolOutcomeConflict
+from pipeline.call.limits import INLINE_TOOL_MS, MAXIMUM_TOOL_MS
 from pipeline.live.delegation import DELEGATION_RUN_PREFIX
-from pipeline.names import READS_QUEUE, TOOL_RUNS_QUEUE
+from pipeline.platform.names import READS_QUEUE, TOOL_RUNS_QUEUE
 from pipeline.privacy.sealing import open_sealed
-from pipeline.step import RunTool
-from pipeline.wire import ToolFinished
+from pipeline.session.step import RunTool
+from pipeline.session.wire import ToolFinished
 from workers import delegations, runtime, tracing
 from workers import metrics as worker_metrics
 from workers.actors.shared import (

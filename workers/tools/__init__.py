@@ -1,6 +1,6 @@
 """Tools: the registry of declared tools, the reference tools, and the runner that runs one."""
 
-from pipeline.limits import MAXIMUM_TOOL_MS
+from pipeline.call.limits import MAXIMUM_TOOL_MS
 from workers.tools.registry import Registry, RegistryError, Tool, ToolContext, load_registry, tool
 from workers.tools.runner import run_tool
 

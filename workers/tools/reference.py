@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from models.orders import find_order
-from pipeline.catalog import SideEffect
+from pipeline.call.catalog import SideEffect
 from workers.tools.registry import ToolContext, tool
 
 # Above the runner's 30 s bound on purpose, so a test or a demo script can make a tool time out.

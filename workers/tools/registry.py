@@ -36,9 +36,9 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from pipeline.catalog import TOOL_NAME_PATTERN, SideEffect, ToolCatalog, ToolSpec
-from pipeline.errors import SwitchboardError
-from pipeline.state import SessionState
+from pipeline.call.catalog import TOOL_NAME_PATTERN, SideEffect, ToolCatalog, ToolSpec
+from pipeline.call.errors import SwitchboardError
+from pipeline.session.state import SessionState
 from workers.tools.schema import unsupported_keywords
 
 

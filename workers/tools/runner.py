@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.catalog import ToolError, ToolOutcome, ToolStatus
-from pipeline.limits import MAXIMUM_TOOL_MS
+from pipeline.call.catalog import ToolError, ToolOutcome, ToolStatus
+from pipeline.call.limits import MAXIMUM_TOOL_MS
 from pipeline.privacy.sealing import SealedValueUnreadable, is_sealed
 from workers.tools.registry import Tool
 
@@ -25,7 +25,7 @@ from workers.tools.registry import Tool
 from workers.tools.registry import ToolContext as ToolContext
 from workers.tools.schema import json_type, validate
 
-# A tool that outlives MAXIMUM_TOOL_MS (pipeline.limits, 30 s) is cancelled and answered as
+# A tool that outlives MAXIMUM_TOOL_MS (pipeline.call.limits, 30 s) is cancelled and answered as
 # timed out: the caller is on the line in silence while a tool runs.
 
 # How often the runner asks the `cancelled` callback while a body runs; short enough that a

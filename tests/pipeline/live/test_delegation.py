@@ -12,15 +12,15 @@ import pytest
 
 from pipeline.call.sideband import Submit
 from pipeline.call.tokens import estimated_tokens
-from pipeline.call_log import LoggedInput, project
-from pipeline.cost import ModelPrices, cost_usd, usage_added
 from pipeline.live import delegation
 from pipeline.live.capabilities import APPEND_TOKEN_BUDGET
 from pipeline.live.frames import COALESCE_GAP_MS, DELEGATION_SETTLE_MS, MAXIMUM_LINE_SPAN_MS
 from pipeline.live.sideband import LiveSideband
 from pipeline.live.tasks import settle_timer
-from pipeline.state import DelegationStatus, Phase, Provider, SessionState
-from pipeline.step import (
+from pipeline.platform.cost import ModelPrices, cost_usd, usage_added
+from pipeline.records.call_log import LoggedInput, project
+from pipeline.session.state import DelegationStatus, Phase, Provider, SessionState
+from pipeline.session.step import (
     AnswerRequest,
     CancelTimer,
     CancelTool,
@@ -33,8 +33,8 @@ from pipeline.step import (
     ScheduleTimer,
     Step,
 )
-from pipeline.timeline import Speaker
-from pipeline.wire import control_wire
+from pipeline.session.timeline import Speaker
+from pipeline.session.wire import control_wire
 from simulator.live_oracle import live_wire_errors
 from tests.pipeline import events as ev
 from tests.pipeline import live_calls as lc

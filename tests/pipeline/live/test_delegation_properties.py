@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from pipeline.live import delegation
 from pipeline.live.controls import LiveAppend
 from pipeline.live.tasks import settle_timer
-from pipeline.state import DelegationStatus, SessionState
-from pipeline.step import InterruptToolStep, RefuseToolStep, RequestToolStep, Step
+from pipeline.session.state import DelegationStatus, SessionState
+from pipeline.session.step import InterruptToolStep, RefuseToolStep, RequestToolStep, Step
 from tests.pipeline import events as ev
 from tests.pipeline import live_calls as lc
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pipeline.call.errors import MalformedFrame, OversizedFrame
+from pipeline.call.limits import MAXIMUM_PROVIDER_FRAME_BYTES
 from pipeline.call.tokens import estimated_tokens
-from pipeline.errors import MalformedFrame, OversizedFrame
-from pipeline.limits import MAXIMUM_PROVIDER_FRAME_BYTES
 from pipeline.live.capabilities import APPEND_TOKEN_BUDGET
 from pipeline.live.controls import (
     commentary_append,
@@ -43,8 +43,8 @@ from pipeline.live.frames import (
     read_live_transcript,
 )
 from pipeline.live.tasks import SettleVerdict, build_task, distinct_fragments, settle, settle_timer
-from pipeline.timeline import Speaker, TranscriptFragment
-from pipeline.wire import FrameKind
+from pipeline.session.timeline import Speaker, TranscriptFragment
+from pipeline.session.wire import FrameKind
 from simulator.live_oracle import live_wire_errors
 
 NOW = 1_750_000_000.0

@@ -9,7 +9,7 @@ from typing import Any
 from pipeline.call.sideband import Action, Delta, Final, Incident, Submit, Waited
 from pipeline.live.frames import FLUSH_AFTER_MS, live_transcript
 from pipeline.live.sideband import FLUSH_CHECK_S, LIVE_CLOSE_WAIT_S, LiveSideband
-from pipeline.timeline import Speaker, TranscriptFragment
+from pipeline.session.timeline import Speaker, TranscriptFragment
 from tests.pipeline.live_calls import closed, delegated, usage
 
 T0 = 1_700_000_000.0

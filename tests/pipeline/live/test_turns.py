@@ -7,7 +7,7 @@ from typing import Any
 
 from pipeline.live.frames import live_transcript
 from pipeline.live.turns import LiveTurns, spoken_by
-from pipeline.timeline import Speaker, TranscriptFragment
+from pipeline.session.timeline import Speaker, TranscriptFragment
 
 
 def _words(speaker: Speaker, start_ms: int) -> dict[str, Any]:

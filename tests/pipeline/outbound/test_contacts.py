@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from pipeline.errors import MalformedRequest
+from pipeline.call.errors import MalformedRequest
 from pipeline.outbound.contacts import (
     MAXIMUM_CONTACTS,
     Contact,

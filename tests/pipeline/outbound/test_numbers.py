@@ -1,5 +1,5 @@
 """The zone a number a campaign dials is in, when libphonenumber knows exactly one (what a number
-is: tests/pipeline/test_numbers.py)."""
+is: tests/pipeline/phone/test_numbers.py)."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pipeline.api import RouteSpec, SessionSpec
-from pipeline.errors import NotSupported
+from pipeline.api.requests import RouteSpec, SessionSpec
+from pipeline.call.errors import NotSupported
 from pipeline.outbound.specs import (
     MAXIMUM_JSON_CONTACTS,
     CallSpec,

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from pipeline.api import SessionSpec
-from pipeline.errors import MalformedRequest
+from pipeline.api.requests import SessionSpec
+from pipeline.call.errors import MalformedRequest
 from pipeline.outbound.vars import (
     MAXIMUM_VAR_VALUE_CHARS,
     MAXIMUM_VARS,

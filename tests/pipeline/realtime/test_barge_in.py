@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.realtime.controls import ItemTruncate, ResponseCancel, ResponseCreate
-from pipeline.state import Phase, SessionState
-from pipeline.step import CancelTool, RecordIncident
-from pipeline.wire import control_wire
+from pipeline.session.state import Phase, SessionState
+from pipeline.session.step import CancelTool, RecordIncident
+from pipeline.session.wire import control_wire
 from simulator.oracle import wire_errors
 from tests.pipeline import events as ev
 

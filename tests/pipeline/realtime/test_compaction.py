@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.limits import MAXIMUM_SUMMARY_BYTES
+from pipeline.call.limits import MAXIMUM_SUMMARY_BYTES
 from pipeline.realtime import compaction
 from pipeline.realtime.controls import ItemCreate, ItemDelete, ResponseCancel, ResponseCreate
-from pipeline.state import Phase, SessionState
-from pipeline.step import (
+from pipeline.session.state import Phase, SessionState
+from pipeline.session.step import (
     AnswerRequest,
     CancelTimer,
     FinishCompaction,
@@ -17,7 +17,7 @@ from pipeline.step import (
     ScheduleTimer,
     StartCompaction,
 )
-from pipeline.wire import control_wire
+from pipeline.session.wire import control_wire
 from simulator.oracle import wire_errors
 from tests.pipeline import events as ev
 

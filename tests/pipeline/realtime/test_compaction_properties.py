@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.realtime.controls import ItemCreate, ItemDelete
-from pipeline.state import SessionState
-from pipeline.step import FinishCompaction, SaveCompactionSummary, StartCompaction
+from pipeline.session.state import SessionState
+from pipeline.session.step import FinishCompaction, SaveCompactionSummary, StartCompaction
 from tests.pipeline import events as ev
 
 PROPERTY_SETTINGS = settings(max_examples=300, deadline=None)

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from pipeline.catalog import ToolError, ToolOutcome
+from pipeline.call.catalog import ToolError, ToolOutcome
 from pipeline.realtime.tools import MAXIMUM_CONTINUATION_BYTES, TRUNCATION_NOTE, continuation_output
 
 PROPERTY_SETTINGS = settings(max_examples=300, deadline=None)

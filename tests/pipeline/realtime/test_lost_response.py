@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipeline.limits import RESPONSE_DEADLINE_MS
+from pipeline.call.limits import RESPONSE_DEADLINE_MS
 from pipeline.realtime.controls import ItemCreate, ResponseCreate
 from pipeline.realtime.turns import response_deadline_ms
-from pipeline.state import Phase, SessionState
-from pipeline.step import CancelTool, RecordIncident, ScheduleTimer, Step
+from pipeline.session.state import Phase, SessionState
+from pipeline.session.step import CancelTool, RecordIncident, ScheduleTimer, Step
 from tests.pipeline import events as ev
 
 LOOKUP = {"type": "function", "name": "lookup_order", "parameters": {"type": "object"}}

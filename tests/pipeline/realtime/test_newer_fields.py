@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.realtime.events import BETA_TO_GA
 from pipeline.realtime.frames import FrameKind, classify_frame
-from pipeline.step import PersistTranscript
+from pipeline.session.step import PersistTranscript
 from tests.pipeline import events as ev
 
 GA_TO_BETA = {ga: beta for beta, ga in BETA_TO_GA.items()}

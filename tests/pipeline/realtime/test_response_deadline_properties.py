@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.realtime.controls import ItemCreate, ResponseCreate
-from pipeline.state import Phase, SessionState
-from pipeline.step import RecordIncident, RefuseToolStep, RequestToolStep
+from pipeline.session.state import Phase, SessionState
+from pipeline.session.step import RecordIncident, RefuseToolStep, RequestToolStep
 from tests.pipeline import events as ev
 from tests.pipeline.realtime.test_tool_properties import EVENT as TOOL_EVENT
 from tests.pipeline.realtime.test_tool_properties import PREFIX as TOOL_PREFIX

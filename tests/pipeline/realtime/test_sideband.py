@@ -8,7 +8,7 @@ from typing import Any
 
 from pipeline.call.sideband import Action, Delta, Final, Incident, Submit, Waited
 from pipeline.realtime.sideband import RealtimeSideband
-from pipeline.step import PersistTranscript
+from pipeline.session.step import PersistTranscript
 from tests.pipeline.events import (
     assistant_final,
     assistant_text_final,

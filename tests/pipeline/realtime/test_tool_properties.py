@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from pipeline.realtime.controls import ItemCreate
 from pipeline.realtime.tools import MAXIMUM_TOOL_CALLS_PER_TURN
-from pipeline.state import SessionState
-from pipeline.step import RefuseToolStep, RequestToolStep, RunTool
+from pipeline.session.state import SessionState
+from pipeline.session.step import RefuseToolStep, RequestToolStep, RunTool
 from tests.pipeline import events as ev
 
 PROPERTY_SETTINGS = settings(max_examples=200, deadline=None)

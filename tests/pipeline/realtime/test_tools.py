@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipeline.catalog import ToolError, ToolOutcome
+from pipeline.call.catalog import ToolError, ToolOutcome
 from pipeline.dialects import parse_inbound
 from pipeline.realtime import tools
 from pipeline.realtime.controls import ItemCreate, ResponseCreate
 from pipeline.realtime.events import FunctionCallArgumentsDone, ResponseDone
-from pipeline.state import SessionState
-from pipeline.step import (
+from pipeline.session.state import SessionState
+from pipeline.session.step import (
     CancelTool,
     InterruptToolStep,
     RecordIncident,
@@ -282,7 +282,7 @@ def test_a_function_call_item_done_is_the_same_call_and_is_taken_up_once() -> No
     """output_item.done for a function_call requests the call when it comes alone, and changes
     nothing after function_call_arguments.done named the same call."""
     from pipeline.realtime.frames import classify_frame
-    from pipeline.wire import FrameKind
+    from pipeline.session.wire import FrameKind
 
     assert classify_frame(json.dumps(_item_done())).kind is FrameKind.DURABLE
     message = {

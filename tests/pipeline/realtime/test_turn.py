@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from pipeline.call.limits import MAXIMUM_DURABLE_TEXT_BYTES, RESPONSE_DEADLINE_MS
 from pipeline.dialects import parse_inbound
-from pipeline.limits import MAXIMUM_DURABLE_TEXT_BYTES, RESPONSE_DEADLINE_MS
 from pipeline.realtime.controls import ResponseCreate, ResponseParams
 from pipeline.realtime.events import AssistantTranscriptFinal
 from pipeline.realtime.turns import RESPONSE_DEADLINE_TIMER
-from pipeline.state import Phase, ResponseContext, Turn, Usage
-from pipeline.step import CancelTimer, PersistTranscript, RecordIncident, ScheduleTimer
+from pipeline.session.state import Phase, ResponseContext, Turn, Usage
+from pipeline.session.step import CancelTimer, PersistTranscript, RecordIncident, ScheduleTimer
 from tests.pipeline import events as ev
 
 
