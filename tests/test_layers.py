@@ -353,14 +353,15 @@ PIPELINE_ROOMS: dict[str, set[str]] = {
     "dialects": {"call", "session", "realtime", "live"},
     # the app's side: what it asks (bodies, pages, keys, roles, tokens) and what it is told
     "api": {"call", "privacy", "phone", "session", "dialects"},
-    # created → admitting → connected → listening, and the ways out of it
-    "admission": {"call", "session", "dialects"},
+    # created → admitting → connected → listening, and the ways out of it; a session's
+    # configuration from the app's request and the deployment's settings
+    "admission": {"call", "privacy", "session", "platform", "dialects", "api"},
     # who holds the line, what the agent says, what the model is given
     "operator": {"call", "session", "dialects", "admission"},
     # what the caller's keys do: a key pressed, digits captured for a tool
     "keypad": {"call", "privacy", "phone", "session", "dialects", "admission", "operator"},
     # calls placed out, from the dial to what they came to, and campaigns' decisions
-    "outbound": {"call", "phone", "session", "dialects", "keypad"},
+    "outbound": {"call", "phone", "session", "dialects", "api", "keypad"},
     # `apply`: one logged event → one step, whatever room it belongs to
     "transitions": {"call", "session", "dialects", "admission", "operator", "keypad", "outbound", "api"},
     # what is kept of a call and read afterwards: call log, desk, evals, erasure
