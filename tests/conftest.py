@@ -36,14 +36,15 @@ settings.load_profile("suite")
 @pytest.fixture(scope="session")
 def services() -> Iterator[Services]:
     """PostgreSQL and Redis for the whole run, the test database migrated."""
-    # Each process of a parallel run (pytest-xdist's workers) has embedded servers of its own
-    # when no local ones answer.
+    # Each process of a parallel run (pytest-xdist's workers) has a database of its own on the
+    # local PostgreSQL (no test sees another process's rows, a migration test drops only its
+    # own), and embedded servers of its own when no local ones answer.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     found = resolve_services(
         TEST_DATABASE_URL,
         TEST_REDIS_URL,
         ROOT / ".switchboard" / (f"test-{worker}" if worker else "test"),
-        database_name=TEST_DATABASE,
+        database_name=f"{TEST_DATABASE}_{worker}" if worker else TEST_DATABASE,
         log=lambda message: print(f"services: {message}"),
     )
     from models.db import connect
