@@ -37,8 +37,8 @@ settings.load_profile("suite")
 def services() -> Iterator[Services]:
     """PostgreSQL and Redis for the whole run, the test database migrated."""
     # Each process of a parallel run (pytest-xdist's workers) has a database of its own on the
-    # local PostgreSQL (no test sees another process's rows, a migration test drops only its
-    # own), and embedded servers of its own when no local ones answer.
+    # local PostgreSQL (no test sees another process's rows, whatever namespace it reads), and
+    # embedded servers of its own when no local ones answer.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     found = resolve_services(
         TEST_DATABASE_URL,
