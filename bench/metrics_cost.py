@@ -42,7 +42,7 @@ def measure_costs() -> dict[str, Any]:
     `delivered` with metrics off (a flag test), for scale."""
     import dramatiq
 
-    from models.sessions import Applied
+    from models.applied import Applied
     from pipeline.platform.envelope import EventEnvelope, SendControl
     from workers import metrics
 

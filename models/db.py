@@ -132,8 +132,9 @@ class SessionTransaction(Protocol):
     """What the tables a session owns (compactions, timers, tool steps) need of the transaction
     that holds its row lock: the session's id, and SQL run inside the transaction.
 
-    `models.sessions.LockedSession` is the one there is; those tables' modules take this type,
-    not that class, because `models.sessions` imports them."""
+    `models.sessions.LockedSession` is the one there is; those tables' modules (and
+    `models.event_log`, `models.applied`) take this type, not that class, because
+    `models.sessions` imports them."""
 
     @property
     def id(self) -> str: ...

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from models import outbound
-from models.sessions import Applied, LockedSession, new_session
+from models.applied import Applied
+from models.sessions import LockedSession, new_session
 from pipeline.call.errors import NumberSuppressed, OutboundCapacity, TrunkNotFound, TrunkRequired
 from pipeline.platform.config import Settings
 from pipeline.privacy.sealing import DeploymentKey

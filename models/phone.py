@@ -16,9 +16,10 @@ from typing import Any, Literal
 
 import psycopg2.errors
 
+from models.applied import Applied
 from models.db import database
 from models.pages import keyset
-from models.sessions import Applied, LockedSession, locked_session, new_session
+from models.sessions import LockedSession, locked_session, new_session
 from pipeline.api.pages import PageRequest, next_cursor
 from pipeline.api.requests import RouteSpec, RouteTerms, shown_spec
 from pipeline.call.errors import PhoneCallNotFound, RouteNotFound, SessionNotFound

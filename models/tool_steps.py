@@ -14,6 +14,8 @@ from models.db import SessionTransaction, database
 from pipeline.call.catalog import ToolError, ToolOutcome
 from pipeline.call.errors import ProviderCallIdConflict, ToolOutcomeConflict, ToolStepTerminal
 from pipeline.call.tool_steps import ToolStep, ToolStepIdentity, outcome_digest
+from pipeline.session.state import SessionState
+from pipeline.session.step import InterruptToolStep, RefuseToolStep, RequestToolStep
 
 _COLUMNS = (
     "session_id, provider_call_id, provider_item_id, provider_response_id, turn_input_item_id,"
@@ -177,6 +179,41 @@ def interrupt_active_steps(session: SessionTransaction, code: str, message: str)
     active = [_step(row) for row in session.execute(ACTIVE_STEPS, (session.id,)).fetchall()]
     outcome = ToolOutcome(status="interrupted", error=ToolError(code=code, message=message), elapsed_ms=0)
     return [finish_step(session, step.identity.provider_call_id, outcome) for step in active]
+
+
+def record_decided(
+    session: SessionTransaction, state: SessionState, effect: RequestToolStep | RefuseToolStep
+) -> None:
+    """The durable step of a function call the session decided on: running for a request,
+    terminal for a refusal."""
+    identity = ToolStepIdentity(
+        session_id=session.id,
+        provider_call_id=effect.call_id,
+        provider_item_id=effect.item_id,
+        provider_response_id=effect.response_id,
+        turn_input_item_id=state.realtime.turn.context.input_item_id if state.realtime.turn else None,
+        tool_name=effect.name,
+        tool_version=effect.version or state.tool_versions.get(effect.name, "unknown"),
+        catalog_digest=state.catalog_digest or "none",
+        side_effect=state.tool_side_effects.get(effect.name, "unknown"),
+        raw_arguments=effect.arguments,
+    )
+    if isinstance(effect, RequestToolStep):
+        if request_step(session, identity, running=True)[1] == "existing":
+            start_step(session, effect.call_id)
+    else:
+        request_step(session, identity)
+        error = ToolError(code=effect.code, message=effect.message)
+        finish_step(session, effect.call_id, ToolOutcome(status=effect.status, error=error, elapsed_ms=0))
+
+
+def interrupt_decided(session: SessionTransaction, effect: InterruptToolStep) -> None:
+    """Finish a running step as interrupted; one that finished meanwhile keeps its outcome."""
+    error = ToolError(code=effect.code, message=effect.message)
+    try:
+        finish_step(session, effect.call_id, ToolOutcome(status="interrupted", error=error, elapsed_ms=0))
+    except (ToolOutcomeConflict, ToolStepTerminal):
+        pass
 
 
 def steps_of(session: SessionTransaction) -> list[ToolStep]:

@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 if TYPE_CHECKING:
     from prometheus_client.registry import Collector
 
-    from models.sessions import Applied
+    from models.applied import Applied
     from pipeline.call.catalog import ToolOutcome
     from pipeline.platform.envelope import EventEnvelope
 

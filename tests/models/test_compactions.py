@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from models.applied import Applied
 from models.db import database as db
 from models.records import event_log, session_record
-from models.sessions import Applied, locked_session, new_session
+from models.sessions import locked_session, new_session
 from pipeline.dialects import parse_inbound
 from pipeline.platform.envelope import EventEnvelope, SendControl
 from pipeline.session.state import SessionState

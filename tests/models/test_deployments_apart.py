@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from models.ownership import sessions_owned_by
 from models.records import call_log, session_record
-from models.sessions import locked_session, new_session, sessions_owned_by
+from models.sessions import locked_session, new_session
 from pipeline.call.errors import SessionNotFound
 from pipeline.session.wire import SessionCreated
 from tests.support.calls import new_session_id

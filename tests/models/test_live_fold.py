@@ -7,8 +7,9 @@ import time
 from typing import Any
 
 from models import tool_steps
+from models.applied import Applied
 from models.records import session_record
-from models.sessions import Applied, locked_session, new_session
+from models.sessions import locked_session, new_session
 from pipeline.call.catalog import ToolOutcome
 from pipeline.platform.envelope import OpenSideband, SendControl
 from pipeline.session.state import LiveSetup

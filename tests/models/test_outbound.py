@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from models import dialer, outbound
-from models.sessions import Applied, LockedSession, locked_session
+from models.applied import Applied
+from models.sessions import LockedSession, locked_session
 from pipeline.api.pages import PageRequest
 from pipeline.call.errors import NotFound, NumberSuppressed, OutboundCapacity, TrunkNotFound, TrunkRequired
 from pipeline.platform.envelope import PlaceCall

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from models.applied import Applied
 from models.db import SessionRow
-from models.sessions import Applied, locked_session
+from models.sessions import locked_session
 from pipeline.platform.envelope import SendControl
 from pipeline.platform.releases import as_stored
 from pipeline.session.state import Phase

@@ -7,8 +7,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from models.applied import Applied
 from models.records import event_log, session_record
-from models.sessions import Applied, locked_session
+from models.sessions import locked_session
 from pipeline.platform.envelope import SendControl
 from pipeline.session.state import Phase
 from tests.support.calls import admit, deliver, new_session_id, refold, spoken_turns

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from models.applied import Applied
 from models.db import database
-from models.sessions import Applied, LockedSession
+from models.sessions import LockedSession
 from pipeline.platform.envelope import PlaceCall
 from pipeline.session.wire import SessionCreated
 from tests.support.calls import GATEWAY, new_session_id

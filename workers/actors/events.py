@@ -9,8 +9,9 @@ from typing import Any
 import dramatiq
 from pydantic import ValidationError
 
+from models.applied import Applied
 from models.releases import read_across
-from models.sessions import Applied, locked_for
+from models.sessions import locked_for
 from pipeline.call.errors import MalformedEnvelope
 from pipeline.platform.envelope import EventEnvelope
 from pipeline.platform.names import ADMISSION_QUEUE, COMPACTION_QUEUE, TOOL_QUEUE, TRANSCRIPT_QUEUE

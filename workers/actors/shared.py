@@ -21,8 +21,9 @@ import dramatiq
 import sentry_sdk
 from pydantic import ValidationError
 
+from models.applied import Applied
 from models.db import is_connection_lost, reopen
-from models.sessions import Applied, LockedSession
+from models.sessions import LockedSession
 from pipeline.admission import current_digest, session_catalog, session_created_from
 from pipeline.api.event_streams import Waiting
 from pipeline.api.requests import SessionSpec

@@ -8,7 +8,8 @@ from typing import Any
 
 import dramatiq
 
-from models.sessions import locked_session, owners_of_unfinished, sessions_owned_by
+from models.ownership import owners_of_unfinished, sessions_owned_by
+from models.sessions import locked_session
 from pipeline.admission import busy_for_handover, handover_peer
 from pipeline.platform.names import ADMISSION_QUEUE, READS_QUEUE
 from workers import runtime
