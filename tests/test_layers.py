@@ -6,6 +6,7 @@ first-party modules import each other in a circle."""
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections import deque
 from pathlib import Path
@@ -434,6 +435,35 @@ def test_no_first_party_module_is_over_800_lines() -> None:
         if (lines := len(path.read_text().splitlines())) > MAXIMUM_MODULE_LINES
     )
     assert over == []
+
+
+# ── the row lock ─────────────────────────────────────────────────────────────────────
+
+# A statement that takes a session's row lock (`models/records.py` takes the row FOR SHARE, in
+# a statement of its own, only to wait for a transaction holding the lock: it holds up nothing).
+SESSION_ROW_LOCK = re.compile(
+    r"(?:FROM|JOIN)\s+sessions\b[^\"]{0,300}?FOR\s+(?:NO\s+KEY\s+)?UPDATE\b(?!\s+OF\s+(?!sessions\b))"
+)
+
+
+def test_the_session_row_lock_is_taken_in_one_module() -> None:
+    """Only `models/sessions.py` locks a session's row: the row lock is one named context
+    manager (`locked_session`), whatever module its transaction's work lives in."""
+    takers = sorted(
+        str(path.relative_to(ROOT))
+        for package in SIZED_PACKAGES
+        for path in (ROOT / package).rglob("*.py")
+        if SESSION_ROW_LOCK.search(path.read_text())
+    )
+    assert takers == ["models/sessions.py"]
+
+
+def test_the_row_lock_rule_sees_a_lock_and_not_a_lock_of_another_table() -> None:
+    """The rule finds `FOR UPDATE` on `sessions`, and not on a table joined to it."""
+    assert SESSION_ROW_LOCK.search("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE")
+    assert SESSION_ROW_LOCK.search("SELECT 1 FROM sessions s WHERE s.id = %s FOR NO KEY UPDATE")
+    assert not SESSION_ROW_LOCK.search("SELECT 1 FROM sessions WHERE id = %s FOR SHARE")
+    assert not SESSION_ROW_LOCK.search("SELECT 1 FROM timers t JOIN sessions s ON true FOR UPDATE OF t")
 
 
 # ── import circles ───────────────────────────────────────────────────────────────────
