@@ -304,7 +304,7 @@ class Gateway:
     def count_refused_webhook(self, code: str) -> None:
         """A delivery refused before anything was recorded (counted, not an incident: anyone
         can send one)."""
-        self.sink.increment(f"webhooks_refused:{code}")
+        self.sink.counts.increment(f"webhooks_refused:{code}")
         self.count_webhook(code)
 
     def _calls_in_progress_by_route(self) -> dict[str, int]:
@@ -338,7 +338,7 @@ class Gateway:
             self.metrics.commands.labels(command, str(status)).inc()
 
     async def refused_webhooks(self) -> dict[str, int]:
-        counts = await asyncio.wrap_future(self.sink.counters("webhooks_refused:"))
+        counts = await asyncio.wrap_future(self.sink.counts.counters("webhooks_refused:"))
         return {f"webhook_{code}": count for code, count in counts.items()}
 
     # ── what the API needs of the calls held here ──────────────────────────────────────

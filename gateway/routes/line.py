@@ -209,7 +209,9 @@ async def caller_text(api: ApiPort, request: Request) -> Response:
     session_id = request.path_params["session_id"]
     typed = await requests.body(request, TypedText)
     record = await session_in_call(api, session_id)
-    within = await asyncio.wrap_future(api.sink.within_rate(session_id, "say", TYPED_MESSAGES_PER_MINUTE))
+    within = await asyncio.wrap_future(
+        api.sink.counts.within_rate(session_id, "say", TYPED_MESSAGES_PER_MINUTE)
+    )
     if not within:
         message = f"at most {TYPED_MESSAGES_PER_MINUTE} typed messages a minute per session"
         return error_response(429, "rate_limited", message, {"Retry-After": "60"})
