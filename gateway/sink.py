@@ -37,6 +37,11 @@ GATEWAY_MARKER_TTL_SECONDS after the gateway last refreshed it. The sink remembe
 hosts (one whose control batches come here) until `forget`, or, if it is never forgotten (its
 call moved to another gateway), as long as its counter lives; a session it only numbered events
 for (an API request for a call held elsewhere) RETRANSMIT_WINDOW_S after its last event.
+
+Its parts, one noun each: the thread it runs on (`gateway.sink_thread`), what waits in its outbox
+(`gateway.outbox`), what it remembers of each session (`gateway.retention`), the restart marker
+(`gateway.restart_marker`), and the counts and claims shared with the other gateways, reached as
+`EventSink.counts` (`gateway.shared_counts`).
 """
 
 from __future__ import annotations
@@ -45,22 +50,21 @@ import json
 import logging
 import threading
 import time
-import uuid
-from collections import Counter, deque
+from collections import Counter
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import redis
 
-from gateway.outbox import Dropped, Event, Request, Unsent, grouped, new_message_id
+from gateway.outbox import Dropped, Event, Request, Unsent, grouped
 from gateway.redis_clients import redis_client
+from gateway.restart_marker import MARKER_CHECK_S, RestartMarker
+from gateway.retention import Retention
 from gateway.shared_counts import SharedCounts
 from gateway.sink_thread import SinkThread
 from pipeline.call.errors import Fault, ReplyTimeout
 from pipeline.call.limits import (
     API_REPLY_TIMEOUT_MS,
-    GATEWAY_MARKER_TTL_SECONDS,
     MAXIMUM_UNSENT_EVENTS_PER_SESSION,
     SEQ_COUNTER_TTL_SECONDS,
 )
@@ -73,16 +77,6 @@ logger = logging.getLogger(__name__)
 # a restart takes a second or two, and a longer outage is retried once a second.
 RETRY_FIRST_S = 0.05
 RETRY_MAXIMUM_S = 1.0
-# Enqueued events are held for retransmission this long of Redis being reachable (an event not
-# applied by then is stuck behind something a retransmission cannot fix), and at most this many
-# per session. A session this gateway only numbered events for is forgotten this long after its
-# last one: it never hears that they were applied.
-RETRANSMIT_WINDOW_S = 30.0
-RETRANSMIT_MAXIMUM_PER_SESSION = 1_024
-# How often the sink checks that Redis still has its marker while it holds events (i.e. did not
-# restart empty); holding none, it only refreshes the marker's expiry this often.
-MARKER_CHECK_S = 0.25
-MARKER_REFRESH_S = 10.0
 # How often the sink lets go of held events past the window and of sessions past their retention.
 PRUNE_INTERVAL_S = 5.0
 
@@ -91,16 +85,6 @@ class NumberingBroker(Protocol):
     """What the sink needs of the broker (`workers.broker.NumberingEnqueue`)."""
 
     def enqueue_numbered(self, messages: list[NumberedMessage], seq_ttl_s: int) -> list[int]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class _Held:
-    """An enqueued event kept until it is known applied: what it takes to enqueue it again."""
-
-    seq: int
-    queue: str
-    envelope: dict[str, Any]  # the envelope's fields but its seq
-    enqueued_at: float
 
 
 class EventSink:
@@ -128,29 +112,10 @@ class EventSink:
         self._downtime = 0.0
         self._retry_delay = RETRY_FIRST_S
         self._retry_due: float | None = None
-        # The highest seq this gateway issued per session: if Redis lost its counters (a
-        # restart without persistence, or a counter that expired), numbering resumes above it.
-        self._issued: dict[str, int] = {}
-        # Events enqueued and not yet known applied.
-        self._held: dict[str, deque[_Held]] = {}
-        # How far each session is known applied, reported from the event loop (one report per
-        # control batch) and taken by the sink thread whenever it next runs.
-        self._released: dict[str, int] = {}
-        self._released_lock = threading.Lock()
-        # When each remembered session was last used, on the up clock, oldest first: those this
-        # gateway hosts (it gets their control batches) and those it only numbered events for.
-        self._hosted: dict[str, float] = {}
-        self._guests: dict[str, float] = {}
-        self._marker_key = f"{namespace}:gateway-marker:{gateway_id}"
-        self._marker = uuid.uuid4().hex
-        self._marker_refresh_due = 0.0
-        self._marker_failing = False
-        # Until the first check, a marker found is a previous process's of this gateway id (it
-        # lives a minute after its gateway stopped), not a sign that Redis lost anything.
-        self._marker_checked = False
-        # The run id of the Redis server that answered the last check: another one answering
-        # means a failover (or a restart), whose last moment's writes may be gone.
-        self._server_run_id: str | None = None
+        # What is remembered of each session (seqs issued, events held for retransmission), and
+        # the marker whose loss says Redis lost what it held.
+        self._retention = Retention(self._up_clock)
+        self._marker = RestartMarker(self._redis, namespace, gateway_id)
         self.retransmitted = 0
         self.dropped = 0
         self.abandoned = 0
@@ -207,13 +172,11 @@ class EventSink:
         Noted here and taken by the sink thread when it next runs (it runs at least every
         MARKER_CHECK_S while it holds events): a task per control batch cost more than the rest
         of the release."""
-        with self._released_lock:
-            if applied_seq > self._released.get(session_id, 0):
-                self._released[session_id] = applied_seq
+        self._retention.applied(session_id, applied_seq)
 
     def forget(self, session_id: str) -> None:
         """The session's call closed here: keep nothing of it."""
-        self._executor.call(self._forget, session_id)
+        self._executor.call(self._retention.forget, session_id)
 
     def close(self) -> None:
         self._closing.set()
@@ -258,7 +221,7 @@ class EventSink:
                     self._executor.call(self._watch_marker)
                     next_check = now + MARKER_CHECK_S
                 if now >= next_prune:
-                    self._executor.call(self._prune)
+                    self._executor.call(self._retention.prune)
                     next_prune = now + PRUNE_INTERVAL_S
             except RuntimeError:  # the executor shut down while closing
                 return
@@ -271,7 +234,7 @@ class EventSink:
         with self._pending_lock:
             taken, self._pending = self._pending, []
             self._flush_queued = False
-        self._take_releases()
+        self._retention.take_releases()
         for item in taken:
             self._admit(item)
         if self._retry_due is not None and time.monotonic() < self._retry_due:
@@ -381,10 +344,7 @@ class EventSink:
                 seq = first + offset
                 session_id = item.session_id
                 item.seq = seq
-                self._issued[session_id] = max(self._issued.get(session_id, 0), seq)
-                self._touch(session_id, up)
-                held = self._held.setdefault(session_id, deque(maxlen=RETRANSMIT_MAXIMUM_PER_SESSION))
-                held.append(_Held(seq, message.queue_name, envelope, up))
+                self._retention.enqueued(session_id, seq, message.queue_name, envelope, up)
                 if isinstance(item, Event):
                     item.future.set_result(seq)
         self._outbox = []
@@ -421,7 +381,7 @@ class EventSink:
                     envelopes[index] = self._envelope(tally)
             parts = numbered_body(queue, EVENT_ACTOR[queue], envelopes, first.message_id, now_ms)
         # The seqs follow what this gateway issued, and an API request's knowledge of the log.
-        floor = self._issued.get(first.session_id, 0)
+        floor = self._retention.issued.get(first.session_id, 0)
         for offset, item in enumerate(events):
             if isinstance(item, Event):
                 floor = max(floor, item.after_seq - offset)
@@ -519,7 +479,7 @@ class EventSink:
     def _seq_key(self, session_id: str) -> str:
         return f"{self._namespace}:seq:{session_id}"
 
-    # ── on the sink thread: what is remembered, and for how long ───────────────────────
+    # ── on the sink thread: the up clock and the restart marker ────────────────────────
 
     def _up_clock(self) -> float:
         """Monotonic seconds, less the time Redis was unreachable: held events and remembered
@@ -528,68 +488,19 @@ class EventSink:
         down = self._downtime + (now - self._down_since if self._down_since is not None else 0.0)
         return now - down
 
-    def _touch(self, session_id: str, up: float) -> None:
-        remembered = self._hosted if session_id in self._hosted else self._guests
-        remembered.pop(session_id, None)
-        remembered[session_id] = up
-
-    def _take_releases(self) -> None:
-        """Stop holding what the control batches since the last look said was applied."""
-        with self._released_lock:
-            released, self._released = self._released, {}
-        if not released:
-            return
-        up = self._up_clock()
-        for session_id, applied_seq in released.items():
-            held = self._held.get(session_id)
-            while held and held[0].seq <= applied_seq:
-                held.popleft()
-            self._guests.pop(session_id, None)
-            self._hosted.pop(session_id, None)
-            self._hosted[session_id] = up
-
-    def _forget(self, session_id: str) -> None:
-        self._take_releases()
-        self._issued.pop(session_id, None)
-        self._held.pop(session_id, None)
-        self._hosted.pop(session_id, None)
-        self._guests.pop(session_id, None)
-
-    def _prune(self) -> None:
-        """Let go of held events past the retransmit window, and forget the sessions unused for
-        their retention: a guest after the retransmit window (its events were applied or are
-        past helping), a hosted one never forgotten as long as its counter lives. Each pass
-        over the sessions stops at the first one still in use."""
-        self._take_releases()
-        up = self._up_clock()
-        for session_id, held in list(self._held.items()):
-            while held and held[0].enqueued_at < up - RETRANSMIT_WINDOW_S:
-                held.popleft()
-            if not held:
-                del self._held[session_id]
-        for remembered, retention in (
-            (self._guests, RETRANSMIT_WINDOW_S),
-            (self._hosted, float(SEQ_COUNTER_TTL_SECONDS)),
-        ):
-            while remembered:
-                session_id, used = next(iter(remembered.items()))
-                if used > up - retention:
-                    break
-                self._forget(session_id)
-
     def _watch_marker(self, *, now: bool = False) -> None:
         """Check the marker while events are held, refresh it now and then otherwise."""
-        self._take_releases()
-        if not now and not self._held and time.monotonic() < self._marker_refresh_due:
+        self._retention.take_releases()
+        if not now and not self._retention.held and time.monotonic() < self._marker.refresh_due:
             return
         try:
             self._check_marker()
         except redis.RedisError as error:
-            if not self._marker_failing:
+            if not self._marker.failing:
                 logger.warning("cannot check the restart marker (checking again): %r", error)
-            self._marker_failing = True
+            self._marker.failing = True
             return
-        self._marker_failing = False
+        self._marker.failing = False
         if self._down_since is not None and self._outbox:
             # Redis answers again: what waits for it goes now, not at the next attempt.
             self._send_outbox()
@@ -598,43 +509,17 @@ class EventSink:
         """Retransmit what is held if Redis came back without the marker (it lost its data), or
         if another server answers now (a replica promoted by Sentinel has the marker, which it
         copied, but not the writes of the master's last moment); renew the marker either way."""
-        ttl = GATEWAY_MARKER_TTL_SECONDS
-        with self._redis.pipeline(transaction=False) as pipe:
-            pipe.get(self._marker_key)
-            pipe.expire(self._marker_key, ttl)
-            pipe.info("server")
-            found, _, server = pipe.execute()
-        self._marker_refresh_due = time.monotonic() + MARKER_REFRESH_S
-        run_id = server.get("run_id")
-        moved = self._server_run_id not in (None, run_id)
-        if found == self._marker.encode() and not moved:
-            self._server_run_id = run_id
+        lost = self._marker.look()
+        if lost is None:
             return
-        horizon = self._up_clock() - RETRANSMIT_WINDOW_S
-        resend: list[NumberedMessage] = []
-        now_ms = int(time.time() * 1000)
-        for held in self._held.values():
-            while held and held[0].enqueued_at < horizon:
-                held.popleft()
-            for event in held:
-                # Its own seq again, under a new message id (the old one may still be remembered).
-                message_id = new_message_id()
-                head, tail = numbered_body(
-                    event.queue, EVENT_ACTOR[event.queue], [event.envelope], message_id, now_ms
-                )
-                body = head + str(event.seq).encode() + tail
-                resend.append(NumberedMessage(event.queue, message_id, (body,)))
+        resend = self._retention.retransmissions(int(time.time() * 1000))
         if resend:
             self._broker.enqueue_numbered(resend, SEQ_COUNTER_TTL_SECONDS)
-        # Set only once everything is re-sent: a failure above leaves it missing, so the next
-        # check re-sends again (a copy is applied once).
-        self._redis.set(self._marker_key, self._marker, ex=ttl)
-        self._server_run_id = run_id
+        first = self._marker.renew(lost)
         self.retransmitted += len(resend)
-        first, self._marker_checked = not self._marker_checked, True
-        if found == self._marker.encode():
+        if lost.failover:
             logger.warning(
                 "Redis answers from another server (a failover): retransmitted %d held events", len(resend)
             )
-        elif resend or (found is not None and not first):
+        elif resend or (lost.found_other and not first):
             logger.warning("Redis lost its data (restarted empty): retransmitted %d held events", len(resend))

@@ -141,7 +141,7 @@ def test_a_session_over_its_bound_gets_one_numbered_events_dropped_where_the_hol
     Redis answers the count is numbered right after the kept events, as one
     `switchboard.events_dropped` event (which the worker records as an incident); the next
     event follows it, and another session loses nothing."""
-    monkeypatch.setattr(gateway.sink, "MAXIMUM_UNSENT_EVENTS_PER_SESSION", 3, raising=False)
+    monkeypatch.setattr(gateway.sink, "MAXIMUM_UNSENT_EVENTS_PER_SESSION", 3)
     outage = _outage(private_redis, 2.0)
     first = sink.submit_event("sess_a", 1, _speech("a1"), time.time())
     # The sink thread takes work in order: once this is answered, it has failed to send "a1".
