@@ -18,6 +18,7 @@ EVENTS_PER_MESSAGE = 32
 
 
 def new_message_id() -> str:
+    """A new message id, unique to the message."""
     return str(uuid.uuid4())
 
 
