@@ -2,11 +2,14 @@
 and the calls of a dead gateway taken over.
 
 Each part is typed by the narrow port it uses (`gateway.ports`), never by `Gateway`:
-- the API (`gateway.api`) and the SIP front door (`gateway.phone`);
+- the API (`gateway.api`), each route module through its own port, and the SIP front door
+  (`gateway.phone`); what they ask of the calls held here (`gateway.held_calls`), of the
+  providers (`Wings`, here) and of the counters (`gateway.counters`) is a part of its own,
+  handed to them as an attribute of the port;
 - the directives (`gateway.directives`): what the workers publish to this gateway's control
   queue, carried out without ever waiting on one call; they open and close the sidebands
   (`SidebandSocket`s) of the calls held here, each driving its provider's sans-I/O `Sideband`,
-  whose wing is chosen here (`Gateway._wing`), and what a sideband answers is carried out by the
+  whose wing is chosen here (`Wings`), and what a sideband answers is carried out by the
   `ActionCarrier` (durable events numbered into their session's log by the `EventSink`, words to
   the watchers);
 - the watchers' hub (`gateway.watch`): the live messages of each call fanned out to its
@@ -23,17 +26,17 @@ import time
 from typing import Any
 
 import redis
-from starlette.responses import Response
-from starlette.websockets import WebSocket
 
 from gateway.api import RERUNS_SAFELY, WEBHOOK_PATH, authenticated, build_api, json_bodies, storable_addresses
 from gateway.controls import ControlConsumer
+from gateway.counters import GatewayCounters
 from gateway.directives import DirectiveCarrier, Wing
+from gateway.held_calls import SidebandsHeld
 from gateway.idempotency import idempotent
 from gateway.keys import KeyRing
 from gateway.liveness import GatewayIdTaken, Heartbeat, takeover_warning
 from gateway.metrics import GatewayMetrics
-from gateway.phone import PhoneDoor, answer_call
+from gateway.phone import PhoneDoor
 from gateway.providers.live import LiveCallTrace, OpenAILive, live_provider_from
 from gateway.providers.rest import ProviderRest
 from gateway.rpc import WorkerRpc
@@ -45,10 +48,8 @@ from gateway.web import HttpLimits, RunningServer, start_server
 from pipeline.api import idempotency, watch_tokens
 from pipeline.live.sideband import KEY_PRESS_TYPE as LIVE_KEY_PRESS
 from pipeline.live.sideband import LiveSideband
-from pipeline.phone.sip import MAXIMUM_SIP_HEADERS, kept_headers
 from pipeline.platform.config import Settings
 from pipeline.platform.names import control_queue
-from pipeline.privacy.boundary import PrivateSideband, Redactor
 from pipeline.realtime.sideband import KEY_PRESS_TYPE as REALTIME_KEY_PRESS
 from pipeline.realtime.sideband import RealtimeSideband
 from pipeline.session.state import Provider
@@ -90,14 +91,22 @@ class Gateway:
         self.sockets: dict[str, SidebandSocket] = {}
         self.watchers = WatchHub()
         self.watched = WatchedSessions(self.watchers, self.rpc, self.sockets)
+        self.held = SidebandsHeld(self.sockets)
+        self.wings = Wings(settings, provider, self.live_provider)
+        self.metrics = (
+            GatewayMetrics(self.gateway_id, self.held.by_route, redis_url, settings.broker_namespace)
+            if settings.metrics
+            else None
+        )
+        self.counters = GatewayCounters(self.metrics, self.sink.counts)
         self._stopping = threading.Event()
         self.directives = DirectiveCarrier(
             sink=self.sink,
             rpc=self.rpc,
             held=self.sockets,
-            wing_of=self._wing,
+            wing_of=self.wings.of,
             watch=self.watched,
-            on_actions=ActionCarrier(self.sink, self.watchers, self.count_heard),
+            on_actions=ActionCarrier(self.sink, self.watchers, self.counters.count_heard),
             lifecycle=self,
         )
         # Set by drain(): no new calls (503 `draining`), /readyz answers 503.
@@ -107,13 +116,6 @@ class Gateway:
         self._tasks: set[asyncio.Task[None]] = set()
         self._consumer: ControlConsumer | None = None
         self.phone_door = PhoneDoor(settings.webhook_secret)
-        self.metrics = (
-            GatewayMetrics(
-                self.gateway_id, self._calls_in_progress_by_route, redis_url, settings.broker_namespace
-            )
-            if settings.metrics
-            else None
-        )
         self.keyring = KeyRing(settings.api_token, self.rpc)
         self.heartbeat = Heartbeat(redis_url, settings.broker_namespace, self.gateway_id, self._on_dead_peer)
         self.http_port = 0
@@ -145,7 +147,7 @@ class Gateway:
             self.settings.gateway_host,
             self.settings.gateway_port,
             self._http_limits,
-            on_handshake_refused=self.refused_handshake,
+            on_handshake_refused=self.counters.refused_handshake,
         )
         self.http_port = self._http.port
         self._consumer = ControlConsumer(
@@ -277,91 +279,24 @@ class Gateway:
                 except redis.RedisError as error:
                     logger.warning("could not register session owners: %r", error)
 
-    # ── the wings ──────────────────────────────────────────────────────────────────────
+
+class Wings:
+    """The providers this gateway serves, each as its wing: the gateway's one choice of which
+    provider a session's calls speak."""
+
+    def __init__(self, settings: Settings, realtime: ProviderRest, live: OpenAILive) -> None:
+        self._settings = settings
+        self._realtime = realtime
+        self._live = live
+
+    def of(self, provider: str) -> Wing:
+        """The wing of a session's provider."""
+        if Provider(provider) is Provider.LIVE:
+            model = self._settings.model_for(Provider.LIVE)
+            return Wing(self._live, LiveSideband, LIVE_KEY_PRESS, LiveCallTrace, model)
+        model = self._settings.model_for(Provider.REALTIME)
+        return Wing(self._realtime, RealtimeSideband, REALTIME_KEY_PRESS, CallTrace, model)
 
     def rest_of(self, provider: str) -> ProviderRest:
         """The call control of the provider a session or a route names."""
-        return self._wing(provider).rest
-
-    def _wing(self, provider: str) -> Wing:
-        """The wing of a session's provider: the gateway's one choice of which provider it serves."""
-        if Provider(provider) is Provider.LIVE:
-            model = self.settings.model_for(Provider.LIVE)
-            return Wing(self.live_provider, LiveSideband, LIVE_KEY_PRESS, LiveCallTrace, model)
-        model = self.settings.model_for(Provider.REALTIME)
-        return Wing(self.provider, RealtimeSideband, REALTIME_KEY_PRESS, CallTrace, model)
-
-    # ── phone calls ────────────────────────────────────────────────────────────────────
-
-    async def answer_phone_call(
-        self, webhook_id: str, call_id: str, sip_headers: list[Any], provider: str = "realtime"
-    ) -> Response:
-        # Untrusted and unbounded as sent: bounded before they travel or are stored.
-        raw = [{"name": header.name, "value": header.value} for header in sip_headers[:MAXIMUM_SIP_HEADERS]]
-        headers = [{"name": name, "value": value} for name, value in kept_headers(raw)]
-        return await answer_call(self, webhook_id[:200], call_id, headers, provider)
-
-    def count_refused_webhook(self, code: str) -> None:
-        """A delivery refused before anything was recorded (counted, not an incident: anyone
-        can send one)."""
-        self.sink.increment(f"webhooks_refused:{code}")
-        self.count_webhook(code)
-
-    def _calls_in_progress_by_route(self) -> dict[str, int]:
-        """The calls whose sideband this gateway holds, by route. The route travels with the
-        sideband's directive and lives on its socket, so it goes when the socket goes (however
-        the call ended, or moved to a peer) and a peer that takes a call over counts it under
-        its route too."""
-        counted: dict[str, int] = {}
-        for socket in list(self.sockets.values()):
-            counted[socket.route_id] = counted.get(socket.route_id, 0) + 1
-        return counted
-
-    def refused_handshake(self, reason: str, path: str, client: str) -> None:
-        """A live-stream handshake refused (by the server for its size, or by the API for its
-        credentials): counted, and logged once at INFO — anyone can send one, so it is never an
-        error. The path is logged without its query, which may hold a token."""
-        logger.info("live stream handshake refused (%s): %s from %s", reason, path, client)
-        if self.metrics is not None:
-            self.metrics.refused_handshakes.labels(reason).inc()
-
-    def count_webhook(self, outcome: str) -> None:
-        if self.metrics is not None:
-            self.metrics.webhooks.labels(outcome).inc()
-
-    def count_heard(self, provider: str, waited_s: float) -> None:
-        if self.metrics is not None:
-            self.metrics.heard.labels(provider).observe(waited_s)
-
-    def count_command(self, command: str, status: int) -> None:
-        if self.metrics is not None:
-            self.metrics.commands.labels(command, str(status)).inc()
-
-    async def refused_webhooks(self) -> dict[str, int]:
-        counts = await asyncio.wrap_future(self.sink.counters("webhooks_refused:"))
-        return {f"webhook_{code}": count for code, count in counts.items()}
-
-    # ── what the API needs of the calls held here ──────────────────────────────────────
-
-    def held_generation(self, session_id: str) -> int | None:
-        """The generation of a call whose sideband this gateway holds (None: held elsewhere,
-        or by nobody)."""
-        socket = self.sockets.get(session_id)
-        return socket.generation if socket is not None else None
-
-    def playback(self, session_id: str) -> dict[str, Any] | None:
-        """What the caller of a call held here is hearing now (None when nothing plays, or the
-        call's sideband is held elsewhere)."""
-        socket = self.sockets.get(session_id)
-        return socket.playback(time.monotonic()) if socket is not None else None
-
-    def redactor_of(self, session_id: str) -> Redactor | None:
-        """The redaction of a call held here, its privacy boundary's (None when its sideband is
-        held elsewhere): what an operator types into the call is masked as its caller's words are."""
-        socket = self.sockets.get(session_id)
-        boundary = socket.sideband if socket is not None else None
-        return boundary.redactor if isinstance(boundary, PrivateSideband) else None
-
-    async def listen(self, session_id: str, websocket: WebSocket) -> None:
-        """Stream a session's live messages to an accepted listener (`gateway.watch`)."""
-        await self.watched.listen(session_id, websocket)
+        return self.of(provider).rest

@@ -236,7 +236,7 @@ class DirectiveCarrier:
     async def _transfer(self, session_id: str, generation: int, directive: TransferCall) -> None:
         """Ask the provider to transfer the call, once; its answer goes into the session's log."""
         try:
-            if not await asyncio.wrap_future(self._sink.first_time(session_id, directive.id)):
+            if not await asyncio.wrap_future(self._sink.counts.first_time(session_id, directive.id)):
                 return
         except redis.RedisError as error:
             # Not asked twice, and not lost: the outcome says so and the call goes on.
@@ -264,7 +264,7 @@ class DirectiveCarrier:
             # being dialled dials again as a new generation, under the same provider
             # idempotency key (the call's id), so a call the dead gateway placed is not placed twice.
             claim = f"dial:{directive.call}:{generation}"
-            if not await asyncio.wrap_future(self._sink.first_time(session_id, claim)):
+            if not await asyncio.wrap_future(self._sink.counts.first_time(session_id, claim)):
                 return
         except redis.RedisError as error:
             # Not placed (so never twice): the call fails, saying why.

@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response
 from gateway.providers.rest import ProviderCallError
 from gateway.web import error_response
 from pipeline.call.errors import ProviderUnavailable
+from pipeline.phone.sip import MAXIMUM_SIP_HEADERS, kept_headers
 
 if TYPE_CHECKING:
     from gateway.ports import PhonePort
@@ -99,6 +100,16 @@ class PhoneDoor:
         return event
 
 
+async def answer_phone_call(
+    gateway: PhonePort, webhook_id: str, call_id: str, sip_headers: list[Any], provider: str = "realtime"
+) -> Response:
+    """Answer a delivery's call (`answer_call`), its SIP headers and webhook id bounded first:
+    untrusted and unbounded as sent, they are bounded before they travel or are stored."""
+    raw = [{"name": header.name, "value": header.value} for header in sip_headers[:MAXIMUM_SIP_HEADERS]]
+    headers = [{"name": name, "value": value} for name, value in kept_headers(raw)]
+    return await answer_call(gateway, webhook_id[:200], call_id, headers, provider)
+
+
 async def answer_call(
     gateway: PhonePort,
     webhook_id: str,
@@ -117,11 +128,11 @@ async def answer_call(
     )
     if status != 200:
         # Not recorded (or not known to be): the provider delivers it again.
-        gateway.count_webhook("not_recorded")
+        gateway.counters.count_webhook("not_recorded")
         return JSONResponse(decision, status_code=503 if status >= 500 else status)
     action = decision["action"]
     answered = {"call_id": call_id, "action": action, "session_id": decision.get("session_id")}
-    gateway.count_webhook(action)
+    gateway.counters.count_webhook(action)
     if action in ("answered", "ignored"):
         # Ignored: the route answers its calls on the other provider, whose own announcement of
         # the same call does that.
@@ -129,7 +140,7 @@ async def answer_call(
     if action == "busy":
         message = "another delivery of this call is being answered; deliver it again later"
         return error_response(409, "call_being_answered", message, {"Retry-After": "2"})
-    answering = gateway.rest_of(provider)
+    answering = gateway.wings.rest_of(provider)
     try:
         if action == "accept":
             await answering.accept(call_id, decision["session"])
@@ -149,7 +160,7 @@ async def answer_call(
                 detail=str(error),
                 now=time.time(),
             )
-            gateway.count_webhook("provider_unavailable")
+            gateway.counters.count_webhook("provider_unavailable")
             return error_response(503, "provider_unavailable", "the provider could not be reached")
         if action == "accept" and decision.get("again") and error.status in (400, 409):
             # An earlier claimer's accept went through before it could say so.

@@ -37,109 +37,48 @@ GATEWAY_MARKER_TTL_SECONDS after the gateway last refreshed it. The sink remembe
 hosts (one whose control batches come here) until `forget`, or, if it is never forgotten (its
 call moved to another gateway), as long as its counter lives; a session it only numbered events
 for (an API request for a call held elsewhere) RETRANSMIT_WINDOW_S after its last event.
+
+Its parts, one noun each: the thread it runs on (`gateway.sink_thread`), what waits in its outbox
+(`gateway.outbox`), what it remembers of each session (`gateway.retention`), the restart marker
+(`gateway.restart_marker`), and the counts and claims shared with the other gateways, reached as
+`EventSink.counts` (`gateway.shared_counts`).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
-import queue
 import threading
 import time
-import uuid
-from collections import Counter, deque
-from collections.abc import Callable
+from collections import Counter
 from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import redis
 
+from gateway.outbox import Dropped, Event, Request, Unsent, grouped
 from gateway.redis_clients import redis_client
+from gateway.restart_marker import MARKER_CHECK_S, RestartMarker
+from gateway.retention import Retention
+from gateway.shared_counts import SharedCounts
+from gateway.sink_thread import SinkThread
 from pipeline.call.errors import Fault, ReplyTimeout
 from pipeline.call.limits import (
     API_REPLY_TIMEOUT_MS,
-    GATEWAY_MARKER_TTL_SECONDS,
     MAXIMUM_UNSENT_EVENTS_PER_SESSION,
     SEQ_COUNTER_TTL_SECONDS,
 )
 from pipeline.platform.envelope import NumberedMessage, numbered_body, plain_body
 from pipeline.platform.names import EVENT_ACTOR, queue_for, queue_of_request
-from pipeline.session.wire import EventsDropped, host_event
 
 logger = logging.getLogger(__name__)
-
-_T = TypeVar("_T")
 
 # After a round trip failed, the sink tries again this long after, doubling up to the maximum:
 # a restart takes a second or two, and a longer outage is retried once a second.
 RETRY_FIRST_S = 0.05
 RETRY_MAXIMUM_S = 1.0
-# Enqueued events are held for retransmission this long of Redis being reachable (an event not
-# applied by then is stuck behind something a retransmission cannot fix), and at most this many
-# per session. A session this gateway only numbered events for is forgotten this long after its
-# last one: it never hears that they were applied.
-RETRANSMIT_WINDOW_S = 30.0
-RETRANSMIT_MAXIMUM_PER_SESSION = 1_024
-# How often the sink checks that Redis still has its marker while it holds events (i.e. did not
-# restart empty); holding none, it only refreshes the marker's expiry this often.
-MARKER_CHECK_S = 0.25
-MARKER_REFRESH_S = 10.0
 # How often the sink lets go of held events past the window and of sessions past their retention.
 PRUNE_INTERVAL_S = 5.0
-# A session's events of one flush travel in one message, up to this many (its worker applies
-# them under one lock, in one transaction); a burst beyond it takes a few.
-EVENTS_PER_MESSAGE = 32
-
-
-class _SinkThread:
-    """The one thread that runs the sink's work, in the order it is handed over: `call` for work
-    whose end nobody waits on (a flush, a release), `submit` for work that answers a Future.
-    ThreadPoolExecutor.submit, which this replaces, cost the gateway about 50 µs of CPU an event
-    (a Future, a work item, two locks and a semaphore each time, for every flush)."""
-
-    def __init__(self, name: str) -> None:
-        self._tasks: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def call(self, work: Callable[..., Any], *args: Any) -> None:
-        if self._closed:
-            raise RuntimeError("the sink thread is shut down")
-        self._tasks.put(functools.partial(work, *args) if args else work)
-
-    def submit(self, work: Callable[..., _T], *args: Any) -> Future[_T]:
-        future: Future[_T] = Future()
-
-        def run() -> None:
-            if not future.set_running_or_notify_cancel():
-                return
-            try:
-                future.set_result(work(*args))
-            except BaseException as error:  # noqa: BLE001 - it is the future's to raise
-                future.set_exception(error)
-
-        self.call(run)
-        return future
-
-    def shutdown(self, wait: bool = True) -> None:
-        """Run what was handed over, then stop."""
-        self._closed = True
-        self._tasks.put(None)
-        if wait:
-            self._thread.join()
-
-    def _run(self) -> None:
-        while True:
-            work = self._tasks.get()
-            if work is None:
-                return
-            try:
-                work()
-            except Exception:  # one failed task must not end the thread every other needs
-                logger.exception("sink task failed")
 
 
 class NumberingBroker(Protocol):
@@ -148,125 +87,35 @@ class NumberingBroker(Protocol):
     def enqueue_numbered(self, messages: list[NumberedMessage], seq_ttl_s: int) -> list[int]: ...
 
 
-def _message_id() -> str:
-    return str(uuid.uuid4())
-
-
-@dataclass(slots=True)
-class _Event:
-    """A durable event on its way out; numbered (`seq`) once its enqueue answered. Its message
-    id is its own from the first attempt on, so a send whose reply was lost is recognised."""
-
-    session_id: str
-    generation: int
-    event: dict[str, Any]
-    received_at: float
-    future: Future[int]
-    after_seq: int = 0
-    seq: int | None = None
-    message_id: str = field(default_factory=_message_id)
-    # The W3C trace context of the gateway's span of it, when tracing is on.
-    traceparent: str | None = None
-    # The id of the message it was first sent in (with the session's other events of its
-    # flush); it is sent in that message again if the reply was lost.
-    group_id: str | None = None
-
-
-@dataclass(slots=True)
-class _Dropped:
-    """Events of one session that could not be kept, in a row: numbered as one
-    `switchboard.events_dropped` event where they would have been."""
-
-    session_id: str
-    generation: int
-    received_at: float
-    reason: str
-    types: Counter[str] = field(default_factory=Counter)
-    seq: int | None = None
-    message_id: str = field(default_factory=_message_id)
-    group_id: str | None = None
-
-    def as_event(self) -> dict[str, Any]:
-        dropped = EventsDropped(count=sum(self.types.values()), types=dict(self.types), reason=self.reason)
-        return host_event(dropped)
-
-
-@dataclass(frozen=True, slots=True)
-class _Request:
-    """A message for an admission actor: an API request (its caller gives up at `give_up_at`,
-    monotonic) or a gateway incident about `session_id` (kept until sent)."""
-
-    actor_name: str
-    kwargs: dict[str, Any]
-    future: Future[None] | None = None
-    session_id: str | None = None
-    give_up_at: float | None = None
-    message_id: str = field(default_factory=_message_id)
-
-
-_Unsent = _Event | _Dropped | _Request
-
-
-@dataclass(frozen=True, slots=True)
-class _Held:
-    """An enqueued event kept until it is known applied: what it takes to enqueue it again."""
-
-    seq: int
-    queue: str
-    envelope: dict[str, Any]  # the envelope's fields but its seq
-    enqueued_at: float
-
-
-# How long a carried-out directive is remembered: far longer than a batch is ever redelivered.
-DIRECTIVE_MEMORY_S = 86_400
-
-
 class EventSink:
     def __init__(self, redis_url: str, broker: NumberingBroker, gateway_id: str, namespace: str) -> None:
         self._redis = redis_client(redis_url)
         self._broker = broker
         self._gateway_id = gateway_id
         self._namespace = namespace
-        self._executor = _SinkThread("event-sink")
+        self._executor = SinkThread("event-sink")
+        # Rates, counters and directive claims shared with the other gateways, on the same thread.
+        self.counts = SharedCounts(self._redis, self._executor, gateway_id, namespace)
         # Submitted and not yet taken by the sink thread, and whether a flush is queued on it.
-        self._pending: list[_Event | _Request] = []
+        self._pending: list[Event | Request] = []
         self._pending_lock = threading.Lock()
         self._flush_queued = False
         # ── touched only on the sink thread ──
         # Taken, not yet enqueued, in submission order; how many events (and incidents) of each
         # session it keeps; each session's open tally of what it could not keep.
-        self._outbox: list[_Unsent] = []
+        self._outbox: list[Unsent] = []
         self._unsent: Counter[str] = Counter()
-        self._tallies: dict[str, _Dropped] = {}
+        self._tallies: dict[str, Dropped] = {}
         # Since when (monotonic) Redis has failed, for how long it failed before, and when the
         # next attempt is due (also read by the keeper thread, which brings it about).
         self._down_since: float | None = None
         self._downtime = 0.0
         self._retry_delay = RETRY_FIRST_S
         self._retry_due: float | None = None
-        # The highest seq this gateway issued per session: if Redis lost its counters (a
-        # restart without persistence, or a counter that expired), numbering resumes above it.
-        self._issued: dict[str, int] = {}
-        # Events enqueued and not yet known applied.
-        self._held: dict[str, deque[_Held]] = {}
-        # How far each session is known applied, reported from the event loop (one report per
-        # control batch) and taken by the sink thread whenever it next runs.
-        self._released: dict[str, int] = {}
-        self._released_lock = threading.Lock()
-        # When each remembered session was last used, on the up clock, oldest first: those this
-        # gateway hosts (it gets their control batches) and those it only numbered events for.
-        self._hosted: dict[str, float] = {}
-        self._guests: dict[str, float] = {}
-        self._marker_key = f"{namespace}:gateway-marker:{gateway_id}"
-        self._marker = uuid.uuid4().hex
-        self._marker_refresh_due = 0.0
-        self._marker_failing = False
-        # Until the first check, a marker found is a previous process's of this gateway id (it
-        # lives a minute after its gateway stopped), not a sign that Redis lost anything.
-        self._marker_checked = False
-        # The run id of the Redis server that answered the last check: another one answering
-        # means a failover (or a restart), whose last moment's writes may be gone.
-        self._server_run_id: str | None = None
+        # What is remembered of each session (seqs issued, events held for retransmission), and
+        # the marker whose loss says Redis lost what it held.
+        self._retention = Retention(self._up_clock)
+        self._marker = RestartMarker(self._redis, namespace, gateway_id)
         self.retransmitted = 0
         self.dropped = 0
         self.abandoned = 0
@@ -291,7 +140,7 @@ class EventSink:
         the span it travels under (pipeline.platform.tracing)."""
         future: Future[int] = Future()
         self._take(
-            _Event(session_id, generation, event, received_at, future, after_seq, traceparent=traceparent)
+            Event(session_id, generation, event, received_at, future, after_seq, traceparent=traceparent)
         )
         return future
 
@@ -303,62 +152,14 @@ class EventSink:
         (the future raises `ReplyTimeout`)."""
         future: Future[None] = Future()
         give_up_at = time.monotonic() + reply_timeout_ms / 1000
-        self._take(_Request(actor_name, kwargs, future, give_up_at=give_up_at))
+        self._take(Request(actor_name, kwargs, future, give_up_at=give_up_at))
         return future
 
     def submit_incident(
         self, session_id: str | None, code: str, summary: str, context: dict[str, Any]
     ) -> None:
         kwargs = {"session_id": session_id, "code": code, "summary": summary, "context": context}
-        self._take(_Request("record_incident", kwargs, session_id=session_id))
-
-    def within_rate(self, session_id: str, kind: str, per_minute: int) -> Future[bool]:
-        """Count one use of `kind` for the session in the current minute (shared by every
-        gateway through Redis); answers whether it is within `per_minute`."""
-
-        def count() -> bool:
-            key = f"{self._namespace}:rate:{kind}:{session_id}:{int(time.time() // 60)}"
-            pipeline = self._redis.pipeline()
-            pipeline.incr(key)
-            pipeline.expire(key, 120)
-            used, _ = pipeline.execute()
-            return int(used) <= per_minute
-
-        return self._executor.submit(count)
-
-    def increment(self, counter: str) -> None:
-        """Count one of something, shared by every gateway of the deployment (best effort)."""
-
-        def count() -> None:
-            try:
-                self._redis.incr(f"{self._namespace}:count:{counter}")
-            except redis.RedisError:
-                logger.warning("could not count %s", counter)
-
-        self._executor.call(count)
-
-    def counters(self, prefix: str) -> Future[dict[str, int]]:
-        """The counters whose names start with `prefix`, by the rest of their names."""
-
-        def read() -> dict[str, int]:
-            start = f"{self._namespace}:count:{prefix}"
-            keys = list(self._redis.scan_iter(match=f"{start}*", count=100))
-            values = self._redis.mget(keys) if keys else []
-            return {
-                key.decode()[len(start) :]: int(value or 0) for key, value in zip(keys, values, strict=True)
-            }
-
-        return self._executor.submit(read)
-
-    def first_time(self, session_id: str, directive_id: str) -> Future[bool]:
-        """Whether this directive is carried out for the first time by any gateway (a batch is
-        published again after a worker crash; a transfer must be asked of the provider once)."""
-
-        def claim() -> bool:
-            key = f"{self._namespace}:directive:{session_id}:{directive_id}"
-            return bool(self._redis.set(key, self._gateway_id, nx=True, ex=DIRECTIVE_MEMORY_S))
-
-        return self._executor.submit(claim)
+        self._take(Request("record_incident", kwargs, session_id=session_id))
 
     @property
     def reachable(self) -> bool:
@@ -371,13 +172,11 @@ class EventSink:
         Noted here and taken by the sink thread when it next runs (it runs at least every
         MARKER_CHECK_S while it holds events): a task per control batch cost more than the rest
         of the release."""
-        with self._released_lock:
-            if applied_seq > self._released.get(session_id, 0):
-                self._released[session_id] = applied_seq
+        self._retention.applied(session_id, applied_seq)
 
     def forget(self, session_id: str) -> None:
         """The session's call closed here: keep nothing of it."""
-        self._executor.call(self._forget, session_id)
+        self._executor.call(self._retention.forget, session_id)
 
     def close(self) -> None:
         self._closing.set()
@@ -389,7 +188,7 @@ class EventSink:
         self._keeper.join(1.0)
         self._redis.close()
 
-    def _take(self, item: _Event | _Request | None = None) -> None:
+    def _take(self, item: Event | Request | None = None) -> None:
         """Hand `item` to the sink thread; with none, have it try the outbox again."""
         with self._pending_lock:
             if item is not None:
@@ -422,7 +221,7 @@ class EventSink:
                     self._executor.call(self._watch_marker)
                     next_check = now + MARKER_CHECK_S
                 if now >= next_prune:
-                    self._executor.call(self._prune)
+                    self._executor.call(self._retention.prune)
                     next_prune = now + PRUNE_INTERVAL_S
             except RuntimeError:  # the executor shut down while closing
                 return
@@ -435,16 +234,16 @@ class EventSink:
         with self._pending_lock:
             taken, self._pending = self._pending, []
             self._flush_queued = False
-        self._take_releases()
+        self._retention.take_releases()
         for item in taken:
             self._admit(item)
         if self._retry_due is not None and time.monotonic() < self._retry_due:
             return
         self._send_outbox()
 
-    def _admit(self, item: _Event | _Request) -> None:
+    def _admit(self, item: Event | Request) -> None:
         session_id = item.session_id
-        if session_id is None or (isinstance(item, _Request) and item.give_up_at is not None):
+        if session_id is None or (isinstance(item, Request) and item.give_up_at is not None):
             # API requests are bounded by their callers' patience, not by a count.
             self._outbox.append(item)
             return
@@ -454,13 +253,13 @@ class EventSink:
         self._unsent[session_id] += 1
         self._outbox.append(item)
 
-    def _drop(self, item: _Event | _Request, session_id: str) -> None:
+    def _drop(self, item: Event | Request, session_id: str) -> None:
         """The session's outbox is full: count what it refuses in the session's open tally."""
         tally = self._tallies.get(session_id)
         if tally is None:
-            generation = item.generation if isinstance(item, _Event) else 0
-            received_at = item.received_at if isinstance(item, _Event) else time.time()
-            tally = _Dropped(session_id, generation, received_at, "redis_unreachable")
+            generation = item.generation if isinstance(item, Event) else 0
+            received_at = item.received_at if isinstance(item, Event) else time.time()
+            tally = Dropped(session_id, generation, received_at, "redis_unreachable")
             self._tallies[session_id] = tally
             self._outbox.append(tally)
             logger.warning(
@@ -468,7 +267,7 @@ class EventSink:
                 session_id,
                 MAXIMUM_UNSENT_EVENTS_PER_SESSION,
             )
-        if isinstance(item, _Event):
+        if isinstance(item, Event):
             tally.generation = max(tally.generation, item.generation)
             tally.types[str(item.event.get("type", ""))] += 1
             item.future.set_exception(
@@ -502,10 +301,10 @@ class EventSink:
 
     def _give_up_on_requests(self) -> None:
         now = time.monotonic()
-        kept: list[_Unsent] = []
-        expired: list[_Request] = []
+        kept: list[Unsent] = []
+        expired: list[Request] = []
         for item in self._outbox:
-            if isinstance(item, _Request) and item.give_up_at is not None and item.give_up_at <= now:
+            if isinstance(item, Request) and item.give_up_at is not None and item.give_up_at <= now:
                 expired.append(item)
             else:
                 kept.append(item)
@@ -531,13 +330,13 @@ class EventSink:
         worker applies them in one transaction), each request in one of its own — numbered and
         enqueued in one round trip."""
         now_ms = int(time.time() * 1000)
-        groups = self._grouped()
+        groups = grouped(self._outbox)
         messages = [self._encoded(group, now_ms) for group in groups]
         seqs = self._broker.enqueue_numbered([message for message, _ in messages], SEQ_COUNTER_TTL_SECONDS)
         up = self._up_clock()
         for group, (message, envelopes), first in zip(groups, messages, seqs, strict=True):
             for offset, (item, envelope) in enumerate(zip(group, envelopes, strict=True)):
-                if isinstance(item, _Request):
+                if isinstance(item, Request):
                     if item.future is not None:
                         item.future.set_result(None)
                     continue
@@ -545,60 +344,26 @@ class EventSink:
                 seq = first + offset
                 session_id = item.session_id
                 item.seq = seq
-                self._issued[session_id] = max(self._issued.get(session_id, 0), seq)
-                self._touch(session_id, up)
-                held = self._held.setdefault(session_id, deque(maxlen=RETRANSMIT_MAXIMUM_PER_SESSION))
-                held.append(_Held(seq, message.queue_name, envelope, up))
-                if isinstance(item, _Event):
+                self._retention.enqueued(session_id, seq, message.queue_name, envelope, up)
+                if isinstance(item, Event):
                     item.future.set_result(seq)
         self._outbox = []
         self._unsent.clear()
         self._tallies.clear()
 
-    def _grouped(self) -> list[list[_Unsent]]:
-        """The outbox in messages: a request alone; a session's events together, in order, up to
-        EVENTS_PER_MESSAGE. Events sent before (their reply lost) keep the message they went in,
-        under its id, so the script recognises it; only events never sent are grouped anew."""
-        groups: list[list[_Unsent]] = []
-        sent_before: dict[str, list[_Unsent]] = {}
-        forming: dict[str, list[_Unsent]] = {}
-        for item in self._outbox:
-            if isinstance(item, _Request):
-                groups.append([item])
-                continue
-            if item.group_id is not None:
-                group = sent_before.get(item.group_id)
-                if group is None:
-                    group = sent_before[item.group_id] = []
-                    groups.append(group)
-                group.append(item)
-                continue
-            group = forming.get(item.session_id)
-            if group is None or len(group) >= EVENTS_PER_MESSAGE:
-                group = forming[item.session_id] = []
-                groups.append(group)
-            group.append(item)
-        for group in groups:
-            first = group[0]
-            if not isinstance(first, _Request) and first.group_id is None:
-                for item in group:
-                    assert not isinstance(item, _Request)
-                    item.group_id = first.message_id
-        return groups
-
     def _encoded(
-        self, group: list[_Unsent], now_ms: int
+        self, group: list[Unsent], now_ms: int
     ) -> tuple[NumberedMessage, list[dict[str, Any] | None]]:
         """A message as it is enqueued (numbered by its session's counter, for events), and each
         event's envelope but its seq (to enqueue it again if Redis loses it). An event that
         cannot be encoded is replaced, in the outbox and the message, by an `events_dropped`
         event (so the session's log shows the hole; the worker records it as an incident)."""
         first = group[0]
-        if isinstance(first, _Request):
+        if isinstance(first, Request):
             queue = queue_of_request(first.actor_name)
             body = plain_body(queue, first.actor_name, first.kwargs, first.message_id, now_ms)
             return NumberedMessage(queue, first.message_id, (body,)), [None]
-        events = [item for item in group if not isinstance(item, _Request)]
+        events = [item for item in group if not isinstance(item, Request)]
         envelopes = [self._envelope(item) for item in events]
         queue = queue_for(str(envelopes[0]["event"].get("type", "")))
         try:
@@ -608,7 +373,7 @@ class EventSink:
                 try:
                     json.dumps(envelopes[index])
                 except (TypeError, ValueError, RecursionError):
-                    assert isinstance(item, _Event)
+                    assert isinstance(item, Event)
                     logger.exception("an event of %s cannot be encoded; recorded as dropped", item.session_id)
                     tally = self._unencodable(item)
                     tally.group_id = item.group_id
@@ -616,18 +381,18 @@ class EventSink:
                     envelopes[index] = self._envelope(tally)
             parts = numbered_body(queue, EVENT_ACTOR[queue], envelopes, first.message_id, now_ms)
         # The seqs follow what this gateway issued, and an API request's knowledge of the log.
-        floor = self._issued.get(first.session_id, 0)
+        floor = self._retention.issued.get(first.session_id, 0)
         for offset, item in enumerate(events):
-            if isinstance(item, _Event):
+            if isinstance(item, Event):
                 floor = max(floor, item.after_seq - offset)
         message = NumberedMessage(
             queue, first.message_id, parts, seq_key=self._seq_key(first.session_id), floor=floor
         )
         return message, list(envelopes)
 
-    def _envelope(self, item: _Event | _Dropped) -> dict[str, Any]:
+    def _envelope(self, item: Event | Dropped) -> dict[str, Any]:
         """An event's envelope but its seq."""
-        event = item.as_event() if isinstance(item, _Dropped) else item.event
+        event = item.as_event() if isinstance(item, Dropped) else item.event
         envelope = {
             "session_id": item.session_id,
             "generation": item.generation,
@@ -635,12 +400,12 @@ class EventSink:
             "received_at": item.received_at,
             "event": event,
         }
-        if isinstance(item, _Event) and item.traceparent is not None:
+        if isinstance(item, Event) and item.traceparent is not None:
             envelope["traceparent"] = item.traceparent
         return envelope
 
-    def _unencodable(self, item: _Event) -> _Dropped:
-        tally = _Dropped(item.session_id, item.generation, item.received_at, "unencodable")
+    def _unencodable(self, item: Event) -> Dropped:
+        tally = Dropped(item.session_id, item.generation, item.received_at, "unencodable")
         tally.types[str(item.event.get("type", ""))] += 1
         item.future.set_exception(Fault(f"an event of {item.session_id} cannot be encoded"))
         self.dropped += 1
@@ -649,7 +414,7 @@ class EventSink:
     def _drop_unencodable_requests(self) -> None:
         """Enqueueing failed, not for Redis: a request whose arguments cannot be encoded is
         dropped, so it does not hold every other message back for good."""
-        for item in [item for item in self._outbox if isinstance(item, _Request)]:
+        for item in [item for item in self._outbox if isinstance(item, Request)]:
             try:
                 plain_body(
                     queue_of_request(item.actor_name), item.actor_name, item.kwargs, item.message_id, 0
@@ -707,14 +472,14 @@ class EventSink:
                 "closing with %d messages unsent (Redis unreachable): they are lost", len(self._outbox)
             )
             for item in self._outbox:
-                future = item.future if not isinstance(item, _Dropped) else None
+                future = item.future if not isinstance(item, Dropped) else None
                 if future is not None and not future.done():
                     future.set_exception(Fault("the gateway closed while Redis was unreachable"))
 
     def _seq_key(self, session_id: str) -> str:
         return f"{self._namespace}:seq:{session_id}"
 
-    # ── on the sink thread: what is remembered, and for how long ───────────────────────
+    # ── on the sink thread: the up clock and the restart marker ────────────────────────
 
     def _up_clock(self) -> float:
         """Monotonic seconds, less the time Redis was unreachable: held events and remembered
@@ -723,68 +488,19 @@ class EventSink:
         down = self._downtime + (now - self._down_since if self._down_since is not None else 0.0)
         return now - down
 
-    def _touch(self, session_id: str, up: float) -> None:
-        remembered = self._hosted if session_id in self._hosted else self._guests
-        remembered.pop(session_id, None)
-        remembered[session_id] = up
-
-    def _take_releases(self) -> None:
-        """Stop holding what the control batches since the last look said was applied."""
-        with self._released_lock:
-            released, self._released = self._released, {}
-        if not released:
-            return
-        up = self._up_clock()
-        for session_id, applied_seq in released.items():
-            held = self._held.get(session_id)
-            while held and held[0].seq <= applied_seq:
-                held.popleft()
-            self._guests.pop(session_id, None)
-            self._hosted.pop(session_id, None)
-            self._hosted[session_id] = up
-
-    def _forget(self, session_id: str) -> None:
-        self._take_releases()
-        self._issued.pop(session_id, None)
-        self._held.pop(session_id, None)
-        self._hosted.pop(session_id, None)
-        self._guests.pop(session_id, None)
-
-    def _prune(self) -> None:
-        """Let go of held events past the retransmit window, and forget the sessions unused for
-        their retention: a guest after the retransmit window (its events were applied or are
-        past helping), a hosted one never forgotten as long as its counter lives. Each pass
-        over the sessions stops at the first one still in use."""
-        self._take_releases()
-        up = self._up_clock()
-        for session_id, held in list(self._held.items()):
-            while held and held[0].enqueued_at < up - RETRANSMIT_WINDOW_S:
-                held.popleft()
-            if not held:
-                del self._held[session_id]
-        for remembered, retention in (
-            (self._guests, RETRANSMIT_WINDOW_S),
-            (self._hosted, float(SEQ_COUNTER_TTL_SECONDS)),
-        ):
-            while remembered:
-                session_id, used = next(iter(remembered.items()))
-                if used > up - retention:
-                    break
-                self._forget(session_id)
-
     def _watch_marker(self, *, now: bool = False) -> None:
         """Check the marker while events are held, refresh it now and then otherwise."""
-        self._take_releases()
-        if not now and not self._held and time.monotonic() < self._marker_refresh_due:
+        self._retention.take_releases()
+        if not now and not self._retention.held and time.monotonic() < self._marker.refresh_due:
             return
         try:
             self._check_marker()
         except redis.RedisError as error:
-            if not self._marker_failing:
+            if not self._marker.failing:
                 logger.warning("cannot check the restart marker (checking again): %r", error)
-            self._marker_failing = True
+            self._marker.failing = True
             return
-        self._marker_failing = False
+        self._marker.failing = False
         if self._down_since is not None and self._outbox:
             # Redis answers again: what waits for it goes now, not at the next attempt.
             self._send_outbox()
@@ -793,43 +509,17 @@ class EventSink:
         """Retransmit what is held if Redis came back without the marker (it lost its data), or
         if another server answers now (a replica promoted by Sentinel has the marker, which it
         copied, but not the writes of the master's last moment); renew the marker either way."""
-        ttl = GATEWAY_MARKER_TTL_SECONDS
-        with self._redis.pipeline(transaction=False) as pipe:
-            pipe.get(self._marker_key)
-            pipe.expire(self._marker_key, ttl)
-            pipe.info("server")
-            found, _, server = pipe.execute()
-        self._marker_refresh_due = time.monotonic() + MARKER_REFRESH_S
-        run_id = server.get("run_id")
-        moved = self._server_run_id not in (None, run_id)
-        if found == self._marker.encode() and not moved:
-            self._server_run_id = run_id
+        lost = self._marker.look()
+        if lost is None:
             return
-        horizon = self._up_clock() - RETRANSMIT_WINDOW_S
-        resend: list[NumberedMessage] = []
-        now_ms = int(time.time() * 1000)
-        for held in self._held.values():
-            while held and held[0].enqueued_at < horizon:
-                held.popleft()
-            for event in held:
-                # Its own seq again, under a new message id (the old one may still be remembered).
-                message_id = _message_id()
-                head, tail = numbered_body(
-                    event.queue, EVENT_ACTOR[event.queue], [event.envelope], message_id, now_ms
-                )
-                body = head + str(event.seq).encode() + tail
-                resend.append(NumberedMessage(event.queue, message_id, (body,)))
+        resend = self._retention.retransmissions(int(time.time() * 1000))
         if resend:
             self._broker.enqueue_numbered(resend, SEQ_COUNTER_TTL_SECONDS)
-        # Set only once everything is re-sent: a failure above leaves it missing, so the next
-        # check re-sends again (a copy is applied once).
-        self._redis.set(self._marker_key, self._marker, ex=ttl)
-        self._server_run_id = run_id
+        first = self._marker.renew(lost)
         self.retransmitted += len(resend)
-        first, self._marker_checked = not self._marker_checked, True
-        if found == self._marker.encode():
+        if lost.failover:
             logger.warning(
                 "Redis answers from another server (a failover): retransmitted %d held events", len(resend)
             )
-        elif resend or (found is not None and not first):
+        elif resend or (lost.found_other and not first):
             logger.warning("Redis lost its data (restarted empty): retransmitted %d held events", len(resend))

@@ -16,7 +16,7 @@ from gateway.routes.table import Operation, paging
 from pipeline.outbound.specs import CallSpec, TrunkSpec
 
 if TYPE_CHECKING:
-    from gateway.ports import ApiPort
+    from gateway.ports import CallsPort
 
 TrunkPage = page_of("trunks", "A page of trunks.")
 
@@ -38,7 +38,7 @@ class TrunkAnswer(Answer):
     trunk: dict[str, Any]
 
 
-async def place_call(api: ApiPort, request: Request) -> Response:
+async def place_call(api: CallsPort, request: Request) -> Response:
     """Place one call (a Live session dials `to` through a trunk): 201 with the session and
     the call `dialing`; 409 on a Realtime session, to a suppressed number or without room
     to dial; 404 for an unknown trunk; 422 for bad input."""
@@ -56,18 +56,18 @@ async def place_call(api: ApiPort, request: Request) -> Response:
     return created(body, status, f"/v1/calls/{call_id}")
 
 
-async def outbound_call(api: ApiPort, request: Request) -> Response:
+async def outbound_call(api: CallsPort, request: Request) -> Response:
     status, body = await api.rpc.call("outbound_call", call_id=request.path_params["call_id"])
     return relayed(status, body)
 
 
-async def list_trunks(api: ApiPort, request: Request) -> Response:
+async def list_trunks(api: CallsPort, request: Request) -> Response:
     """A page of the trunks in name order."""
     status, body = await api.rpc.call("trunks", page=page_asked(request, "trunks"), verb="list")
     return relayed(status, body)
 
 
-async def add_trunk(api: ApiPort, request: Request) -> Response:
+async def add_trunk(api: CallsPort, request: Request) -> Response:
     """Add a SIP trunk (or replace the one of that name): 201 (200 replaced), its password
     never answered; 422 for bad input."""
     trunk = await requests.body(request, TrunkSpec)
@@ -78,13 +78,13 @@ async def add_trunk(api: ApiPort, request: Request) -> Response:
     return created(body, status, f"/v1/trunks/{segment(trunk.name)}")
 
 
-async def show_trunk(api: ApiPort, request: Request) -> Response:
+async def show_trunk(api: CallsPort, request: Request) -> Response:
     """One trunk, never its password."""
     status, body = await api.rpc.call("trunks", verb="show", name=request.path_params["name"])
     return relayed(status, body)
 
 
-async def remove_trunk(api: ApiPort, request: Request) -> Response:
+async def remove_trunk(api: CallsPort, request: Request) -> Response:
     status, body = await api.rpc.call("trunks", verb="remove", name=request.path_params["name"])
     return relayed(status, body)
 

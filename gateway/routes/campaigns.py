@@ -18,7 +18,7 @@ from pipeline.api.pages import MAXIMUM_LIMIT_OF
 from pipeline.outbound.specs import CampaignSpec, ContactsPage
 
 if TYPE_CHECKING:
-    from gateway.ports import ApiPort
+    from gateway.ports import Workers
 
 CampaignPage = page_of("campaigns", "A page of campaigns.")
 ContactPage = page_of("contacts", "A page of a campaign's contacts.")
@@ -38,7 +38,7 @@ class ContactsAdded(Answer):
     refused: list[dict[str, Any]]
 
 
-async def create_campaign(api: ApiPort, request: Request) -> Response:
+async def create_campaign(api: Workers, request: Request) -> Response:
     """A campaign: 201 with its counts (it dials as its window and `max_concurrent` allow;
     `"paused": true` holds it while more contacts are added); 409 on a Realtime session; 422
     for bad input, a window that never opens or an expiry past."""
@@ -54,20 +54,20 @@ async def create_campaign(api: ApiPort, request: Request) -> Response:
     return created(body, status, f"/v1/campaigns/{campaign_id}")
 
 
-async def list_campaigns(api: ApiPort, request: Request) -> Response:
+async def list_campaigns(api: Workers, request: Request) -> Response:
     """A page of the campaigns, newest first."""
     status, body = await api.rpc.call("campaigns", page=page_asked(request, "campaigns"), verb="list")
     return relayed(status, body)
 
 
-async def campaign(api: ApiPort, request: Request) -> Response:
+async def campaign(api: Workers, request: Request) -> Response:
     status, body = await api.rpc.call(
         "campaigns", verb="show", campaign_id=request.path_params["campaign_id"]
     )
     return relayed(status, body)
 
 
-async def campaign_contacts(api: ApiPort, request: Request) -> Response:
+async def campaign_contacts(api: Workers, request: Request) -> Response:
     """A page of a campaign's contacts, in their order (`?limit=` ≤ 1,000)."""
     campaign_id = request.path_params["campaign_id"]
     page = page_asked(request, "contacts")
@@ -75,7 +75,7 @@ async def campaign_contacts(api: ApiPort, request: Request) -> Response:
     return relayed(status, body)
 
 
-async def add_campaign_contacts(api: ApiPort, request: Request) -> Response:
+async def add_campaign_contacts(api: Workers, request: Request) -> Response:
     """More contacts for a campaign not over: `{"contacts": [...]}` (≤ 1,000) or a CSV body
     (`text/csv`, ≤ 1 MiB); each bad row is refused by its number, the rest taken."""
     campaign_id = request.path_params["campaign_id"]
@@ -102,7 +102,7 @@ async def add_campaign_contacts(api: ApiPort, request: Request) -> Response:
     return relayed(status, answer)
 
 
-async def campaign_verb(api: ApiPort, request: Request) -> Response:
+async def campaign_verb(api: Workers, request: Request) -> Response:
     """Pause (no new dials; calls in progress finish), resume, or cancel a campaign."""
     verb = request.path_params["verb"]
     if verb not in VERBS:

@@ -12,7 +12,7 @@ from gateway.routes.requests import page_asked
 from gateway.routes.table import Operation, paging
 
 if TYPE_CHECKING:
-    from gateway.ports import ApiPort
+    from gateway.ports import Workers
 
 DeadLetterPage = page_of("dead_letters", "A page of dead letters.")
 
@@ -32,26 +32,26 @@ class DeadLetterDone(Answer):
     outlook: Any
 
 
-async def dead_letters(api: ApiPort, request: Request) -> Response:
+async def dead_letters(api: Workers, request: Request) -> Response:
     """A page of the dead letters, oldest first (by when each was dead-lettered)."""
     status, body = await api.rpc.call("dead_letters", page=page_asked(request, "dead_letters"), verb="list")
     return relayed(status, body)
 
 
-async def dead_letter(api: ApiPort, request: Request) -> Response:
+async def dead_letter(api: Workers, request: Request) -> Response:
     """A dead letter, with what a replay would do."""
     status, body = await api.rpc.call("dead_letters", verb="show", letter_id=request.path_params["letter_id"])
     return relayed(status, body)
 
 
-async def purge(api: ApiPort, request: Request) -> Response:
+async def purge(api: Workers, request: Request) -> Response:
     status, body = await api.rpc.call(
         "dead_letters", verb="purge", letter_id=request.path_params["letter_id"]
     )
     return relayed(status, body)
 
 
-async def replay(api: ApiPort, request: Request) -> Response:
+async def replay(api: Workers, request: Request) -> Response:
     status, body = await api.rpc.call(
         "dead_letters", verb="replay", letter_id=request.path_params["letter_id"]
     )

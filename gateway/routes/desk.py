@@ -11,7 +11,7 @@ from gateway.routes.answers import Answer, relayed
 from gateway.routes.table import Operation
 
 if TYPE_CHECKING:
-    from gateway.ports import ApiPort
+    from gateway.ports import Workers
 
 
 class Queue(Answer):
@@ -20,7 +20,7 @@ class Queue(Answer):
     struggling: list[dict[str, Any]]
 
 
-async def call_queue(api: ApiPort, _request: Request) -> Response:
+async def call_queue(api: Workers, _request: Request) -> Response:
     """The desk's queue: `{"waiting", "held", "struggling"}` — callers waiting for a person
     (longest first), callers on hold or held by a person, calls in trouble lately."""
     status, body = await api.rpc.call("call_queue")

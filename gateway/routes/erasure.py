@@ -15,7 +15,7 @@ from pipeline.call.limits import ERASURE_REPLY_TIMEOUT_MS
 from pipeline.phone.numbers import e164
 
 if TYPE_CHECKING:
-    from gateway.ports import ApiPort
+    from gateway.ports import Workers
 
 
 class Erased(Record):
@@ -26,7 +26,7 @@ class CallerErased(Record):
     """How many of a caller's sessions were erased, and how many were live (skipped)."""
 
 
-async def erase(api: ApiPort, request: Request) -> Response:
+async def erase(api: Workers, request: Request) -> Response:
     """Erase an ended session's content: 200 with what was removed (`already_erased` on a
     repeat), 404 for an unknown session, 409 `session_live` while its call runs."""
     session_id = request.path_params["session_id"]
@@ -36,7 +36,7 @@ async def erase(api: ApiPort, request: Request) -> Response:
     return relayed(status, body)
 
 
-async def erase_caller(api: ApiPort, request: Request) -> Response:
+async def erase_caller(api: Workers, request: Request) -> Response:
     """Erase every ended session whose phone call came from or went to an E.164 number
     (422 otherwise): 200 with how many were erased and how many were live (skipped)."""
     with refusing():

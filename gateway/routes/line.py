@@ -62,7 +62,7 @@ from pipeline.session.wire import (
 )
 
 if TYPE_CHECKING:
-    from gateway.ports import ApiPort
+    from gateway.ports import LinePort
 
 # Requests a worker answers when it applies them, in the call's order.
 AnsweredInput = (
@@ -96,7 +96,7 @@ class Compaction(Answer):
 # ── the verbs ────────────────────────────────────────────────────────────────────────
 
 
-async def end(api: ApiPort, request: Request) -> Response:
+async def end(api: LinePort, request: Request) -> Response:
     """End the call: answered by the worker that applies the end in the call's order (202
     if it ended the call, 409 if the call was over), or 202 `queued` if that takes longer
     than the reply timeout (the end is in the log and will be applied)."""
@@ -108,7 +108,7 @@ async def end(api: ApiPort, request: Request) -> Response:
     )
 
 
-async def agent_say(api: ApiPort, request: Request) -> Response:
+async def agent_say(api: LinePort, request: Request) -> Response:
     """The agent says these words now: 202 when its response is asked for, 409 when the
     call is not live or the agent is answering (answered by the worker, in the call's order)."""
     session_id = request.path_params["session_id"]
@@ -117,7 +117,7 @@ async def agent_say(api: ApiPort, request: Request) -> Response:
     return await in_order(api, session_id, event, API_REPLY_TIMEOUT_MS, queued(session_id))
 
 
-async def agent_reply(api: ApiPort, request: Request) -> Response:
+async def agent_reply(api: LinePort, request: Request) -> Response:
     """The agent replies now, steered by these instructions: 202, or 409 as for agent/say."""
     session_id = request.path_params["session_id"]
     steer = await requests.body(request, AgentReply)
@@ -125,7 +125,7 @@ async def agent_reply(api: ApiPort, request: Request) -> Response:
     return await in_order(api, session_id, event, API_REPLY_TIMEOUT_MS, queued(session_id))
 
 
-async def set_prompt(api: ApiPort, request: Request) -> Response:
+async def set_prompt(api: LinePort, request: Request) -> Response:
     """Set one named block of the instructions (200 changed or unchanged; 422 past the bound)."""
     session_id, name = request.path_params["session_id"], request.path_params["name"]
     with refusing():
@@ -136,7 +136,7 @@ async def set_prompt(api: ApiPort, request: Request) -> Response:
     return await in_order(api, session_id, event, API_REPLY_TIMEOUT_MS, queued(session_id))
 
 
-async def set_tools(api: ApiPort, request: Request) -> Response:
+async def set_tools(api: LinePort, request: Request) -> Response:
     """Offer these registered tools from now on (422 for an unknown one, 409 while a tool runs)."""
     session_id = request.path_params["session_id"]
     change = await requests.body(request, ToolsChange)
@@ -147,24 +147,24 @@ async def set_tools(api: ApiPort, request: Request) -> Response:
     return await in_order(api, session_id, event, API_REPLY_TIMEOUT_MS, queued(session_id))
 
 
-async def hold(api: ApiPort, request: Request) -> Response:
+async def hold(api: LinePort, request: Request) -> Response:
     """Hold the line: the agent neither speaks nor hears until it is given back."""
     return await _hold(api, request, held=True)
 
 
-async def unhold(api: ApiPort, request: Request) -> Response:
+async def unhold(api: LinePort, request: Request) -> Response:
     """Give the line back: the agent hears and speaks again."""
     return await _hold(api, request, held=False)
 
 
-async def _hold(api: ApiPort, request: Request, *, held: bool) -> Response:
+async def _hold(api: LinePort, request: Request, *, held: bool) -> Response:
     session_id = request.path_params["session_id"]
     refuse_any_body(await request.body(), "hold and unhold take no parameters")
     event = HoldRequested(held=held, playback=_playback(api, session_id))
     return await in_order(api, session_id, event, API_REPLY_TIMEOUT_MS, queued(session_id))
 
 
-async def attention(api: ApiPort, request: Request) -> Response:
+async def attention(api: LinePort, request: Request) -> Response:
     """Hold the caller for a person for at most `wait_s` (202; 409 already_waiting)."""
     session_id = request.path_params["session_id"]
     wanted = await requests.body(request, AttentionSpec)
@@ -174,7 +174,7 @@ async def attention(api: ApiPort, request: Request) -> Response:
     return await in_order(api, session_id, event, API_REPLY_TIMEOUT_MS, queued(session_id))
 
 
-async def collect(api: ApiPort, request: Request) -> Response:
+async def collect(api: LinePort, request: Request) -> Response:
     """Have the caller key digits in for a tool (202 `collecting`; 409 when the call cannot,
     422 when the tool cannot take them)."""
     session_id = request.path_params["session_id"]
@@ -191,7 +191,7 @@ async def collect(api: ApiPort, request: Request) -> Response:
     return await in_order(api, session_id, event, API_REPLY_TIMEOUT_MS, queued(session_id))
 
 
-async def supervise(api: ApiPort, request: Request) -> Response:
+async def supervise(api: LinePort, request: Request) -> Response:
     """A supervisor's verb: say, whisper, take_over, release, end or transfer."""
     session_id = request.path_params["session_id"]
     command = await requests.body(request, SupervisorCommand)
@@ -203,13 +203,15 @@ async def supervise(api: ApiPort, request: Request) -> Response:
     return await in_order(api, session_id, event, API_REPLY_TIMEOUT_MS, queued(session_id))
 
 
-async def caller_text(api: ApiPort, request: Request) -> Response:
+async def caller_text(api: LinePort, request: Request) -> Response:
     """Typed text into a live call, as the caller's message: answered like speech. Trimmed,
     non-empty, bounded, and at most TYPED_MESSAGES_PER_MINUTE a minute per session."""
     session_id = request.path_params["session_id"]
     typed = await requests.body(request, TypedText)
     record = await session_in_call(api, session_id)
-    within = await asyncio.wrap_future(api.sink.within_rate(session_id, "say", TYPED_MESSAGES_PER_MINUTE))
+    within = await asyncio.wrap_future(
+        api.sink.counts.within_rate(session_id, "say", TYPED_MESSAGES_PER_MINUTE)
+    )
     if not within:
         message = f"at most {TYPED_MESSAGES_PER_MINUTE} typed messages a minute per session"
         return error_response(429, "rate_limited", message, {"Retry-After": "60"})
@@ -221,7 +223,7 @@ async def caller_text(api: ApiPort, request: Request) -> Response:
     )
 
 
-async def interrupt(api: ApiPort, request: Request) -> Response:
+async def interrupt(api: LinePort, request: Request) -> Response:
     """Stop the response that is playing, as if the caller had talked over it."""
     session_id = request.path_params["session_id"]
     refuse_any_body(await request.body(), "interrupt takes no parameters")
@@ -231,7 +233,7 @@ async def interrupt(api: ApiPort, request: Request) -> Response:
     return await _asked(api, session_id, record, event, API_REPLY_TIMEOUT_MS, interrupting)
 
 
-async def compact(api: ApiPort, request: Request) -> Response:
+async def compact(api: LinePort, request: Request) -> Response:
     """Force a compaction: answered when its cycle ends (compacted or not, and why), or
     202 if it is still running when the wait is over (the session record then tells)."""
     session_id = request.path_params["session_id"]
@@ -253,12 +255,12 @@ def _command(event: AnsweredInput) -> str:
 
 
 async def in_order(
-    api: ApiPort, session_id: str, event: AnsweredInput, timeout_ms: int, still_waiting: Queued
+    api: LinePort, session_id: str, event: AnsweredInput, timeout_ms: int, still_waiting: Queued
 ) -> Response:
     """Number a request into a session that is not over, and answer with what the worker that
     applies it (in the call's order) replies; 202 `still_waiting` if that takes longer than
     `timeout_ms` (the request is in the log and will be applied)."""
-    generation = api.held_generation(session_id)
+    generation = api.held.generation(session_id)
     if generation is not None:
         # The call is held here: its generation is known and this gateway numbers its
         # events, so the request goes straight into the log (an ended session answers
@@ -268,13 +270,13 @@ async def in_order(
         try:
             record = await session_not_over(api, session_id)
         except Refused as refused:
-            api.count_command(_command(event), refused.answer.status_code)
+            api.counters.count_command(_command(event), refused.answer.status_code)
             raise
     return await _asked(api, session_id, record, event, timeout_ms, still_waiting)
 
 
 async def _asked(
-    api: ApiPort,
+    api: LinePort,
     session_id: str,
     record: dict[str, Any],
     event: AnsweredInput,
@@ -294,24 +296,24 @@ async def _asked(
         _submit(api, session_id, record, asking, traceparent)
         answer = await api.rpc.wait(request_id, reply, timeout_ms)
     if answer is None:
-        api.count_command(command, 202)
+        api.counters.count_command(command, 202)
         return still_waiting.sent(202)
     status, answered = answer
-    api.count_command(command, status)
+    api.counters.count_command(command, status)
     return relayed(status, answered)
 
 
-def _redactor(api: ApiPort, session_id: str, record: dict[str, Any]) -> Redactor:
+def _redactor(api: LinePort, session_id: str, record: dict[str, Any]) -> Redactor:
     """The session's redaction: the boundary of its call when this gateway holds it, else
     the kinds its record names."""
-    held = api.redactor_of(session_id)
+    held = api.held.redactor(session_id)
     if held is not None:
         return held
     return Redactor(Kind(kind) for kind in record.get("privacy", {}).get("redact", ALWAYS_REDACTED))
 
 
 def _submit(
-    api: ApiPort, session_id: str, record: dict[str, Any], event: HostInput, traceparent: str | None = None
+    api: LinePort, session_id: str, record: dict[str, Any], event: HostInput, traceparent: str | None = None
 ) -> None:
     """Number an API request's event into the session's log, above the highest seq the
     record shows logged: a gateway that never numbered for this session (its call is held
@@ -327,9 +329,9 @@ def _submit(
     )
 
 
-def _playback(api: ApiPort, session_id: str) -> Playback | None:
+def _playback(api: LinePort, session_id: str) -> Playback | None:
     """What the caller hears now, if this gateway holds the call (only it knows)."""
-    playback = api.playback(session_id)
+    playback = api.held.playback(session_id)
     return Playback.model_validate(playback) if playback else None
 
 

@@ -9,7 +9,7 @@ from openai.types.webhooks import LiveTransportIncomingWebhookEvent, RealtimeCal
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.phone import WebhookRefused
+from gateway.phone import WebhookRefused, answer_phone_call
 from gateway.routes import requests
 from gateway.routes.answers import Answer, Record, Removed, created, page_of, relayed, segment
 from gateway.routes.requests import page_asked
@@ -18,7 +18,7 @@ from gateway.web import error_response
 from pipeline.api.requests import RouteSpec
 
 if TYPE_CHECKING:
-    from gateway.ports import ApiPort
+    from gateway.ports import PhoneRoutesPort
 
 WEBHOOK_PATH = "/v1/webhooks/openai"
 
@@ -39,7 +39,7 @@ class WebhookAnswer(Record):
     """A delivery recorded (and its call answered), or an event acted on by nothing."""
 
 
-async def openai_webhook(api: ApiPort, request: Request) -> Response:
+async def openai_webhook(api: PhoneRoutesPort, request: Request) -> Response:
     """The provider announces a phone call. Its signature is checked (400 and nothing
     created otherwise); the delivery is recorded and the call answered once per call id
     (accepted with its route's session, or rejected with a SIP status) before the 2xx. A
@@ -49,28 +49,28 @@ async def openai_webhook(api: ApiPort, request: Request) -> Response:
     try:
         event = api.phone_door.unwrap(body, request.headers)
     except WebhookRefused as refused:
-        api.count_refused_webhook(refused.code)
+        api.counters.count_refused_webhook(refused.code)
         return error_response(400, refused.code, str(refused))
     webhook_id = request.headers.get("webhook-id", event.id)
     if isinstance(event, LiveTransportIncomingWebhookEvent):
         # A Live phone call: answered by its session id, through the Live API.
-        return await api.answer_phone_call(
-            webhook_id, event.data.session_id, event.data.sip_headers, provider="live"
+        return await answer_phone_call(
+            api, webhook_id, event.data.session_id, event.data.sip_headers, provider="live"
         )
     if not isinstance(event, RealtimeCallIncomingWebhookEvent):
         return WebhookAnswer(received=event.type, acted=False).sent()
-    return await api.answer_phone_call(webhook_id, event.data.call_id, event.data.sip_headers)
+    return await answer_phone_call(api, webhook_id, event.data.call_id, event.data.sip_headers)
 
 
-async def list_routes(api: ApiPort, request: Request) -> Response:
+async def list_routes(api: PhoneRoutesPort, request: Request) -> Response:
     """A page of the routes in number order, with the calls refused counted by why."""
     status, body = await api.rpc.call("routes", verb="list", page=page_asked(request, "routes"))
     if status == 200:
-        body = {**body, "refused": {**body["refused"], **await api.refused_webhooks()}}
+        body = {**body, "refused": {**body["refused"], **await api.counters.refused_webhooks()}}
     return relayed(status, body)
 
 
-async def add_route(api: ApiPort, request: Request) -> Response:
+async def add_route(api: PhoneRoutesPort, request: Request) -> Response:
     """Add a route (or replace the one for the same number): 201, or 422."""
     route = await requests.body(request, RouteSpec)
     status, body = await api.rpc.call("routes", verb="add", route=route.model_dump(mode="json"))
@@ -78,19 +78,19 @@ async def add_route(api: ApiPort, request: Request) -> Response:
     return created(body, status, location)
 
 
-async def phone_call(api: ApiPort, request: Request) -> Response:
+async def phone_call(api: PhoneRoutesPort, request: Request) -> Response:
     """What became of a phone call (by the provider's call id): its session, or why not."""
     status, body = await api.rpc.call("routes", verb="call", route_id=request.path_params["call_id"])
     return relayed(status, body)
 
 
-async def show_route(api: ApiPort, request: Request) -> Response:
+async def show_route(api: PhoneRoutesPort, request: Request) -> Response:
     """One route, with its calls counted (where a created route's `Location` points)."""
     status, body = await api.rpc.call("routes", verb="show", route_id=request.path_params["route_id"])
     return relayed(status, body)
 
 
-async def remove_route(api: ApiPort, request: Request) -> Response:
+async def remove_route(api: PhoneRoutesPort, request: Request) -> Response:
     status, body = await api.rpc.call("routes", verb="remove", route_id=request.path_params["route_id"])
     return relayed(status, body)
 

@@ -18,7 +18,7 @@ from gateway.web import error_response
 from pipeline.api.roles import Permission, Role
 
 if TYPE_CHECKING:
-    from gateway.ports import ApiPort
+    from gateway.ports import ServicePort
 
 # Where the app keeps its own description (gateway.api.build_api puts it there).
 DESCRIPTION = "openapi"
@@ -49,11 +49,11 @@ class OpenApiDocument(Answer):
     components: dict[str, Any]
 
 
-async def health(api: ApiPort, _request: Request) -> Response:
+async def health(api: ServicePort, _request: Request) -> Response:
     return Health(status="ok", gateway=api.gateway_id).sent()
 
 
-async def ready(api: ApiPort, _request: Request) -> Response:
+async def ready(api: ServicePort, _request: Request) -> Response:
     """Whether to send this gateway new calls: 503 while it drains (on SIGTERM) or cannot
     reach Redis, so a load balancer sends them to another."""
     reason = api.readiness()
@@ -64,7 +64,7 @@ async def ready(api: ApiPort, _request: Request) -> Response:
     return error_response(503, "not_ready", f"this gateway is not ready: {reason}", {"Retry-After": "1"})
 
 
-async def metrics(api: ApiPort, _request: Request) -> Response:
+async def metrics(api: ServicePort, _request: Request) -> Response:
     """The gateway's metrics in the Prometheus text format (read in a thread: the queues'
     are read from Redis)."""
     if api.metrics is None:
@@ -73,7 +73,7 @@ async def metrics(api: ApiPort, _request: Request) -> Response:
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
-async def me(_api: ApiPort, request: Request) -> Response:
+async def me(_api: ServicePort, request: Request) -> Response:
     """Who the request's key is and what its role may do (the console shows only the
     buttons a key may use)."""
     identity = identity_of(request)
@@ -82,20 +82,20 @@ async def me(_api: ApiPort, request: Request) -> Response:
     return Me(name=identity.name, role=identity.role, may=may).sent()
 
 
-async def described(_api: ApiPort, request: Request) -> Response:
+async def described(_api: ServicePort, request: Request) -> Response:
     """This API as OpenAPI 3.1 (gateway/openapi.py)."""
     return JSONResponse(getattr(request.app.state, DESCRIPTION))
 
 
-async def docs_page(_api: ApiPort, request: Request) -> Response:
+async def docs_page(_api: ServicePort, request: Request) -> Response:
     return await console.docs_page(request)
 
 
-async def console_page(_api: ApiPort, request: Request) -> Response:
+async def console_page(_api: ServicePort, request: Request) -> Response:
     return await console.page(request)
 
 
-async def console_asset(_api: ApiPort, request: Request) -> Response:
+async def console_asset(_api: ServicePort, request: Request) -> Response:
     return await console.asset(request)
 
 

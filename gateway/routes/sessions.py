@@ -29,7 +29,7 @@ from pipeline.session.refusals import not_in_call, over
 from pipeline.session.state import TERMINAL_PHASES
 
 if TYPE_CHECKING:
-    from gateway.ports import ApiPort
+    from gateway.ports import SessionsPort, WatchSecret, Workers
 
 S = "/v1/sessions/{session_id}"
 _TERMINAL_STATUSES = frozenset(str(phase) for phase in TERMINAL_PHASES)
@@ -92,7 +92,7 @@ class Connected(Answer):
 # ── the session's record, as the verbs need it ───────────────────────────────────────
 
 
-async def session_record(api: ApiPort, session_id: str) -> dict[str, Any]:
+async def session_record(api: Workers, session_id: str) -> dict[str, Any]:
     """The session's record, or `Refused` with the answer that says why there is none."""
     status, body = await api.rpc.call("describe_session", session_id=session_id)
     if status != 200:
@@ -101,7 +101,7 @@ async def session_record(api: ApiPort, session_id: str) -> dict[str, Any]:
     return record
 
 
-async def session_not_over(api: ApiPort, session_id: str) -> dict[str, Any]:
+async def session_not_over(api: Workers, session_id: str) -> dict[str, Any]:
     """The session's record if it is not over, else `Refused` with why not."""
     record = await session_record(api, session_id)
     ended = over(record["status"], record.get("end_reason"))
@@ -110,7 +110,7 @@ async def session_not_over(api: ApiPort, session_id: str) -> dict[str, Any]:
     return record
 
 
-async def session_in_call(api: ApiPort, session_id: str) -> dict[str, Any]:
+async def session_in_call(api: Workers, session_id: str) -> dict[str, Any]:
     """The session's record if its call is live, else `Refused` with why not."""
     record = await session_record(api, session_id)
     refused = not_in_call(record["status"], record.get("end_reason"))
@@ -119,7 +119,7 @@ async def session_in_call(api: ApiPort, session_id: str) -> dict[str, Any]:
     return record
 
 
-def live_credentials(api: ApiPort, session_id: str) -> LiveCredentials:
+def live_credentials(api: WatchSecret, session_id: str) -> LiveCredentials:
     token, expires_at = watch_tokens.mint(api.watch_secret, session_id, time.time())
     return LiveCredentials(
         token=token, expires_at=rfc3339(expires_at), path=f"/v1/sessions/{session_id}/live?token={token}"
@@ -129,7 +129,7 @@ def live_credentials(api: ApiPort, session_id: str) -> LiveCredentials:
 # ── the routes ───────────────────────────────────────────────────────────────────────
 
 
-async def create(api: ApiPort, request: Request) -> Response:
+async def create(api: SessionsPort, request: Request) -> Response:
     spec = await requests.body(request, SessionSpec)
     session_id = new_id(request, "sess")
     status, body = await api.rpc.call(
@@ -140,7 +140,7 @@ async def create(api: ApiPort, request: Request) -> Response:
     return created(body, status, f"/v1/sessions/{session_id}")
 
 
-async def list_sessions(api: ApiPort, request: Request) -> Response:
+async def list_sessions(api: SessionsPort, request: Request) -> Response:
     """Sessions, newest first: `?status=` (or `live`, `not_connected`), `?route=`,
     `?end_reason=`, `?q=` (a search of the id, the numbers and the words said),
     `?created_after=` / `?created_before=` (ISO 8601), `?limit=` (≤ 500) and `?cursor=`
@@ -163,7 +163,7 @@ async def list_sessions(api: ApiPort, request: Request) -> Response:
     return relayed(status, body)
 
 
-async def describe(api: ApiPort, request: Request) -> Response:
+async def describe(api: SessionsPort, request: Request) -> Response:
     status, body = await api.rpc.call(
         "describe_session",
         session_id=request.path_params["session_id"],
@@ -172,7 +172,7 @@ async def describe(api: ApiPort, request: Request) -> Response:
     return relayed(status, body)
 
 
-async def call_log(api: ApiPort, request: Request) -> Response:
+async def call_log(api: SessionsPort, request: Request) -> Response:
     """The call's story as ordered entries (those after `?after=N`), read from the durable
     log; `ended` says whether `call.ended` has been written."""
     after = request.query_params.get("after", "0")
@@ -183,13 +183,13 @@ async def call_log(api: ApiPort, request: Request) -> Response:
     return relayed(status, body)
 
 
-async def connect(api: ApiPort, request: Request) -> Response:
+async def connect(api: SessionsPort, request: Request) -> Response:
     session_id = request.path_params["session_id"]
     sdp = await _sdp_offer(request)
     status, body = await api.rpc.call("begin_admission", session_id=session_id, now=time.time())
     if status != 200:
         return relayed(status, body)
-    provider = api.rest_of(str(body.get("provider") or "realtime"))
+    provider = api.wings.rest_of(str(body.get("provider") or "realtime"))
     session: dict[str, Any] = {"instructions": body["instructions"]}
     if body.get("tools"):
         session["tools"] = body["tools"]
@@ -236,7 +236,7 @@ async def _sdp_offer(request: Request) -> str:
         return ConnectRequest.model_validate(requests.parse_json(raw)).sdp
 
 
-async def live_token(api: ApiPort, request: Request) -> Response:
+async def live_token(api: SessionsPort, request: Request) -> Response:
     """A fresh live token for a session that exists and is not over."""
     session_id = request.path_params["session_id"]
     await session_not_over(api, session_id)
@@ -246,14 +246,14 @@ async def live_token(api: ApiPort, request: Request) -> Response:
     return answer.sent(201, {"Location": f"/v1/sessions/{session_id}/live"})
 
 
-async def live(api: ApiPort, websocket: WebSocket) -> None:
+async def live(api: SessionsPort, websocket: WebSocket) -> None:
     """Stream a session's transcript and controls to a watcher. Authorized by the API token (in
     the Authorization header) or by a live token for this session (`?token=`); an unknown
     session is closed with 4404, an ended one with 4410."""
     session_id = websocket.path_params["session_id"]
     if not await _may_listen(api, websocket, session_id):
         client = f"{websocket.client.host}:{websocket.client.port}" if websocket.client else ""
-        api.refused_handshake("unauthorized", websocket.url.path[:200], client)
+        api.counters.refused_handshake("unauthorized", websocket.url.path[:200], client)
         await websocket.send_denial_response(
             error_response(
                 401,
@@ -278,10 +278,10 @@ async def live(api: ApiPort, websocket: WebSocket) -> None:
     if record["status"] in _TERMINAL_STATUSES:
         await websocket.close(CLOSE_SESSION_ENDED, f"session is {record['status']}")
         return
-    await api.listen(session_id, websocket)
+    await api.watched.listen(session_id, websocket)
 
 
-async def _may_listen(api: ApiPort, websocket: WebSocket, session_id: str) -> bool:
+async def _may_listen(api: SessionsPort, websocket: WebSocket, session_id: str) -> bool:
     authorization = header(websocket.scope, b"authorization")
     if authorization:
         identity = await api.keyring.identify(authorization)

@@ -16,7 +16,7 @@ from pipeline.outbound.specs import SuppressionSpec
 from pipeline.phone.numbers import e164
 
 if TYPE_CHECKING:
-    from gateway.ports import ApiPort
+    from gateway.ports import Workers
 
 SuppressionPage = page_of("suppressions", "A page of suppressed numbers.")
 
@@ -34,13 +34,13 @@ class SuppressionAnswer(Answer):
     suppression: dict[str, Any]
 
 
-async def list_suppressions(api: ApiPort, request: Request) -> Response:
+async def list_suppressions(api: Workers, request: Request) -> Response:
     """A page of the numbers never dialled, in number order (`?limit=` ≤ 1,000)."""
     status, body = await api.rpc.call("suppressions", page=page_asked(request, "suppressions"), verb="list")
     return relayed(status, body)
 
 
-async def add_suppression(api: ApiPort, request: Request) -> Response:
+async def add_suppression(api: Workers, request: Request) -> Response:
     """Never dial this number again: 201 (200 if it was already), 422 for a bad number."""
     spec = await requests.body(request, SuppressionSpec)
     identity = identity_of(request)
@@ -51,7 +51,7 @@ async def add_suppression(api: ApiPort, request: Request) -> Response:
     return created(body, status, f"/v1/suppressions/{segment(spec.number)}")
 
 
-async def show_suppression(api: ApiPort, request: Request) -> Response:
+async def show_suppression(api: Workers, request: Request) -> Response:
     """One number never dialled: why, by whom, since when (422 for a number that is none)."""
     with refusing():
         number = e164(request.path_params["number"])
@@ -59,7 +59,7 @@ async def show_suppression(api: ApiPort, request: Request) -> Response:
     return relayed(status, body)
 
 
-async def remove_suppression(api: ApiPort, request: Request) -> Response:
+async def remove_suppression(api: Workers, request: Request) -> Response:
     """Dial this number again (422 for a number that is none)."""
     with refusing():
         number = e164(request.path_params["number"])

@@ -410,7 +410,7 @@ def test_a_gateway_keeps_nothing_of_a_call_it_did_not_hold_once_its_listeners_le
         await gateway.start()
         try:
             listeners = [_LeavingListener() for _ in range(3)]
-            serving = [asyncio.create_task(gateway.listen(session_id, each)) for each in listeners]
+            serving = [asyncio.create_task(gateway.watched.listen(session_id, each)) for each in listeners]
             await _until_async(lambda: all(each.sent for each in listeners), 30)
             for each in listeners:
                 each.leave()
@@ -419,13 +419,13 @@ def test_a_gateway_keeps_nothing_of_a_call_it_did_not_hold_once_its_listeners_le
             after_leaving = _kept_for(gateway, session_id)
 
             staying = _LeavingListener()
-            stays = asyncio.create_task(gateway.listen(session_id, staying))
+            stays = asyncio.create_task(gateway.watched.listen(session_id, staying))
             await _until_async(lambda: bool(staying.sent), 30)
             await asyncio.to_thread(client.end, session_id)
             await asyncio.wait_for(stays, 30)
             await _until_async(lambda: not _kept_for(gateway, session_id), 15)
             late = _LeavingListener()
-            await asyncio.wait_for(gateway.listen(session_id, late), 30)
+            await asyncio.wait_for(gateway.watched.listen(session_id, late), 30)
             await _until_async(lambda: not _kept_for(gateway, session_id), 15)
             after_the_end = _kept_for(gateway, session_id)
             return listeners, late, after_leaving, after_the_end

@@ -156,7 +156,7 @@ async def _calls_that_end(services: Services, namespace: str) -> None:
                 opened = OpenSideband(id=f"open_{n}", call_id=f"rtc_{n}", route_id=route)
                 gateway.directives.carry_out(ToGateway(session_id=session_id, generation=1, items=(opened,)))
             await until(lambda: len(provider.open) == 20)
-            assert gateway._calls_in_progress_by_route() == {"route_a": 10, "route_b": 10}
+            assert gateway.held.by_route() == {"route_a": 10, "route_b": 10}
             for n, session_id in enumerate(sessions[:10]):
                 closing = CloseCall(id=f"close_{n}", call_id=f"rtc_{n}", reason="ended_by_api", hangup=False)
                 gateway.directives.carry_out(ToGateway(session_id=session_id, generation=1, items=(closing,)))
@@ -165,7 +165,7 @@ async def _calls_that_end(services: Services, namespace: str) -> None:
             await until(lambda: not gateway.sockets and not provider.open and not gateway._tasks)
             # Looked at before the gauge is read again: reading it must not be what cleans up.
             assert _holding(gateway, set(sessions)) == {}
-            assert gateway._calls_in_progress_by_route() == {}
+            assert gateway.held.by_route() == {}
         finally:
             gateway.sink.close()
             await gateway.provider.close()

@@ -114,7 +114,7 @@ def test_what_comes_while_redis_is_down_for_twelve_seconds_is_kept_and_sent_in_o
     sink.submit_incident("sess_a", "malformed_frame", "a bad frame", {"bytes": 3})
 
     # Other work is not queued behind the outage: a rate count fails at once, Redis still down.
-    assert isinstance(sink.within_rate("sess_a", "say", 12).exception(timeout=8), redis.RedisError)
+    assert isinstance(sink.counts.within_rate("sess_a", "say", 12).exception(timeout=8), redis.RedisError)
     assert outage.is_alive(), "Redis came back before the sink answered: the check proved nothing"
     assert not any(f.done() for kept in futures.values() for f in kept)
 
@@ -141,11 +141,11 @@ def test_a_session_over_its_bound_gets_one_numbered_events_dropped_where_the_hol
     Redis answers the count is numbered right after the kept events, as one
     `switchboard.events_dropped` event (which the worker records as an incident); the next
     event follows it, and another session loses nothing."""
-    monkeypatch.setattr(gateway.sink, "MAXIMUM_UNSENT_EVENTS_PER_SESSION", 3, raising=False)
+    monkeypatch.setattr(gateway.sink, "MAXIMUM_UNSENT_EVENTS_PER_SESSION", 3)
     outage = _outage(private_redis, 2.0)
     first = sink.submit_event("sess_a", 1, _speech("a1"), time.time())
     # The sink thread takes work in order: once this is answered, it has failed to send "a1".
-    assert sink.within_rate("sess_a", "say", 12).exception(timeout=10) is not None
+    assert sink.counts.within_rate("sess_a", "say", 12).exception(timeout=10) is not None
     rest = [sink.submit_event("sess_a", 1, _speech(f"a{n}"), time.time()) for n in range(2, 6)]
     other = [sink.submit_event("sess_b", 1, _speech(f"b{n}"), time.time()) for n in range(1, 3)]
     outage.join(30)

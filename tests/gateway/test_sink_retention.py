@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 import redis
 
+import gateway.restart_marker
+import gateway.retention
 import gateway.sink
 from gateway.sink import EventSink
 from pipeline.call.limits import GATEWAY_MARKER_TTL_SECONDS, SEQ_COUNTER_TTL_SECONDS
@@ -58,8 +60,8 @@ def make_sink(services: Services, namespace: str) -> Iterator[Callable[[str], Ev
 @pytest.fixture
 def short_windows(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retransmit window and prune interval short enough for a test to see them pass."""
-    monkeypatch.setattr(gateway.sink, "RETRANSMIT_WINDOW_S", 0.5)
-    monkeypatch.setattr(gateway.sink, "PRUNE_INTERVAL_S", 0.1, raising=False)
+    monkeypatch.setattr(gateway.retention, "RETRANSMIT_WINDOW_S", 0.5)
+    monkeypatch.setattr(gateway.sink, "PRUNE_INTERVAL_S", 0.1)
 
 
 def _speech(event_id: str) -> dict[str, Any]:
@@ -75,10 +77,14 @@ def _remembered(sink: EventSink) -> set[str]:
     """Every session the sink keeps anything of, read on its own thread."""
 
     def sessions() -> set[str]:
-        kept: set[str] = set()
-        for name in ("_issued", "_held", "_hosted", "_guests", "_unsent"):
-            kept |= set(getattr(sink, name, {}))
-        return kept
+        retention = sink._retention
+        return (
+            set(retention.issued)
+            | set(retention.held)
+            | set(retention.hosted)
+            | set(retention.guests)
+            | set(sink._unsent)
+        )
 
     return sink._executor.submit(sessions).result(timeout=5)
 
@@ -100,7 +106,7 @@ def test_seq_counters_and_the_restart_marker_expire_unless_renewed(
 ) -> None:
     """A session's seq counter carries a TTL of a day, renewed by each event numbered; the
     gateway's restart marker carries one of a minute, renewed while the gateway lives."""
-    monkeypatch.setattr(gateway.sink, "MARKER_REFRESH_S", 0.2, raising=False)
+    monkeypatch.setattr(gateway.restart_marker, "MARKER_REFRESH_S", 0.2)
     sink = make_sink("gw-ttl")
     counter = f"{namespace}:seq:sess_ttl"
     marker = f"{namespace}:gateway-marker:gw-ttl"
@@ -133,7 +139,7 @@ def test_a_gateway_restarted_under_its_own_id_takes_its_marker_over_without_a_wa
         after = make_sink("gw-again")
         # The sink's one thread took its first check before this event: both are done here.
         assert after.submit_event("sess_again", 1, _speech("e1"), time.time()).result(timeout=5) == 1
-    assert client.get(marker) == after._marker.encode()
+    assert client.get(marker) == after._marker.token.encode()
     assert [record.getMessage() for record in caplog.records] == []
     assert after.retransmitted == 0
 
@@ -178,7 +184,8 @@ def test_a_seq_is_never_reused_after_its_counter_expired(
     """A counter that expired while the gateway still remembers the session is lifted above
     the gateway's last seq (and carries its TTL again); a gateway that never numbered for the
     session numbers above the seq its caller read from the session record."""
-    monkeypatch.setattr(gateway.sink, "SEQ_COUNTER_TTL_SECONDS", 1, raising=False)
+    monkeypatch.setattr(gateway.sink, "SEQ_COUNTER_TTL_SECONDS", 1)
+    monkeypatch.setattr(gateway.retention, "SEQ_COUNTER_TTL_SECONDS", 1)
     sink = make_sink("gw-floor")
     counter = f"{namespace}:seq:sess_floor"
     for n in (1, 2):
