@@ -39,11 +39,20 @@ from pipeline.platform.names import APP_WEBHOOKS_QUEUE, QUEUES
 
 logger = logging.getLogger(__name__)
 
-# The retention sweep runs this often in every worker process; one at a time takes it (an
-# advisory lock), and each erasure takes the session's row lock besides.
+# The retention sweep runs this often in every worker process; one at a time takes it for a
+# deployment (an advisory lock on the class and the namespace: deployments sharing a database
+# sweep side by side), and each erasure takes the session's row lock besides.
 RETENTION_SWEEP_INTERVAL_S = 60.0
 RETENTION_SWEEP_BATCH = 100
-_RETENTION_LOCK_KEY = 0x5B_0E_7A
+_RETENTION_LOCK_CLASS = 0x5B_0E_7A
+TAKE_SWEEP_LOCK = "SELECT pg_try_advisory_lock(%s, hashtext(%s))"
+LET_GO_OF_SWEEP_LOCK = "SELECT pg_advisory_unlock(%s, hashtext(%s))"
+
+
+def sweep_lock(namespace: str) -> tuple[int, str]:
+    """The parameters of a deployment's sweep lock, for TAKE_SWEEP_LOCK and LET_GO_OF_SWEEP_LOCK."""
+    return (_RETENTION_LOCK_CLASS, namespace)
+
 
 _SESSION_KEYS = ("seq:{id}", "rate:*:{id}:*", "directive:{id}:*", "tool-cancel:{id}:*", "stream-*:{id}")
 
@@ -80,9 +89,9 @@ def erase_number(client: redis.Redis, namespace: str, number: str, *, by: str) -
 
 def sweep_retention(client: redis.Redis, namespace: str, deployment_retention_days: int | None) -> int:
     """Erase the ended sessions whose retention is over (`erased_because: "retention"`);
-    answers how many. One sweeper at a time per database (an advisory lock a second one finds
+    answers how many. One sweeper at a time per deployment (an advisory lock a second one finds
     taken); each erasure is under the session's row lock as well, so it is never done twice."""
-    got = database.execute_sql("SELECT pg_try_advisory_lock(%s)", (_RETENTION_LOCK_KEY,)).fetchone()
+    got = database.execute_sql(TAKE_SWEEP_LOCK, sweep_lock(namespace)).fetchone()
     if not got or not got[0]:
         return 0
     try:
@@ -110,7 +119,7 @@ def sweep_retention(client: redis.Redis, namespace: str, deployment_retention_da
                 count += 0 if erased.already_erased else 1
         return count
     finally:
-        database.execute_sql("SELECT pg_advisory_unlock(%s)", (_RETENTION_LOCK_KEY,))
+        database.execute_sql(LET_GO_OF_SWEEP_LOCK, sweep_lock(namespace))
 
 
 def _with_redis(client: redis.Redis, namespace: str, erased: Erased) -> dict[str, Any]:

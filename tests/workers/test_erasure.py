@@ -29,7 +29,7 @@ from pipeline.session.step import RecordIncident
 from pipeline.session.wire import AdmissionBegun, CallAttached, SessionCreated
 from switchboard.services import Services
 from tests.support.calls import GATEWAY, deliver, new_session_id, spoken_turns
-from workers.erasure import scrub, sweep_retention
+from workers.erasure import LET_GO_OF_SWEEP_LOCK, TAKE_SWEEP_LOCK, scrub, sweep_lock, sweep_retention
 
 INSTRUCTIONS = "You are the bakery's order desk."
 WORDS = "marzipan zeppelin quokka"
@@ -409,9 +409,10 @@ def test_a_second_sweeper_waits_its_turn(worker_runtime: Any, services: Services
     holder = psycopg2.connect(services.database_url)
     holder.autocommit = True
     with holder.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_lock(%s)", (0x5B_0E_7A,))
+        cursor.execute(TAKE_SWEEP_LOCK, sweep_lock(space))
+        assert cursor.fetchone() == (True,)
         assert sweep_retention(client, space, 30) == 0
-        cursor.execute("SELECT pg_advisory_unlock(%s)", (0x5B_0E_7A,))
+        cursor.execute(LET_GO_OF_SWEEP_LOCK, sweep_lock(space))
     holder.close()
     assert sweep_retention(client, space, 30) == 1
     client.close()
@@ -471,6 +472,28 @@ def test_a_session_the_sweep_cannot_lock_holds_up_none_of_the_others(
     assert session_record(held)["erased_at"] is None
     assert sweep_retention(client, space, 30) == 1
     assert session_record(held)["erased_because"] == "retention"
+    client.close()
+
+
+def test_a_deployment_s_sweep_waits_for_none_of_another_s(
+    worker_runtime: Any, services: Services, namespace: str
+) -> None:
+    """Two deployments on one database sweep side by side: another deployment's sweeper holding
+    its lock stops nothing here (a second sweeper of this one waits its turn, above)."""
+    ours, theirs = f"{namespace}-retention-ours", f"{namespace}-retention-theirs"
+    client = redis.Redis.from_url(services.redis_url)
+    due = _created(ours)
+    _call(due, WORDS)
+    _end_back(due, 31)
+    sweeper = psycopg2.connect(services.database_url)
+    sweeper.autocommit = True
+    with sweeper.cursor() as cursor:
+        cursor.execute(TAKE_SWEEP_LOCK, sweep_lock(theirs))
+        assert cursor.fetchone() == (True,)
+        assert sweep_retention(client, ours, 30) == 1
+        cursor.execute(LET_GO_OF_SWEEP_LOCK, sweep_lock(theirs))
+    sweeper.close()
+    assert session_record(due)["erased_because"] == "retention"
     client.close()
 
 
