@@ -48,14 +48,17 @@ def test_interrupt_from_the_cli_then_typed_text_from_the_api(stack: Stack, clien
         stack,
         {
             "name": "live-control",
+            # The answer streams for about 20 s, and the caller stays a minute: the interrupt has
+            # to land while it streams, and a CLI's start on a loaded machine takes seconds (the
+            # call is ended by the test, and the interrupt cuts the answer short).
             "timing": {
-                "delta_interval_ms": 40,
+                "delta_interval_ms": 150,
                 "chars_per_delta": 8,
                 "speech_ms": 150,
                 "response_wait_ms": 20000,
             },
-            "caller": [{"say": "When are you open?", "after_ms": 50}, {"hangup": True, "after_ms": 8000}],
-            "model": [{"say": LONG_ANSWER}, {"say": "Order 4417 ships on Friday."}],
+            "caller": [{"say": "When are you open?", "after_ms": 50}, {"hangup": True, "after_ms": 60000}],
+            "model": [{"say": " ".join([LONG_ANSWER] * 4)}, {"say": "Order 4417 ships on Friday."}],
         },
     )
     session = client.create_session("You are the front desk.")
