@@ -13,7 +13,8 @@ from importlib.metadata import version
 
 import pytest
 
-from switchboard.cli import IN_DATABASE, THROUGH_GATEWAY, build_parser
+from switchboard.cli import build_parser
+from switchboard.cli.reach import IN_DATABASE, THROUGH_GATEWAY
 
 # The commands that start processes of their own (or are one) rather than reach a deployment.
 STARTS_PROCESSES = {"demo", "gateway", "worker", "replay", "bench"}
@@ -92,7 +93,7 @@ def test_a_sessions_verb_takes_only_its_own_flags() -> None:
 def test_a_campaign_s_contacts_are_paged_to_fit_the_api_s_body_bound() -> None:
     """Short rows go a thousand to a page; long rows (nine vars of 190 characters) as many as
     fit in 1 MiB with the campaign's own body around them; every contact once, in order."""
-    from switchboard.cli import CONTACTS_PER_REQUEST, REQUEST_BODY_BYTES, _pages
+    from switchboard.cli.outbound import CONTACTS_PER_REQUEST, REQUEST_BODY_BYTES, _pages
 
     spec = {"name": "n", "session": {"instructions": "x" * 30_000, "provider": "live"}}
     envelope = len(json.dumps({**spec, "contacts": [], "paused": True}).encode())
