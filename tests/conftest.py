@@ -9,12 +9,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg2
 import pytest
 import redis
 from hypothesis import HealthCheck, settings
 
 from pipeline.privacy.sealing import DeploymentKey
-from switchboard.services import Services, resolve_services
+from switchboard.services import (
+    LOCAL_POSTGRES,
+    MAINTENANCE_DATABASE,
+    PROBE_CONNECT_TIMEOUT_S,
+    Services,
+    postgres_url,
+    resolve_services,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_DATABASE = "switchboard_test"
@@ -31,6 +39,41 @@ os.environ.setdefault("SWITCHBOARD_DATA_KEY", DeploymentKey.generate().text)
 # What the properties assert stays; how fast they run is the benchmarks' business.
 settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("suite")
+
+
+# The suite runs in this many processes (`-n auto`), fewer when the PostgreSQL they share would
+# run out of connections: a process holds up to about 35 at its busiest (a fault test's workers
+# beside a module's stack; 105 at the peak of a three-process run), and a PostgreSQL installed
+# with its defaults allows 100.
+MOST_PROCESSES = 3
+CONNECTIONS_PER_PROCESS = 40
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """How many processes `-n auto` starts: as many as the shared PostgreSQL has connections
+    for, at most MOST_PROCESSES (each has embedded servers of its own when none answers)."""
+    allowed = _connections_allowed(TEST_DATABASE_URL or postgres_url(MAINTENANCE_DATABASE, *LOCAL_POSTGRES))
+    if allowed is None:
+        return MOST_PROCESSES
+    return max(1, min(MOST_PROCESSES, allowed // CONNECTIONS_PER_PROCESS))
+
+
+def _connections_allowed(url: str) -> int | None:
+    """The connections the PostgreSQL at `url` allows clients; None when none answers there."""
+    try:
+        connection = psycopg2.connect(url, connect_timeout=PROBE_CONNECT_TIMEOUT_S)
+    except psycopg2.OperationalError:
+        return None
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT current_setting('max_connections')::int"
+                " - current_setting('superuser_reserved_connections')::int"
+            )
+            row = cursor.fetchone()
+    finally:
+        connection.close()
+    return int(row[0]) if row else None
 
 
 @pytest.fixture(scope="session")
