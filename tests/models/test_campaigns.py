@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -23,8 +24,18 @@ from pipeline.privacy.sealing import DeploymentKey
 from pipeline.session.step import OutboundEnded
 
 ROOMY = dialer.Capacity(max_outbound=1_000, max_phone_calls=10_000, reserve_inbound=0)
-# A Monday at noon in New York.
-NOON = datetime(2026, 12, 7, 17, 0, tzinfo=UTC)
+
+
+def _next_monday_noon_in_new_york() -> datetime:
+    """A Monday at noon in New York, after the database's clock: contacts are due from when
+    they are added (`now()`), so the ticks here must come after that, whatever day it is."""
+    today = datetime.now(NEW_YORK).date()
+    monday = today + timedelta(days=7 - today.weekday())
+    return datetime.combine(monday, time(12), NEW_YORK).astimezone(UTC)
+
+
+NEW_YORK = ZoneInfo("America/New_York")
+NOON = _next_monday_noon_in_new_york()
 
 
 @pytest.fixture(autouse=True)
