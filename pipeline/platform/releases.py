@@ -21,9 +21,10 @@ from __future__ import annotations
 import copy
 import json
 import re
+from functools import cache
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, create_model
 
 from pipeline.session.state import RealtimeCall, SessionState
 
@@ -54,6 +55,56 @@ def as_stored(value: BaseModel) -> str:
     return f"{rest[:-1]},{part[1:]}"
 
 
+@cache
+def _flat(model: type[BaseModel]) -> type[BaseModel]:
+    """`model` as it is stored: the moved fields at the top, beside the rest, and the field they
+    are in now, which a later release writes (absent here unless it did).
+
+    A stored state is read once per event: validated as one object from its JSON, it costs half
+    what reading it into Python, folding it and validating the fold did (docs/benchmarks.md)."""
+    into, names = MOVED[model]
+    inner = model.model_fields[into].annotation
+    assert isinstance(inner, type) and issubclass(inner, BaseModel)
+    fields: dict[str, Any] = {
+        name: (field.annotation, field) for name, field in model.model_fields.items() if name != into
+    }
+    fields.update((name, (inner.model_fields[name].annotation, inner.model_fields[name])) for name in names)
+    fields[into] = (inner | None, None)
+    return create_model(f"Stored{model.__name__}", __config__=model.model_config, **fields)
+
+
+_set = object.__setattr__
+
+
+def _built(model: type[Model], values: dict[str, Any]) -> Model:
+    """An instance of `model` holding `values`, one for each of its fields, each validated
+    already: what `model_construct` does, without looking up a default or an alias per field."""
+    built = model.__new__(model)
+    _set(built, "__dict__", values)
+    _set(built, "__pydantic_fields_set__", set(values))
+    _set(built, "__pydantic_extra__", None)
+    _set(built, "__pydantic_private__", None)
+    return built
+
+
+def _unfolded(model: type[Model], data: bytes | str | dict[str, Any]) -> Model:
+    """`data` as `model` when it is of this release or the one before (a moved field at either
+    place, the place it is now winning); raises ValidationError otherwise."""
+    into, _ = MOVED[model]
+    stored = _flat(model)
+    flat = stored.model_validate(data) if isinstance(data, dict) else stored.model_validate_json(data)
+    values = flat.__dict__
+    inner = model.model_fields[into].annotation
+    assert isinstance(inner, type) and issubclass(inner, BaseModel)
+    # In the models' field order, which is the order they are dumped in.
+    part = {name: values[name] for name in inner.model_fields}
+    there = values[into]
+    if there is not None:
+        part.update((name, getattr(there, name)) for name in there.model_fields_set)
+    values[into] = _built(inner, part)
+    return _built(model, {name: values[name] for name in model.model_fields})
+
+
 def _nested(
     data: bytes | str | dict[str, Any], into: str, names: frozenset[str]
 ) -> tuple[Any, frozenset[str]]:
@@ -80,6 +131,10 @@ def across_releases(model: type[Model], data: bytes | str | dict[str, Any]) -> t
     into, names = MOVED.get(model, ("", frozenset()))
     lifted: frozenset[str] = frozenset()
     if names:
+        try:
+            return _unfolded(model, data), ()
+        except ValidationError:
+            pass  # a field another release added, or a wrong value: read as below, which names it
         data, lifted = _nested(data, into, names)
     try:
         if isinstance(data, dict):

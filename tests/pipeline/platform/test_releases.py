@@ -209,6 +209,22 @@ def test_a_moved_field_found_at_both_places_is_read_where_it_is_now() -> None:
     assert stored["compactions"] == 7  # the caller's data is not changed
 
 
+def test_a_state_read_from_storage_is_the_state_validation_makes() -> None:
+    """The stored state is read as one flat object and assembled without a second validation:
+    what comes out compares, copies, changes and stores as a state validated from the nested
+    shape does."""
+    read, _ = across_releases(SessionState, as_stored(STATE))
+    validated = SessionState.model_validate_json(STATE.model_dump_json())
+    assert read == validated and read.realtime == validated.realtime
+    assert read.model_fields_set == validated.model_fields_set
+    assert type(read) is SessionState and type(read.realtime) is RealtimeCall
+    changed = read.evolve(generation=read.generation + 1).with_realtime(compactions=9)
+    assert changed.realtime.compactions == 9 and read.realtime.compactions == STATE.realtime.compactions
+    assert as_stored(read) == as_stored(STATE)
+    with pytest.raises(ValidationError):
+        read.evolve(generation="many")
+
+
 NESTED_PLACES = [
     place
     for place in _objects(json.loads(STATE.model_dump_json()))
