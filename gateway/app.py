@@ -23,6 +23,7 @@ import asyncio
 import logging
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -48,6 +49,7 @@ from gateway.web import HttpLimits, RunningServer, start_server
 from pipeline.api import idempotency, watch_tokens
 from pipeline.live.sideband import KEY_PRESS_TYPE as LIVE_KEY_PRESS
 from pipeline.live.sideband import LiveSideband
+from pipeline.model_catalog.choice import WARN_WITHIN_DAYS, retiring_message
 from pipeline.platform.config import Settings
 from pipeline.platform.names import control_queue
 from pipeline.realtime.sideband import KEY_PRESS_TYPE as REALTIME_KEY_PRESS
@@ -75,6 +77,7 @@ class Gateway:
     ) -> None:
         self.settings = settings
         self.gateway_id = settings.gateway_id
+        self.catalog = settings.catalog
         self.provider = provider
         # The Live API (GPT-Live), for sessions created with "provider": "live".
         self.live_provider = live_provider or live_provider_from(settings)
@@ -94,7 +97,9 @@ class Gateway:
         self.held = SidebandsHeld(self.sockets)
         self.wings = Wings(settings, provider, self.live_provider)
         self.metrics = (
-            GatewayMetrics(self.gateway_id, self.held.by_route, redis_url, settings.broker_namespace)
+            GatewayMetrics(
+                self.gateway_id, self.held.by_route, redis_url, settings.broker_namespace, settings.catalog
+            )
             if settings.metrics
             else None
         )
@@ -131,6 +136,7 @@ class Gateway:
                 f"a gateway with id {self.gateway_id!r} is running in this deployment"
                 f" ({self.settings.broker_namespace!r}): give this one another SWITCHBOARD_GATEWAY_ID"
             )
+        _warn_of_retiring_models(self.settings)
         # Keys are checked before routing, idempotency after: a key's requests own its keys.
         routes = idempotent(
             build_api(self),
@@ -300,3 +306,16 @@ class Wings:
     def rest_of(self, provider: str) -> ProviderRest:
         """The call control of the provider a session or a route names."""
         return self.of(provider).rest
+
+
+def _warn_of_retiring_models(settings: Settings) -> None:
+    """Once, at start: each model of the catalog within WARN_WITHIN_DAYS of its shutdown, and
+    which of the deployment's defaults name one (`switchboard doctor` lists its routes and
+    campaigns too)."""
+    today = datetime.now(UTC).date()
+    defaults = {settings.provider_model, settings.live_model, settings.transcription_model}
+    for entry in settings.catalog.retiring(today, WARN_WITHIN_DAYS):
+        named = " (a default of this deployment)" if entry.id in defaults else ""
+        logger.warning(
+            "model %s%s: sessions that name it fail once it is gone", retiring_message(entry, today), named
+        )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -16,6 +17,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gateway.redis_clients import redis_client
+from pipeline.model_catalog.choice import WARN_WITHIN_DAYS
+from pipeline.model_catalog.entries import Catalog
 from pipeline.platform.names import QUEUES, dead_letter_counts_key
 
 # A caller hears an answer in half a second to a few seconds; past 1.5 s it feels slow.
@@ -24,7 +27,12 @@ HEARD_BUCKETS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
 
 class GatewayMetrics:
     def __init__(
-        self, gateway_id: str, calls_in_progress: Callable[[], dict[str, int]], redis_url: str, namespace: str
+        self,
+        gateway_id: str,
+        calls_in_progress: Callable[[], dict[str, int]],
+        redis_url: str,
+        namespace: str,
+        catalog: Catalog | None = None,
     ) -> None:
         self.registry = CollectorRegistry()
         # The gateway is one process: its own CPU, memory and descriptors (process_*).
@@ -59,6 +67,28 @@ class GatewayMetrics:
             registry=self.registry,
         )
         self.registry.register(_Queues(redis_url, namespace))
+        if catalog is not None:
+            self.registry.register(_ModelsRetiring(catalog))
+
+
+class _ModelsRetiring(Collector):
+    """The catalog's models that shut down within WARN_WITHIN_DAYS: the days left (0 or less
+    once shut down), read when scraped, so the count goes down day by day without a restart."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self._catalog = catalog
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        retiring = GaugeMetricFamily(
+            "switchboard_model_retiring",
+            f"Days until the provider shuts the model down, for models within {WARN_WITHIN_DAYS} days of it.",
+            labels=["model"],
+        )
+        today = datetime.now(UTC).date()
+        for entry in self._catalog.retiring(today, WARN_WITHIN_DAYS):
+            assert entry.shutdown_date is not None
+            retiring.add_metric([entry.id], float((entry.shutdown_date - today).days))
+        yield retiring
 
 
 class _CallsInProgress(Collector):

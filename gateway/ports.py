@@ -28,6 +28,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.providers.rest import ProviderRest
 from gateway.rpc import WorkerRpc
 from gateway.sink import EventSink
+from pipeline.model_catalog.entries import Catalog
 from pipeline.privacy.boundary import Redactor
 
 # ── the needs ──────────────────────────────────────────────────────────────────────────
@@ -188,7 +189,14 @@ class PhoneRoutesPort(PhonePort, Protocol):
     def phone_door(self) -> WebhookDoor: ...
 
 
-class ApiPort(ServicePort, CallsPort, SessionsPort, LinePort, PhoneRoutesPort, Protocol):
+class ModelsPort(Protocol):
+    """What `gateway/routes/models.py` calls."""
+
+    @property
+    def catalog(self) -> Catalog: ...
+
+
+class ApiPort(ServicePort, CallsPort, SessionsPort, LinePort, PhoneRoutesPort, ModelsPort, Protocol):
     """What the route table (`gateway.api.build_api`) is served through: every route module's
     port at once."""
 

@@ -82,8 +82,10 @@ class Applied:
     # it applied, a drained one included).
     usage_before: Usage | None = None
     usage_after: Usage | None = None
-    # The session's provider (its usage is priced by that provider's model).
+    # The session's provider and model (its usage is priced at the model's prices; "" for a
+    # session stored before models were chosen per session: the provider's default model).
     provider: str = "realtime"
+    model: str = ""
     # The session streams its call log to the app's broker, and this applied an input of it
     # (its call log may have grown): its stream is swept once this commits.
     streams_events: bool = False
@@ -113,6 +115,7 @@ class Applied:
                 merged.usage_before = part.usage_before
             merged.usage_after = part.usage_after or merged.usage_after
             merged.provider = part.provider
+            merged.model = part.model
             merged.streams_events = merged.streams_events or part.streams_events
         return merged
 
@@ -276,6 +279,7 @@ def collect(
         applied.usage_before = before.usage
     applied.usage_after = step.state.usage
     applied.provider = str(step.state.provider)
+    applied.model = step.state.model.id
     applied.streams_events = applied.streams_events or step.state.event_stream is not None
     if step.state.is_terminal and not before.is_terminal:
         # Every timer checks a finished session and does nothing: they go with the call, so

@@ -91,6 +91,9 @@ def _session_record(session_id: str, namespace: str | None, *, with_events: bool
         "usage": row.usage,
         "line": _line(row.state or {}),
         "provider": (row.state or {}).get("provider", "realtime"),
+        # The model that served the call and its voice (the record says null for a session
+        # stored before models were chosen per session, which had the deployment's default).
+        **_model(row.state or {}),
         # What the provider cannot do, each with the code and message it is refused with.
         "not_supported": not_supported(capabilities_for((row.state or {}).get("provider") or "realtime")),
         "privacy": _privacy(row.state or {}),
@@ -468,6 +471,7 @@ def _listed(row: tuple[Any, ...]) -> dict[str, Any]:
         "usage": usage or {},
         "erased_at": rfc3339_or_none(erased),
         "provider": state.get("provider") or "realtime",
+        "model": _model(state)["model"],
         "direction": direction(state),
         "campaign_id": outbound.get("campaign_id") if outbound else None,
         "campaign_name": campaign_name,
@@ -476,3 +480,9 @@ def _listed(row: tuple[Any, ...]) -> dict[str, Any]:
         "outcome": outcome(found_status, reason, call_id),
         "duration_s": round(finished - created.timestamp(), 1) if finished is not None else None,
     }
+
+
+def _model(state: dict[str, Any]) -> dict[str, Any]:
+    """The session's model and voice as the record shows them."""
+    chosen = state.get("model") or {}
+    return {"model": chosen.get("id") or None, "voice": chosen.get("voice")}

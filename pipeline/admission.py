@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from datetime import date
 from typing import Any, Literal
 
 from pipeline.api.requests import SessionSpec
@@ -16,11 +17,23 @@ from pipeline.call.limits import (
     RECONNECT_BACKOFF_MS,
 )
 from pipeline.dialects import capabilities_for, dialect_of
+from pipeline.model_catalog.choice import Chosen, Defaults, chosen, shutdown_warnings
+from pipeline.model_catalog.entries import ModelEntry
 from pipeline.platform.config import Settings
 from pipeline.session import ending
 from pipeline.session.redaction import redacted_creation
 from pipeline.session.refusals import over_for
-from pipeline.session.state import IN_CALL, AppWebhook, EventStream, Greeting, LiveSetup, Phase, SessionState
+from pipeline.session.state import (
+    IN_CALL,
+    AppWebhook,
+    EventStream,
+    Greeting,
+    LiveSetup,
+    ModelChoice,
+    Phase,
+    SessionState,
+    Transcription,
+)
 from pipeline.session.step import (
     CloseCall,
     OpenSideband,
@@ -302,14 +315,18 @@ def session_created_from(
     tools: Mapping[str, ToolSpec],
     handlers: Mapping[str, str],
     settings: Settings,
+    today: date,
 ) -> SessionCreated:
     """A session's first input, from its spec: its tools (of the registered `tools`, by name)
     and its delegation handler (of the registered `handlers`, name to version) resolved now (an
     unknown one is refused), its limits filled in from the deployment's `settings`, its own
-    texts through its privacy boundary."""
+    texts through its privacy boundary; its model, voice, effort and transcription checked
+    against the model catalog as it stands `today` (a retired model is refused)."""
+    choice = model_chosen(checked, settings, today)
     created = SessionCreated(
         instructions=checked.instructions,
-        limits=session_limits(checked, settings),
+        limits=session_limits(checked, settings, choice.model),
+        model=model_choice(choice),
         greeting=Greeting.model_validate(checked.greeting.model_dump()) if checked.greeting else None,
         hangup_when=checked.hangup.when if checked.hangup else None,
         app_webhook=AppWebhook.model_validate(checked.webhook.model_dump()) if checked.webhook else None,
@@ -354,12 +371,73 @@ def current_digest(tool_versions: Mapping[str, str], tools: Mapping[str, ToolSpe
     return ToolCatalog(tools=tuple(specs)).digest
 
 
-def session_limits(spec: SessionSpec, settings: Settings) -> dict[str, Any]:
-    """The session's limits: those its spec sets, the deployment's for the rest."""
+def model_chosen(spec: SessionSpec, settings: Settings, today: date) -> Chosen:
+    """The session's model and how it is used, checked against the deployment's catalog."""
+    return chosen(
+        api=spec.provider,
+        model=spec.model,
+        voice=spec.voice,
+        reasoning_effort=spec.reasoning.effort if spec.reasoning is not None else None,
+        transcription=spec.transcription.asked() if spec.transcription is not None else None,
+        tools_in_parallel=spec.tools_in_parallel,
+        catalog=settings.catalog,
+        defaults=Defaults(
+            realtime=settings.provider_model,
+            live=settings.live_model,
+            transcription=settings.transcription_model,
+        ),
+        today=today,
+    )
+
+
+def model_choice(choice: Chosen) -> ModelChoice:
+    """What the session's state keeps of its choice."""
+    return ModelChoice(
+        id=choice.model.id,
+        voice=choice.voice,
+        reasoning_effort=choice.reasoning_effort,
+        transcription=Transcription.model_validate(choice.transcription) if choice.transcription else None,
+        parallel_tool_calls=choice.parallel_tool_calls,
+        delegation_policy=choice.model.delegation_policy,
+    )
+
+
+def creation_warnings(created: SessionCreated, settings: Settings, today: date) -> list[str]:
+    """What the app is told about the session it created: a model of it near its shutdown."""
+    transcription = created.model.transcription
+    return shutdown_warnings(
+        (("model", created.model.id), ("transcription.model", transcription.model if transcription else "")),
+        settings.catalog,
+        today,
+    )
+
+
+# The context is compacted once a response's input reaches this share of the model's context
+# window: half, as the seed's 16K was of gpt-realtime's 32K. The other half holds the
+# instructions, the tools, the summary request and a whole response, so the provider never has to
+# cut the conversation itself; a session or the deployment may set a lower threshold, which
+# costs less per response on a large context.
+COMPACTION_SHARE_OF_CONTEXT = 0.5
+
+
+def session_limits(spec: SessionSpec, settings: Settings, model: ModelEntry) -> dict[str, Any]:
+    """The session's limits: those its spec sets, the deployment's for the rest, and where
+    neither does, what its model's catalog entry implies (the compaction threshold from its
+    context; an output limit never above the model's)."""
+    deployment_set = settings.model_fields_set
+    if spec.limits.compaction_input_tokens is not None:
+        compaction = spec.limits.compaction_input_tokens
+    elif "compaction_input_tokens" in deployment_set or model.context_tokens is None:
+        compaction = settings.compaction_input_tokens
+    else:
+        compaction = int(model.context_tokens * COMPACTION_SHARE_OF_CONTEXT)
+    output = spec.limits.max_output_tokens or settings.max_output_tokens
+    if isinstance(output, int) and model.output_tokens is not None:
+        output = min(output, model.output_tokens)
     return {
-        "max_output_tokens": spec.limits.max_output_tokens or settings.max_output_tokens,
+        "max_output_tokens": output,
         "max_session_seconds": spec.limits.max_session_seconds or settings.max_session_seconds,
-        "compaction_input_tokens": spec.limits.compaction_input_tokens or settings.compaction_input_tokens,
+        "compaction_input_tokens": compaction,
         "usage_budget_tokens": spec.limits.usage_budget_tokens or settings.usage_budget_tokens,
         "usage_budget_seconds": spec.limits.usage_budget_seconds,
     }

@@ -155,6 +155,7 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
                     privacy=event.privacy,
                     storage=event.storage,
                     outbound=event.outbound,
+                    model=event.model,
                 )
             )
         case SessionCreated():

@@ -368,6 +368,8 @@ def test_no_actor_room_imports_another() -> None:
 PIPELINE_ROOMS: dict[str, set[str]] = {
     # what every call is, naming no provider: the seam, errors, limits, tool declarations
     "call": set(),
+    # the models there are: their limits, prices, voices and shutdown dates; a session's choice
+    "model_catalog": {"call"},
     # sensitive values in what callers say: found, masked, sealed, gated as they stream
     "privacy": {"call"},
     # what a phone call is: its numbers, the line its SIP headers announce, the routes
@@ -375,17 +377,17 @@ PIPELINE_ROOMS: dict[str, set[str]] = {
     # the session's vocabulary: state, step, wire, timers, ending, consent, refusals, order
     "session": {"call", "privacy", "phone"},
     # what runs the house rather than a call: settings, names, time, releases, cost, traces
-    "platform": {"call", "privacy", "session"},
+    "platform": {"call", "privacy", "session", "model_catalog"},
     # the providers' wings
     "realtime": {"call", "session"},
     "live": {"call", "session"},
     # the one map from a provider to its wing
     "dialects": {"call", "session", "realtime", "live"},
     # the app's side: what it asks (bodies, pages, keys, roles, tokens) and what it is told
-    "api": {"call", "privacy", "phone", "session", "dialects"},
+    "api": {"call", "privacy", "phone", "session", "dialects", "model_catalog"},
     # created → admitting → connected → listening, and the ways out of it; a session's
     # configuration from the app's request and the deployment's settings
-    "admission": {"call", "privacy", "session", "platform", "dialects", "api"},
+    "admission": {"call", "privacy", "session", "platform", "dialects", "api", "model_catalog"},
     # who holds the line, what the agent says, what the model is given
     "operator": {"call", "session", "dialects", "admission"},
     # what the caller's keys do: a key pressed, digits captured for a tool

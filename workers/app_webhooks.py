@@ -33,6 +33,9 @@ from pipeline.platform.cost import ModelPrices, cost_usd
 from pipeline.platform.timestamps import rfc3339
 from pipeline.session.state import SessionState, Usage
 
+# What a session is charged at, by its provider and the model it chose (Settings.price_of).
+PriceOf = Callable[[str, str], ModelPrices | None]
+
 logger = logging.getLogger(__name__)
 
 DELIVERY_TIMEOUT_S = 10.0
@@ -56,14 +59,13 @@ def deliver(
     delivery_id: str,
     kind: str,
     data: dict[str, Any],
-    prices: dict[str, ModelPrices],
-    model_for: Callable[[str], str],
+    price_of: PriceOf,
     *,
     namespace: str,
 ) -> int:
     """POST one notification to the session's webhook (a session of the deployment `namespace`);
-    its HTTP status (raises unless 2xx). Its cost is priced at the model `model_for` names for the
-    session's provider."""
+    its HTTP status (raises unless 2xx). Its cost is priced at what `price_of` says the session's
+    model costs (by its provider and the model it chose)."""
     row = SessionRow.get_or_none((SessionRow.id == session_id) & (SessionRow.namespace == namespace))
     if row is None:
         return 0  # the session is gone: nobody to tell
@@ -71,12 +73,13 @@ def deliver(
         logger.info("%s %s: not sent, its session %s was erased", kind, delivery_id, session_id)
         return 0
     state = read_across(SessionState, row.state, "stored session state")
-    model = model_for(str(state.provider))
     if state.app_webhook is None:
         return 0
     payload: dict[str, Any] = {"session_id": session_id, **data}
     if kind == "call.ended":
-        payload["report"] = report(session_id, state, prices.get(model), namespace=namespace)
+        payload["report"] = report(
+            session_id, state, price_of(str(state.provider), state.model.id), namespace=namespace
+        )
     return post(state.app_webhook.url, state.app_webhook.secret, delivery_id, kind, payload)
 
 
@@ -142,7 +145,8 @@ _OPENER = urllib.request.build_opener(_NoRedirects)
 def report(
     session_id: str, state: SessionState, prices: ModelPrices | None, *, namespace: str
 ) -> dict[str, Any]:
-    """The end-of-call report: what the record holds, and what the call cost."""
+    """The end-of-call report: what the record holds, the model that served the call, and what
+    the call cost."""
     record = session_record(session_id, namespace=namespace)
     usage = read_across(Usage, record["usage"], "stored usage") if record["usage"] else state.usage
     return {
@@ -153,6 +157,8 @@ def report(
         "ended_at": record["ended_at"],
         "transcript": [{"role": t["role"], "text": t["text"]} for t in record["transcript"] if not t["late"]],
         "tool_steps": record["tool_steps"],
+        "model": record["model"],
+        "voice": record["voice"],
         "usage": usage.model_dump(),
         "cost_usd": cost_usd(usage, prices),
         "heard_latency": record["heard_latency"],

@@ -52,9 +52,8 @@ from pipeline.api.event_streams import (
     routing_key,
 )
 from pipeline.call.errors import Fault
-from pipeline.platform.cost import ModelPrices
 from pipeline.session.state import EventStream, SessionState
-from workers.app_webhooks import report
+from workers.app_webhooks import PriceOf, report
 
 logger = logging.getLogger(__name__)
 
@@ -236,8 +235,7 @@ def sweep(
     waiting: Waiting | None,
     *,
     gate: StreamGate,
-    prices: dict[str, ModelPrices],
-    model_for: Callable[[str], str],
+    price_of: PriceOf,
     namespace: str,
 ) -> Swept:
     """Publish the session's entries past its cursor, and its report once the call ended, unless
@@ -264,7 +262,7 @@ def sweep(
             # not leave its entries to this one, which may have read the log before them.
             gate.done_waiting(session_id, waiting.token)
         try:
-            published = _publish_wanted(session_id, stream, broker, gate, prices, model_for, namespace)
+            published = _publish_wanted(session_id, stream, broker, gate, price_of, namespace)
         except EventStreamFailed as error:
             failure = error
             wait_ms = gate.failed(broker)
@@ -294,8 +292,7 @@ def _publish_wanted(
     stream: EventStream,
     broker: str,
     gate: StreamGate,
-    prices: dict[str, ModelPrices],
-    model_for: Callable[[str], str],
+    price_of: PriceOf,
     namespace: str,
 ) -> int:
     """As the session's only publisher, publish past its cursor for as long as sweeps come for it;
@@ -315,8 +312,7 @@ def _publish_wanted(
                         cursor.published_seq,
                         cursor.report_published,
                         publish,
-                        prices,
-                        model_for,
+                        price_of,
                         namespace,
                     )
                     published += done
@@ -333,8 +329,7 @@ def _publish_past(
     published_seq: int,
     report_went: bool,
     publish: Callable[[dict[str, Any], str, str], None],
-    prices: dict[str, ModelPrices],
-    model_for: Callable[[str], str],
+    price_of: PriceOf,
     namespace: str,
 ) -> tuple[int, bool]:
     """Publish the entries after `published_seq`, then the report once the call ended (unless it
@@ -355,7 +350,7 @@ def _publish_past(
         fresh = read_across(
             SessionState, SessionRow.get(SessionRow.id == session_id).state, "stored session state"
         )
-        done = report(session_id, fresh, prices.get(model_for(str(fresh.provider))), namespace=namespace)
+        done = report(session_id, fresh, price_of(str(fresh.provider), fresh.model.id), namespace=namespace)
         if is_erased(session_id):
             return published, True
         publish(report_body(session_id, ended["seq"], done), report_id(session_id), REPORT_KIND)

@@ -20,6 +20,7 @@ from gateway.routes import (
     desk,
     erasure,
     line,
+    models,
     phone,
     service,
     sessions,
@@ -38,6 +39,7 @@ ROUTES = RouteTable(
     campaigns.ROUTES,
     suppressions.ROUTES,
     dead_letters.ROUTES,
+    models.ROUTES,
 )
 
 __all__ = ["ROUTES"]

@@ -197,6 +197,8 @@ async def connect(api: SessionsPort, request: Request) -> Response:
         # A session whose provider cannot change its instructions later (Live) is created
         # with its whole startup configuration; its session id is the call's id from here on.
         session = dict(body["session"])
+    if body.get("model"):
+        session["model"] = body["model"]
     try:
         call = await provider.create_call(sdp, session)
     except ProviderUnavailable as error:

@@ -170,6 +170,52 @@ class LiveSpec(BaseModel):
         return value
 
 
+# A BCP 47 language tag as the provider takes it ("en", "pt-BR").
+LANGUAGE_TAG = r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,3}$"
+MAXIMUM_KEYWORDS = 100
+MODEL_ID = r"^[a-z0-9][a-z0-9.\-]{0,99}$"
+Effort = Literal["minimal", "low", "medium", "high", "xhigh"]
+
+
+class ReasoningSpec(BaseModel):
+    """How hard a reasoning model thinks before it speaks (the catalog says which take which)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    effort: Effort
+
+
+class TranscriptionSpec(BaseModel):
+    """How a Realtime caller is transcribed: the model (the deployment's when not named) and
+    the fields that model takes (the catalog says which)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    model: str | None = Field(default=None, pattern=MODEL_ID)
+    language: str | None = Field(default=None, pattern=LANGUAGE_TAG)
+    languages: tuple[Annotated[str, Field(pattern=LANGUAGE_TAG)], ...] | None = Field(
+        default=None, min_length=1, max_length=10
+    )
+    # Free text about the call that helps the transcriber (names, the subject).
+    prompt: str | None = Field(default=None, min_length=1, max_length=1_000)
+    # Literal words that may be said (product names, places).
+    keywords: tuple[Annotated[str, Field(min_length=1, max_length=100)], ...] | None = Field(
+        default=None, min_length=1, max_length=MAXIMUM_KEYWORDS
+    )
+    delay: Effort | None = None
+
+    @model_validator(mode="after")
+    def _one_language_field(self) -> TranscriptionSpec:
+        if self.language is not None and self.languages is not None:
+            # The provider refuses the two together.
+            raise ValueError("language and languages together: send one")
+        return self
+
+    def asked(self) -> dict[str, Any]:
+        """What was set, as `audio.input.transcription` carries it."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
 class SessionSpec(BaseModel):
     """`POST /v1/sessions`: what a session is created with."""
 
@@ -194,6 +240,16 @@ class SessionSpec(BaseModel):
     privacy: PrivacyPolicy = PrivacyPolicy()
     # What is kept once the call is over: all of it (masked), or only its metadata.
     storage: Storage = "full"
+    # The model (the deployment's default for the provider when not named), its voice, its
+    # reasoning effort and how the caller is transcribed: each checked against the model
+    # catalog when the session is created (pipeline.model_catalog.choice).
+    model: str | None = Field(default=None, pattern=MODEL_ID)
+    voice: str | None = Field(default=None, min_length=1, max_length=100)
+    reasoning: ReasoningSpec | None = None
+    transcription: TranscriptionSpec | None = None
+    # Let a model that can call several tools in one response do so (each call still answered
+    # once, and at most 8 a turn); one at a time otherwise.
+    tools_in_parallel: bool = Field(default=False, strict=True)
 
     @model_validator(mode="after")
     def _end_call_is_built_in(self) -> SessionSpec:

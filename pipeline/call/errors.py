@@ -237,6 +237,12 @@ class UnknownTool(BadInput):
     code = "unknown_tool"
 
 
+class ModelRetired(BadInput):
+    """A session asked for a model past its shutdown date (the message names its replacement)."""
+
+    code = "model_retired"
+
+
 class UnknownDelegationHandler(BadInput):
     code = "unknown_delegation_handler"
 

@@ -45,17 +45,51 @@ DO_NOT_CALL_TRIGGER = {
 }
 
 
+# When to hand a task to Switchboard, in the plain words gpt-live-1.1 takes ("Describe in plain
+# language when the model should hand a task to your backend"); added for a session with a
+# delegation handler on a model whose catalog entry says it takes a plain-language policy.
+DELEGATION_POLICY = (
+    "Delegation policy: when the caller asks for something that needs information or an action "
+    "you do not have in this conversation (an account, an order, a booking, a change to any of "
+    "them), hand the task to the backend instead of answering from memory or guessing. Tell the "
+    "caller briefly that you are checking, keep talking with them while the backend works, and "
+    "give them its answer when it arrives. Answer everything else yourself."
+)
+
+
+def live_instructions(state: SessionState) -> str:
+    """The instructions a Live session starts with: the session's, the delegation policy its
+    model needs, and on a call going out the order to wait for who answers."""
+    parts = [state.instructions]
+    setup = state.live.setup if state.live is not None else None
+    if setup is not None and setup.handler is not None and state.model.delegation_policy == "plain":
+        parts.append(DELEGATION_POLICY)
+    if state.outbound is not None:
+        parts.insert(0, WAIT_FOR_THE_ANSWER)
+    return "\n\n".join(parts)
+
+
 def live_configuration(state: SessionState) -> dict[str, Any]:
-    """A Live session's startup configuration, which a call is created or accepted with (the
-    gateway adds the model). A call going out also asks the provider's Decisions, as the callee
+    """A Live session's startup configuration, which a call is created or accepted with: its
+    model (the gateway's default for a session stored before models were chosen per session),
+    voice and instructions. A call going out also asks the provider's Decisions, as the callee
     speaks, whether they asked not to be called again."""
-    if state.outbound is None:
-        return {"instructions": state.instructions, "delegation": live_delegation(state)}
-    return {
-        "instructions": f"{WAIT_FOR_THE_ANSWER}\n\n{state.instructions}",
+    configuration: dict[str, Any] = {
+        "instructions": live_instructions(state),
         "delegation": live_delegation(state),
-        "triggers": [DO_NOT_CALL_TRIGGER],
     }
+    if state.model.id:
+        configuration["model"] = state.model.id
+    if state.model.voice is not None:
+        configuration["audio"] = {"output": {"voice": voice_on_the_wire(state.model.voice)}}
+    if state.outbound is not None:
+        configuration["triggers"] = [DO_NOT_CALL_TRIGGER]
+    return configuration
+
+
+def voice_on_the_wire(voice: str) -> str | dict[str, str]:
+    """A built-in voice by its name; a custom one (`voice_…`) as `{"id": …}`."""
+    return {"id": voice} if voice.startswith("voice_") else voice
 
 
 def live_update(state: SessionState) -> dict[str, Any]:

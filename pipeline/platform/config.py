@@ -11,7 +11,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from pipeline.call.errors import BadInput
 from pipeline.call.limits import (
@@ -20,6 +28,7 @@ from pipeline.call.limits import (
     DEFAULT_USAGE_BUDGET_TOKENS,
     MAXIMUM_SESSION_SECONDS,
 )
+from pipeline.model_catalog.entries import Api, Catalog, CatalogError, read_catalog
 from pipeline.platform.cost import ModelPrices
 from pipeline.platform.redis_address import parse_redis_address, sentinel_url
 
@@ -34,6 +43,8 @@ class ConfigError(BadInput):
 
 class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    _catalog: Catalog = PrivateAttr()
 
     database_url: str | None = None
     redis_url: str | None = None
@@ -64,9 +75,19 @@ class Settings(BaseModel):
     provider_api_key: str | None = None
     provider_base_url: str = "http://127.0.0.1:8710/v1"
     provider_ws_url: str = "ws://127.0.0.1:8711/v1"
-    provider_model: str = "gpt-realtime"
-    # The model a Live session is created or accepted with (same address and key as Realtime).
-    live_model: str = "gpt-live-1"
+    # The models a session gets when it names none (each must be in the model catalog, of its
+    # API): the Realtime one, the Live one (same address and key), and the one that transcribes
+    # a Realtime caller (docs/providers.md, "The model catalog", says why this one).
+    provider_model: str = "gpt-realtime-2.1"
+    live_model: str = "gpt-live-1.1"
+    transcription_model: str = "gpt-transcribe"
+    # An operator's catalog file (the shape of pipeline/model_catalog/models.toml): its entries
+    # replace the shipped ones by id, or add to them.
+    model_catalog: Path | None = None
+    # The most Live sessions in a call at once, per model ({"gpt-live-1.1": 100}): each Live
+    # model has a concurrency cap of its own at the provider, and the next call is refused at
+    # admission, with its reason, rather than by the provider mid-dial. A model not named has none.
+    live_max_sessions: dict[str, int] = Field(default_factory=dict)
 
     gateway_id: str = "gw1"
     # On SIGTERM a gateway drains: it takes no new calls, hands its calls to a peer and stops
@@ -152,10 +173,45 @@ class Settings(BaseModel):
             raise ValueError("give SWITCHBOARD_REDIS_URL or the sentinels, not both")
         return {**values, "redis_url": url}
 
-    @field_validator("prices", mode="before")
+    @field_validator("prices", "live_max_sessions", mode="before")
     @classmethod
-    def _prices_as_json(cls, value: object) -> object:
+    def _as_json(cls, value: object) -> object:
         return json.loads(value) if isinstance(value, str) else value
+
+    @field_validator("live_max_sessions")
+    @classmethod
+    def _positive_caps(cls, value: dict[str, int]) -> dict[str, int]:
+        for model, cap in value.items():
+            if cap < 1:
+                raise ValueError(f"{model}: a cap is at least 1")
+        return value
+
+    @model_validator(mode="after")
+    def _defaults_in_the_catalog(self) -> Settings:
+        """The catalog is read here, once per process (a file that does not parse stops it,
+        naming the entry), and each default model must be in it, of its API."""
+        try:
+            catalog = read_catalog(self.model_catalog)
+        except CatalogError as error:
+            raise ValueError(str(error)) from error
+        defaults: tuple[tuple[str, str, Api], ...] = (
+            ("provider_model", self.provider_model, "realtime"),
+            ("live_model", self.live_model, "live"),
+            ("transcription_model", self.transcription_model, "transcription"),
+        )
+        for setting, model, api in defaults:
+            entry = catalog.get(model)
+            if entry is None or entry.api != api:
+                known = ", ".join(each.id for each in catalog.of_api(api))
+                raise ValueError(
+                    f"{PREFIX}{setting.upper()}: {model!r} is not a {api} model in the catalog ({known})"
+                )
+        for model in self.live_max_sessions:
+            entry = catalog.get(model)
+            if entry is None or entry.api != "live":
+                raise ValueError(f"{PREFIX}LIVE_MAX_SESSIONS: {model!r} is not a Live model in the catalog")
+        self._catalog = catalog
+        return self
 
     # The deployment key that wraps every session's data key (base64 of 32 bytes), and the one
     # before it while a rotation runs (`switchboard data-keys rotate`). Read and checked by
@@ -194,9 +250,32 @@ class Settings(BaseModel):
         return self.provider_api_key or "sk-simulated"
 
     def model_for(self, provider: str) -> str:
-        """The model a session of this provider (a session spec's `provider`) talks to, and
-        whose prices its usage is charged at."""
+        """The model a session of this provider (a session spec's `provider`) talks to when it
+        names none."""
         return {"realtime": self.provider_model, "live": self.live_model}[provider]
+
+    @property
+    def catalog(self) -> Catalog:
+        """The model catalog: the shipped one, with the operator's file on top."""
+        return self._catalog
+
+    def served_by(self, provider: str, chosen: str) -> str:
+        """The model a session was served by: the one it chose, else its provider's default
+        (a session stored before models were chosen per session)."""
+        return chosen or self.model_for(provider)
+
+    def price_of(self, provider: str, chosen: str) -> ModelPrices | None:
+        """What a session's usage is charged at (see `prices_for`)."""
+        return self.prices_for(self.served_by(provider, chosen))
+
+    def prices_for(self, model: str) -> ModelPrices | None:
+        """What a call on `model` is charged at: the operator's negotiated rate
+        (SWITCHBOARD_PRICES) when it has one, else the catalog's; None when neither has one."""
+        negotiated = self.prices.get(model)
+        if negotiated is not None:
+            return negotiated
+        entry = self._catalog.get(model)
+        return None if entry is None or entry.prices is None else entry.prices.for_calls()
 
 
 def settings_from(environ: Mapping[str, str]) -> Settings:

@@ -1,39 +1,19 @@
 """What a call cost, in dollars, from its provider-reported usage and a price table.
 
-Prices are the deployment's (SWITCHBOARD_PRICES: per model, per modality, dollars per million
-tokens of input, cached input and output; for a Live model, dollars per active minute, as Live
-reports seconds and not tokens); Switchboard ships none, since they change.
+Prices are per model, per modality, dollars per million tokens of input, cached input and output;
+for a Live model, dollars per active minute, as Live reports seconds and not tokens. They come
+from the model catalog (pipeline/model_catalog), and the deployment's SWITCHBOARD_PRICES (a
+negotiated rate) wins over it.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from pipeline.model_catalog.prices import ModelPrices, Rates
 from pipeline.session.state import Usage
 
+__all__ = ["ModelPrices", "Rates", "cost_usd", "usage_added"]
+
 PER_TOKENS = 1_000_000
-
-
-class Rates(BaseModel):
-    """Dollars per million tokens of one modality."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    input: float = Field(ge=0)
-    cached: float = Field(ge=0)
-    output: float = Field(ge=0)
-
-
-_FREE = Rates(input=0, cached=0, output=0)
-
-
-class ModelPrices(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    text: Rates = _FREE
-    audio: Rates = _FREE
-    # Live: dollars per minute the session was active (by the provider's count, per second).
-    active_minute: float = Field(default=0, ge=0)
 
 
 def usage_added(before: Usage, after: Usage) -> Usage | None:

@@ -11,8 +11,10 @@ from pipeline.call.keypad import collect_digits_tool, collectable
 from pipeline.session.consent import decline_recording_tool
 from pipeline.session.state import SessionState
 
-# Transcription model for the caller's audio: user transcript finals are what drive a turn.
-TRANSCRIPTION_MODEL = "gpt-4o-transcribe"
+# The caller's audio is transcribed (user transcript finals are what drive a turn) by the model
+# the session chose (`state.model.transcription`); a session stored before models were chosen per
+# session gets this one, the deployment default's (docs/providers.md says why it is this one).
+TRANSCRIPTION_MODEL = "gpt-transcribe"
 
 
 # The goodbye comes in the same response as the call to end: nothing said after it is heard.
@@ -25,20 +27,32 @@ SAY_GOODBYE_FIRST = (
 def session_configuration(state: SessionState) -> dict[str, Any]:
     """The `session.update` body: the host creates and interrupts responses itself, so the
     provider's VAD only reports speech, and the caller's audio is transcribed."""
-    configuration: dict[str, Any] = {
-        "type": "realtime",
-        "instructions": state.instructions,
-        "audio": {
-            "input": {
-                "transcription": {"model": TRANSCRIPTION_MODEL},
-                "turn_detection": turn_detection(state),
-            }
-        },
+    chosen = state.model
+    transcription = chosen.transcription
+    audio: dict[str, Any] = {
+        "input": {
+            "transcription": (
+                transcription.model_dump(exclude_none=True)
+                if transcription
+                else {"model": TRANSCRIPTION_MODEL}
+            ),
+            "turn_detection": turn_detection(state),
+        }
     }
+    if chosen.voice is not None:
+        audio["output"] = {
+            "voice": {"id": chosen.voice} if chosen.voice.startswith("voice_") else chosen.voice
+        }
+    configuration: dict[str, Any] = {"type": "realtime", "instructions": state.instructions, "audio": audio}
+    if chosen.reasoning_effort is not None:
+        configuration["reasoning"] = {"effort": chosen.reasoning_effort}
     tools = offered_tools(state)
     if tools:
         configuration["tools"] = tools
         configuration["tool_choice"] = "auto"
+        if chosen.parallel_tool_calls is not None:
+            # Said either way on a model that takes it: one at a time unless the session asked.
+            configuration["parallel_tool_calls"] = chosen.parallel_tool_calls
     return configuration
 
 

@@ -375,6 +375,34 @@ class LiveCall(_Frozen):
         )
 
 
+class Transcription(_Frozen):
+    """How a Realtime caller is transcribed (`audio.input.transcription`), as the catalog allowed
+    it for its transcription model."""
+
+    model: str
+    language: str | None = None
+    languages: tuple[str, ...] | None = None
+    prompt: str | None = None
+    keywords: tuple[str, ...] | None = None
+    delay: str | None = None
+
+
+class ModelChoice(_Frozen):
+    """The model a session talks to and how, fixed at creation from its spec and the catalog."""
+
+    # "" in a state stored before models were chosen per session: the deployment's default.
+    id: str = ""
+    voice: str | None = None
+    reasoning_effort: str | None = None
+    # Realtime; None on Live (which transcribes by itself) and in a state stored before.
+    transcription: Transcription | None = None
+    # None: the model takes no `parallel_tool_calls`; False: one tool call at a time (the
+    # default); True: the model may call several in one response.
+    parallel_tool_calls: bool | None = None
+    # Live: how the instructions tell the model when to delegate (the catalog's word for it).
+    delegation_policy: Literal["plain", "marker"] | None = None
+
+
 class RealtimeCall(_Frozen):
     """What a Realtime session adds to the state: the host-driven turn and the responses asked
     for, the tool chain, the compaction of the context, and the caller's speech and silences.
@@ -485,14 +513,16 @@ class SessionState(_Frozen):
     live: LiveCall | None = None
     # What a Realtime session keeps besides (its defaults on Live, which leaves it alone).
     realtime: RealtimeCall = RealtimeCall()
+    # The model, voice, reasoning effort and transcription (fixed at creation).
+    model: ModelChoice = ModelChoice()
     # What the gateway's boundary redacts of what the caller says (fixed at creation).
     privacy: PrivacyPolicy = PrivacyPolicy()
     # What is kept of the call once it is over; "metadata" when the caller declined recording.
     storage: Storage = "full"
-    # The keypad collection under way (the line is held while the caller types), how many the
-    # session has had, and one the model has just asked for with its built-in tool.
     # A call Switchboard placed (None: the call came in).
     outbound: OutboundCall | None = None
+    # The keypad collection under way (the line is held while the caller types), how many the
+    # session has had, and one the model has just asked for with its built-in tool.
     collecting: KeypadEntry | None = None
     collections: int = 0
     collect_asked: KeypadAsk | None = None

@@ -24,7 +24,15 @@ from pipeline.call.limits import MAXIMUM_FRAME_JSON_DEPTH, MAXIMUM_PROVIDER_FRAM
 from pipeline.call.messages import ControlModel, Inbound, Playback, optional_str
 from pipeline.phone.sip import PhoneLine
 from pipeline.privacy.policy import PrivacyPolicy
-from pipeline.session.state import AppWebhook, EventStream, Greeting, LiveSetup, OutboundCall, Person
+from pipeline.session.state import (
+    AppWebhook,
+    EventStream,
+    Greeting,
+    LiveSetup,
+    ModelChoice,
+    OutboundCall,
+    Person,
+)
 
 # What an incident quotes is cut at this depth, and the rest shown as a preview of this length.
 MAXIMUM_STORED_CONTEXT_DEPTH = 16
@@ -130,6 +138,9 @@ class SessionCreated(Inbound):
     storage: Literal["full", "metadata"] = "full"
     # A call Switchboard places: whom it dials, and through which trunk.
     outbound: OutboundCall | None = None
+    # The model and how it is used (absent in a creation logged before models were chosen per
+    # session: the deployment's default).
+    model: ModelChoice = ModelChoice()
 
 
 class AdmissionBegun(Inbound):

@@ -13,7 +13,7 @@ from importlib.metadata import version
 
 from pipeline.platform.config import ConfigError, Settings, settings_from
 from pipeline.privacy.sealing import DeploymentKey
-from switchboard.cli import dead_letters, keys, numbers, outbound, processes, sessions
+from switchboard.cli import dead_letters, keys, models, numbers, outbound, processes, sessions
 from switchboard.cli.reach import Run
 from switchboard.data_key import DataKeyError, deployment_keys
 from switchboard.logs import redact_logs
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     outbound.add_commands(commands)
     keys.add_commands(commands)
     dead_letters.add_commands(commands)
+    models.add_commands(commands)
     return parser
 
 

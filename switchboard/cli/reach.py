@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 # Said in each command's help: where the command's answers come from.
 THROUGH_GATEWAY = "through a gateway's API"
 IN_DATABASE = "in the database"
+# A command that reads only this machine's files (the model catalog its settings name).
+ON_THIS_MACHINE = "from this machine's settings"
 
 # What a command runs (its parser's `run`): the settings and the parsed command line in, the
 # exit status out.

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, create_model
 
+from pipeline.platform.releases import across_releases
 from pipeline.session.state import RealtimeCall, SessionState
 
 # Every field of a session's state before issue 45 moved the Realtime wing's under `realtime`:
@@ -29,6 +30,10 @@ FIELDS_BEFORE_THE_MOVE = frozenset(
     }
 )
 
+# Fields of the state added since (each with a default that means "as before"): a worker of the
+# release before drops them, naming them, and reads the rest (pipeline.platform.releases).
+ADDED_SINCE = frozenset({"model"})
+
 # The state as a worker of the release before the move reads it: every field at the top, each
 # of the type and default it has now, and nothing else (an unknown field is refused).
 StateBeforeTheMove: type[BaseModel] = create_model(  # type: ignore[call-overload]
@@ -38,9 +43,23 @@ StateBeforeTheMove: type[BaseModel] = create_model(  # type: ignore[call-overloa
         name: (field.annotation, field)
         for model in (SessionState, RealtimeCall)
         for name, field in model.model_fields.items()
-        if name != "realtime"
+        if name != "realtime" and name not in ADDED_SINCE
     },
 )
+
+
+def read_by_the_release_before(stored: str | dict[str, Any]) -> BaseModel:
+    """`stored` as a worker of the release before the move reads it: the fields added since
+    dropped (and named), nothing else."""
+    before, dropped = across_releases(StateBeforeTheMove, stored)
+    assert set(dropped) == ADDED_SINCE & set(json.loads(stored) if isinstance(stored, str) else stored)
+    return before
+
+
+def without_the_added(stored: dict[str, Any]) -> dict[str, Any]:
+    """What this release stores, less the fields added since the release before."""
+    return {name: value for name, value in stored.items() if name not in ADDED_SINCE}
+
 
 # Sessions folded by the release before the move (20491b2) and the state it stored of each.
 STORED_BEFORE_THE_MOVE: list[dict[str, Any]] = json.loads(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 import pytest
 
 from pipeline.admission import (
@@ -376,6 +378,8 @@ def _tool(name: str, version: str = "1", *, sensitive: tuple[str, ...] = ()) -> 
     )
 
 
+# The day sessions are created on in these tests: before any shipped model's shutdown.
+TODAY = date(2026, 12, 7)
 REGISTERED = {"lookup": _tool("lookup"), "pay": _tool("pay", "2", sensitive=("card",)), "echo": _tool("echo")}
 
 
@@ -415,14 +419,35 @@ def test_a_session_s_limits_are_its_own_else_the_deployment_s() -> None:
     """Each limit the spec sets is kept; the deployment's settings fill in the rest."""
     settings = Settings(max_output_tokens=700, max_session_seconds=600, usage_budget_tokens=9_000)
     spec = SessionSpec.model_validate({"instructions": "Hi.", "limits": {"max_session_seconds": 120}})
+    model = settings.catalog.get("gpt-realtime-2.1")
+    assert model is not None and model.context_tokens == 128_000
 
-    assert session_limits(spec, settings) == {
+    assert session_limits(spec, settings, model) == {
         "max_output_tokens": 700,
         "max_session_seconds": 120,
-        "compaction_input_tokens": settings.compaction_input_tokens,
+        # Neither the session nor the deployment set it: half the model's context.
+        "compaction_input_tokens": 64_000,
         "usage_budget_tokens": 9_000,
         "usage_budget_seconds": None,
     }
+
+
+def test_the_model_s_catalog_entry_fills_in_what_nothing_else_set() -> None:
+    """The compaction threshold is half the model's context unless the session or the
+    deployment sets one; the output limit is never above the model's."""
+    small = Settings().catalog.get("gpt-realtime-1.5")
+    assert small is not None and (small.context_tokens, small.output_tokens) == (32_000, 4_096)
+    spec = SessionSpec.model_validate({"instructions": "Hi."})
+
+    assert session_limits(spec, Settings(), small)["compaction_input_tokens"] == 16_000
+    deployment = Settings(compaction_input_tokens=9_000)
+    assert session_limits(spec, deployment, small)["compaction_input_tokens"] == 9_000
+    own = SessionSpec.model_validate({"instructions": "Hi.", "limits": {"compaction_input_tokens": 5_000}})
+    assert session_limits(own, deployment, small)["compaction_input_tokens"] == 5_000
+    assert session_limits(spec, Settings(max_output_tokens=4_096), small)["max_output_tokens"] == 4_096
+    tight = small.model_copy(update={"output_tokens": 1_000})
+    assert session_limits(spec, Settings(max_output_tokens=4_096), tight)["max_output_tokens"] == 1_000
+    assert session_limits(spec, Settings(max_output_tokens="inf"), tight)["max_output_tokens"] == "inf"
 
 
 def test_a_live_session_is_fixed_to_its_delegation_handler_s_version() -> None:
@@ -458,9 +483,9 @@ def test_a_session_is_created_from_its_spec_against_the_registries() -> None:
         {"provider": "live", "instructions": "Help.", "live": {"delegation": "order_desk"}}
     )
 
-    created = session_created_from(spec, tools=REGISTERED, handlers={}, settings=Settings())
+    created = session_created_from(spec, tools=REGISTERED, handlers={}, settings=Settings(), today=TODAY)
     created_live = session_created_from(
-        live, tools=REGISTERED, handlers={"order_desk": "4"}, settings=Settings()
+        live, tools=REGISTERED, handlers={"order_desk": "4"}, settings=Settings(), today=TODAY
     )
 
     assert created.instructions == "Help the caller."
@@ -471,6 +496,7 @@ def test_a_session_is_created_from_its_spec_against_the_registries() -> None:
     assert created.greeting is not None
     assert created.greeting.say == "Hello."
     assert created.hangup_when == "the caller is done"
-    assert created.limits == session_limits(spec, Settings())
+    assert created.limits == session_limits(spec, Settings(), Settings().catalog.entries["gpt-realtime-2.1"])
+    assert created.model.id == "gpt-realtime-2.1" and created_live.model.id == "gpt-live-1.1"
     assert created_live.provider == "live"
     assert created_live.live == LiveSetup(handler="order_desk", handler_version="4")

@@ -116,7 +116,7 @@ def _sweep(session_id: str, gate: Any, waiting: Any = None) -> Any:
     from workers.event_streams import sweep
 
     return sweep(
-        session_id, waiting, gate=gate, prices={}, model_for=lambda _provider: "gpt-realtime", namespace=""
+        session_id, waiting, gate=gate, price_of=lambda _provider, _model: None, namespace=""
     )
 
 

@@ -25,6 +25,4 @@ def notify_app(session_id: str, delivery_id: str, kind: str, data: dict[str, Any
     """Tell the app that owns a call (its session's webhook); raises until it answers 2xx, so
     Dramatiq tries again with backoff, then dead-letters it (a replay keeps its id)."""
     settings = _runtime.settings
-    app_webhooks.deliver(
-        session_id, delivery_id, kind, data, settings.prices, settings.model_for, namespace=deployment()
-    )
+    app_webhooks.deliver(session_id, delivery_id, kind, data, settings.price_of, namespace=deployment())

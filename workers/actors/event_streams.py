@@ -33,8 +33,7 @@ def stream_events(session_id: str, waiting: dict[str, Any] | None = None) -> Non
         session_id,
         Waiting.from_json(waiting),
         gate=_stream_gate(),
-        prices=settings.prices,
-        model_for=settings.model_for,
+        price_of=settings.price_of,
         namespace=deployment(),
     )
     if swept.waiting is None:

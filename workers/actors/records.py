@@ -48,7 +48,7 @@ def list_sessions(
             stored = session.pop("usage")
             usage = read_across(Usage, stored, "stored usage") if stored else Usage()
             session["cost_usd"] = cost_usd(
-                usage, settings.prices.get(settings.model_for(session["provider"]))
+                usage, settings.price_of(session["provider"], session["model"] or "")
             )
         return 200, listed
 
@@ -84,7 +84,7 @@ def describe_session(request_id: str, gateway_id: str, session_id: str, with_eve
         record = session_record(session_id, namespace=deployment(), with_events=with_events)
         settings = _runtime.settings
         usage = read_across(Usage, record["usage"], "stored usage") if record["usage"] else Usage()
-        model = settings.model_for(record["provider"])
-        return 200, {**record, "cost_usd": cost_usd(usage, settings.prices.get(model))}
+        price = settings.price_of(record["provider"], record["model"] or "")
+        return 200, {**record, "cost_usd": cost_usd(usage, price)}
 
     answer_read(request_id, gateway_id, read)

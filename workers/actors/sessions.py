@@ -4,6 +4,7 @@ timers (and the sweeper that fires those whose message was lost), and the gatewa
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import dramatiq
@@ -11,7 +12,7 @@ import dramatiq
 from models import incidents, timers
 from models.records import session_record
 from models.sessions import locked_session, new_session
-from pipeline.admission import creation_configuration
+from pipeline.admission import creation_configuration, creation_warnings
 from pipeline.api.requests import SessionSpec
 from pipeline.call.errors import SessionExists
 from pipeline.platform.names import ADMISSION_QUEUE
@@ -45,6 +46,7 @@ def create_session(
 
     def create() -> tuple[int, dict[str, Any]]:
         event = session_created(SessionSpec.model_validate(spec))
+        warnings = creation_warnings(event, _runtime.settings, datetime.now(UTC).date())
         try:
             with new_session(
                 session_id, gateway_id, _runtime.settings.broker_namespace, keys=_runtime.keys
@@ -54,9 +56,9 @@ def create_session(
             # The gateway names each new session afresh, so the session is this request's own:
             # it was created by an earlier run of this message, which failed after the commit
             # (a PostgreSQL restart while the record was read). The answer is the same.
-            return 201, session_record(session_id, namespace=deployment())
+            return 201, {**session_record(session_id, namespace=deployment()), "warnings": warnings}
         after_commit(session_id, applied)
-        return 201, session_record(session_id, namespace=deployment())
+        return 201, {**session_record(session_id, namespace=deployment()), "warnings": warnings}
 
     answer_request(request_id, gateway_id, create)
 
@@ -95,6 +97,9 @@ def begin_admission(request_id: str, gateway_id: str, session_id: str, now: floa
             "provider": str(state.provider),
             # What a Live session is created with (the gateway adds the model).
             "session": creation_configuration(state),
+            # The session's model ("" for one created before models were chosen per session:
+            # the gateway's default).
+            "model": state.model.id,
         }
 
     answer_request(request_id, gateway_id, begin)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import dramatiq
@@ -161,8 +162,7 @@ def after_commit(session_id: str, applied: Applied) -> None:
     """Send what a commit asks for (notifications, stream sweeps, tool runs, timers, campaign
     ticks), flag cancelled tools, report failures, then run its quick tools' bodies."""
     settings = _runtime.settings
-    model = settings.model_for(applied.provider)
-    worker_metrics.recorded(applied, settings.prices.get(model))
+    worker_metrics.recorded(applied, settings.price_of(applied.provider, applied.model))
     # What the transaction asks to be sent, sent together: one round trip, not one each (a tool
     # call's run, or its inline backup, and its deadline timer were two before the body ran).
     sends: list[tuple[dramatiq.Message[Any], int | None]] = []
@@ -283,7 +283,11 @@ def session_created(checked: SessionSpec) -> SessionCreated:
     """A session's first input, from its spec, against this worker's tools, delegation handlers
     and settings (see `pipeline.admission.session_created_from`)."""
     return session_created_from(
-        checked, tools=registered_tools(), handlers=registered_handlers(), settings=_runtime.settings
+        checked,
+        tools=registered_tools(),
+        handlers=registered_handlers(),
+        settings=_runtime.settings,
+        today=datetime.now(UTC).date(),
     )
 
 

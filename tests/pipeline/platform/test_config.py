@@ -158,7 +158,7 @@ def test_a_spec_may_ask_for_unbounded_output() -> None:
         ({"instructions": "Hi", "limits": {"max_output_tokens": 5000}}, "max_output_tokens"),
         ({"instructions": "Hi", "limits": {"max_output_tokens": 0}}, "max_output_tokens"),
         ({"instructions": "Hi", "limits": {"max_session_seconds": 3_601}}, "max_session_seconds"),
-        ({"instructions": "Hi", "voice": "marin"}, "voice"),
+        ({"instructions": "Hi", "temperature": 0.7}, "temperature"),
         ({"instructions": "Hi", "tools": ["look up!"]}, "tools"),
         ({"instructions": "Hi", "tools": [""]}, "tools"),
         ({"instructions": "Hi", "tools": ["echo", "echo"]}, "tools"),
