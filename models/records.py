@@ -216,7 +216,11 @@ def _compaction(state: dict[str, Any]) -> dict[str, Any]:
     """Who compacts the call's context: Switchboard (Realtime), or the provider itself (Live,
     whose share of its context window in use is kept as it reports it)."""
     if capabilities_for(state.get("provider") or "realtime").compaction:
-        return {"by": "switchboard"}
+        # When it starts: once a response's input reaches this many tokens.
+        return {
+            "by": "switchboard",
+            "threshold_tokens": (state.get("limits") or {}).get("compaction_input_tokens"),
+        }
     return {"by": "provider", "context_ratio": (state.get("live") or {}).get("context_ratio", 0.0)}
 
 

@@ -91,10 +91,12 @@ class _Metrics:
         )
         self.tokens = Counter(
             "switchboard_tokens_total",
-            "Provider-reported tokens of the responses applied, by kind.",
-            ["kind"],
+            "Provider-reported tokens of the responses applied, by kind and the model that served them.",
+            ["kind", "model"],
         )
-        self.cost = Counter("switchboard_cost_usd_total", "What the responses applied cost, in dollars.")
+        self.cost = Counter(
+            "switchboard_cost_usd_total", "What the responses applied cost, in dollars, by model.", ["model"]
+        )
         self.calls_placed = Counter(
             "switchboard_calls_placed_total", "Calls Switchboard placed that ended, by outcome.", ["outcome"]
         )
@@ -172,8 +174,9 @@ def delivered(envelope: EventEnvelope, applied: Applied, published_at: float) ->
             measured.turn_latency.observe(waited)
 
 
-def recorded(applied: Applied, prices: ModelPrices | None = None) -> None:
-    """The incidents, finished compactions, tokens and cost of any locked transaction."""
+def recorded(applied: Applied, prices: ModelPrices | None = None, model: str = "") -> None:
+    """The incidents, finished compactions, tokens and cost (by the `model` that served the
+    session) of any locked transaction."""
     if not _enabled:
         return
     measured = metrics()
@@ -183,10 +186,10 @@ def recorded(applied: Applied, prices: ModelPrices | None = None) -> None:
         for kind in ("input", "output"):
             tokens = getattr(added, f"{kind}_tokens")
             if tokens > 0:
-                measured.tokens.labels(kind).inc(tokens)
+                measured.tokens.labels(kind, model).inc(tokens)
         spent = cost_usd(added, prices)
         if spent:
-            measured.cost.inc(spent)
+            measured.cost.labels(model).inc(spent)
     for incident in applied.incidents:
         measured.incidents.labels(incident.code, incident.severity).inc()
     for status in applied.compactions_finished:

@@ -184,7 +184,37 @@ async function identify() {
   if (answer.status !== 200) return false;
   who = answer.body;
   document.getElementById("whoami").textContent = `${who.name} · ${who.role}`;
+  warnOfRetiringModels();
   return true;
+}
+
+// Models within this many days of their shutdown are named above every view (the API warns
+// as long before: pipeline/model_catalog/choice.py).
+const RETIRING_WITHIN_DAYS = 30;
+// The catalog's models by id (GET /v1/models), once the key is known.
+let models = new Map();
+
+async function warnOfRetiringModels() {
+  const answer = await api("GET", "/v1/models");
+  if (answer.status !== 200) return;
+  models = new Map(answer.body.models.map((model) => [model.id, model]));
+  const today = new Date(new Date().toISOString().slice(0, 10));
+  const notices = answer.body.models
+    .filter((model) => model.shutdown_date)
+    .map((model) => ({ model, days: Math.round((new Date(model.shutdown_date) - today) / 86400000) }))
+    .filter(({ days }) => days <= RETIRING_WITHIN_DAYS)
+    .map(({ model, days }) => el("div", { class: "banner held", role: "status", "data-model": model.id },
+      el("strong", {}, `${model.id} `),
+      days > 0 ? `shuts down on ${model.shutdown_date}, in ${days} days` : `was shut down on ${model.shutdown_date}`,
+      model.replacement ? `: move what names it to ${model.replacement}.` : "."));
+  document.getElementById("notices").replaceChildren(...notices);
+}
+
+function modelFact(r) {
+  if (!r.model) return "";
+  const known = models.get(r.model);
+  const retiring = known && known.shutdown_date ? ` (shuts down ${known.shutdown_date})` : "";
+  return el("span", {}, el("b", {}, "Model "), `${r.model}${r.voice ? ` · ${r.voice}` : ""}${retiring}`);
 }
 
 // ── the queue ──────────────────────────────────────────────────────────────────────────────
@@ -578,6 +608,7 @@ function viewCall(sessionId) {
       el("span", {}, el("b", {}, "Way "), r.outbound ? "outbound" : "inbound"),
       r.outbound && r.outbound.campaign_id ? el("span", { id: "call-campaign" }, el("b", {}, "From "), campaignLink(r.outbound.campaign_id, r.outbound.campaign_name)) : "",
       el("span", {}, el("b", {}, "Provider "), r.provider === "live" ? "Live" : "Realtime"),
+      modelFact(r),
       el("span", {}, el("b", {}, "Cost "), money(r.cost_usd)),
       r.heard_latency && r.heard_latency.p50_ms != null ? el("span", {}, el("b", {}, "Heard "), `p50 ${r.heard_latency.p50_ms} ms · p95 ${r.heard_latency.p95_ms} ms`) : "",
       el("span", { class: "muted" }, r.id));

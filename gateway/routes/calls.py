@@ -104,7 +104,7 @@ ROUTES = (
         errors={
             404: ("trunk_not_found",),
             409: ("not_supported_on_realtime", "suppressed", "no_room"),
-            422: ("malformed_request",),
+            422: ("malformed_request", "model_retired"),
         },
         answer=CallPlaced,
         starts_a_call=True,

@@ -133,7 +133,7 @@ ROUTES = (
         {201: "the campaign and its counts"},
         create_campaign,
         body=CampaignSpec,
-        errors={409: ("not_supported_on_realtime",), 422: ("malformed_request",)},
+        errors={409: ("not_supported_on_realtime",), 422: ("malformed_request", "model_retired")},
         location="/v1/campaigns/{campaign_id}",
         answer=Campaign,
     ),

@@ -126,7 +126,7 @@ ROUTES = (
         {201: "the route"},
         add_route,
         body=RouteSpec,
-        errors={422: ("malformed_request", "unknown_tool", "events_url_unsupported")},
+        errors={422: ("malformed_request", "unknown_tool", "events_url_unsupported", "model_retired")},
         location="/v1/routes/{route_id}",
         answer=RouteAnswer,
     ),

@@ -61,6 +61,12 @@ class SessionCreated(Answer):
     id: str
     status: str
     live: LiveCredentials
+    model: str | None = Field(
+        default=None, description="the model that serves the session (the default it got)"
+    )
+    warnings: list[str] = Field(
+        default_factory=list, description="what the app should know: a model of it shuts down within 30 days"
+    )
 
 
 class SessionPage(Answer):
@@ -304,7 +310,7 @@ ROUTES = (
         {201: "the session record, with live credentials for its stream"},
         create,
         body=SessionSpec,
-        errors={422: ("malformed_request", "unknown_tool", "events_url_unsupported")},
+        errors={422: ("malformed_request", "unknown_tool", "events_url_unsupported", "model_retired")},
         answer=SessionCreated,
         location="/v1/sessions/{session_id}",
         starts_a_call=True,

@@ -22,7 +22,9 @@ def app_events(before: SessionState, event: InboundEvent, step: Step) -> Step:
     told: list[NotifyApp] = []
     first_connect = before.phase in (Phase.CREATED, Phase.ADMITTING) and after.phase is Phase.CONNECTED
     if isinstance(event, SidebandConnected) and first_connect:
-        told.append(NotifyApp(kind="call.started", key="1", data=_started(event.call_id, after.phone)))
+        told.append(
+            NotifyApp(kind="call.started", key="1", data=_started(event.call_id, after.phone, after.model.id))
+        )
     for effect in step.effects:
         if isinstance(effect, LogEntry) and effect.kind == "attention.requested":
             told.append(NotifyApp(kind="attention.requested", key=str(after.attentions), data=effect.data))
@@ -44,8 +46,10 @@ def app_events(before: SessionState, event: InboundEvent, step: Step) -> Step:
     return Step(state=after, controls=step.controls, effects=(*step.effects, *told))
 
 
-def _started(call_id: str, phone: PhoneLine | None) -> dict[str, object]:
+def _started(call_id: str, phone: PhoneLine | None, model: str) -> dict[str, object]:
     started: dict[str, object] = {"call_id": call_id, "medium": "sip" if phone is not None else "webrtc"}
+    if model:
+        started["model"] = model
     if phone is not None:
         started.update(caller=phone.caller, dialled=phone.dialled, route_id=phone.route_id)
     return started

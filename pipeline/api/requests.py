@@ -189,7 +189,7 @@ class TranscriptionSpec(BaseModel):
     """How a Realtime caller is transcribed: the model (the deployment's when not named) and
     the fields that model takes (the catalog says which)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     model: str | None = Field(default=None, pattern=MODEL_ID)
     language: str | None = Field(default=None, pattern=LANGUAGE_TAG)

@@ -4,8 +4,9 @@ The projection folds the session's logged inputs, in the order they were applied
 same transitions the workers ran (`pipeline.transitions.apply`) and turns what each one did into
 entries, so the log reads the same after any crash and never says what the call did not do:
 
-call.started     the sideband first connected                {call_id, and for a phone call:
-                                                              medium, caller, dialled, route_id}
+call.started     the sideband first connected                {call_id, model, and for a phone
+                                                              call: medium, caller, dialled,
+                                                              route_id}
 turn.user        the caller's words, spoken or typed          {text, item_id, typed}
 turn.agent       what the agent said, once its response ended {text, item_id, response_id,
                                                               interrupted, latency_ms, heard_ms,
@@ -253,6 +254,8 @@ class _Projection:
         if isinstance(event, SidebandConnected) and self.started_at is None and not before.is_terminal:
             self.started_at = at
             started: dict[str, Any] = {"call_id": event.call_id}
+            if before.model.id:
+                started["model"] = before.model.id  # absent for a session from before models per session
             phone = before.phone
             if phone is not None:
                 # Who called and the number dialled, as the SIP headers said (untrusted).

@@ -114,7 +114,12 @@ def _deliver(session_id: str, kind: str, data: dict[str, Any]) -> int:
     from workers.app_webhooks import deliver, webhook_id
 
     return deliver(
-        session_id, webhook_id(session_id, kind, "1"), kind, data, lambda _provider, _model: None, namespace=""
+        session_id,
+        webhook_id(session_id, kind, "1"),
+        kind,
+        data,
+        lambda _provider, _model: None,
+        namespace="",
     )
 
 

@@ -115,9 +115,7 @@ def _gate(runtime: Any, *, minimum_ms: int = 1_000, maximum_ms: int = 300_000, r
 def _sweep(session_id: str, gate: Any, waiting: Any = None) -> Any:
     from workers.event_streams import sweep
 
-    return sweep(
-        session_id, waiting, gate=gate, price_of=lambda _provider, _model: None, namespace=""
-    )
+    return sweep(session_id, waiting, gate=gate, price_of=lambda _provider, _model: None, namespace="")
 
 
 def _publish(session_id: str) -> int:

@@ -25,7 +25,6 @@ from workers.actors.shared import (
     deployment,
     publish,
     session_created,
-    tools_offered,
 )
 
 logger = logging.getLogger(__name__)
@@ -135,7 +134,8 @@ def routes(
     def act() -> tuple[int, dict[str, Any]]:
         if verb == "add":
             spec = RouteSpec.model_validate(route)
-            tools_offered(spec.session.tools)  # an unregistered tool is refused now, not per call
+            # An unregistered tool, a model the catalog refuses or one retired: refused now, not per call.
+            session_created(spec.session)
             return 201, {"route": phone.add_route(namespace, spec).as_json()}
         if verb == "remove":
             phone.remove_route(namespace, route_id)

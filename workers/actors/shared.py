@@ -162,7 +162,8 @@ def after_commit(session_id: str, applied: Applied) -> None:
     """Send what a commit asks for (notifications, stream sweeps, tool runs, timers, campaign
     ticks), flag cancelled tools, report failures, then run its quick tools' bodies."""
     settings = _runtime.settings
-    worker_metrics.recorded(applied, settings.price_of(applied.provider, applied.model))
+    model = settings.served_by(applied.provider, applied.model)
+    worker_metrics.recorded(applied, settings.prices_for(model), model)
     # What the transaction asks to be sent, sent together: one round trip, not one each (a tool
     # call's run, or its inline backup, and its deadline timer were two before the body ran).
     sends: list[tuple[dramatiq.Message[Any], int | None]] = []
