@@ -6,6 +6,7 @@ the gateway's log, its metric and `GET /v1/models`."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +21,7 @@ from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack
 from tests.e2e.conftest import SCRIPTS, set_script, simulator_call
+from tests.support.browser import Browser
 from tests.support.live import QUICK_TIMING, live_session, set_live_script
 
 CATALOG = read_catalog()
@@ -189,6 +191,31 @@ def test_a_retired_model_is_refused_and_a_retiring_one_warned_everywhere(retirin
     models = {model["id"]: model for model in listed["models"]}
     assert models["gpt-realtime-soon"]["replacement"] == "gpt-realtime-2.1"
     assert models["gpt-realtime-2.1"]["context_tokens"] == 128_000  # the shipped entries stay
+
+
+def test_the_console_names_a_model_near_its_shutdown_and_the_call_s_model(retiring_stack: Stack) -> None:
+    client = Client(retiring_stack.api_url, retiring_stack.api_token, retiring_stack.live_url)
+    session = client.create_session("Hi.", model="gpt-realtime-soon")
+    browser = Browser()
+    try:
+        browser.goto(f"{retiring_stack.api_url}/console#/call/{session['id']}")
+        browser.eval(
+            f"document.getElementById('key').value = {json.dumps(retiring_stack.api_token)};"
+            "document.getElementById('key-form').requestSubmit(); true"
+        )
+        browser.wait_for("document.querySelectorAll('#notices .banner').length > 0")
+        notices = browser.eval(
+            "Array.from(document.querySelectorAll('#notices .banner')).map(b => b.textContent)"
+        )
+        facts = browser.wait_for("(document.getElementById('call-facts') || {}).textContent")
+    finally:
+        browser.close()
+    [soon] = [notice for notice in notices if notice.startswith("gpt-realtime-soon")]
+    assert "in 10 days" in soon and "gpt-realtime-2.1" in soon
+    [old] = [notice for notice in notices if notice.startswith("gpt-realtime-old")]
+    assert "was shut down on" in old
+    assert not any(notice.startswith("gpt-realtime-2.1") for notice in notices)
+    assert "Model gpt-realtime-soon" in facts
 
 
 def test_the_catalog_is_answered_as_the_api_describes_it(client: Client) -> None:
