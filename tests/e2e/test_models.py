@@ -71,7 +71,7 @@ def test_a_live_call_on_each_current_model(stack: Stack, client: Client, model: 
             "caller": [{"say": "Hi there.", "after_ms": 100}, {"hangup": True, "after_ms": 2_500}],
         },
     )
-    session = client.create_session("You are the order desk.", provider="live", model=model)
+    session = client.create_session("You are the order desk.", provider="live", model=model, voice="vesper")
     assert session["model"] == model
     connected = client.connect(session["id"])
     record = client.wait_for_status(session["id"], timeout_s=60)
@@ -81,6 +81,7 @@ def test_a_live_call_on_each_current_model(stack: Stack, client: Client, model: 
     assert record["cost_usd"] == _priced(record, model) and record["cost_usd"] > 0
     log = live_session(stack, connected["call_id"])
     assert log["config"]["model"] == model and log["errors"] == []
+    assert log["config"]["audio"] == {"output": {"voice": "vesper"}}
 
 
 def test_a_session_that_names_no_model_answers_the_default_it_got(stack: Stack, client: Client) -> None:
