@@ -11,12 +11,12 @@ from typing import Any
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from simulator.host import response_create, session_update
+from simulator.host import host_call, response_create, session_update
 from simulator.live_script import LiveScript, LiveSwitches, LiveTiming
 from simulator.oracle import wire_errors
 from simulator.script import CallerHangsUp, CallerSays, CallScript, FunctionCall, ModelCalls, ModelSays
 from simulator.server import Simulator
-from tests.simulator.support import AUTH, QUICK, Sideband, http, running, sideband, types
+from tests.simulator.support import AUTH, QUICK, Sideband, http, quick, running, sideband, types
 
 REALTIME_MODELS = (
     "gpt-realtime",
@@ -477,5 +477,25 @@ def test_a_barge_in_during_the_preamble_cuts_it_and_the_unplayed_answer() -> Non
         ]
         assert [item_id for item_id, _ in cut] == [preamble["id"], answer["id"]]
         assert 0 < cut[0][1] < 2100 and cut[1][1] == 0
+
+    asyncio.run(scenario())
+
+
+def test_the_packaged_preambles_script_runs_on_the_default_model() -> None:
+    """`preambles` against the example host on a call that names no model (so gpt-realtime-2.1):
+    [message, function_call], then [message, message], then one message, all events valid."""
+
+    async def scenario() -> None:
+        async with running(Simulator(quick("preambles"))) as simulator:
+            call_id = simulator.create_call()
+            received = await host_call(simulator.ws_url, call_id)
+            log = simulator.calls[call_id]
+        assert log.errors == []
+        shapes = [
+            [item["type"] for item in event["response"]["output"]]
+            for event in received
+            if event["type"] == "response.done"
+        ]
+        assert shapes == [["message", "function_call"], ["message", "message"], ["message"]]
 
     asyncio.run(scenario())
