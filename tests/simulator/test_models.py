@@ -350,6 +350,25 @@ def test_live_sessions_take_the_live_models_only() -> None:
                 status, answer = await _live_started(simulator, model)
                 assert status == 400
                 assert _refused(answer) == ("invalid_request_error", code, "session.model")
+            # An outbound call's session is checked the same way, before anything is dialled.
+            outbound = {
+                "session": {"model": "gpt-realtime-2.1-mini"},
+                "transport": {
+                    "type": "sip",
+                    "destination": "+15550000001",
+                    "trunk": {
+                        "provider_url": "sips:sip.example.com:5061",
+                        "auth": {"type": "digest", "username": "acme", "password": "s3cret"},
+                        "caller_number": "+14155550100",
+                    },
+                },
+            }
+            status, _, raw = await http(
+                simulator.http_url, "POST", "/v1/live/sessions", json.dumps(outbound).encode(), JSON
+            )
+            assert status == 400
+            assert _refused(json.loads(raw)) == ("invalid_request_error", "invalid_model", "session.model")
+            assert simulator.live.dials.dials == [] and simulator.live.dials.refused == 1
             assert all(session.log.errors == [] for session in simulator.live.sessions.values())
             assert len(simulator.live.sessions) == len(LIVE_MODELS)
 
