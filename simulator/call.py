@@ -32,6 +32,7 @@ from simulator.conversation import (
     item_text,
     merge_session,
 )
+from simulator.models import ModelRefusal, is_reasoning_model, realtime_session_refusal, response_refusal
 from simulator.oracle import wire_problems
 from simulator.playback import GATE_TIMEOUT_S, STALLED_CODE, HostControls, play
 from simulator.recording import Recording
@@ -158,7 +159,11 @@ class ModelResponse:
     voice: str
     metadata: dict[str, str] | None
     input_tokens: int
+    # Said first as a message of its own (a reasoning model's preamble), or None.
+    preamble: str | None = None
     output: list[dict[str, Any]] = field(default_factory=list)
+    # Output items begun so far: the next one's output_index.
+    items_started: int = 0
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     stop_reason: StopReason | None = None
     is_finished: bool = False
@@ -172,7 +177,8 @@ class ModelResponse:
 
     @property
     def is_audio(self) -> bool:
-        return isinstance(self.entry, ModelSays)
+        """Whether the response speaks: an audio answer, or a spoken preamble before its calls."""
+        return isinstance(self.entry, ModelSays) or (self.preamble is not None and "audio" in self.modalities)
 
 
 class SimulatedCall:
@@ -654,7 +660,9 @@ class SimulatedCall:
         if not problems:
             return
         first = problems[0]
-        param = first.path.removeprefix("$.")
+        # A union field's path names the member type it was read as (`session.RealtimeSession…`):
+        # the service names only the fields.
+        param = ".".join(part for part in first.path.removeprefix("$.").split(".") if not part[:1].isupper())
         if first.kind == "unknown":
             raise Refusal("unknown_parameter", f"Unknown parameter: '{param}'.", param)
         if first.kind == "missing":
@@ -679,7 +687,9 @@ class SimulatedCall:
         kind = control["type"]
         event_id = control.get("event_id")
         if kind == "session.update":
-            self.session = merge_session(self.session, control["session"])
+            updated = merge_session(self.session, control["session"])
+            _refuse_model(realtime_session_refusal(updated), "session.")
+            self.session = updated
             self._emit({"type": "session.updated", "session": self.session})
         elif kind == "response.create":
             self._create_response(control.get("response") or {}, client_event_id=event_id)
@@ -781,10 +791,11 @@ class SimulatedCall:
                 f"Conversation already has an active response in progress: {self._answering.id}. "
                 "Wait until the response is finished before creating a new one.",
             )
+        _refuse_model(response_refusal(self.session.get("model"), asked), "response.")
         entry = self._next_entry(is_in_conversation)
         modalities = list(asked.get("output_modalities") or self.session["output_modalities"])
         if modalities == ["text"] and isinstance(entry, ModelSays):
-            entry = ModelWrites(text=entry.say)
+            entry = ModelWrites(text=entry.say, preamble=entry.preamble)
         if isinstance(entry, ModelWrites):
             modalities = ["text"]
         instructions = asked.get("instructions", self.session.get("instructions") or "")
@@ -798,6 +809,7 @@ class SimulatedCall:
             voice=output_voice.get("voice") or self.session["audio"]["output"]["voice"],
             metadata=asked.get("metadata"),
             input_tokens=estimate_tokens(self._context_chars(asked) + len(instructions)),
+            preamble=entry.preamble if is_reasoning_model(self.session.get("model")) else None,
         )
         self._responses[response.id] = response
         if is_in_conversation:
@@ -857,46 +869,53 @@ class SimulatedCall:
 
     async def _stream(self, response: ModelResponse) -> None:
         self._emit({"type": "rate_limits.updated", "rate_limits": RATE_LIMITS})
-        if isinstance(response.entry, ModelCalls):
-            await self._stream_function_call(response, response.entry)
-        elif isinstance(response.entry, ModelCallsInParallel):
-            for call in response.entry.function_calls:
-                await self._stream_function_call(response, ModelCalls(function_call=call))
-        else:
-            await self._stream_message(response)
+        if response.preamble is not None:
+            await self._stream_message(response, response.preamble)
+        # A preamble cut short (a barge-in, a cancel, the output budget) ends the response there.
+        if all(item["status"] == "completed" for item in response.output):
+            if isinstance(response.entry, ModelCalls):
+                await self._stream_function_call(response, response.entry)
+            elif isinstance(response.entry, ModelCallsInParallel):
+                for call in response.entry.function_calls:
+                    await self._stream_function_call(response, ModelCalls(function_call=call))
+            else:
+                await self._stream_message(response, model_text(response.entry))
         self._finish(response)
 
-    def _add_output_item(self, response: ModelResponse, item: dict[str, Any]) -> str | None:
+    def _add_output_item(self, response: ModelResponse, item: dict[str, Any]) -> tuple[int, str | None]:
+        """Begin an output item: answer its output_index and the conversation item before it."""
+        output_index = response.items_started
+        response.items_started += 1
         self._emit(
             {
                 "type": "response.output_item.added",
                 "response_id": response.id,
-                "output_index": 0,
+                "output_index": output_index,
                 "item": item,
             }
         )
         if not response.is_in_conversation:
-            return None
+            return output_index, None
         previous = self.conversation.append(item)
         self._emit({"type": "conversation.item.added", "previous_item_id": previous, "item": item})
-        return previous
+        return output_index, previous
 
     def _complete_output_item(
-        self, response: ModelResponse, item: dict[str, Any], previous: str | None
+        self, response: ModelResponse, item: dict[str, Any], output_index: int, previous: str | None
     ) -> None:
         response.output.append(item)
         self._emit(
             {
                 "type": "response.output_item.done",
                 "response_id": response.id,
-                "output_index": 0,
+                "output_index": output_index,
                 "item": item,
             }
         )
         if response.is_in_conversation:
             self._emit({"type": "conversation.item.done", "previous_item_id": previous, "item": item})
 
-    async def _stream_message(self, response: ModelResponse) -> None:
+    async def _stream_message(self, response: ModelResponse, text: str) -> None:
         item: dict[str, Any] = {
             "id": self._mint("item"),
             "object": "realtime.item",
@@ -905,19 +924,20 @@ class SimulatedCall:
             "role": "assistant",
             "content": [],
         }
-        previous = self._add_output_item(response, item)
+        output_index, previous = self._add_output_item(response, item)
         where = {
             "response_id": response.id,
             "item_id": item["id"],
-            "output_index": 0,
+            "output_index": output_index,
             "content_index": 0,
         }
         part_type, key = ("audio", "transcript") if response.is_audio else ("text", "text")
         self._emit({"type": "response.content_part.added", **where, "part": {"type": part_type, key: ""}})
-        # A response stopped while the model thinks never starts playing: it says nothing.
-        if response.is_audio and not await self._think(response):
+        # The model thinks before the response's first audio (a later message plays on from it);
+        # a response stopped meanwhile never starts playing: it says nothing.
+        if response.is_audio and response.audio_started_at is None and not await self._think(response):
             self._start_playing(response)
-        full_text = self._within_token_budget(response, model_text(response.entry))
+        full_text = self._within_token_budget(response, text)
         delta_type = (
             "response.output_audio_transcript.delta" if response.is_audio else "response.output_text.delta"
         )
@@ -949,8 +969,8 @@ class SimulatedCall:
                 self.conversation.audio_ms[item["id"]] = (
                     len(said.split()) * self.script.timing.audio_ms_per_word
                 )
-        item["status"] = "completed" if said == model_text(response.entry) else "incomplete"
-        self._complete_output_item(response, item, previous)
+        item["status"] = "completed" if said == text else "incomplete"
+        self._complete_output_item(response, item, output_index, previous)
 
     async def _stream_function_call(self, response: ModelResponse, entry: ModelCalls) -> None:
         arguments = json.dumps(entry.function_call.arguments)
@@ -963,11 +983,11 @@ class SimulatedCall:
             "call_id": self._mint("call"),
             "arguments": "",
         }
-        previous = self._add_output_item(response, item)
+        output_index, previous = self._add_output_item(response, item)
         where = {
             "response_id": response.id,
             "item_id": item["id"],
-            "output_index": 0,
+            "output_index": output_index,
             "call_id": item["call_id"],
         }
         written = ""
@@ -990,7 +1010,7 @@ class SimulatedCall:
             response.has_called_function = True
         else:
             item["status"] = "incomplete"
-        self._complete_output_item(response, item, previous)
+        self._complete_output_item(response, item, output_index, previous)
 
     def _within_token_budget(self, response: ModelResponse, text: str) -> str:
         budget = response.max_output_tokens
@@ -1037,23 +1057,31 @@ class SimulatedCall:
         self._emit({"type": "output_audio_buffer.started", "response_id": response.id})
 
     def _interrupt_playback(self, response: ModelResponse) -> None:
-        # The service cuts unplayed audio itself on a VAD barge-in over WebRTC/SIP (§4.2).
+        # The service cuts unplayed audio itself on a VAD barge-in over WebRTC/SIP (§4.2): in the
+        # message being played, which need not be the first (a preamble plays before the answer,
+        # §4.5), and in every message after it, whose audio was not played at all.
         self._stop_playing(response, "output_audio_buffer.cleared")
-        item = next((i for i in response.output if i["type"] == "message"), None)
-        if item is None or not self.script.emit_truncated_on_interrupt:
+        messages = [item for item in response.output if item["type"] == "message"]
+        if not messages or not self.script.emit_truncated_on_interrupt:
             return
         played_ms = int((time.time() - (response.audio_started_at or time.time())) * 1000)
-        audio_end_ms = min(played_ms, self.conversation.audio_ms.get(item["id"], 0))
-        if response.is_in_conversation:
-            self.conversation.truncate(item["id"], 0, audio_end_ms)
-        self._emit(
-            {
-                "type": "conversation.item.truncated",
-                "item_id": item["id"],
-                "content_index": 0,
-                "audio_end_ms": audio_end_ms,
-            }
-        )
+        for item in messages:
+            audio_ms = self.conversation.audio_ms.get(item["id"], 0)
+            if played_ms >= audio_ms and item is not messages[-1]:
+                played_ms -= audio_ms  # played whole before the cut
+                continue
+            audio_end_ms = min(played_ms, audio_ms)
+            played_ms = 0
+            if response.is_in_conversation:
+                self.conversation.truncate(item["id"], 0, audio_end_ms)
+            self._emit(
+                {
+                    "type": "conversation.item.truncated",
+                    "item_id": item["id"],
+                    "content_index": 0,
+                    "audio_end_ms": audio_end_ms,
+                }
+            )
 
     async def _drain_playback(self, response: ModelResponse) -> None:
         # After a client cancel the buffered audio plays out unless the host clears it.
@@ -1105,6 +1133,12 @@ class SimulatedCall:
             },
             "output_token_details": {"text_tokens": text_tokens, "audio_tokens": audio_tokens},
         }
+
+
+def _refuse_model(refusal: ModelRefusal | None, where: str) -> None:
+    """Raise a model refusal as the service words it, its field named from `where` on."""
+    if refusal is not None:
+        raise Refusal(refusal.code, refusal.message, where + refusal.field)
 
 
 def _chunks(text: str, size: int) -> list[str]:

@@ -11,6 +11,8 @@ import math
 import time
 from typing import Any
 
+from simulator.models import DEFAULT_REALTIME_MODEL, DEFAULT_TRANSCRIPTION_MODEL
+
 # A session lives this long on the real service (PROTOCOL.md §1.4); it only feeds expires_at here.
 SESSION_LIFETIME_S = 60 * 60
 # A rough tokenizer: English text averages about four characters per token.
@@ -29,7 +31,7 @@ def default_session(session_id: str) -> dict[str, Any]:
         "type": "realtime",
         "object": "realtime.session",
         "id": session_id,
-        "model": "gpt-realtime",
+        "model": DEFAULT_REALTIME_MODEL,
         "output_modalities": ["audio"],
         "instructions": "",
         "tools": [],
@@ -43,7 +45,7 @@ def default_session(session_id: str) -> dict[str, Any]:
         "audio": {
             "input": {
                 "format": dict(PCM_24K),
-                "transcription": {"model": "gpt-4o-transcribe"},
+                "transcription": {"model": DEFAULT_TRANSCRIPTION_MODEL},
                 "noise_reduction": None,
                 "turn_detection": {
                     "type": "server_vad",

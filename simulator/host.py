@@ -16,6 +16,7 @@ from typing import Any
 
 from websockets.asyncio.client import connect
 
+from simulator.models import DEFAULT_TRANSCRIPTION_MODEL
 from simulator.recording import record_call
 from simulator.script import load_script
 from simulator.server import Simulator
@@ -48,7 +49,7 @@ def session_update(instructions: str = INSTRUCTIONS) -> dict[str, Any]:
             "tool_choice": "auto",
             "audio": {
                 "input": {
-                    "transcription": {"model": "gpt-4o-transcribe"},
+                    "transcription": {"model": DEFAULT_TRANSCRIPTION_MODEL},
                     "turn_detection": {
                         "type": "server_vad",
                         "create_response": False,

@@ -23,7 +23,9 @@ REST, on the HTTP port beside the Realtime routes, Bearer auth required (checked
     POST /v1/live/sessions/{id}/hangup       empty → 200; the session closes (close_requested),
                                              an outbound call's dial with it, ringing or not
 Every body is checked strictly against the SDK's parameters (unknown keys included): a bad one
-is 400 with `unknown_parameter`, `missing_required_parameter` or `invalid_value`.
+is 400 with `unknown_parameter`, `missing_required_parameter` or `invalid_value`. A session
+naming a model or voice the simulator does not serve is 400 too, `param` naming the field
+(`invalid_model` for a Realtime model, simulator.models).
 
 Control API, no auth:
     PUT  /_sim/live/script                   the Live call script for sessions created from now on
@@ -82,6 +84,7 @@ from simulator.live_oracle import RestBody, live_wire_problems, rest_body_proble
 from simulator.live_outbound import OutboundSession
 from simulator.live_script import LiveScript, load_live_script, parse_live_script
 from simulator.live_session import LiveSession, Transport
+from simulator.models import live_session_refusal
 from simulator.oracle import WireProblem
 from simulator.playback import GATE_TIMEOUT_S
 from simulator.recording import Recording
@@ -292,8 +295,9 @@ class LiveProvider:
             return refused
         if parsed["transport"]["sdp"].lstrip()[:3] != "v=0":
             return _error(400, "The SDP offer must start with 'v=0'.", "invalid_offer", "transport.sdp")
-        if not _is_client_delegation(parsed["session"]):
-            return _unsimulated_delegation()
+        refused = _refused_config(parsed["session"]) or _refused_delegation(parsed["session"])
+        if refused is not None:
+            return refused
         session = self.create_session(parsed["session"])
         answer = {
             "session": {"id": session.session_id},
@@ -347,9 +351,7 @@ class LiveProvider:
         refusal = outbound_refusal(parsed["transport"])
         if refusal is not None:
             return _error(400, refusal.message, "invalid_value", refusal.param)
-        if not _is_client_delegation(parsed["session"]):
-            return _unsimulated_delegation()
-        return None
+        return _refused_config(parsed["session"]) or _refused_delegation(parsed["session"])
 
     async def _act(self, session_id: str, action: str, body: bytes) -> Response:
         session = self.sessions.get(session_id)
@@ -386,8 +388,9 @@ class LiveProvider:
         if not session.is_ringing:
             session.log.accepts.append(time.time())
             return _error(400, "This call was already answered.", "decision_already_made")
-        if not _is_client_delegation(config):
-            return _unsimulated_delegation()
+        refused = _refused_config(config) or _refused_delegation(config)
+        if refused is not None:
+            return refused
         session.accept(config)
         return Response(status_code=200)
 
@@ -572,12 +575,18 @@ def _details(exc: ValidationError) -> list[dict[str, Any]]:
     ]
 
 
-def _is_client_delegation(config: dict[str, Any]) -> bool:
+def _refused_config(config: dict[str, Any]) -> Response | None:
+    """A startup config naming a model or voice the service would not take (simulator.models)."""
+    refusal = live_session_refusal(config)
+    if refusal is None:
+        return None
+    return _error(400, refusal.message, refusal.code, f"session.{refusal.field}")
+
+
+def _refused_delegation(config: dict[str, Any]) -> Response | None:
     delegation = config.get("delegation")
-    return delegation is None or delegation.get("type") == "client"
-
-
-def _unsimulated_delegation() -> Response:
+    if delegation is None or delegation.get("type") == "client":
+        return None
     # The simulator speaks for the model and a client backend only: a Responses or Decisions
     # backend would need a second model it does not have.
     return _error(

@@ -33,6 +33,7 @@ from websockets.exceptions import ConnectionClosed
 from simulator.call import IdMint
 from simulator.live_oracle import client_event_types, live_wire_problems, oversized_append
 from simulator.live_script import LiveCallerSays, LiveScript
+from simulator.models import DEFAULT_LIVE_MODEL
 from simulator.oracle import WireProblem
 from simulator.playback import GATE_TIMEOUT_S, HostControls, play
 from simulator.recording import Recording
@@ -297,7 +298,7 @@ class LiveSession:
         resource: dict[str, Any] = {
             "id": self.session_id,
             "expires_at": self._expires_at,
-            "model": config.get("model", "gpt-live-1"),
+            "model": config.get("model", DEFAULT_LIVE_MODEL),
             "status": "active",
         }
         resource.update({key: copy.deepcopy(config[key]) for key in RESOURCE_FIELDS if key in config})

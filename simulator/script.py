@@ -4,7 +4,8 @@ A script has two lists. `caller` is spoken in order, each step `after_ms` after 
 the end of the reply to the previous user turn (`response.done`, following function calls through to
 the spoken answer), or `response_wait_ms` after the transcript when the host creates no response, or
 — with `during_response` — the next `response.created` (a barge-in). `model` answers one entry per
-`response.create`; when it runs out the model says "Okay.".
+`response.create`; when it runs out the model says "Okay.". An answer may carry a `preamble`, said
+first as a message of its own, which a reasoning model speaks.
 """
 
 from __future__ import annotations
@@ -86,13 +87,20 @@ class CallerStaysSilent(_Strict):
 CallerStep = CallerSays | CallerHangsUp | CallerPresses | CallerStaysSilent
 
 
-class ModelSays(_Strict):
+class _Prefaced(_Strict):
+    preamble: str | None = Field(default=None, min_length=1)
+    """Said first, as an assistant message of its own in the same response (a reasoning model's
+    preamble, PROTOCOL.md §4.5): the response then carries two messages, or a message before its
+    function calls. Only a reasoning model speaks it; any other model leaves it out."""
+
+
+class ModelSays(_Prefaced):
     """An audio answer with this transcript."""
 
     say: str = Field(min_length=1)
 
 
-class ModelWrites(_Strict):
+class ModelWrites(_Prefaced):
     """A text-only answer."""
 
     text: str = Field(min_length=1)
@@ -105,13 +113,13 @@ class FunctionCall(_Strict):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
-class ModelCalls(_Strict):
+class ModelCalls(_Prefaced):
     """An answer whose output is a function_call item."""
 
     function_call: FunctionCall
 
 
-class ModelCallsInParallel(_Strict):
+class ModelCallsInParallel(_Prefaced):
     """An answer whose output is several function_call items at once (parallel calls)."""
 
     function_calls: list[FunctionCall] = Field(min_length=2)

@@ -8,6 +8,9 @@ REST (PROTOCOL.md §1.1-1.2), on the HTTP port, Bearer auth required:
                                              400 call_already_accepted the second time
     POST /v1/realtime/calls/{id}/reject      → 200 {status_code?}; ends the call
     POST /v1/realtime/calls/{id}/refer       → 200 {target_uri}; the caller goes there, the call ends
+A session config (a create's or an accept's) naming a model, transcription model or voice the
+simulator does not serve, or reasoning settings for a model without them, is 400 with the field
+as `param` (simulator.models); `session.update` on the sideband is refused the same way.
 Control API, on the same port, no auth:
     PUT  /_sim/script                        the call script for calls created from now on
     GET  /_sim/calls                         {"calls": [call ids]}
@@ -52,10 +55,12 @@ from websockets.http11 import Request as HandshakeRequest
 from websockets.http11 import Response as HandshakeResponse
 
 from simulator.call import CallLog, IdMint, SimulatedCall
+from simulator.conversation import default_session, merge_session
 from simulator.judge import judge_completion
 from simulator.live import LiveProvider, is_live_path
 from simulator.live_dial import RINGING_LIMIT_MS, DialPlan
 from simulator.live_script import LiveScript
+from simulator.models import ModelRefusal, realtime_session_refusal
 from simulator.oracle import wire_errors
 from simulator.playback import GATE_TIMEOUT_S
 from simulator.recording import Recording, read_recording
@@ -96,10 +101,21 @@ def _sdp_answer() -> str:
     )
 
 
-def _error(status: int, message: str, code: str | None, kind: str = "invalid_request_error") -> Response:
+def _error(
+    status: int,
+    message: str,
+    code: str | None,
+    kind: str = "invalid_request_error",
+    param: str | None = None,
+) -> Response:
     return JSONResponse(
-        {"error": {"message": message, "type": kind, "code": code, "param": None}}, status_code=status
+        {"error": {"message": message, "type": kind, "code": code, "param": param}}, status_code=status
     )
+
+
+def _refused_model(refusal: ModelRefusal, where: str) -> Response:
+    """A session config naming a model (or voice, or setting) the service would not take."""
+    return _error(400, refusal.message, refusal.code, param=where + refusal.field)
 
 
 def has_bearer(authorization: str | None) -> bool:
@@ -307,6 +323,9 @@ class Simulator:
             problems = wire_errors({"type": "session.update", "session": session}, direction="client")
             if problems:
                 return _error(400, f"Invalid session: {'; '.join(problems)}", "invalid_session")
+            refusal = realtime_session_refusal(merge_session(default_session("sess"), session))
+            if refusal is not None:
+                return _refused_model(refusal, "session.")
         if not offer.lstrip().startswith("v=0"):
             return _error(400, "The SDP offer must start with 'v=0'.", "invalid_offer")
         call_id = self.create_call(session)
@@ -329,6 +348,10 @@ class Simulator:
             problems = wire_errors({"type": "session.update", "session": session}, direction="client")
             if problems:
                 return _error(400, f"Invalid session: {'; '.join(problems)}", "invalid_session")
+            # The accept body is the session itself: its fields are named from the top.
+            refusal = realtime_session_refusal(merge_session(call.session, session))
+            if refusal is not None:
+                return _refused_model(refusal, "")
             call.accept(session)
         if action == "accept":
             call.log.accepts.append(time.time())
