@@ -171,7 +171,7 @@ class DirectiveCarrier:
             self._on_host_event,
             self._on_sent,
         )
-        socket.model = wing.model
+        socket.model = directive.model or wing.model
         socket.route_id = directive.route_id
         socket.trace_kind = wing.call_trace
         self._held[session_id] = socket

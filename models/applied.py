@@ -202,6 +202,7 @@ def _open_sideband(
         sealed=state.tool_sensitive,
         sealing_key=_sealing_key(session) if state.tool_sensitive else None,
         route_id=state.phone.route_id if state.phone is not None else "",
+        model=state.model.id,
     )
 
 

@@ -29,7 +29,7 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
-from pipeline.api.requests import LiveSpec, SessionLimits, SessionSpec
+from pipeline.api.requests import LiveSpec, ReasoningSpec, SessionLimits, SessionSpec, TranscriptionSpec
 from pipeline.call.errors import SessionNotFound
 from pipeline.live.events import LIVE_TRANSCRIPT_TYPE, LiveTranscript
 from pipeline.live.frames import AGENT_TRANSCRIPT_TYPE, CALLER_TRANSCRIPT_TYPE
@@ -139,8 +139,11 @@ def session_recording(record: dict[str, Any]) -> tuple[Recording, list[str]]:
 def _unsaid_defaults(spec: SessionSpec) -> set[str]:
     """What a recording's spec leaves out because it is the default, so that a recording
     reads as it did before the field existed: a Realtime session's provider, a session's
-    privacy policy when it asks for nothing beyond what is always redacted, full storage."""
+    privacy policy when it asks for nothing beyond what is always redacted, full storage, tools
+    one at a time."""
     unsaid = set()
+    if not spec.tools_in_parallel:
+        unsaid.add("tools_in_parallel")
     if spec.provider == "realtime":
         unsaid.add("provider")
     if spec.privacy == PrivacyPolicy():
@@ -183,8 +186,26 @@ def session_spec_of(created: dict[str, Any]) -> tuple[SessionSpec, list[str]]:
         live=live_spec,
         privacy=PrivacyPolicy.model_validate(created.get("privacy") or {}),
         storage="metadata" if created.get("storage") == "metadata" else "full",
+        **_model_choice(created.get("model") or {}),
     )
     return spec, unsaid
+
+
+def _model_choice(chosen: dict[str, Any]) -> dict[str, Any]:
+    """The model fields of a session spec, from what its creation chose (none for a session
+    created before models were chosen per session: the replay then uses its own defaults)."""
+    if not chosen.get("id"):
+        return {}
+    fields: dict[str, Any] = {"model": chosen["id"], "voice": chosen.get("voice")}
+    if chosen.get("reasoning_effort"):
+        fields["reasoning"] = ReasoningSpec(effort=chosen["reasoning_effort"])
+    transcription = {
+        name: value for name, value in (chosen.get("transcription") or {}).items() if value is not None
+    }
+    if transcription:
+        fields["transcription"] = TranscriptionSpec.model_validate(transcription)
+    fields["tools_in_parallel"] = bool(chosen.get("parallel_tool_calls"))
+    return fields
 
 
 def provider_events(log: list[dict[str, Any]]) -> tuple[list[RecordedEvent], RecordedClose | None]:

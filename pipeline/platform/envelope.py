@@ -61,6 +61,9 @@ class OpenSideband(BaseModel):
     # The route a phone call came in on ("" for any other call): the gateway's live-call gauge
     # counts the call under it for as long as it holds the sideband, and no longer.
     route_id: str = ""
+    # The model that serves the call, which its traces name ("" from a worker of a release
+    # before models were chosen per session: the gateway's default for the provider).
+    model: str = ""
 
 
 class CloseCall(BaseModel):

@@ -103,6 +103,8 @@ def test_a_webrtc_live_call_delegates_once_and_is_answered_once(stack: Stack, cl
         "instructions": "You are the order desk.",
         "tools": [],
         "limits": {"max_session_seconds": 3600},
+        # The model it was served by, so that a replay runs on it.
+        "model": "gpt-live-1.1",
     }
     sent = [e["event"] for e in log["events"] if e["event"]["type"] == "session.input_transcript.delta"]
     exported = [

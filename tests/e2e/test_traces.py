@@ -127,8 +127,8 @@ def test_a_calls_gateway_and_worker_spans_make_one_trace_with_genai_attributes(
     turn = _one(spans, "invoke_agent switchboard")
     assert turn.parent_span_id == call.span_id
     assert turn.attributes["gen_ai.operation.name"] == "invoke_agent"
-    assert turn.attributes["gen_ai.request.model"] == "gpt-realtime"
-    responses = [span for span in spans if span.name == "chat gpt-realtime"]
+    assert turn.attributes["gen_ai.request.model"] == "gpt-realtime-2.1"
+    responses = [span for span in spans if span.name == "chat gpt-realtime-2.1"]
     assert len(responses) == 2
     for response in responses:
         assert response.parent_span_id == turn.span_id
