@@ -156,6 +156,7 @@ def _apply(state: SessionState, event: InboundEvent, generation: int) -> Step:
                     storage=event.storage,
                     outbound=event.outbound,
                     model=event.model,
+                    agent=event.agent,
                 )
             )
         case SessionCreated():

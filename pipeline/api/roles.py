@@ -66,6 +66,8 @@ def permission_for(method: str, path: str) -> Permission:
         ("/v1/routes", "/v1/dead-letters", "/v1/keys", "/v1/phone-calls", "/v1/callers", "/v1/trunks")
     ):
         return Permission.ADMINISTER
+    if path.startswith("/v1/agents") and method not in ("GET", "HEAD"):
+        return Permission.ADMINISTER  # agents are read by any key, changed by an administrator
     if method == "DELETE" and path.startswith("/v1/suppressions/"):
         # Taking a number off the do-not-call list is an administrator's.
         return Permission.ADMINISTER

@@ -110,6 +110,46 @@ class CampaignNotFound(NotFound):
     code = "campaign_not_found"
 
 
+class AgentNotFound(NotFound):
+    code = "agent_not_found"
+
+
+class AgentVersionNotFound(NotFound):
+    code = "agent_version_not_found"
+
+
+class AgentExists(Refusal):
+    code = "agent_exists"
+
+
+class AgentArchived(Refusal):
+    """New calls may not name an archived agent (its versions stay readable)."""
+
+    code = "agent_archived"
+
+
+class AgentNotPublished(Refusal):
+    """An agent named without a version has none published yet."""
+
+    code = "agent_not_published"
+
+
+class AgentVersionInUse(Refusal):
+    """A version a call in progress runs cannot be deleted."""
+
+    code = "version_in_use"
+
+
+class AgentVersionPublished(Refusal):
+    """The published version cannot be deleted: publish another first."""
+
+    code = "version_published"
+
+
+class NothingToRollBack(Refusal):
+    code = "nothing_to_roll_back"
+
+
 class SessionExists(Refusal):
     code = "session_exists"
 

@@ -403,6 +403,13 @@ class ModelChoice(_Frozen):
     delegation_policy: Literal["plain", "marker"] | None = None
 
 
+class AgentRef(_Frozen):
+    """The agent a session runs, and the version it started with (kept for its whole life)."""
+
+    name: str
+    version: int
+
+
 class RealtimeCall(_Frozen):
     """What a Realtime session adds to the state: the host-driven turn and the responses asked
     for, the tool chain, the compaction of the context, and the caller's speech and silences.
@@ -515,6 +522,8 @@ class SessionState(_Frozen):
     realtime: RealtimeCall = RealtimeCall()
     # The model, voice, reasoning effort and transcription (fixed at creation).
     model: ModelChoice = ModelChoice()
+    # The agent and version the session runs (None: its spec was given inline).
+    agent: AgentRef | None = None
     # What the gateway's boundary redacts of what the caller says (fixed at creation).
     privacy: PrivacyPolicy = PrivacyPolicy()
     # What is kept of the call once it is over; "metadata" when the caller declined recording.

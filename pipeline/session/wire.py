@@ -25,6 +25,7 @@ from pipeline.call.messages import ControlModel, Inbound, Playback, optional_str
 from pipeline.phone.sip import PhoneLine
 from pipeline.privacy.policy import PrivacyPolicy
 from pipeline.session.state import (
+    AgentRef,
     AppWebhook,
     EventStream,
     Greeting,
@@ -141,6 +142,8 @@ class SessionCreated(Inbound):
     # The model and how it is used (absent in a creation logged before models were chosen per
     # session: the deployment's default).
     model: ModelChoice = ModelChoice()
+    # The agent version the session was made from (None: an inline spec).
+    agent: AgentRef | None = None
 
 
 class AdmissionBegun(Inbound):

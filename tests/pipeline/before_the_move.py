@@ -32,7 +32,7 @@ FIELDS_BEFORE_THE_MOVE = frozenset(
 
 # Fields of the state added since (each with a default that means "as before"): a worker of the
 # release before drops them, naming them, and reads the rest (pipeline.platform.releases).
-ADDED_SINCE = frozenset({"model"})
+ADDED_SINCE = frozenset({"model", "agent"})
 
 # The state as a worker of the release before the move reads it: every field at the top, each
 # of the type and default it has now, and nothing else (an unknown field is refused).
