@@ -5,7 +5,8 @@ never held whole), and the dialer's two steps.
 of its own, no queue in memory. A tick (`claim_dials`) runs in one short transaction: it locks
 the campaign row, takes the deployment's dialer lock (the same one `POST /v1/calls` takes), counts
 the calls in progress — the campaign's against `max_concurrent`, the deployment's against
-`SWITCHBOARD_MAX_OUTBOUND` and the lines kept for callers — and claims the contacts it may dial
+`SWITCHBOARD_MAX_OUTBOUND` and the lines kept for callers, its session's Live model's against
+that model's cap (under the model's lock: `models.live_caps`) — and claims the contacts it may dial
 now: each claimed contact's attempt gets its call row, with the ids its session and call will
 have (made from the contact and the attempt, so a claim re-run names the same ones). A contact
 on the do-not-call list ends `suppressed`, one past `expires_at` ends `expired`, one outside its
@@ -30,11 +31,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from models import outbound
+from models import live_caps, outbound
 from models.db import database
 from models.pages import keyset
 from pipeline.api.pages import PageRequest, next_cursor
-from pipeline.api.requests import shown_spec
+from pipeline.api.requests import SessionSpec, shown_spec
 from pipeline.call.errors import CampaignNotFound, CampaignOver, TooManyContacts
 from pipeline.outbound.contacts import MAXIMUM_CONTACTS, Contact
 from pipeline.outbound.numbers import timezone_of
@@ -231,6 +232,14 @@ def claim_dials(campaign_id: str, now: datetime, *, capacity: Any) -> Tick:
             ),
             MAXIMUM_CLAIMS,
         )
+        if room > 0:
+            # Its session's Live model may be at its cap: the contacts wait, as for a full line.
+            session = SessionSpec.model_validate(spec.session)
+            model_room = live_caps.room(
+                namespace, capacity.live_caps.cap_for(str(session.provider), session.model), execute
+            )
+            if model_room is not None:
+                room = min(room, model_room)
         claimed: list[Claimed] = []
         if room > 0:
             due = execute(

@@ -1,7 +1,8 @@
 """Placing a call, in one transaction: the session is created and held, the call checked
 (its trunk, the do-not-call list, the deployment's room to dial, counted under the dialer's own
-lock), its row written, and its creation and admission applied — which decides the dial. Used by
-`POST /v1/calls` and by a campaign's dialer alike."""
+lock, and its Live model's room, under the model's: `models.live_caps`), its row written, and
+its creation and admission applied — which decides the dial. Used by `POST /v1/calls` and by a
+campaign's dialer alike."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from models import outbound
+from models import live_caps, outbound
 from models.applied import Applied
 from models.sessions import LockedSession, new_session
+from pipeline.admission import NO_LIVE_CAPS, LiveCaps
 from pipeline.call.errors import NumberSuppressed, OutboundCapacity, TrunkNotFound, TrunkRequired
 from pipeline.platform.config import Settings
 from pipeline.privacy.sealing import DeploymentKey
@@ -23,11 +25,13 @@ from pipeline.session.wire import AdmissionBegun, SessionCreated
 class Capacity:
     """How many calls the deployment may have going out, and how many of its phone lines are
     kept for callers (`SWITCHBOARD_MAX_OUTBOUND`, `SWITCHBOARD_MAX_PHONE_CALLS`,
-    `SWITCHBOARD_RESERVE_INBOUND`)."""
+    `SWITCHBOARD_RESERVE_INBOUND`), and how many sessions each Live model may have in a call
+    (`SWITCHBOARD_LIVE_MAX_SESSIONS`)."""
 
     max_outbound: int
     max_phone_calls: int
     reserve_inbound: int
+    live_caps: LiveCaps = NO_LIVE_CAPS
 
     @classmethod
     def of(cls, settings: Settings) -> Capacity:
@@ -36,6 +40,7 @@ class Capacity:
             max_outbound=settings.max_outbound,
             max_phone_calls=settings.max_phone_calls,
             reserve_inbound=settings.reserve_inbound,
+            live_caps=LiveCaps.of(settings),
         )
 
 
@@ -60,9 +65,10 @@ def place(
     claimed: bool = False,
 ) -> Placed:
     """Create the session of a call going out and decide its dial (`publish` sends what it
-    decided, under the lock, before the commit); `NumberSuppressed`, `OutboundCapacity` or the
-    trunk's refusal (`TrunkNotFound`, `TrunkRequired`) leave nothing. A campaign's call was
-    `claimed` by its dialer already (the list, the room and its row were checked and written
+    decided, under the lock, before the commit); `NumberSuppressed`, `OutboundCapacity`,
+    `LiveModelAtCapacity` (its model's lock taken after the dialer's) or the trunk's refusal
+    (`TrunkNotFound`, `TrunkRequired`) leave nothing. A campaign's call was `claimed` by its
+    dialer already (the list, the room and its row were checked and written
     under the dialer's lock then): only its trunk is looked up again."""
     call = created.outbound
     if call is None:
@@ -77,6 +83,11 @@ def place(
             trunk = call.trunk  # the dial fails at the gateway, saying the trunk is gone
         if not claimed:
             _check(namespace, call.to, capacity, execute)
+            model_full = live_caps.admission_refused(
+                namespace, capacity.live_caps.cap_for(str(created.provider), created.model.id), execute
+            )
+            if model_full is not None:
+                raise model_full
         placed: OutboundCall = call.model_copy(update={"trunk": trunk})
         if not claimed:
             outbound.record_call(

@@ -16,16 +16,19 @@ from typing import Any, Literal
 
 import psycopg2.errors
 
+from models import live_caps
 from models.applied import Applied
 from models.db import database
 from models.pages import keyset
 from models.sessions import LockedSession, locked_session, new_session
+from pipeline.admission import NO_LIVE_CAPS, LiveCaps
 from pipeline.api.pages import PageRequest, next_cursor
 from pipeline.api.requests import RouteSpec, RouteTerms, shown_spec
-from pipeline.call.errors import PhoneCallNotFound, RouteNotFound, SessionNotFound
+from pipeline.call.errors import LiveModelAtCapacity, PhoneCallNotFound, RouteNotFound, SessionNotFound
 from pipeline.phone.sip import (
     ALL_FULL,
     GONE_BEFORE_ANSWER,
+    MODEL_FULL,
     ROUTE_FULL,
     UNKNOWN_NUMBER,
     PhoneLine,
@@ -199,6 +202,8 @@ class Ringing:
     # Which provider announced it: the same call may be announced on both (Realtime's
     # `realtime.call.incoming` and Live's `live.transport.incoming`, each with its own id).
     provider: str = "realtime"
+    # How many sessions each Live model may have in a call at once.
+    live_caps: LiveCaps = NO_LIVE_CAPS
 
 
 def record_delivery(webhook_id: str, call_id: str | None, event_type: str) -> None:
@@ -245,8 +250,14 @@ def ring(ringing: Ringing, session_for: Any, now: float, keys: Sequence[Deployme
                 "silence_ms": terms.silence_ms,
             }
         )
+        cap = ringing.live_caps.cap_for(ringing.provider, route.spec.get("model"))
         try:
             with new_session(session_id, ringing.gateway_id, ringing.namespace, keys=keys) as session:
+                # Counted before the call's row is written: a delivery of the same call waits
+                # here, not on that row while holding the model.
+                model_full = live_caps.admission_refused(ringing.namespace, cap, session.execute)
+                if model_full is not None:
+                    raise model_full
                 inserted = session.execute(
                     _INSERT_CALL,
                     (
@@ -267,6 +278,11 @@ def ring(ringing: Ringing, session_for: Any, now: float, keys: Sequence[Deployme
                 applied = tuple(session.apply_host(event, now) for event in session_for(route, line))
                 state = session.state
         except _AlreadyRinging:
+            continue
+        except LiveModelAtCapacity as full:
+            # The caller is turned away as when every line is busy (the session rolled back).
+            if _insert_rejection(ringing, route, MODEL_FULL, full.code):
+                return Decision("reject", status_code=MODEL_FULL, reason=full.code)
             continue
         return Decision("accept", session_id=session_id, state=state, applied=applied)
     return Decision("busy", reason="the call is being answered")

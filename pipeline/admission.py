@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date
 from typing import Any, Literal
 
 from pipeline.api.requests import SessionSpec
 from pipeline.call.catalog import ToolCatalog, ToolSpec
-from pipeline.call.errors import AdmissionRefused, UnknownDelegationHandler, UnknownTool
+from pipeline.call.errors import (
+    AdmissionRefused,
+    LiveModelAtCapacity,
+    UnknownDelegationHandler,
+    UnknownTool,
+)
 from pipeline.call.limits import (
     ADMISSION_TIMEOUT_MS,
     MAXIMUM_RECONNECT_ATTEMPTS,
@@ -459,3 +465,74 @@ def live_setup(spec: SessionSpec, handlers: Mapping[str, str]) -> LiveSetup | No
         known = ", ".join(handlers) or "none"
         raise UnknownDelegationHandler(f"no registered delegation handler {name!r} (registered: {known})")
     return LiveSetup(handler=name, handler_version=version, acknowledgement_delay_ms=delay)
+
+
+# ── a Live model's cap of sessions in a call ────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class LiveCap:
+    """How many sessions of one Live model may be in a call at once: each Live model has a
+    concurrent-session cap of its own at the provider, shared by all its regions, so the next
+    session is refused at admission rather than by the provider mid-dial."""
+
+    model: str
+    sessions: int
+    # The model each provider's session talks to when it names none (a session stored before
+    # models were chosen per session): such a session counts against its default's cap.
+    defaults: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class LiveCaps:
+    """The deployment's caps per Live model (`SWITCHBOARD_LIVE_MAX_SESSIONS`; a model not named
+    has none), and each provider's default model."""
+
+    sessions: Mapping[str, int]
+    defaults: Mapping[str, str]
+
+    @classmethod
+    def of(cls, settings: Settings) -> LiveCaps:
+        """The deployment's caps, as its settings say."""
+        return cls(
+            sessions=dict(settings.live_max_sessions),
+            defaults={"realtime": settings.provider_model, "live": settings.live_model},
+        )
+
+    def cap_for(self, provider: str, model: str | None) -> LiveCap | None:
+        """The cap a session of `provider` on `model` (None or "": its provider's default)
+        counts against, or None when its model has none."""
+        served = model or self.defaults.get(provider, "")
+        sessions = self.sessions.get(served)
+        return None if sessions is None else LiveCap(served, sessions, self.defaults)
+
+
+# No model capped: what a caller that names no caps gets.
+NO_LIVE_CAPS = LiveCaps(sessions={}, defaults={})
+
+
+def connect_cap(state: SessionState, caps: LiveCaps) -> LiveCap | None:
+    """The cap a connect of this session must fit under. Only a created session's connect
+    admits a call: asked again of a session admitting it is answered as it was, and of one
+    connected or over it is refused for its state, neither counted again."""
+    if state.phase is not Phase.CREATED:
+        return None
+    return caps.cap_for(str(state.provider), state.model.id)
+
+
+def over_cap(cap: LiveCap, in_a_call: int) -> LiveModelAtCapacity | None:
+    """The refusal of one more session of a model that has `in_a_call` sessions in a call
+    already, or None while it has room."""
+    if in_a_call < cap.sessions:
+        return None
+    return LiveModelAtCapacity(
+        f"{cap.model} has {in_a_call} sessions in a call, its cap of {cap.sessions}:"
+        " ask again once one of them ends",
+        model=cap.model,
+        cap=cap.sessions,
+    )
+
+
+def room_under(cap: LiveCap, in_a_call: int) -> int:
+    """How many more sessions of the model may be admitted now."""
+    return max(0, cap.sessions - in_a_call)

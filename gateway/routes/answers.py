@@ -51,6 +51,12 @@ class ErrorDetail(BaseModel):
     end_reason: str | None = Field(
         default=None, description="`session_ended`: how the session ended (docs/api.md, Endings)"
     )
+    model: str | None = Field(
+        default=None, description="`live_model_at_capacity`: the Live model that is full"
+    )
+    cap: int | None = Field(
+        default=None, description="`live_model_at_capacity`: its cap of sessions in a call at once"
+    )
 
 
 class Error(BaseModel):

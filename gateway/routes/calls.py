@@ -103,8 +103,9 @@ ROUTES = (
         location="/v1/calls/{call_id}",
         errors={
             404: ("trunk_not_found",),
-            409: ("not_supported_on_realtime", "suppressed", "no_room"),
+            409: ("not_supported_on_realtime", "suppressed", "outbound_capacity"),
             422: ("malformed_request", "model_retired"),
+            503: ("live_model_at_capacity",),
         },
         answer=CallPlaced,
         starts_a_call=True,

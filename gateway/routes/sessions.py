@@ -372,6 +372,8 @@ ROUTES = (
             409: ("session_ended", "admission_refused"),
             422: ("malformed_request",),
             502: ("provider_rejected_call", "provider_unavailable"),
+            # Its Live model has its cap of sessions in a call: the session stays created.
+            503: ("live_model_at_capacity",),
         },
         starts_a_call=True,
     ),

@@ -24,6 +24,7 @@ SwitchboardError
 │   ├── NotSupported            the session's provider cannot (its code names the provider)
 │   ├── NumberSuppressed        a call to a number on the do-not-call list
 │   ├── OutboundCapacity        the deployment places no more calls now
+│   ├── LiveModelAtCapacity     a Live model has its cap of sessions in a call (answered 503)
 │   ├── CampaignOver            a completed or cancelled campaign takes no more contacts
 │   └── SessionKeyDestroyed     the session's data key was destroyed (pipeline.privacy.sealing;
 │                               also a SealedValueUnreadable)
@@ -235,6 +236,24 @@ class NumberSuppressed(Refusal):
 
 class OutboundCapacity(Refusal):
     code = "outbound_capacity"
+
+
+class LiveModelAtCapacity(Refusal):
+    """A Live model has as many sessions in a call as its cap allows (`SWITCHBOARD_LIVE_MAX_SESSIONS`):
+    the next is refused at admission, not by the provider mid-dial. Answered 503, as the other
+    refusals for the deployment's capacity are (`overloaded`, `draining`): the request is right,
+    the deployment is full, and asking again once a call ends succeeds. Names the model and its cap."""
+
+    code = "live_model_at_capacity"
+
+    def __init__(self, message: str, *, model: str, cap: int) -> None:
+        super().__init__(message)
+        self.model = model
+        self.cap = cap
+
+    @property
+    def details(self) -> dict[str, Any]:
+        return {"model": self.model, "cap": self.cap}
 
 
 class CampaignOver(Refusal):

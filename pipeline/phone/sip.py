@@ -30,6 +30,7 @@ _SEPARATORS = str.maketrans("", "", "-.() ")
 UNKNOWN_NUMBER = 404  # Not Found: no route for the number dialled
 ROUTE_FULL = 486  # Busy Here: the route's agent is at its concurrent-call limit
 ALL_FULL = 503  # Service Unavailable: the deployment is at its phone-call limit
+MODEL_FULL = 503  # Service Unavailable: the route's Live model is at its concurrent-session cap
 GONE_BEFORE_ANSWER = 480  # Temporarily Unavailable: the session failed before it was answered
 
 # SIP headers kept of a call: enough for any real INVITE, bounded against a hostile one.

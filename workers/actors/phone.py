@@ -10,7 +10,7 @@ import dramatiq
 
 from models import phone
 from models.sessions import locked_session
-from pipeline.admission import session_configuration
+from pipeline.admission import LiveCaps, session_configuration
 from pipeline.api.pages import requested
 from pipeline.api.requests import RouteSpec, SessionSpec
 from pipeline.dialects import dialect_for
@@ -60,6 +60,7 @@ def ring(
             settings.broker_namespace,
             settings.max_phone_calls,
             provider,
+            LiveCaps.of(settings),
         )
         decision = phone.ring(ringing, _phone_session, now, keys=_runtime.keys)
         for applied in decision.applied:

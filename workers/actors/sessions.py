@@ -9,10 +9,10 @@ from typing import Any, Literal
 
 import dramatiq
 
-from models import incidents, timers
+from models import incidents, live_caps, timers
 from models.records import session_record
 from models.sessions import locked_session, new_session
-from pipeline.admission import creation_configuration, creation_warnings
+from pipeline.admission import LiveCaps, connect_cap, creation_configuration, creation_warnings
 from pipeline.api.requests import SessionSpec
 from pipeline.call.errors import SessionExists
 from pipeline.platform.names import ADMISSION_QUEUE
@@ -65,7 +65,9 @@ def create_session(
 
 @dramatiq.actor(queue_name=ADMISSION_QUEUE, actor_name="begin_admission", **REQUEST_POLICY)
 def begin_admission(request_id: str, gateway_id: str, session_id: str, now: float) -> None:
-    """Move a created session to admitting and hand the gateway what the call needs."""
+    """Move a created session to admitting and hand the gateway what the call needs; refused
+    503 `live_model_at_capacity` (the session stays created, to connect later) when its Live
+    model has its cap of sessions in a call."""
 
     def begin() -> tuple[int, dict[str, Any]]:
         with locked_session(session_id, namespace=deployment()) as session:
@@ -82,6 +84,10 @@ def begin_admission(request_id: str, gateway_id: str, session_id: str, now: floa
                 publish(session, applied)
                 state = session.state
             else:
+                cap = connect_cap(session.state, LiveCaps.of(_runtime.settings))
+                model_full = live_caps.admission_refused(deployment(), cap, session.execute)
+                if model_full is not None:
+                    raise model_full
                 applied = session.apply_host(AdmissionBegun(request_id=request_id), now)
                 publish(session, applied)
                 state = session.state

@@ -29,7 +29,7 @@ from pipeline.admission import current_digest, session_catalog, session_created_
 from pipeline.api.event_streams import Waiting
 from pipeline.api.requests import SessionSpec
 from pipeline.call.catalog import ToolSpec
-from pipeline.call.errors import BadInput, NotFound, Refusal
+from pipeline.call.errors import BadInput, LiveModelAtCapacity, NotFound, Refusal
 from pipeline.call.limits import INLINE_TOOL_BACKUP_MS
 from pipeline.platform.envelope import Reply
 from pipeline.platform.names import ADMISSION_QUEUE, APP_WEBHOOKS_QUEUE, EVENT_STREAMS_QUEUE, TOOL_RUNS_QUEUE
@@ -268,6 +268,9 @@ def answer_request(request_id: str, gateway_id: str, work: Callable[[], tuple[in
         status, body = work()
     except NotFound as exc:
         status, body = 404, exc.body()
+    except LiveModelAtCapacity as exc:
+        # The deployment is full, not the request wrong: asked again later, it may be admitted.
+        status, body = 503, exc.body()
     except Refusal as exc:
         status, body = 409, exc.body()
     except (BadInput, ValidationError) as exc:
