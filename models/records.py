@@ -94,6 +94,8 @@ def _session_record(session_id: str, namespace: str | None, *, with_events: bool
         # The model that served the call and its voice (the record says null for a session
         # stored before models were chosen per session, which had the deployment's default).
         **_model(row.state or {}),
+        # The agent and version the call ran (null: its spec was given inline).
+        "agent": (row.state or {}).get("agent"),
         # What the provider cannot do, each with the code and message it is refused with.
         "not_supported": not_supported(capabilities_for((row.state or {}).get("provider") or "realtime")),
         "privacy": _privacy(row.state or {}),
@@ -476,6 +478,7 @@ def _listed(row: tuple[Any, ...]) -> dict[str, Any]:
         "erased_at": rfc3339_or_none(erased),
         "provider": state.get("provider") or "realtime",
         "model": _model(state)["model"],
+        "agent": state.get("agent"),
         "direction": direction(state),
         "campaign_id": outbound.get("campaign_id") if outbound else None,
         "campaign_name": campaign_name,

@@ -394,6 +394,8 @@ PIPELINE_ROOMS: dict[str, set[str]] = {
     "keypad": {"call", "privacy", "phone", "session", "dialects", "admission", "operator"},
     # calls placed out, from the dial to what they came to, and campaigns' decisions
     "outbound": {"call", "phone", "session", "dialects", "api", "keypad"},
+    # agents as data: their versions, what a call names, what changed between two
+    "agents": {"call", "api", "outbound"},
     # `apply`: one logged event → one step, whatever room it belongs to
     "transitions": {"call", "session", "dialects", "admission", "operator", "keypad", "outbound", "api"},
     # what is kept of a call and read afterwards: call log, desk, evals, erasure

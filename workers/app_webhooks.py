@@ -158,6 +158,7 @@ def report(
         "transcript": [{"role": t["role"], "text": t["text"]} for t in record["transcript"] if not t["late"]],
         "tool_steps": record["tool_steps"],
         "model": record["model"],
+        "agent": record["agent"],
         "voice": record["voice"],
         "usage": usage.model_dump(),
         "cost_usd": cost_usd(usage, prices),

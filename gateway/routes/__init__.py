@@ -14,6 +14,7 @@ with what came back. Each room declares its routes beside its handlers
 from __future__ import annotations
 
 from gateway.routes import (
+    agents,
     calls,
     campaigns,
     dead_letters,
@@ -40,6 +41,7 @@ ROUTES = RouteTable(
     suppressions.ROUTES,
     dead_letters.ROUTES,
     models.ROUTES,
+    agents.ROUTES,
 )
 
 __all__ = ["ROUTES"]

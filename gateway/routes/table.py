@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 Security = Literal["key", "open", "webhook", "live"]
 # Tags group the operations on /docs as the README's API section does.
-Tag = Literal["sessions", "verbs", "phone", "outbound", "models", "admin", "service"]
+Tag = Literal["sessions", "verbs", "phone", "outbound", "agents", "models", "admin", "service"]
 
 Handler = Callable[["ApiPort", Request], Awaitable[Response]]
 Listener = Callable[["ApiPort", WebSocket], Awaitable[None]]

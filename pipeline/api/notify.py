@@ -8,7 +8,6 @@ it unique), so a retried or replayed delivery is recognisably the same one.
 
 from __future__ import annotations
 
-from pipeline.phone.sip import PhoneLine
 from pipeline.session.state import TERMINAL_PHASES, Phase, SessionState
 from pipeline.session.step import LogEntry, NotifyApp, Step
 from pipeline.session.wire import InboundEvent, SidebandConnected, ToolFinished
@@ -22,9 +21,7 @@ def app_events(before: SessionState, event: InboundEvent, step: Step) -> Step:
     told: list[NotifyApp] = []
     first_connect = before.phase in (Phase.CREATED, Phase.ADMITTING) and after.phase is Phase.CONNECTED
     if isinstance(event, SidebandConnected) and first_connect:
-        told.append(
-            NotifyApp(kind="call.started", key="1", data=_started(event.call_id, after.phone, after.model.id))
-        )
+        told.append(NotifyApp(kind="call.started", key="1", data=_started(event.call_id, after)))
     for effect in step.effects:
         if isinstance(effect, LogEntry) and effect.kind == "attention.requested":
             told.append(NotifyApp(kind="attention.requested", key=str(after.attentions), data=effect.data))
@@ -46,10 +43,13 @@ def app_events(before: SessionState, event: InboundEvent, step: Step) -> Step:
     return Step(state=after, controls=step.controls, effects=(*step.effects, *told))
 
 
-def _started(call_id: str, phone: PhoneLine | None, model: str) -> dict[str, object]:
+def _started(call_id: str, state: SessionState) -> dict[str, object]:
+    phone = state.phone
     started: dict[str, object] = {"call_id": call_id, "medium": "sip" if phone is not None else "webrtc"}
-    if model:
-        started["model"] = model
+    if state.model.id:
+        started["model"] = state.model.id
+    if state.agent is not None:
+        started["agent"] = state.agent.model_dump()
     if phone is not None:
         started.update(caller=phone.caller, dialled=phone.dialled, route_id=phone.route_id)
     return started

@@ -33,6 +33,7 @@ KEYS: dict[str, tuple[type, ...]] = {
     "campaigns": (datetime, str),  # created_at, id: newest first
     "routes": (str,),  # number
     "trunks": (str,),  # name
+    "agents": (str,),  # name
     "suppressions": (str,),  # number
     "contacts": (int,),  # position in the campaign
     "dead_letters": (int, str),  # when it was dead-lettered (ms), id: oldest first

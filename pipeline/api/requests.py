@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from pipeline.api.event_streams import DEFAULT_EXCHANGE, SCHEMES, is_supported, shown
@@ -35,6 +35,8 @@ from pipeline.session.consent import DECLINE_RECORDING
 from pipeline.session.wire import EndVerb, ReleaseVerb, SayVerb, TakeOverVerb, TransferVerb, WhisperVerb
 
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+# An agent's name, as routes and `"agent": "name@3"` write it.
+AGENT_NAME = r"[a-z0-9][a-z0-9_-]{0,63}"
 
 
 class SessionLimits(BaseModel):
@@ -221,11 +223,19 @@ class SessionSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    # The agent the call runs (its published version, or `name@3`): its version's spec, with
+    # each field this body sets on top, and `vars` filled into its instructions and greeting as
+    # quoted data (pipeline/agents). Without an agent, the body is the whole spec.
+    agent: str | None = Field(default=None, pattern=rf"^{AGENT_NAME}(@[1-9][0-9]{{0,8}})?$")
+    # Checked as a campaign contact's vars are (names, counts, lengths) when they are filled in.
+    vars: dict[str, str] | None = Field(default=None, max_length=20)
+
     # The provider protocol: OpenAI's Realtime API (the default) or its Live API.
     provider: Literal["realtime", "live"] = "realtime"
     live: LiveSpec | None = None
 
-    instructions: str = Field(min_length=1)
+    # Required unless the session names an agent (whose version has them).
+    instructions: str = Field(default="", validate_default=True)
     # Names of registered tools this session may call (SWITCHBOARD_TOOL_MODULES); none by default.
     tools: tuple[str, ...] = Field(default=(), max_length=64)
 
@@ -281,7 +291,9 @@ class SessionSpec(BaseModel):
 
     @field_validator("instructions")
     @classmethod
-    def _bounded(cls, value: str) -> str:
+    def _bounded(cls, value: str, info: ValidationInfo) -> str:
+        if not value and info.data.get("agent") is None:
+            raise PydanticCustomError("missing", "Field required (or name an agent)")
         if len(value.encode()) > MAXIMUM_INSTRUCTIONS_BYTES:
             raise ValueError(f"instructions exceed {MAXIMUM_INSTRUCTIONS_BYTES} bytes")
         return value
@@ -514,12 +526,29 @@ class RouteTerms(BaseModel):
         return checked_keys(keys)
 
 
+def agent_as_session(data: Any) -> Any:
+    """`{"agent": "support"}` (and its `vars`) on a route or a campaign: the session each call
+    gets is the agent's (`{"session": {"agent": "support"}}`), as a session body names it."""
+    if isinstance(data, dict) and "agent" in data:
+        if "session" in data:
+            raise ValueError("agent or session: an agent's version is the session")
+        session = {"agent": data["agent"], **({"vars": data["vars"]} if "vars" in data else {})}
+        data = {key: value for key, value in data.items() if key not in ("agent", "vars")}
+        data["session"] = session
+    return data
+
+
 class RouteSpec(RouteTerms):
     """`POST /v1/routes`: which agent answers a number dialled (a number, a prefix ending in
     `*`, or `*` for any), the session each call gets, and the route's terms."""
 
     number: str
     session: SessionSpec
+
+    @model_validator(mode="before")
+    @classmethod
+    def _agent_names_the_session(cls, data: Any) -> Any:
+        return agent_as_session(data)
 
     @field_validator("number")
     @classmethod

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from pipeline.api.requests import SessionSpec
+from pipeline.api.requests import SessionSpec, agent_as_session
 from pipeline.call.capabilities import Ability, refusal
 from pipeline.call.errors import NotSupported
 from pipeline.dialects import capabilities_for
@@ -177,6 +177,12 @@ class CampaignSettings(BaseModel):
 
     _trunk = field_validator("trunk")(classmethod(lambda cls, value: _trunk_name(value)))
     _keys = field_validator("keys")(classmethod(lambda cls, value: checked_keys(value)))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _agent_names_the_session(cls, data: Any) -> Any:
+        # A campaign's calls each fill the agent's version with their contact's vars.
+        return agent_as_session(data)
 
     @field_validator("name")
     @classmethod

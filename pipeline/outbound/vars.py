@@ -141,7 +141,10 @@ def fill(text: str, vars: Mapping[str, str]) -> str | MissingVars:
 
 def filled(spec: SessionSpec, values: dict[str, str]) -> SessionSpec:
     """The session spec with a contact's `vars` placed in its instructions and greeting (as
-    quoted data, never as instructions); a placeholder no var fills is refused."""
+    quoted data, never as instructions); a placeholder no var fills is refused. A spec that
+    names an agent takes them as its `vars`, filled into the agent's version when it is read."""
+    if spec.agent is not None:
+        return spec.model_copy(update={"vars": {**(spec.vars or {}), **values}})
     instructions = fill(spec.instructions, values)
     if isinstance(instructions, MissingVars):
         raise MalformedRequest(f"instructions: {instructions.message}")

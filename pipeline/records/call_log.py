@@ -4,7 +4,7 @@ The projection folds the session's logged inputs, in the order they were applied
 same transitions the workers ran (`pipeline.transitions.apply`) and turns what each one did into
 entries, so the log reads the same after any crash and never says what the call did not do:
 
-call.started     the sideband first connected                {call_id, model, and for a phone
+call.started     the sideband first connected                {call_id, model, agent, and for a phone
                                                               call: medium, caller, dialled,
                                                               route_id}
 turn.user        the caller's words, spoken or typed          {text, item_id, typed}
@@ -256,6 +256,8 @@ class _Projection:
             started: dict[str, Any] = {"call_id": event.call_id}
             if before.model.id:
                 started["model"] = before.model.id  # absent for a session from before models per session
+            if before.agent is not None:
+                started["agent"] = before.agent.model_dump()
             phone = before.phone
             if phone is not None:
                 # Who called and the number dialled, as the SIP headers said (untrusted).

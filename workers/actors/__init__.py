@@ -5,6 +5,7 @@ The work lives in the rooms; what they share (queue policies, the commit path, a
 gateway) is in `shared`. A room reaches another's actor by name, never by import.
 """
 
+from workers.actors import agents as agents
 from workers.actors import app_webhooks as app_webhooks
 from workers.actors import campaigns as campaigns
 from workers.actors import dead_letters as dead_letters

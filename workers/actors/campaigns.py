@@ -117,7 +117,8 @@ def _campaign_refused(spec: CampaignSpec, now: float) -> None:
     refused = outbound_refusal(session_spec)
     if refused is not None:
         raise refused
-    session_created(session_spec)  # an unregistered tool or handler is refused now, not per dial
+    # An unregistered tool or handler, or an unknown agent, is refused now, not per dial.
+    session_created(session_spec, vars_to_come=True)
     outgoing.trunk_named(_runtime.settings.broker_namespace, spec.trunk)
     why = campaign_refusal(spec, campaign_store.utc(now))
     if why is not None:

@@ -22,10 +22,12 @@ import dramatiq
 import sentry_sdk
 from pydantic import ValidationError
 
+from models import agents
 from models.applied import Applied
 from models.db import is_connection_lost, reopen
 from models.sessions import LockedSession
 from pipeline.admission import current_digest, session_catalog, session_created_from
+from pipeline.agents.versions import call_spec, parsed_ref, version_spec
 from pipeline.api.event_streams import Waiting
 from pipeline.api.requests import SessionSpec
 from pipeline.call.catalog import ToolSpec
@@ -33,6 +35,7 @@ from pipeline.call.errors import BadInput, LiveModelAtCapacity, NotFound, Refusa
 from pipeline.call.limits import INLINE_TOOL_BACKUP_MS
 from pipeline.platform.envelope import Reply
 from pipeline.platform.names import ADMISSION_QUEUE, APP_WEBHOOKS_QUEUE, EVENT_STREAMS_QUEUE, TOOL_RUNS_QUEUE
+from pipeline.session.state import AgentRef
 from pipeline.session.step import RunTool
 from pipeline.session.wire import SessionCreated
 from workers import app_webhooks, runtime, tracing
@@ -283,16 +286,34 @@ def answer_request(request_id: str, gateway_id: str, work: Callable[[], tuple[in
 # ── a session's creation, against this worker's registries ──────────────────────────────
 
 
-def session_created(checked: SessionSpec) -> SessionCreated:
-    """A session's first input, from its spec, against this worker's tools, delegation handlers
-    and settings (see `pipeline.admission.session_created_from`)."""
-    return session_created_from(
-        checked,
+def session_created(checked: SessionSpec, *, vars_to_come: bool = False) -> SessionCreated:
+    """A session's first input, from its spec (or the agent version it names, with the spec's
+    own fields on top), against this worker's tools, delegation handlers and settings (see
+    `pipeline.admission.session_created_from`); the agent version is recorded with it."""
+    spec, agent = spec_to_run(checked, vars_to_come=vars_to_come)
+    created = session_created_from(
+        spec,
         tools=registered_tools(),
         handlers=registered_handlers(),
         settings=_runtime.settings,
         today=datetime.now(UTC).date(),
     )
+    return created if agent is None else created.model_copy(update={"agent": agent})
+
+
+def spec_to_run(asked: SessionSpec, *, vars_to_come: bool = False) -> tuple[SessionSpec, AgentRef | None]:
+    """The spec a new call runs: the one asked, or the named agent's version (published, or
+    pinned) under what was asked; its vars filled in (unless they are `vars_to_come`: a
+    campaign's spec, checked when it is made, before its contacts bring theirs)."""
+    if asked.agent is None:
+        return (
+            asked
+            if not asked.vars
+            else call_spec(version_spec(asked.model_copy(update={"vars": None})), asked)
+        ), None
+    name, pinned = parsed_ref(asked.agent)
+    number, stored = agents.resolved(deployment(), name, pinned)
+    return call_spec(stored, asked, fill=not vars_to_come), AgentRef(name=name, version=number)
 
 
 def tools_offered(names: tuple[str, ...]) -> dict[str, Any]:

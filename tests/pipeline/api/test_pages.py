@@ -37,6 +37,7 @@ def test_a_cursor_comes_back_as_the_key_it_was_made_from_and_a_forged_one_is_ref
         "campaigns": (AT, "camp_1"),
         "routes": ("+15550100",),
         "trunks": ("main",),
+        "agents": ("support",),
         "suppressions": ("+15550100",),
         "contacts": (41,),
         "dead_letters": (1_700_000_000_000, "msg-1"),
