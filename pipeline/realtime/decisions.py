@@ -153,15 +153,14 @@ def _response_given_up(state: SessionState) -> Step:
     active): the turn goes on as if it had ended. Without a tool call it closes — the session
     listens, or answers queued input at once. A tool still running keeps the turn: its outcome
     (or its deadline) ends the chain as usual, so the call gets exactly one output and the
-    continuation is driven unless the caller moved on. An outcome already in is delivered now."""
+    continuation is driven unless the caller moved on. Outcomes all in are delivered now."""
     hung_up = tools.hung_up_by_agent(state)
     if hung_up is not None:
         return hung_up
     chain = state.realtime.chain
-    pending = chain.pending
-    if pending is None:
+    if chain.pending is None:
         return turns.listen_again(state)
-    if pending.output is None:
+    if not chain.outcomes_in:
         return Step(state=state.with_realtime(chain=chain.model_copy(update={"response_completed": True})))
     if chain.continuation_allowed:
         return tools.continue_after_tool(state)

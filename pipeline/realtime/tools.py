@@ -9,6 +9,14 @@ When the response has completed and the tool's outcome is in, the host sends the
 caller moved on (barge-in, new input, a cancelled response), the outcome is still delivered —
 every function call gets exactly one output (DESIGN invariant 7) — but no response is driven.
 
+A session whose model calls tools in parallel (`tools_in_parallel`, on a model that can) runs
+every call of a response at once instead, each its own tool step, still at most eight a turn:
+the outputs go together once the response is done and every call's outcome is in, then one
+`response.create` (a provider refuses it while a call of the conversation is unanswered). The
+built-in tools that hold the call (collect_digits, transfer_call, decline_recording) still run
+only alone. When the ninth call was refused among calls that ran, the one response that follows
+is the tool-free one.
+
 These transitions are pure; `pipeline.transitions` routes function calls, tool outcomes, new input
 and the end of responses to them. A call to a tool the session was not created with is
 answered `unavailable`; a call in a response the host did not ask for is refused, and the call
@@ -67,6 +75,11 @@ UNSOLICITED = "response_context_missing"
 PARALLEL_REFUSAL = (
     "Only one tool call can run at a time. Call this tool again once the current call has finished."
 )
+# The built-in tools that hold the call or change it, which run alone even in parallel.
+RUN_ALONE = frozenset({COLLECT_DIGITS, DECLINE_RECORDING, TRANSFER_CALL})
+ALONE_REFUSAL = (
+    "This tool cannot run alongside other tool calls. Call it again once the current calls have finished."
+)
 LIMIT_REFUSAL = (
     f"This turn has used its {MAXIMUM_TOOL_CALLS_PER_TURN} tool calls. "
     "Do not call tools again in this turn; tell the person what you have found so far."
@@ -107,14 +120,12 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
         target = transfer_target(state, event.arguments)
         if target is not None and chain.pending is None:
             return transfer_requested(state, event.call_id, event.arguments, target)
-    if chain.pending is not None:
+    if chain.pending is not None and not _beside(state, chain, event.name):
+        message = ALONE_REFUSAL if in_parallel(state) else PARALLEL_REFUSAL
         return Step(
             state=state,
             controls=(
-                _output(
-                    event.call_id,
-                    refusal(event.call_id, "parallel_tool_calls_not_supported", PARALLEL_REFUSAL),
-                ),
+                _output(event.call_id, refusal(event.call_id, "parallel_tool_calls_not_supported", message)),
             ),
         )
     if chain.calls >= MAXIMUM_TOOL_CALLS_PER_TURN:
@@ -148,6 +159,22 @@ def request_tool(state: SessionState, event: FunctionCallArgumentsDone) -> Step:
             RunTool(call_id=event.call_id, name=event.name, arguments=event.arguments),
             deadline,
         ),
+    )
+
+
+def in_parallel(state: SessionState) -> bool:
+    """Whether the session runs every function call of a response (its model calls tools in
+    parallel and the session asked for it); otherwise one at a time."""
+    return state.model.parallel_tool_calls is True
+
+
+def _beside(state: SessionState, chain: ToolChain, name: str) -> bool:
+    """Whether a call to `name` runs beside the calls in flight: only in parallel, and neither
+    it nor any of them is a tool that runs alone."""
+    return (
+        in_parallel(state)
+        and name not in RUN_ALONE
+        and all(call.name not in RUN_ALONE for call in chain.in_flight)
     )
 
 
@@ -254,7 +281,9 @@ def hung_up_by_agent(state: SessionState) -> Step | None:
 
 
 def _taken_up(chain: ToolChain, event: FunctionCallArgumentsDone, output: str | None) -> ToolChain:
-    """The chain with this call in flight (its output already known when it runs nothing)."""
+    """The chain with this call in flight (its output already known when it runs nothing): the
+    first of its response, or one beside those in flight (in parallel), which leaves whether the
+    caller moved on as it was."""
     call = ToolCall(
         call_id=event.call_id,
         item_id=event.item_id,
@@ -262,7 +291,41 @@ def _taken_up(chain: ToolChain, event: FunctionCallArgumentsDone, output: str | 
         name=event.name,
         output=output,
     )
+    if chain.pending is not None:
+        return chain.model_copy(update={"parallel": (*chain.parallel, call), "calls": chain.calls + 1})
     return chain.model_copy(update={"pending": call, "calls": chain.calls + 1, "continuation_allowed": True})
+
+
+def _running(chain: ToolChain, call_id: str) -> ToolCall | None:
+    """The call in flight with this id whose outcome is not in yet, if any."""
+    return next((call for call in chain.in_flight if call.call_id == call_id and call.output is None), None)
+
+
+def _with_output(chain: ToolChain, call_id: str, output: str) -> ToolChain:
+    """The chain with this call's output set."""
+    if chain.pending is not None and chain.pending.call_id == call_id:
+        return chain.model_copy(update={"pending": chain.pending.model_copy(update={"output": output})})
+    answered = tuple(
+        call.model_copy(update={"output": output}) if call.call_id == call_id else call
+        for call in chain.parallel
+    )
+    return chain.model_copy(update={"parallel": answered})
+
+
+def _cancels(chain: ToolChain, reason: str) -> tuple[CancelTool, ...]:
+    """A cancel for each call in flight whose outcome is not in yet."""
+    return tuple(
+        CancelTool(call_id=call.call_id, reason=reason) for call in chain.in_flight if call.output is None
+    )
+
+
+def _outputs(chain: ToolChain) -> tuple[ItemCreate, ...]:
+    """The function_call_output of each call in flight, in the order the calls came."""
+    outputs = []
+    for call in chain.in_flight:
+        assert call.output is not None
+        outputs.append(_output(call.call_id, call.output))
+    return tuple(outputs)
 
 
 def _refused_step(
@@ -286,8 +349,7 @@ def _refused_step(
 def deadline_passed(state: SessionState, call_id: str) -> Step:
     """The tool's outcome never came back: answer the call as interrupted so the turn goes on
     (and the durable step says why)."""
-    pending = state.realtime.chain.pending
-    if pending is None or pending.call_id != call_id or pending.output is not None:
+    if _running(state.realtime.chain, call_id) is None:
         return unchanged(state)
     message = "The tool did not report back in time; its result is unknown."
     interrupted = ToolOutcome(
@@ -306,34 +368,35 @@ def deadline_passed(state: SessionState, call_id: str) -> Step:
 
 
 def interrupted_by_end(before: SessionState, step: Step) -> Step:
-    """A session that ends while a tool runs stops the tool and records why."""
-    pending = before.realtime.chain.pending
-    if before.is_terminal or not step.state.is_terminal or pending is None or pending.output is not None:
+    """A session that ends while tools run stops each and records why."""
+    running = [call for call in before.realtime.chain.in_flight if call.output is None]
+    if before.is_terminal or not step.state.is_terminal or not running:
         return step
     reason = step.state.end_reason or "session_ended"
+    stopped: list[CancelTool | InterruptToolStep] = []
+    for call in running:
+        stopped.append(CancelTool(call_id=call.call_id, reason=reason))
+        stopped.append(
+            InterruptToolStep(
+                call_id=call.call_id, code=reason, message=f"The call ended ({reason}) while the tool ran."
+            )
+        )
     return Step(
         state=step.state.with_realtime(chain=step.state.realtime.chain.next_turn()),
         controls=step.controls,
-        effects=(
-            *step.effects,
-            CancelTool(call_id=pending.call_id, reason=reason),
-            InterruptToolStep(
-                call_id=pending.call_id, code=reason, message=f"The call ended ({reason}) while the tool ran."
-            ),
-        ),
+        effects=(*step.effects, *stopped),
     )
 
 
 def tool_finished(state: SessionState, call_id: str, outcome: ToolOutcome) -> Step:
     """The tool's outcome is in. Continue if the response already completed; deliver the
-    output without a response if the caller moved on; otherwise wait for the response."""
-    pending = state.realtime.chain.pending
-    if pending is None or pending.call_id != call_id or pending.output is not None:
+    output without a response if the caller moved on; otherwise wait for the response (and, in
+    parallel, for the outcomes of the response's other calls)."""
+    if _running(state.realtime.chain, call_id) is None:
         return unchanged(state)
-    finished = pending.model_copy(update={"output": continuation_output(call_id, outcome)})
-    chain = state.realtime.chain.model_copy(update={"pending": finished})
+    chain = _with_output(state.realtime.chain, call_id, continuation_output(call_id, outcome))
     waiting = state.with_realtime(chain=chain)
-    if not chain.response_completed:
+    if not chain.response_completed or not chain.outcomes_in:
         return Step(state=waiting)
     if chain.continuation_allowed:
         return continue_after_tool(waiting)
@@ -355,59 +418,62 @@ def response_finished(state: SessionState, event: ResponseDone) -> Step | None:
             return ask_for_response(reported, turn, tool_choice="none")
         return None
     if completed:
-        if pending.output is not None and chain.continuation_allowed:
+        if chain.outcomes_in and chain.continuation_allowed:
             return continue_after_tool(state)
-        if pending.output is not None:
+        if chain.outcomes_in:
             # The outcome came in, then the caller moved on: the output still goes (the seed
             # waited here for an outcome that had already arrived, leaving an orphan call).
             return deliver_without_response(state)
         return Step(state=state.with_realtime(chain=chain.model_copy(update={"response_completed": True})))
     # Cancelled, failed or incomplete: nothing will continue from this response.
-    if pending.output is not None:
+    if chain.outcomes_in:
         return deliver_without_response(state)
     return Step(
         state=state.with_realtime(
             chain=chain.model_copy(update={"response_completed": True, "continuation_allowed": False})
         ),
-        effects=(CancelTool(call_id=pending.call_id, reason=f"response_{event.response.status}"),),
+        effects=_cancels(chain, f"response_{event.response.status}"),
     )
 
 
 def caller_moved_on(state: SessionState, reason: str) -> Step:
-    """Barge-in or new input while a tool runs: cancel it; its outcome will be delivered
+    """Barge-in or new input while tools run: cancel them; their outcomes will be delivered
     without driving a response."""
-    pending = state.realtime.chain.pending
-    if pending is None:
+    if state.realtime.chain.pending is None:
         return unchanged(state)
     chain = state.realtime.chain.model_copy(update={"continuation_allowed": False})
-    effects = () if pending.output is not None else (CancelTool(call_id=pending.call_id, reason=reason),)
-    return Step(state=state.with_realtime(chain=chain), effects=effects)
+    return Step(state=state.with_realtime(chain=chain), effects=_cancels(chain, reason))
 
 
 def continue_after_tool(state: SessionState) -> Step:
-    """Send the output, then ask for the response that speaks it, with the turn's context."""
-    pending = state.realtime.chain.pending
+    """Send the outputs, then ask for the one response that speaks them, with the turn's
+    context (tool-free when a call of them was refused for the turn's limit)."""
+    chain = state.realtime.chain
     turn = state.realtime.turn
-    assert pending is not None and pending.output is not None and turn is not None
+    assert chain.pending is not None and turn is not None
     if not may_respond(state, turn.context):
         # The line closed while the tool ran: its output is stored, no response is asked for.
         return deliver_without_response(state)
-    chain = state.realtime.chain.model_copy(update={"pending": None, "response_completed": False})
-    delivered = Step(
-        state=state.with_realtime(chain=chain), controls=(_output(pending.call_id, pending.output),)
-    )
-    return delivered.then(ask_for_response(delivered.state, turn))
+    outputs = _outputs(chain)
+    # In parallel, a call refused for the limit came beside these: the response after their
+    # outputs is the report the refusal promised (one at a time it follows the next response).
+    reported = chain.limit_refused and in_parallel(state)
+    update: dict[str, object] = {"pending": None, "parallel": (), "response_completed": False}
+    if reported:
+        update["limit_refused"] = False
+    chain = chain.model_copy(update=update)
+    delivered = Step(state=state.with_realtime(chain=chain), controls=outputs)
+    return delivered.then(ask_for_response(delivered.state, turn, tool_choice="none" if reported else None))
 
 
 def deliver_without_response(state: SessionState) -> Step:
-    """The chain will not continue, but the function call still gets its output; the turn
+    """The chain will not continue, but each function call still gets its output; the turn
     then ends, and input queued meanwhile is answered."""
-    pending = state.realtime.chain.pending
-    assert pending is not None and pending.output is not None
+    outputs = _outputs(state.realtime.chain)
     released = state.evolve(phase=Phase.LISTENING).with_realtime(
         turn=None, chain=state.realtime.chain.next_turn()
     )
-    step = Step(state=released, controls=(_output(pending.call_id, pending.output),))
+    step = Step(state=released, controls=outputs)
     return step.then(owed_next(released))
 
 

@@ -125,7 +125,7 @@ class Turn(_Frozen):
 
 
 class ToolCall(_Frozen):
-    """The one function call in flight in a turn."""
+    """A function call in flight in a turn."""
 
     call_id: str
     item_id: str
@@ -140,10 +140,15 @@ SEEN_CALLS_KEPT = 64
 
 
 class ToolChain(_Frozen):
-    """The function calls of the current turn: at most one runs at a time, at most a limit
-    run per turn, and every one the model made gets exactly one output."""
+    """The function calls of the current turn: at most one runs at a time (every call of the
+    response, when the session's model calls tools in parallel), at most a limit run per turn,
+    and every one the model made gets exactly one output."""
 
+    # The call in flight (the response's first, with parallel calls): None when none is.
     pending: ToolCall | None = None
+    # With parallel tool calls, the response's calls after `pending`, in the order they came;
+    # empty one at a time, as in a state stored before calls ran in parallel.
+    parallel: tuple[ToolCall, ...] = ()
     calls: int = 0
     # The call ids taken up, this turn and before it (the latest SEEN_CALLS_KEPT): the same
     # call arriving again, even after its turn ended, is not taken up and answered twice.
@@ -158,6 +163,18 @@ class ToolChain(_Frozen):
     def next_turn(self) -> ToolChain:
         """An empty chain for the next turn, remembering which calls were taken up."""
         return ToolChain(seen=self.seen[-SEEN_CALLS_KEPT:])
+
+    @property
+    def in_flight(self) -> tuple[ToolCall, ...]:
+        """The calls taken up and not yet answered to the provider, in the order they came."""
+        if self.pending is None:
+            return ()
+        return (self.pending, *self.parallel)
+
+    @property
+    def outcomes_in(self) -> bool:
+        """Whether every call in flight has its output (True when none is)."""
+        return all(call.output is not None for call in self.in_flight)
 
 
 class Compaction(_Frozen):

@@ -261,3 +261,57 @@ def test_the_caller_speaking_during_a_tool_cancels_it_and_is_answered_after_its_
     assert (output["status"], output["error"]["code"]) == ("cancelled", "cancelled")
     assert [(s["tool"], s["status"]) for s in record["tool_steps"]] == [("wait", "cancelled")]
     assert [item["text"] for item in record["transcript"] if item["role"] == "assistant"] == ["No problem."]
+
+
+def test_parallel_calls_on_a_model_that_makes_them_each_run_and_one_response_follows(
+    stack: Stack, client: Client
+) -> None:
+    """A session on gpt-realtime-2.1 with tools_in_parallel: the model's three calls in one
+    response each run (a durable step each), each gets exactly one output, and one
+    response.create follows the three outputs."""
+    parallel = {
+        "function_calls": [
+            {"name": "lookup_order", "arguments": {"order_id": "4417"}},
+            {"name": "lookup_order", "arguments": {"order_id": "4418"}},
+            {"name": "echo", "arguments": {"text": "checking"}},
+        ]
+    }
+    script = _script([], "Both are on their way.")
+    script["model"] = [parallel, *script["model"]]
+    set_script(stack, script)
+    session = client.create_session(
+        "You are the order desk.",
+        tools=["lookup_order", "echo"],
+        model="gpt-realtime-2.1",
+        tools_in_parallel=True,
+    )
+    call_id = client.connect(session["id"])["call_id"]
+    client.wait_for_status(session["id"], timeout_s=60)
+    record = client.session(session["id"], events=True)
+    log = simulator_call(stack, call_id)
+    assert log["errors"] == []
+    controls = [entry["control"] for entry in log["controls"]]
+    for control in controls:
+        assert wire_errors(control, direction="client") == [], control
+
+    assert controls[0]["session"]["parallel_tool_calls"] is True
+    assert [c["type"] for c in controls] == [
+        "session.update",
+        "response.create",
+        *["conversation.item.create"] * 3,
+        "response.create",
+    ]
+    outputs = [json.loads(c["item"]["output"]) for c in controls[2:5]]
+    assert [o["status"] for o in outputs] == ["succeeded"] * 3
+    assert len({o["call_id"] for o in outputs}) == 3
+    assert sorted(o["result"].get("order_id", "") for o in outputs) == ["", "4417", "4418"]
+    assert controls[5]["response"] == controls[1]["response"]
+    assert sorted((s["tool"], s["status"]) for s in record["tool_steps"]) == [
+        ("echo", "succeeded"),
+        ("lookup_order", "succeeded"),
+        ("lookup_order", "succeeded"),
+    ]
+    assert record["status"] == "ended"
+    assert [item["text"] for item in record["transcript"] if item["role"] == "assistant"] == [
+        "Both are on their way."
+    ]

@@ -31,8 +31,9 @@ def session_created(
     *,
     tools: list[dict[str, Any]] | None = None,
     limits: dict[str, Any] | None = None,
+    model: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    return {
+    created = {
         "type": "switchboard.session_created",
         "instructions": instructions,
         "tools": tools or [],
@@ -41,6 +42,13 @@ def session_created(
         "tool_side_effects": {tool["name"]: "read_only" for tool in tools or []},
         "limits": limits if limits is not None else {"max_output_tokens": 512, "max_session_seconds": 900},
     }
+    if model is not None:
+        created["model"] = model
+    return created
+
+
+# The model choice of a session whose model calls tools in parallel, and that asked for it.
+IN_PARALLEL = {"id": "gpt-realtime-2.1", "parallel_tool_calls": True}
 
 
 def admission_begun() -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -95,9 +96,11 @@ GROUP = st.one_of(
 )
 
 
-def _prefix() -> list[dict[str, Any]]:
-    """A listening session with five turns behind it: ten known items, over the threshold."""
-    events = [*ev.listening(tools=[LOOKUP], limits={"compaction_input_tokens": THRESHOLD})]
+def _prefix(parallel: bool) -> list[dict[str, Any]]:
+    """A listening session with five turns behind it: ten known items, over the threshold (its
+    model calling tools in parallel, or one at a time)."""
+    model = ev.IN_PARALLEL if parallel else None
+    events = [*ev.listening(tools=[LOOKUP], limits={"compaction_input_tokens": THRESHOLD}, model=model)]
     for index in range(5):
         events += [
             ev.user_final(f"item_U{index}", "Hello?"),
@@ -117,11 +120,14 @@ def _is_spoken_done(before: SessionState, raw: dict[str, Any]) -> bool:
     )
 
 
+@pytest.mark.parametrize("parallel", [False, True], ids=["one_at_a_time", "in_parallel"])
 @PROPERTY_SETTINGS
 @given(st.lists(GROUP, max_size=25))
-def test_compaction_keeps_its_guards_cooldown_and_summary_rule(groups: list[list[dict[str, Any]]]) -> None:
+def test_compaction_keeps_its_guards_cooldown_and_summary_rule(
+    parallel: bool, groups: list[list[dict[str, Any]]]
+) -> None:
     state = SessionState()
-    raws = [*_prefix(), *(event for group in groups for event in group)]
+    raws = [*_prefix(parallel), *(event for group in groups for event in group)]
     started: Counter[int] = Counter()
     finished: Counter[int] = Counter()
     persisted: set[int] = set()
@@ -144,7 +150,7 @@ def test_compaction_keeps_its_guards_cooldown_and_summary_rule(groups: list[list
             if isinstance(effect, StartCompaction):
                 # Never while a tool runs, input is queued, a response is owed, or a cycle runs.
                 assert before.realtime.compaction is None
-                assert state.realtime.chain.pending is None
+                assert state.realtime.chain.in_flight == ()
                 assert state.realtime.queued_input_item_id is None
                 assert state.realtime.turn is None
                 # Never again before three spoken responses have ended since the last cycle.

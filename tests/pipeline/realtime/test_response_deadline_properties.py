@@ -9,6 +9,7 @@ import json
 from collections import Counter
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +18,7 @@ from pipeline.session.state import Phase, SessionState
 from pipeline.session.step import RecordIncident, RefuseToolStep, RequestToolStep
 from tests.pipeline import events as ev
 from tests.pipeline.realtime.test_tool_properties import EVENT as TOOL_EVENT
-from tests.pipeline.realtime.test_tool_properties import PREFIX as TOOL_PREFIX
+from tests.pipeline.realtime.test_tool_properties import _prefix as tool_prefix
 from tests.pipeline.realtime.test_tool_properties import _tool_finished
 
 PROPERTY_SETTINGS = settings(max_examples=200, deadline=None)
@@ -117,8 +118,11 @@ TOOL_TAIL = st.lists(st.one_of(TOOL_EVENT, st.builds(_deadline, st.integers(1, 8
 
 
 @PROPERTY_SETTINGS
+@pytest.mark.parametrize("parallel", [False, True], ids=["one_at_a_time", "in_parallel"])
 @given(TOOL_TAIL)
-def test_every_function_call_is_answered_once_whatever_deadline_passes(tail: list[dict[str, Any]]) -> None:
+def test_every_function_call_is_answered_once_whatever_deadline_passes(
+    parallel: bool, tail: list[dict[str, Any]]
+) -> None:
     """With response deadlines passing anywhere among calls, outcomes and responses, every call
     taken up gets exactly one output, and the deadlines alone (once each running tool reports)
     bring the session back to listening."""
@@ -139,16 +143,17 @@ def test_every_function_call_is_answered_once_whatever_deadline_passes(tail: lis
                 assert json.loads(control.item["output"])["call_id"] == control.item["call_id"]
         return step.state
 
-    for raw in [*TOOL_PREFIX, *tail]:
+    for raw in [*tool_prefix(parallel), *tail]:
         state = apply(raw)
     # Drain with deadlines instead of response.done: a lost response must not strand the chain.
     for _ in range(6):
         turn = state.realtime.turn
         if state.is_terminal or turn is None:
             break
-        pending = state.realtime.chain.pending
-        if pending is not None and pending.output is None and state.realtime.chain.response_completed:
-            state = apply(_tool_finished(pending.call_id))
+        running = [call for call in state.realtime.chain.in_flight if call.output is None]
+        if running and state.realtime.chain.response_completed:
+            for call in running:
+                state = apply(_tool_finished(call.call_id))
         else:
             state = apply(_deadline(turn.asked))
 
