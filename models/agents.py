@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import psycopg2.errors
+import peewee
 
 from models.db import database
 from models.pages import keyset
@@ -40,7 +40,7 @@ def create_agent(namespace: str, name: str) -> dict[str, Any]:
                 f"INSERT INTO agents (namespace, name) VALUES (%s, %s) RETURNING {_AGENT_COLUMNS}",
                 (namespace, name),
             ).fetchone()
-    except psycopg2.errors.UniqueViolation as error:
+    except peewee.IntegrityError as error:
         raise AgentExists(f"an agent named {name!r} exists") from error
     return _agent(row, versions=[])
 
@@ -97,8 +97,10 @@ def add_version(namespace: str, name: str, spec: dict[str, Any], by: str) -> dic
         row = _agent_row(namespace, name, lock=True)
         if row[2] is not None:
             raise AgentArchived(f"agent {name!r} is archived")
+        # Never a number given before, even one whose version was deleted since.
         (number,) = database.execute_sql(
-            "SELECT coalesce(max(version), 0) + 1 FROM agent_versions WHERE namespace = %s AND agent = %s",
+            "UPDATE agents SET versions_made = versions_made + 1 WHERE namespace = %s AND name = %s"
+            " RETURNING versions_made",
             (namespace, name),
         ).fetchone()
         database.execute_sql(

@@ -8,6 +8,8 @@ STATEMENTS = [
         created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
         archived_at TIMESTAMPTZ,
         published_version INTEGER,
+        -- Versions ever made: the next one's number (a deleted version's is never given again).
+        versions_made INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (namespace, name)
     )""",
     """CREATE TABLE agent_versions (

@@ -1,0 +1,220 @@
+"""Agents end to end (issue 47): an agent's versions through the API, a call naming it runs the
+published version and keeps it whatever is published meanwhile, rollback, a pinned version, a
+route naming an agent, and every refusal by name."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+from switchboard.client import Client
+from switchboard.services import Services
+from switchboard.stack import Stack
+from tests.e2e.conftest import SCRIPTS, set_script, simulator_call
+from tests.support.phone import ring
+from tests.support.waiting import wait_for
+
+V1 = {
+    "instructions": "You are Acme's order desk. The caller is {name}.",
+    "greeting": {"say": "Hello {name}, Acme here."},
+    "voice": "cedar",
+}
+V2 = {**V1, "instructions": "You are Acme's returns desk. The caller is {name}.", "voice": "marin"}
+# A caller who talks long enough for a version to be published while the call runs.
+LONG_CALL = {
+    "name": "agents",
+    "caller": [
+        {"say": "Hi, where is my order?", "after_ms": 200},
+        {"say": "Thanks.", "after_ms": 1_500},
+        {"hangup": True, "after_ms": 300},
+    ],
+    "model": [{"say": "Hello."}, {"say": "It ships Friday."}, {"say": "Bye."}],
+}
+
+
+def _ok(client: Client, method: str, path: str, body: Any = None, expected: int = 200) -> dict[str, Any]:
+    status, answer = client.request(method, path, body)
+    assert status == expected, (status, answer)
+    return dict(answer)
+
+
+def _agent(client: Client, name: str, *versions: dict[str, Any]) -> None:
+    _ok(client, "POST", "/v1/agents", {"name": name}, 201)
+    for number, version in enumerate(versions, start=1):
+        added = _ok(client, "POST", f"/v1/agents/{name}/versions", version, 201)
+        assert (added["version"], added["status"]) == (number, "draft")
+
+
+def _instructions_sent(stack: Stack, call_id: str) -> str:
+    updates = [
+        c["control"]
+        for c in simulator_call(stack, call_id)["controls"]
+        if c["control"]["type"] == "session.update"
+    ]
+    return str(
+        next(update["session"]["instructions"] for update in updates if "instructions" in update["session"])
+    )
+
+
+def test_a_call_keeps_its_version_while_another_is_published_and_rollback_brings_it_back(
+    stack: Stack, client: Client
+) -> None:
+    _agent(client, "orders", V1, V2)
+    _ok(client, "POST", "/v1/agents/orders/versions/1/publish")
+    set_script(stack, LONG_CALL)
+
+    first = client.create_session("", agent="orders", vars={"name": "Ada"})
+    assert first["agent"] == {"name": "orders", "version": 1}
+    connected = client.connect(first["id"])
+    # Published while the first call runs: the call keeps version 1.
+    published = _ok(client, "POST", "/v1/agents/orders/versions/2/publish")
+    assert published["agent"]["published_version"] == 2
+    ended = client.wait_for_status(first["id"], timeout_s=60)
+    assert ended["status"] == "ended" and ended["agent"] == {"name": "orders", "version": 1}
+    assert ended["voice"] == "cedar"
+    assert (
+        _instructions_sent(stack, connected["call_id"]) == 'You are Acme\'s order desk. The caller is "Ada".'
+    )
+    story = client.call_log(first["id"])["entries"]
+    assert story[0]["kind"] == "call.started" and story[0]["data"]["agent"] == {
+        "name": "orders",
+        "version": 1,
+    }
+
+    set_script(stack, SCRIPTS / "spoken_call.json")
+    second = client.create_session("", agent="orders", vars={"name": "Bo"})
+    assert second["agent"] == {"name": "orders", "version": 2} and second["voice"] == "marin"
+
+    rolled = _ok(client, "POST", "/v1/agents/orders/rollback")
+    assert rolled["agent"]["published_version"] == 1
+    third = client.create_session("", agent="orders", vars={"name": "Cy"})
+    assert third["agent"] == {"name": "orders", "version": 1}
+    pinned = client.create_session("", agent="orders@2", vars={"name": "Di"})
+    assert pinned["agent"] == {"name": "orders", "version": 2}
+
+    shown = _ok(client, "GET", "/v1/agents/orders")["agent"]
+    by_version = {each["version"]: each for each in shown["versions"]}
+    assert by_version[1]["status"] == "published" and by_version[2]["status"] == "superseded"
+    assert by_version[1]["calls"] == 2 and by_version[2]["calls"] == 2
+    assert [each["version"] for each in shown["publications"]] == [1, 2, 1]
+    changed = _ok(client, "GET", "/v1/agents/orders/diff?from=1&to=2")["changes"]
+    assert {change["path"] for change in changed} == {"instructions", "voice"}
+
+
+def test_a_version_a_call_runs_cannot_be_deleted_and_a_call_s_own_fields_win(
+    stack: Stack, client: Client
+) -> None:
+    _agent(client, "desk", {"instructions": "You are the desk."}, {"instructions": "You are the new desk."})
+    _ok(client, "POST", "/v1/agents/desk/versions/2/publish")
+    set_script(stack, LONG_CALL)
+    session = client.create_session("", agent="desk@1", voice="sage")
+    assert session["voice"] == "sage"  # the call's own field over its version's
+    client.connect(session["id"])
+    wait_for(lambda: client.session(session["id"])["status"] in ("listening", "responding"), "the call")
+    status, refused = client.request("DELETE", "/v1/agents/desk/versions/1")
+    assert status == 409 and refused["error"]["code"] == "version_in_use"
+    status, refused = client.request("DELETE", "/v1/agents/desk/versions/2")
+    assert status == 409 and refused["error"]["code"] == "version_published"
+    client.end(session["id"])
+    client.wait_for_status(session["id"], timeout_s=30)
+    assert _ok(client, "DELETE", "/v1/agents/desk/versions/1") == {"agent": "desk", "deleted": 1}
+    status, gone = client.request("GET", "/v1/agents/desk/versions/1")
+    assert status == 404 and gone["error"]["code"] == "agent_version_not_found"
+
+
+def test_a_route_naming_an_agent_answers_with_its_published_version(stack: Stack, client: Client) -> None:
+    _agent(
+        client, "front", {"instructions": "You are Acme's front desk.", "greeting": {"say": "Acme, hello."}}
+    )
+    status, refused = client.request("POST", "/v1/routes", {"number": "+18005550777", "agent": "front"})
+    assert status == 409 and refused["error"]["code"] == "agent_not_published"
+    _ok(client, "POST", "/v1/agents/front/versions/1/publish")
+    route = _ok(client, "POST", "/v1/routes", {"number": "+18005550777", "agent": "front"}, 201)["route"]
+    set_script(
+        stack,
+        {"name": "front", "caller": [{"hangup": True, "after_ms": 800}], "model": [{"say": "Acme, hello."}]},
+    )
+    call_id = ring(stack, "+18005550777")
+    answered = wait_for(lambda: _answered(client, call_id), "the call's record")
+    assert answered["route_id"] == route["id"]
+    record = client.wait_for_status(answered["session_id"], timeout_s=30)
+    assert record["agent"] == {"name": "front", "version": 1}
+
+
+def _answered(client: Client, call_id: str) -> dict[str, Any] | None:
+    status, body = client.request("GET", f"/v1/phone-calls/{call_id}")
+    return dict(body) if status == 200 and body.get("session_id") else None
+
+
+def test_every_refusal_names_what_it_refuses(client: Client) -> None:
+    cases = [
+        ("POST", "/v1/sessions", {"agent": "nobody"}, 404, "agent_not_found"),
+        ("GET", "/v1/agents/nobody", None, 404, "agent_not_found"),
+        ("POST", "/v1/sessions", {"agent": "Not A Name"}, 422, "malformed_request"),
+        ("POST", "/v1/sessions", {}, 422, "malformed_request"),
+        ("POST", "/v1/agents", {"name": "Bad Name"}, 422, "malformed_request"),
+    ]
+    _agent(client, "lonely", {"instructions": "Hello {name}."})
+    cases += [
+        ("POST", "/v1/agents", {"name": "lonely"}, 409, "agent_exists"),
+        ("POST", "/v1/sessions", {"agent": "lonely"}, 409, "agent_not_published"),
+        ("POST", "/v1/sessions", {"agent": "lonely@7"}, 404, "agent_version_not_found"),
+        ("POST", "/v1/sessions", {"agent": "lonely@1"}, 422, "malformed_request"),  # {name} left empty
+        (
+            "POST",
+            "/v1/agents/lonely/versions",
+            {"instructions": "x", "agent": "other"},
+            422,
+            "malformed_request",
+        ),
+        ("POST", "/v1/agents/lonely/versions", {"instructions": "x", "tools": ["nope"]}, 422, "unknown_tool"),
+        (
+            "POST",
+            "/v1/agents/lonely/versions",
+            {"instructions": "x", "model": "gpt-live-1.1"},
+            422,
+            "malformed_request",
+        ),
+        ("POST", "/v1/agents/lonely/versions/9/publish", None, 404, "agent_version_not_found"),
+        ("POST", "/v1/agents/lonely/rollback", None, 409, "nothing_to_roll_back"),
+        ("GET", "/v1/agents/lonely/diff?from=1&to=5", None, 404, "agent_version_not_found"),
+        ("GET", "/v1/agents/lonely/versions/x", None, 404, "agent_version_not_found"),
+    ]
+    for method, path, body, status, code in cases:
+        got, answer = client.request(method, path, body)
+        assert (got, answer["error"]["code"]) == (status, code), (method, path, body, answer)
+    _ok(client, "POST", "/v1/agents/lonely/archive")
+    got, answer = client.request("POST", "/v1/sessions", {"agent": "lonely@1", "vars": {"name": "Ada"}})
+    assert (got, answer["error"]["code"]) == (409, "agent_archived")
+
+
+def test_a_viewer_reads_agents_and_only_an_administrator_changes_them(
+    stack: Stack, client: Client, services: Services
+) -> None:
+    _agent(client, "readable", {"instructions": "Hi."})
+    made = subprocess.run(
+        [sys.executable, "-m", "switchboard", "keys", "add", "vera", "--role", "viewer"],
+        env={
+            **os.environ,
+            "SWITCHBOARD_DATABASE_URL": services.database_url,
+            "SWITCHBOARD_REDIS_URL": services.redis_url,
+            "SWITCHBOARD_BROKER_NAMESPACE": stack.namespace,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    viewer = Client(stack.api_url, json.loads(made.stdout)["key"])
+    status, shown = viewer.request("GET", "/v1/agents/readable")
+    assert status == 200 and shown["agent"]["name"] == "readable"
+    for method, path, body in (
+        ("POST", "/v1/agents", {"name": "mine"}),
+        ("POST", "/v1/agents/readable/versions", {"instructions": "Changed."}),
+        ("POST", "/v1/agents/readable/versions/1/publish", None),
+    ):
+        status, refused = viewer.request(method, path, body)
+        assert status == 403, (path, refused)
