@@ -13,7 +13,7 @@ from importlib.metadata import version
 
 from pipeline.platform.config import ConfigError, Settings, settings_from
 from pipeline.privacy.sealing import DeploymentKey
-from switchboard.cli import dead_letters, keys, models, numbers, outbound, processes, sessions
+from switchboard.cli import agents, dead_letters, keys, models, numbers, outbound, processes, sessions
 from switchboard.cli.reach import Run
 from switchboard.data_key import DataKeyError, deployment_keys
 from switchboard.logs import redact_logs
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_commands(commands)
     numbers.add_commands(commands)
     outbound.add_commands(commands)
+    agents.add_commands(commands)
     keys.add_commands(commands)
     dead_letters.add_commands(commands)
     models.add_commands(commands)

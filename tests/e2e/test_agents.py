@@ -218,3 +218,36 @@ def test_a_viewer_reads_agents_and_only_an_administrator_changes_them(
     ):
         status, refused = viewer.request(method, path, body)
         assert status == 403, (path, refused)
+
+
+def test_the_command_line_makes_publishes_and_compares_versions(stack: Stack, tmp_path: Any) -> None:
+    def agents(*arguments: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "switchboard", "agents", *arguments, "--api", stack.api_url],
+            env={**os.environ, "SWITCHBOARD_API_TOKEN": stack.api_token},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    first, second = tmp_path / "v1.json", tmp_path / "v2.json"
+    first.write_text(json.dumps({"instructions": "You are the billing desk."}))
+    second.write_text(json.dumps({"instructions": "You are the billing desk.", "voice": "sage"}))
+    assert agents("create", "billing").returncode == 0
+    for spec in (first, second):
+        added = agents("add-version", "billing", "--spec", str(spec))
+        assert added.returncode == 0, added.stderr
+    assert agents("publish", "billing", "1").returncode == 0
+    assert agents("publish", "billing", "2").returncode == 0
+    shown = json.loads(agents("show", "billing").stdout)["agent"]
+    assert shown["published_version"] == 2
+    diff = json.loads(agents("diff", "billing", "1", "2").stdout)
+    assert diff["changes"] == [{"path": "voice", "from": None, "to": "sage"}]
+    rolled = agents("rollback", "billing")
+    assert rolled.returncode == 0 and json.loads(rolled.stdout)["agent"]["published_version"] == 1
+    refused = agents("publish", "billing", "9")
+    assert (
+        refused.returncode == 1 and json.loads(refused.stderr)["error"]["code"] == "agent_version_not_found"
+    )
+    assert agents("publish", "billing").returncode == 2  # no version named
