@@ -31,7 +31,7 @@ def version_spec(asked: SessionSpec) -> dict[str, Any]:
     and vars (a version is the agent; a call brings its vars)."""
     if asked.agent is not None or asked.vars is not None:
         raise MalformedRequest("a version is a session spec of its own: it names no agent and takes no vars")
-    return asked.model_dump(mode="json", exclude=set(CALL_ONLY))
+    return asked.model_dump(mode="json", exclude=set(CALL_ONLY), exclude_defaults=True)
 
 
 def call_spec(version: dict[str, Any], asked: SessionSpec, *, fill: bool = True) -> SessionSpec:
