@@ -86,6 +86,8 @@ class Applied:
     # session stored before models were chosen per session: the provider's default model).
     provider: str = "realtime"
     model: str = ""
+    # The agent the session runs ("" for an inline spec), for the metrics' label.
+    agent: str = ""
     # The session streams its call log to the app's broker, and this applied an input of it
     # (its call log may have grown): its stream is swept once this commits.
     streams_events: bool = False
@@ -116,6 +118,7 @@ class Applied:
             merged.usage_after = part.usage_after or merged.usage_after
             merged.provider = part.provider
             merged.model = part.model
+            merged.agent = part.agent
             merged.streams_events = merged.streams_events or part.streams_events
         return merged
 
@@ -281,6 +284,7 @@ def collect(
     applied.usage_after = step.state.usage
     applied.provider = str(step.state.provider)
     applied.model = step.state.model.id
+    applied.agent = step.state.agent.name if step.state.agent is not None else ""
     applied.streams_events = applied.streams_events or step.state.event_stream is not None
     if step.state.is_terminal and not before.is_terminal:
         # Every timer checks a finished session and does nothing: they go with the call, so

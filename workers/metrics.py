@@ -91,11 +91,14 @@ class _Metrics:
         )
         self.tokens = Counter(
             "switchboard_tokens_total",
-            "Provider-reported tokens of the responses applied, by kind and the model that served them.",
-            ["kind", "model"],
+            "Provider-reported tokens of the responses applied, by kind, the model that served them and"
+            " the agent the call ran ('' for an inline session).",
+            ["kind", "model", "agent"],
         )
         self.cost = Counter(
-            "switchboard_cost_usd_total", "What the responses applied cost, in dollars, by model.", ["model"]
+            "switchboard_cost_usd_total",
+            "What the responses applied cost, in dollars, by model and agent ('' for an inline session).",
+            ["model", "agent"],
         )
         self.calls_placed = Counter(
             "switchboard_calls_placed_total", "Calls Switchboard placed that ended, by outcome.", ["outcome"]
@@ -174,7 +177,7 @@ def delivered(envelope: EventEnvelope, applied: Applied, published_at: float) ->
             measured.turn_latency.observe(waited)
 
 
-def recorded(applied: Applied, prices: ModelPrices | None = None, model: str = "") -> None:
+def recorded(applied: Applied, prices: ModelPrices | None = None, model: str = "", agent: str = "") -> None:
     """The incidents, finished compactions, tokens and cost (by the `model` that served the
     session) of any locked transaction."""
     if not _enabled:
@@ -186,10 +189,10 @@ def recorded(applied: Applied, prices: ModelPrices | None = None, model: str = "
         for kind in ("input", "output"):
             tokens = getattr(added, f"{kind}_tokens")
             if tokens > 0:
-                measured.tokens.labels(kind, model).inc(tokens)
+                measured.tokens.labels(kind, model, agent).inc(tokens)
         spent = cost_usd(added, prices)
         if spent:
-            measured.cost.labels(model).inc(spent)
+            measured.cost.labels(model, agent).inc(spent)
     for incident in applied.incidents:
         measured.incidents.labels(incident.code, incident.severity).inc()
     for status in applied.compactions_finished:

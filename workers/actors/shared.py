@@ -166,7 +166,7 @@ def after_commit(session_id: str, applied: Applied) -> None:
     ticks), flag cancelled tools, report failures, then run its quick tools' bodies."""
     settings = _runtime.settings
     model = settings.served_by(applied.provider, applied.model)
-    worker_metrics.recorded(applied, settings.prices_for(model), model)
+    worker_metrics.recorded(applied, settings.prices_for(model), model, applied.agent)
     # What the transaction asks to be sent, sent together: one round trip, not one each (a tool
     # call's run, or its inline backup, and its deadline timer were two before the body ran).
     sends: list[tuple[dramatiq.Message[Any], int | None]] = []
