@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 from typing import Any
 
 from switchboard.client import Client
@@ -83,6 +84,16 @@ def test_a_call_keeps_its_version_while_another_is_published_and_rollback_brings
         "name": "orders",
         "version": 1,
     }
+    # What the agent's calls cost, by agent.
+    port = stack.workers[0].ready["metrics"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        scraped = response.read().decode()
+    assert any(
+        line.startswith("switchboard_cost_usd_total{")
+        and 'agent="orders"' in line
+        and float(line.split()[1]) > 0
+        for line in scraped.splitlines()
+    )
 
     set_script(stack, SCRIPTS / "spoken_call.json")
     second = client.create_session("", agent="orders", vars={"name": "Bo"})
