@@ -369,6 +369,8 @@ SELECT s.id, s.status, s.end_reason, s.created_at, s.ended_at, s.provider_call_i
         OR (%(status)s = 'live' AND s.status = ANY(%(in_call)s))
         OR (%(status)s = 'not_connected' AND s.provider_call_id IS NULL AND NOT s.status = ANY(%(in_call)s)))
    AND (%(route)s = '' OR p.route_id = %(route)s)
+   AND (%(agent)s = '' OR (s.state -> 'agent' ->> 'name' = %(agent)s
+        AND (%(agent_version)s = 0 OR (s.state -> 'agent' ->> 'version')::int = %(agent_version)s)))
    AND (%(end_reason)s = '' OR s.end_reason = %(end_reason)s)
    AND (%(words)s = ''
         OR s.id ILIKE %(words)s ESCAPE '\\'
@@ -402,6 +404,7 @@ def sessions(
     route: str = "",
     end_reason: str = "",
     search: str = "",
+    agent: tuple[str, int | None] | None = None,
 ) -> dict[str, Any]:
     """The deployment's sessions, newest first (filtered by status — or `live`, or
     `not_connected` — route, end reason, when
@@ -420,6 +423,8 @@ def sessions(
             "route": route,
             "end_reason": end_reason,
             "words": _like(search),
+            "agent": agent[0] if agent else "",
+            "agent_version": (agent[1] or 0) if agent else 0,
         },
     ).fetchall()
     listed = [_listed(row) for row in rows[: page.limit]]

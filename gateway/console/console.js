@@ -286,7 +286,7 @@ function shortId(id) { return id ? `…${id.slice(-8)}` : ""; }
 
 // ── calls ──────────────────────────────────────────────────────────────────────────────────
 
-function viewCalls() {
+function viewCalls(agent = "") {
   const search = el("input", { id: "search", type: "search", placeholder: "Number, call id or words said", "aria-label": "Search" });
   const status = el("select", { id: "filter-status", "aria-label": "Status" },
     ...[["", "Any state"], ["live", "Live now"], ["ended", "Ended"], ["failed", "Failed"], ["not_connected", "Not connected"]]
@@ -311,6 +311,7 @@ function viewCalls() {
     if (from.value) query.set("created_after", new Date(from.value).toISOString());
     if (to.value) query.set("created_before", new Date(to.value).toISOString());
     if (cursor) query.set("cursor", cursor);
+    if (agent) query.set("agent", agent);
     const answer = await api("GET", `/v1/sessions?${query}`);
     if (answer.status !== 200) { counts.replaceChildren(el("span", { class: "refused" }, describe(answer))); return; }
     // A session no call reached is "not connected", not a failure: the API counts it apart.
@@ -350,7 +351,10 @@ function viewCalls() {
   older.addEventListener("click", () => { if (!nextCursor) return; cursors.push(cursor); cursor = nextCursor; refresh(); });
   newer.addEventListener("click", () => { cursor = cursors.pop() || ""; refresh(); });
 
-  show(el("h1", {}, "Calls"), counts,
+  const heading = agent
+    ? [el("h1", {}, `Calls of ${agent}`), el("p", { class: "crumbs" }, el("a", { href: `#/agent/${agent.split("@")[0]}` }, "← the agent"), " · ", el("a", { href: "#/calls" }, "every call"))]
+    : [el("h1", {}, "Calls")];
+  show(...heading, counts,
     el("div", { class: "filters" }, search, status, el("label", {}, "From ", from), el("label", {}, "To ", to)),
     el("div", { class: "table" }, el("table", { class: "calls" },
       el("thead", {}, el("tr", {}, ...["started", "length", "way", "route or campaign", "number", "state", "outcome", "cost"].map((h) => el("th", {}, h)))),
@@ -706,6 +710,88 @@ function outcomes(campaign) {
   return Object.entries(campaign.counts.by_outcome).map(([name, n]) => `${words(name)} ${n}`).join(", ");
 }
 
+// ── agents ─────────────────────────────────────────────────────────────────────────────────
+
+function viewAgents() {
+  const rows = el("tbody", { id: "agents" });
+  const answer = el("div", { class: "answer" });
+  async function refresh() {
+    const listed = await api("GET", "/v1/agents");
+    if (listed.status !== 200) { answerLine(answer, listed); return; }
+    rows.replaceChildren(...listed.body.agents.map((a) => el("tr", { "data-agent": a.name },
+      el("td", {}, el("a", { href: `#/agent/${a.name}` }, a.name)),
+      el("td", {}, a.published_version ? `version ${a.published_version}` : el("span", { class: "muted" }, "none published")),
+      el("td", { class: "num" }, a.versions),
+      el("td", {}, a.archived_at ? `archived ${timeOf(a.archived_at)}` : ""),
+      el("td", {}, timeOf(a.created_at)))));
+    if (listed.body.agents.length === 0) rows.append(el("tr", { class: "empty" }, el("td", { colspan: "5" }, "No agents yet.")));
+  }
+  show(el("h1", {}, "Agents"), answer,
+    el("div", { class: "table" }, el("table", {}, el("thead", {}, el("tr", {}, ...["agent", "published", "versions", "", "created"].map((h) => el("th", {}, h)))), rows)));
+  refresh();
+  const timer = setInterval(refresh, 5000);
+  return () => clearInterval(timer);
+}
+
+// A value of a version's spec as text (JSON for what is not a string; never markup).
+function specText(value) {
+  if (value === null || value === undefined) return "—";
+  return typeof value === "string" ? value : JSON.stringify(value);
+}
+
+function viewAgent(name) {
+  const heading = el("h1", { id: "agent-title" }, `Agent ${name}`);
+  const versions = el("tbody", { id: "versions" });
+  const publications = el("tbody", { id: "publications" });
+  const answer = el("div", { class: "answer", id: "agent-answer" });
+  const before = el("select", { id: "diff-from", "aria-label": "From version" });
+  const after = el("select", { id: "diff-to", "aria-label": "To version" });
+  const changes = el("tbody", { id: "changes" });
+  const compare = el("button", { id: "compare" }, "Compare");
+  let known = [];
+
+  async function refresh() {
+    const shown = await api("GET", `/v1/agents/${name}`);
+    if (shown.status !== 200) { answerLine(answer, shown); return; }
+    const agent = shown.body.agent;
+    heading.textContent = `Agent ${agent.name}${agent.archived_at ? " (archived)" : ""}`;
+    versions.replaceChildren(...agent.versions.map((v) => el("tr", { "data-version": v.version, "data-status": v.status },
+      el("td", { class: "num" }, v.version), el("td", {}, v.status), el("td", {}, timeOf(v.created_at)), el("td", {}, v.created_by),
+      el("td", { class: "num" }, el("a", { href: `#/calls?agent=${agent.name}@${v.version}` }, `${v.calls} call${v.calls === 1 ? "" : "s"}`)),
+      el("td", { class: "num" }, v.live_calls ? `${v.live_calls} live` : ""))));
+    publications.replaceChildren(...agent.publications.map((p) => el("tr", {},
+      el("td", { class: "num" }, p.version), el("td", {}, timeOf(p.published_at)), el("td", {}, p.published_by))));
+    const numbers = agent.versions.map((v) => v.version);
+    if (numbers.join() !== known.join()) {
+      known = numbers;
+      const options = () => numbers.map((n) => el("option", { value: n }, `version ${n}`));
+      before.replaceChildren(...options());
+      after.replaceChildren(...options());
+      if (numbers.length > 1) { before.value = numbers[numbers.length - 2]; after.value = numbers[numbers.length - 1]; }
+    }
+  }
+
+  compare.addEventListener("click", async () => {
+    const found = await api("GET", `/v1/agents/${name}/diff?from=${before.value}&to=${after.value}`);
+    if (found.status !== 200) { answerLine(answer, found); return; }
+    changes.replaceChildren(...found.body.changes.map((c) => el("tr", {},
+      el("td", {}, c.path), el("td", { class: "was" }, specText(c.from)), el("td", { class: "now" }, specText(c.to)))));
+    if (found.body.changes.length === 0) changes.append(el("tr", { class: "empty" }, el("td", { colspan: "3" }, "The two versions are the same.")));
+  });
+
+  show(el("p", { class: "crumbs" }, el("a", { href: "#/agents" }, "← Agents")), heading, answer,
+    el("h2", {}, "Versions"),
+    el("div", { class: "table" }, el("table", {}, el("thead", {}, el("tr", {}, ...["version", "status", "made", "by", "calls", ""].map((h) => el("th", {}, h)))), versions)),
+    el("h2", {}, "Published"),
+    el("div", { class: "table" }, el("table", {}, el("thead", {}, el("tr", {}, ...["version", "when", "by"].map((h) => el("th", {}, h)))), publications)),
+    el("h2", {}, "What changed"),
+    el("div", { class: "filters" }, before, after, compare),
+    el("div", { class: "table" }, el("table", {}, el("thead", {}, el("tr", {}, ...["field", "before", "after"].map((h) => el("th", {}, h)))), changes)));
+  refresh();
+  const timer = setInterval(refresh, 5000);
+  return () => clearInterval(timer);
+}
+
 function viewCampaigns() {
   const rows = el("tbody", { id: "campaigns" });
   const answer = el("div", { class: "answer" });
@@ -829,9 +915,14 @@ async function route() {
   for (const link of document.querySelectorAll("header nav a")) link.classList.toggle("here", hash.startsWith(link.getAttribute("href")));
   const call = hash.match(/^#\/call\/([A-Za-z0-9_-]{1,64})$/);
   const campaign = hash.match(/^#\/campaign\/([A-Za-z0-9_-]{1,64})$/);
+  const agentPage = hash.match(/^#\/agent\/([a-z0-9][a-z0-9_-]{0,63})$/);
+  const agentCalls = hash.match(/^#\/calls\?agent=([a-z0-9][a-z0-9_-]{0,63}(?:@[1-9][0-9]{0,8})?)$/);
   if (call) stopView = viewCall(call[1]);
   else if (campaign) stopView = viewCampaign(campaign[1]);
   else if (hash === "#/calls") stopView = viewCalls();
+  else if (agentCalls) stopView = viewCalls(agentCalls[1]);
+  else if (hash === "#/agents") stopView = viewAgents();
+  else if (agentPage) stopView = viewAgent(agentPage[1]);
   else if (hash === "#/campaigns") stopView = viewCampaigns();
   else if (hash === "#/dead-letters") stopView = viewDeadLetters();
   else stopView = viewQueue();

@@ -165,6 +165,7 @@ async def list_sessions(api: SessionsPort, request: Request) -> Response:
         end_reason=query.get("end_reason", "")[:128],
         q=search,
         page=page,
+        agent=query.get("agent", "")[:80],
     )
     return relayed(status, body)
 
@@ -327,6 +328,7 @@ ROUTES = (
             Query("status", "a status, or `live` (in a call) or `not_connected`"),
             Query("route", "a route's id"),
             Query("end_reason", "an end reason"),
+            Query("agent", "the calls an agent ran: `name`, or one version's, `name@3`"),
             Query("q", "a search of the id, the numbers and the words said (≤ 200 characters)"),
             *paging("the creation time and the id, newest first"),
         ),

@@ -15,6 +15,7 @@ from switchboard.client import Client
 from switchboard.services import Services
 from switchboard.stack import Stack
 from tests.e2e.conftest import SCRIPTS, set_script, simulator_call
+from tests.support.browser import Browser
 from tests.support.phone import ring
 from tests.support.waiting import wait_for
 
@@ -262,3 +263,49 @@ def test_the_command_line_makes_publishes_and_compares_versions(stack: Stack, tm
         refused.returncode == 1 and json.loads(refused.stderr)["error"]["code"] == "agent_version_not_found"
     )
     assert agents("publish", "billing").returncode == 2  # no version named
+
+
+def test_the_console_shows_an_agent_s_versions_publications_changes_and_calls(
+    stack: Stack, client: Client
+) -> None:
+    _agent(
+        client,
+        "console-desk",
+        {"instructions": "You are the desk."},
+        {"instructions": "You are the <b>new</b> desk."},
+    )
+    _ok(client, "POST", "/v1/agents/console-desk/versions/1/publish")
+    session = client.create_session("", agent="console-desk")
+    _ok(client, "POST", "/v1/agents/console-desk/versions/2/publish")
+    browser = Browser()
+    try:
+        browser.goto(f"{stack.api_url}/console#/agents")
+        browser.eval(
+            f"document.getElementById('key').value = {json.dumps(stack.api_token)};"
+            "document.getElementById('key-form').requestSubmit(); true"
+        )
+        browser.wait_for("document.querySelector('#agents tr[data-agent=\"console-desk\"]') !== null")
+        listed = browser.eval("document.querySelector('#agents tr[data-agent=\"console-desk\"]').textContent")
+        browser.eval("location.hash = '#/agent/console-desk'; true")
+        browser.wait_for("document.querySelectorAll('#versions tr[data-version]').length === 2")
+        rows = "Array.from(document.querySelectorAll('#versions tr'))"
+        statuses = browser.eval(f"{rows}.map(r => r.dataset.status + ':' + r.textContent)")
+        published = browser.eval(
+            "Array.from(document.querySelectorAll('#publications tr')).map(r => r.textContent)"
+        )
+        browser.eval("document.getElementById('compare').click(); true")
+        browser.wait_for("document.querySelectorAll('#changes tr').length > 0")
+        changed = browser.eval("Array.from(document.querySelectorAll('#changes tr')).map(r => r.textContent)")
+        injected = browser.eval("document.querySelectorAll('#changes b').length")
+        browser.eval("location.hash = '#/calls?agent=console-desk@1'; true")
+        browser.wait_for(f"document.querySelector('#calls tr[data-session=\"{session['id']}\"]') !== null")
+        calls = browser.eval("document.querySelectorAll('#calls tr[data-session]').length")
+    finally:
+        browser.close()
+    assert "version 2" in listed
+    assert statuses[0].startswith("superseded:1") and "1 call" in statuses[0]
+    assert statuses[1].startswith("published:2") and "0 calls" in statuses[1]
+    assert [row[:1] for row in published] == ["2", "1"]
+    assert changed == ["instructionsYou are the desk.You are the <b>new</b> desk."]
+    assert injected == 0  # a version's text is shown as text, never as markup
+    assert calls == 1

@@ -11,6 +11,7 @@ from models import desk
 from models.records import call_log, session_record
 from models.records import sessions as listed_sessions
 from models.releases import read_across
+from pipeline.agents.versions import parsed_ref
 from pipeline.api.pages import requested
 from pipeline.platform.cost import cost_usd
 from pipeline.platform.names import READS_QUEUE
@@ -30,9 +31,11 @@ def list_sessions(
     end_reason: str,
     q: str = "",
     page: dict[str, Any] | None = None,
+    agent: str = "",
 ) -> None:
     """The deployment's sessions, newest first, filtered and searched, a page at a time (each
-    with what its usage cost); and the counts by status."""
+    with what its usage cost); and the counts by status. `agent` ("name" or "name@n") keeps the
+    calls an agent's versions (or one version) ran."""
     settings = _runtime.settings
 
     def read() -> tuple[int, dict[str, Any]]:
@@ -43,6 +46,7 @@ def list_sessions(
             route=route,
             end_reason=end_reason,
             search=q,
+            agent=parsed_ref(agent) if agent else None,
         )
         for session in listed["sessions"]:
             stored = session.pop("usage")
