@@ -44,6 +44,11 @@ API_REPLY_TIMEOUT_MS = 10_000
 # A tool body that outlives this is cancelled and answered as timed out.
 MAXIMUM_TOOL_MS = 30_000
 
+# What one tool output may carry to the model: a function_call_output is cut to this (the full
+# result stays in PostgreSQL), and an http tool's answer longer than this is refused unread, so a
+# large answer can neither balloon every later response's context nor a worker's memory.
+MAXIMUM_TOOL_OUTPUT_BYTES = 16_000
+
 # A running tool whose outcome has not come back this long after its own limit is answered as
 # interrupted: its message was lost (a dead worker past recovery, a dead-lettered run).
 TOOL_DEADLINE_GRACE_MS = 15_000

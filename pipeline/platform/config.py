@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from pipeline.call.errors import BadInput
+from pipeline.call.http_tools import AllowedHosts
 from pipeline.call.limits import (
     DEFAULT_COMPACTION_INPUT_TOKENS,
     DEFAULT_MAXIMUM_OUTPUT_TOKENS,
@@ -70,6 +71,10 @@ class Settings(BaseModel):
     # Comma-separated module paths whose DELEGATION_HANDLERS lists make the delegation handlers
     # a Live session may name.
     delegation_modules: str = "workers.tools.reference_delegations"
+    # What an http tool may reach although it is not on the public internet: comma-separated
+    # host names, addresses and CIDR networks (pipeline/call/http_tools.py says what is refused
+    # without them: private, loopback over https, link-local, metadata …).
+    tool_allow_hosts: AllowedHosts = Field(default_factory=AllowedHosts)
 
     provider: Literal["simulated", "openai"] = "simulated"
     provider_api_key: str | None = None
@@ -172,6 +177,11 @@ class Settings(BaseModel):
         if values.get("redis_url") not in (None, url):
             raise ValueError("give SWITCHBOARD_REDIS_URL or the sentinels, not both")
         return {**values, "redis_url": url}
+
+    @field_validator("tool_allow_hosts", mode="before")
+    @classmethod
+    def _hosts_from_the_list(cls, value: object) -> object:
+        return AllowedHosts.parse(value) if isinstance(value, str) else value
 
     @field_validator("prices", "live_max_sessions", mode="before")
     @classmethod

@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pipeline.call.built_in import END_CALL, TRANSFER_CALL
 from pipeline.call.catalog import ToolError, ToolOutcome
 from pipeline.call.keypad import COLLECT_DIGITS, ask_of_call, tool_refusal
-from pipeline.call.limits import MAXIMUM_TOOL_MS, TOOL_DEADLINE_GRACE_MS
+from pipeline.call.limits import MAXIMUM_TOOL_MS, MAXIMUM_TOOL_OUTPUT_BYTES, TOOL_DEADLINE_GRACE_MS
 from pipeline.realtime.configuration import offers_collection
 from pipeline.realtime.controls import ItemCreate
 from pipeline.realtime.events import FunctionCallArgumentsDone, ResponseDone
@@ -65,9 +65,8 @@ COLLECTING = {
 # A turn that calls more tools than this is looping; the model is told to report instead.
 MAXIMUM_TOOL_CALLS_PER_TURN = 8
 
-# What goes to the provider as one function_call_output; the full result stays in PostgreSQL,
-# so a large result cannot balloon every later response's context and cost.
-MAXIMUM_CONTINUATION_BYTES = 16_000
+# What goes to the provider as one function_call_output (pipeline.call.limits says why).
+MAXIMUM_CONTINUATION_BYTES = MAXIMUM_TOOL_OUTPUT_BYTES
 
 # The refusal (and warning) of a function call in a response the host did not ask for.
 UNSOLICITED = "response_context_missing"

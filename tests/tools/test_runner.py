@@ -7,8 +7,8 @@ import threading
 import time
 from typing import Any
 
-from pipeline.call.catalog import SideEffect
-from workers.tools import ToolContext, run_tool, tool
+from pipeline.call.catalog import SideEffect, ToolError
+from workers.tools import ToolContext, ToolFailed, run_tool, tool
 from workers.tools.reference import echo, fail, generate, wait
 
 ANYTHING = {"type": "object"}
@@ -200,3 +200,34 @@ def test_a_sensitive_parameter_is_opened_for_the_body_and_an_unopenable_one_is_r
     assert refused.error.code == "invalid_arguments" and "destroyed" in refused.error.message
     assert sealed not in refused.error.message and len(seen) == 1
     assert run_tool(pay, arguments).status == "failed"  # no key at all: never run on the sealed text
+
+
+def test_a_body_that_knows_why_it_failed_gives_its_code() -> None:
+    """A ToolFailed is answered with its own code and status (failed, or timed_out for a limit of
+    the body's own), not the generic tool_error."""
+
+    def refused(arguments: dict[str, Any], context: ToolContext) -> Any:
+        raise ToolFailed("crm_refused", "the CRM refused the lookup")
+
+    def ran_out(arguments: dict[str, Any], context: ToolContext) -> Any:
+        raise ToolFailed("crm_timeout", "the CRM did not answer within 200 ms", timed_out=True)
+
+    outcome = run_tool(body(refused), "{}")
+    assert outcome.status == "failed"
+    assert outcome.error == ToolError(code="crm_refused", message="the CRM refused the lookup")
+    outcome = run_tool(body(ran_out), "{}")
+    assert outcome.status == "timed_out"
+    assert outcome.error is not None and outcome.error.code == "crm_timeout"
+
+
+def test_a_cancel_hook_runs_once_when_the_run_is_cancelled() -> None:
+    """A hook runs at cancellation (at once when registered after it), once; a forgotten one never."""
+    context = ToolContext(deadline=time.monotonic() + 1)
+    called: list[str] = []
+    context.on_cancel(lambda: called.append("kept"))
+    forget = context.on_cancel(lambda: called.append("forgotten"))
+    forget()
+    context.cancel()
+    context.cancel()
+    context.on_cancel(lambda: called.append("late"))
+    assert called == ["kept", "late"]

@@ -32,7 +32,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
@@ -50,6 +50,8 @@ class ToolContext:
         self.deadline = deadline  # time.monotonic() seconds
         self.extra: dict[str, Any] = dict(extra or {})
         self._cancelled = threading.Event()
+        self._hooks: list[Callable[[], None]] = []
+        self._hooks_lock = threading.Lock()
 
     def is_cancelled(self) -> bool:
         """True once the runner has stopped waiting for this body."""
@@ -59,9 +61,41 @@ class ToolContext:
         """Sleep up to `seconds`; False when woken early by cancellation."""
         return not self._cancelled.wait(max(0.0, seconds))
 
+    def on_cancel(self, hook: Callable[[], None]) -> Callable[[], None]:
+        """Call `hook` once when the run is cancelled (at once, if it is already): a body
+        blocked in I/O, which cannot poll, is woken by it (a socket shut down). The answer
+        forgets the hook; a body calls it when the I/O is over."""
+        with self._hooks_lock:
+            if not self._cancelled.is_set():
+                self._hooks.append(hook)
+                return lambda: self._forget(hook)
+        hook()
+        return lambda: None
+
     def cancel(self) -> None:
         """Ask the body to stop (the runner does this on timeout and on cancellation)."""
-        self._cancelled.set()
+        with self._hooks_lock:
+            self._cancelled.set()
+            hooks, self._hooks = self._hooks, []
+        for hook in hooks:
+            hook()
+
+    def _forget(self, hook: Callable[[], None]) -> None:
+        with self._hooks_lock:
+            if hook in self._hooks:
+                self._hooks.remove(hook)
+
+
+class ToolFailed(Exception):
+    """Raised by a tool body that knows why it failed: the runner answers with this `code`
+    (and `status`: failed, or timed_out for a limit of its own that ran out) instead of the
+    generic tool_error. The message goes to the model and the step's row, so it names no
+    secret and quotes no sensitive argument."""
+
+    def __init__(self, code: str, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status: Literal["failed", "timed_out"] = "timed_out" if timed_out else "failed"
 
 
 ToolFunction = Callable[[dict[str, Any], ToolContext], Any]

@@ -19,7 +19,7 @@ from typing import Any
 from pipeline.call.catalog import ToolError, ToolOutcome, ToolStatus
 from pipeline.call.limits import MAXIMUM_TOOL_MS
 from pipeline.privacy.sealing import SealedValueUnreadable, is_sealed
-from workers.tools.registry import Tool
+from workers.tools.registry import Tool, ToolFailed
 
 # Re-exported: ToolContext lives beside Tool, and tool modules written before it moved import it here.
 from workers.tools.registry import ToolContext as ToolContext
@@ -88,6 +88,8 @@ def run_tool(
         context.cancel()
         raise
 
+    if isinstance(body.error, ToolFailed):
+        return _unsuccessful(body.error.status, body.error.code, str(body.error), started)
     if body.error is not None:
         return _unsuccessful("failed", "tool_error", str(body.error) or type(body.error).__name__, started)
     try:
