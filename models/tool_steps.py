@@ -173,6 +173,19 @@ def finish_step(session: SessionTransaction, provider_call_id: str, outcome: Too
     return step
 
 
+def begin_body(session_id: str, provider_call_id: str) -> bool:
+    """Note, committed before the body runs, that the step's body starts now; False when an
+    earlier run noted it already (it may have reached the world before its worker died). Two
+    runs at once: one is first."""
+    with database.atomic():
+        row = database.execute_sql(
+            "UPDATE tool_steps SET body_started_at = now()"
+            " WHERE session_id = %s AND provider_call_id = %s AND body_started_at IS NULL RETURNING 1",
+            (session_id, provider_call_id),
+        ).fetchone()
+    return row is not None
+
+
 def interrupt_active_steps(session: SessionTransaction, code: str, message: str) -> list[ToolStep]:
     """Finish every requested or running step as interrupted, naming the real reason (a crash,
     the session ending): each then gets exactly one output."""

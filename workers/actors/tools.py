@@ -11,7 +11,7 @@ import dramatiq
 
 from models import data_keys, tool_steps
 from models.sessions import locked_session
-from pipeline.call.catalog import ToolError, ToolOutcome
+from pipeline.call.catalog import SideEffect, ToolError, ToolOutcome
 from pipeline.call.errors import ToolOutcomeConflict
 from pipeline.call.limits import INLINE_TOOL_MS, MAXIMUM_TOOL_MS
 from pipeline.live.delegation import DELEGATION_RUN_PREFIX
@@ -147,6 +147,21 @@ def _outcome_of(
         outcome = ToolOutcome(
             status="unavailable",
             error=ToolError(code="tool_unavailable", message=f"no registered tool {name!r}"),
+            elapsed_ms=0,
+        )
+    elif declared.spec.side_effect == SideEffect.EXTERNAL and not tool_steps.begin_body(session_id, call_id):
+        # Reaches outside the deployment, and an earlier run began it before its worker died:
+        # it may have happened. It never runs twice; the model is told the outcome is unknown.
+        outcome = ToolOutcome(
+            status="failed",
+            error=ToolError(
+                code="outcome_unknown",
+                message=(
+                    f"{name} was started once and its worker stopped before it answered: it may or may not "
+                    "have happened, and it is not run again. Do not tell the caller it happened or not; "
+                    "say it needs checking."
+                ),
+            ),
             elapsed_ms=0,
         )
     else:
