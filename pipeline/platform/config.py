@@ -46,6 +46,8 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     _catalog: Catalog = PrivateAttr()
+    # What a call on each model is charged at, made once per model: asked on every transaction.
+    _priced: dict[str, ModelPrices | None] = PrivateAttr(default_factory=dict)
 
     database_url: str | None = None
     redis_url: str | None = None
@@ -281,11 +283,13 @@ class Settings(BaseModel):
     def prices_for(self, model: str) -> ModelPrices | None:
         """What a call on `model` is charged at: the operator's negotiated rate
         (SWITCHBOARD_PRICES) when it has one, else the catalog's; None when neither has one."""
+        if model in self._priced:
+            return self._priced[model]
         negotiated = self.prices.get(model)
-        if negotiated is not None:
-            return negotiated
         entry = self._catalog.get(model)
-        return None if entry is None or entry.prices is None else entry.prices.for_calls()
+        priced = negotiated or (None if entry is None or entry.prices is None else entry.prices.for_calls())
+        self._priced[model] = priced
+        return priced
 
 
 def settings_from(environ: Mapping[str, str]) -> Settings:

@@ -8,7 +8,9 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from switchboard.client import Client
@@ -44,6 +46,7 @@ def _ok(client: Client, method: str, path: str, body: Any = None, expected: int 
 
 
 def _agent(client: Client, name: str, *versions: dict[str, Any]) -> None:
+    """An agent of `name` with `versions` added, none published."""
     _ok(client, "POST", "/v1/agents", {"name": name}, 201)
     for number, version in enumerate(versions, start=1):
         added = _ok(client, "POST", f"/v1/agents/{name}/versions", version, 201)
@@ -309,3 +312,53 @@ def test_the_console_shows_an_agent_s_versions_publications_changes_and_calls(
     assert changed == ["instructionsYou are the desk.You are the <b>new</b> desk."]
     assert injected == 0  # a version's text is shown as text, never as markup
     assert calls == 1
+
+
+def test_a_version_sent_ten_times_at_once_under_one_key_is_added_once(stack: Stack, client: Client) -> None:
+    _agent(client, "retried")
+    body = json.dumps({"instructions": "You are the retried desk."}).encode()
+
+    def post() -> tuple[int, dict[str, Any]]:
+        request = urllib.request.Request(
+            f"{stack.api_url}/v1/agents/retried/versions",
+            data=body,
+            method="POST",
+            headers={
+                "Authorization": f"Bearer {stack.api_token}",
+                "Content-Type": "application/json",
+                "Idempotency-Key": "add-the-version",
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read())
+
+    with ThreadPoolExecutor(10) as pool:
+        answers = list(pool.map(lambda _: post(), range(10)))
+    added = [answer for status, answer in answers if status == 201]
+    assert added and {answer["version"] for answer in added} == {1}
+    assert {answer["error"]["code"] for status, answer in answers if status != 201} <= {"request_in_progress"}
+    assert [each["version"] for each in _ok(client, "GET", "/v1/agents/retried")["agent"]["versions"]] == [1]
+
+
+def test_another_deployment_s_agents_are_unknown_here(
+    stack: Stack, client: Client, services: Services
+) -> None:
+    _agent(client, "ours", {"instructions": "Ours."})
+    _ok(client, "POST", "/v1/agents/ours/versions/1/publish")
+    with Stack(services.database_url, services.redis_url, namespace=f"{stack.namespace}-theirs") as theirs:
+        theirs.start(workers=1)
+        other = Client(theirs.api_url, theirs.api_token)
+        for method, path, body in (
+            ("GET", "/v1/agents/ours", None),
+            ("POST", "/v1/sessions", {"agent": "ours"}),
+            ("POST", "/v1/agents/ours/versions/1/publish", None),
+            ("POST", "/v1/agents/ours/versions", {"instructions": "Theirs now."}),
+        ):
+            status, answer = other.request(method, path, body)
+            assert (status, answer["error"]["code"]) == (404, "agent_not_found"), (path, answer)
+        status, listed = other.request("GET", "/v1/agents")
+        assert status == 200 and listed["agents"] == []
+    assert [each["version"] for each in _ok(client, "GET", "/v1/agents/ours")["agent"]["versions"]] == [1]
