@@ -27,7 +27,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     doctor = commands.add_parser(
         "doctor",
         help=f"what names a model shutting down within {WARN_WITHIN_DAYS} days (or shut down): the "
-        f"deployment's defaults, its routes and its campaigns still to run, {IN_DATABASE}; exit 1 if any",
+        f"deployment's defaults, its routes, its campaigns still to run and its agents' published "
+        f"versions, {IN_DATABASE}; exit 1 if any",
     )
     doctor.set_defaults(run=_doctor)
 

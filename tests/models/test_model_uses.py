@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from models import campaigns, outbound, phone
+from models import agents, campaigns, outbound, phone
 from models.model_uses import ModelUse, models_named
 from pipeline.api.requests import RouteSpec
 from pipeline.outbound.contacts import Contact
@@ -45,17 +45,26 @@ def test_routes_and_running_campaigns_are_found_by_the_model_they_name(database:
     )
     campaign_id = _campaign(namespace, model="gpt-live-1")
     other = _route(f"other-{uuid.uuid4().hex[:8]}", "+12125550003", model="gpt-realtime")
+    agents.create_agent(namespace, "desk")
+    agents.add_version(namespace, "desk", {"instructions": "Hi.", "model": "gpt-realtime"}, "ada")
+    agents.add_version(namespace, "desk", {"instructions": "Hi.", "model": "gpt-realtime-2.1"}, "ada")
+    agents.publish(namespace, "desk", 2, "ada")  # only the published version is named
 
     uses = models_named(namespace)
 
     assert sorted(uses, key=lambda use: (use.kind, use.id, use.field)) == [
+        ModelUse("agent", "desk@2", "model", "gpt-realtime-2.1"),
         ModelUse("campaign", campaign_id, "model", "gpt-live-1"),
         ModelUse("route", named, "model", "gpt-realtime-2.1-mini"),
         ModelUse("route", named, "transcription.model", "whisper-1"),
     ]
     assert plain not in {use.id for use in uses} and other not in {use.id for use in uses}
     campaigns.set_status(namespace, campaign_id, "cancel")
-    assert [use.kind for use in models_named(namespace)] == ["route", "route"]  # a cancelled one is done
+    assert [use.kind for use in models_named(namespace)] == [
+        "agent",
+        "route",
+        "route",
+    ]  # a cancelled one is done
 
 
 def _doctor(

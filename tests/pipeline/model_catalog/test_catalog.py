@@ -4,7 +4,10 @@ start naming the entry; the operator's file replaces entries by id."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -186,3 +189,18 @@ def test_the_operator_s_price_wins_over_the_catalog_s_never_the_reverse() -> Non
     assert Settings().prices_for("gpt-realtime") is None  # nobody published one: no cost, not a guess
     live = Settings().prices_for("gpt-live-1.1")
     assert live is not None and live.active_minute == 0.05
+
+
+def test_a_process_given_a_catalog_that_does_not_parse_stops_at_start_with_one_line(tmp_path: Path) -> None:
+    path = _catalog_file(tmp_path, '[[model]]\nid = "x-1"\napi = "live"\nsource = "s"\n')
+    finished = subprocess.run(
+        [sys.executable, "-m", "switchboard", "models", "list"],
+        env={**os.environ, "SWITCHBOARD_MODEL_CATALOG": str(path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert finished.returncode == 2 and finished.stdout == ""
+    [line] = finished.stderr.splitlines()
+    assert line.startswith("switchboard: ") and "entry 1 (x-1): checked_on: Field required" in line
