@@ -39,6 +39,7 @@ WITHOUT_DEPLOYMENT_DATA = {
 }
 SUPERVISOR = {"id": "sup-b", "name": "B's supervisor"}
 A_NUMBER = "+14155550147"
+A_AGENT = "a-desk"
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +89,9 @@ def _a_world(a: Stack, redis_url: str) -> dict[str, Any]:
         {"name": "A's reminders", "session": live, "contacts": [{"to": "+14155550148"}], "paused": True}
     )
     placed = client.place_call("+14155550149", live, trunk="a-main")
+    client._ok("POST", "/v1/agents", {"name": A_AGENT})
+    client._ok("POST", f"/v1/agents/{A_AGENT}/versions", {"instructions": "A's agent."})
+    client._ok("POST", f"/v1/agents/{A_AGENT}/versions/1/publish")
     phone_call_id = ring(a, "+12125550100")  # no route: turned away, but recorded
     wait_for(lambda: _status(client, f"/v1/phone-calls/{phone_call_id}") == 200, "A's phone call recorded")
     return {
@@ -96,6 +100,7 @@ def _a_world(a: Stack, redis_url: str) -> dict[str, Any]:
         "call_ids": [placed["call"]["id"], phone_call_id],
         "campaign_id": campaign["campaign"]["id"] if "campaign" in campaign else campaign["id"],
         "name": "a-main",
+        "agent": A_AGENT,
         "number": A_NUMBER,
         "letter_id": _a_dead_letter(a, redis_url),
     }
@@ -141,6 +146,8 @@ def _bodies(world: dict[str, Any]) -> dict[tuple[str, str], Any]:
             "caller_number": "+12125550101",
         },
         ("POST", "/v1/suppressions"): {"number": world["number"], "reason": "B's own list"},
+        ("POST", "/v1/agents"): {"name": world["agent"]},
+        ("POST", "/v1/agents/{name}/versions"): {"instructions": "B's version of A's agent."},
     }
 
 
@@ -151,7 +158,12 @@ def _paths_with(path: str, world: dict[str, Any]) -> list[str]:
         "route_id": [world["route_id"]],
         "call_id": world["call_ids"],
         "campaign_id": [world["campaign_id"]],
-        "name": [world["name"]] if path.startswith("/v1/trunks") else ["instructions"],
+        "name": [world["name"]]
+        if path.startswith("/v1/trunks")
+        else [world["agent"]]
+        if path.startswith("/v1/agents")
+        else ["instructions"],
+        "version": ["1"],
         "number": [world["number"]],
         "letter_id": [world["letter_id"]],
         "verb": ["pause", "resume", "cancel"],
@@ -178,7 +190,7 @@ def test_every_route_asked_with_another_deployments_ids_finds_nothing_and_change
     bodies = _bodies(world)
     document = as_b.request("GET", "/openapi.json")[1]
     walked: list[tuple[str, str, int]] = []
-    a_ids = [str(value) for key, value in world.items() if key != "name"] + world["call_ids"]
+    a_ids = [str(value) for key, value in world.items() if key not in ("name", "agent")] + world["call_ids"]
 
     operations = [
         (method.upper(), template)
@@ -226,6 +238,8 @@ def test_every_route_asked_with_another_deployments_ids_finds_nothing_and_change
     assert kinds == {entry["kind"] for entry in log_before}, kinds
     assert as_a.campaign(world["campaign_id"])["status"] == "paused"
     assert as_a.request("GET", f"/v1/trunks/{world['name']}")[1]["trunk"]["url"] == "sips:sip.example.com"
+    agent = as_a.request("GET", f"/v1/agents/{world['agent']}")[1]["agent"]
+    assert (agent["published_version"], len(agent["versions"]), agent["archived_at"]) == (1, 1, None)
     route = as_a.request("GET", f"/v1/routes/{world['route_id']}")[1]["route"]
     assert route["session"]["instructions"] == "A's line."
     assert as_a.request("GET", f"/v1/suppressions/{quote(world['number'], safe='+')}")[0] == 200

@@ -202,7 +202,7 @@ def test_the_model_collects_with_its_built_in_tool(payment_stack: Stack, service
     _no_store_holds(payment_stack, services, client, session_id, card)
 
 
-def test_a_worker_killed_while_the_collected_card_is_charged_loses_nothing(
+def test_a_worker_killed_while_the_collected_card_is_charged_charges_it_at_most_once(
     payment_stack: Stack,  # noqa: F811
 ) -> None:
     card = _card("4")
@@ -230,9 +230,15 @@ def test_a_worker_killed_while_the_collected_card_is_charged_loses_nothing(
     [finished] = wait_for(
         lambda: _entries(client, session_id, "keypad.finished"), "the outcome", timeout_s=60
     )
-    assert finished["data"]["status"] == "succeeded", finished
+    # The charge reaches outside the deployment: a body the killed worker had begun is not begun
+    # again (the outcome is unknown); one it had not begun runs on the new worker. Either way the
+    # collection finishes once (tests/faults/test_tool_at_most_once.py counts the starts).
     [step] = client.session(session_id)["tool_steps"]
-    assert step["status"] == "succeeded", step
+    assert (step["status"], (step["error"] or {}).get("code")) in (
+        ("succeeded", None),
+        ("failed", "outcome_unknown"),
+    ), step
+    assert finished["data"]["status"] == step["status"], finished
     client.end(session_id)
 
 
